@@ -1,0 +1,30 @@
+/* codegen.h — Tile IR -> GPU IR (layouts) -> LLVM IR -> PTX (-> cubin via ptxas).
+ * Prefix cg_. One op family per file; one context struct with cached LLVM types.
+ */
+#ifndef KILN_CODEGEN_H
+#define KILN_CODEGEN_H
+
+#include "../ir/ir.h"
+
+typedef enum CgStage { CG_STAGE_GPU_IR, CG_STAGE_LLVM, CG_STAGE_PTX, CG_STAGE_CUBIN } CgStage;
+
+typedef struct CgOptions {
+    const char *arch;          /* "sm_80", "sm_90", "sm_90a" */
+    CgStage stage;
+    const char *dump_after;    /* GPU passes to dump after (NULL, "all" or a name) */
+} CgOptions;
+
+typedef struct CgResult {
+    StrBuf out;                /* text of the stage (or cubin bytes) */
+    StrBuf dumps;
+    StrBuf stats;
+    int smem_bytes;            /* dynamic shared memory needed at launch */
+    int num_warps;
+} CgResult;
+
+/* Lower one kernel (already through the target-independent passes). Returns
+ * false with the reason in `err`: user-facing problems as "error: ...", bugs as
+ * "internal error: ...". */
+bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err);
+
+#endif

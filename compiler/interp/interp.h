@@ -1,0 +1,45 @@
+/* interp.h — the CPU interpreter: runs Tile IR on host memory.
+ *
+ * It is the reference semantics of the IR. A kernel runs for every program of
+ * the grid, one after another. Pointer arguments are host addresses that must
+ * lie inside a registered buffer; any access (unless its mask is false) outside
+ * every registered buffer is an error, reported — never a crash.
+ * f16/bf16 values round to nearest even on every cast and store; f32
+ * arithmetic is done in float.
+ */
+#ifndef KILN_INTERP_H
+#define KILN_INTERP_H
+
+#include "../ir/ir.h"
+
+typedef struct InterpBuffer {
+    void *data;
+    size_t bytes;
+    const char *name;    /* for error messages */
+} InterpBuffer;
+
+typedef struct InterpArg {
+    /* Exactly one is used, by the parameter's type: pointers use `ptr`,
+     * integers `i`, floats `f`. */
+    void *ptr;
+    int64_t i;
+    double f;
+} InterpArg;
+
+typedef struct InterpOptions {
+    int grid[3];                  /* programs per axis; 0 treated as 1 */
+    const InterpBuffer *buffers;  /* every buffer a pointer may reach */
+    int nbuffers;
+} InterpOptions;
+
+/* Returns 0 on success; else 1 with a message (which program, which op and
+ * source location, what went wrong) in `err`. */
+int interp_run(const IrFunc *f, const InterpArg *args, int nargs, const InterpOptions *opts, StrBuf *err);
+
+/* fp16 / bf16 helpers, round to nearest even (exposed for tests and references). */
+uint16_t interp_f32_to_f16(float x);
+float    interp_f16_to_f32(uint16_t h);
+uint16_t interp_f32_to_bf16(float x);
+float    interp_bf16_to_f32(uint16_t h);
+
+#endif

@@ -1,0 +1,281 @@
+/* ir.h — Tile IR: SSA values that are scalars or tiles, ops from one table.
+ *
+ * Structure (QBE-dense, MLIR-shaped):
+ *   IrModule  — kernels (IrFunc) of one compilation, all in one Arena.
+ *   IrFunc    — a kernel: parameters, a body block, schedule settings.
+ *   IrBlock   — a straight list of ops with block arguments; a region is one
+ *               block (control flow is structured: `for` and `if` own blocks).
+ *   IrOp      — opcode from IR_OPS below, operands, results, attributes,
+ *               up to two regions, and its source location.
+ *   IrValue   — an op result or a block argument / kernel parameter.
+ *
+ * Invariants the verifier (ir_verify) checks between passes:
+ *   - every operand is defined before use and dominates it (defined earlier in
+ *     the same block or in an enclosing block, or a visible block argument);
+ *   - operand/result counts and types agree with the op's rules below;
+ *   - every region block ends with exactly one terminator (yield/return).
+ *
+ * Optional operands are trailing: load(ptr [, mask [, other]]),
+ * store(ptr, value [, mask]), atomic_add(ptr, value [, mask]).
+ */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include "../support/support.h"
+
+/* ---- element types ---- */
+typedef enum IrElem {
+    IR_VOID, IR_I1, IR_I8, IR_I16, IR_I32, IR_I64,
+    IR_U8, IR_U16, IR_U32, IR_U64,
+    IR_F16, IR_BF16, IR_F32, IR_F64,
+    IR_PTR,            /* pointer in global memory; pointee in IrType.pointee */
+    IR_ELEM_COUNT
+} IrElem;
+
+#define IR_MAX_RANK 4
+
+typedef struct IrType {
+    uint8_t elem;      /* IrElem */
+    uint8_t pointee;   /* IrElem, when elem == IR_PTR */
+    uint8_t rank;      /* 0 = scalar */
+    int32_t shape[IR_MAX_RANK];
+} IrType;
+
+const char *ir_elem_name(IrElem e);            /* "f16", "bf16", "i32", "ptr", ... */
+IrElem      ir_elem_from_name(const char *s);  /* IR_VOID when unknown; "bool" -> IR_I1 */
+int         ir_elem_bits(IrElem e);            /* i1 -> 1, ptr -> 64 */
+bool        ir_elem_is_float(IrElem e);
+bool        ir_elem_is_int(IrElem e);          /* includes i1 and unsigned */
+bool        ir_elem_is_signed(IrElem e);
+
+IrType  ir_type_scalar(IrElem e);
+IrType  ir_type_ptr(IrElem pointee);
+IrType  ir_type_tile(IrType scalar, int rank, const int32_t *shape);
+IrType  ir_type_scalar_of(IrType t);           /* drop the shape */
+IrType  ir_type_with_elem(IrType t, IrElem e); /* same shape, other element */
+bool    ir_type_eq(IrType a, IrType b);
+bool    ir_type_is_tile(IrType t);
+int64_t ir_type_numel(IrType t);               /* 1 for scalars */
+/* "i32", "ptr<f16>", "tensor<128x64xbf16>", "tensor<64xptr<f32>>" */
+char   *ir_type_str(IrType t, char *buf, size_t n);
+
+/* ---- the op table ----
+ * X(ENUM, "text", nargs, nres, flags): nargs/nres -1 means variable.
+ * Attribute use per op is documented on the right; see IrOp. */
+#define IR_OPS(X) \
+    X(CONST,        "const",        0, 1, IRF_PURE)               /* ival (ints, i1) or fval (floats); result may be a tile (splat) */ \
+    X(PROGRAM_ID,   "program_id",   0, 1, IRF_PURE)               /* attr[0] = axis; i32 */ \
+    X(NUM_PROGRAMS, "num_programs", 0, 1, IRF_PURE)               /* attr[0] = axis; i32 */ \
+    X(ARANGE,       "arange",       0, 1, IRF_PURE)               /* attr[0] = start, attr[1] = end; tensor<(end-start)xi32> */ \
+    X(SPLAT,        "splat",        1, 1, IRF_PURE)               /* scalar -> tile */ \
+    X(BROADCAST,    "broadcast",    1, 1, IRF_PURE)               /* tile -> tile, dims of size 1 stretched */ \
+    X(EXPAND_DIMS,  "expand_dims",  1, 1, IRF_PURE)               /* attr[0] = axis of the new size-1 dim */ \
+    X(RESHAPE,      "reshape",      1, 1, IRF_PURE)               /* same numel, row-major order */ \
+    X(TRANS,        "trans",        1, 1, IRF_PURE)               /* attr[0..rank-1] = permutation */ \
+    X(ADD,          "add",          2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) \
+    X(SUB,          "sub",          2, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(MUL,          "mul",          2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) \
+    X(DIV,          "div",          2, 1, IRF_PURE | IRF_ELEMWISE) /* ints: C truncation */ \
+    X(REM,          "rem",          2, 1, IRF_PURE | IRF_ELEMWISE) /* ints: C %, floats: fmod */ \
+    X(MIN,          "min",          2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) /* floats: fminf (NaN ignored) */ \
+    X(MAX,          "max",          2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) \
+    X(AND,          "and",          2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) /* ints and i1 */ \
+    X(OR,           "or",           2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) \
+    X(XOR,          "xor",          2, 1, IRF_PURE | IRF_ELEMWISE | IRF_COMMUT) \
+    X(SHL,          "shl",          2, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(SHR,          "shr",          2, 1, IRF_PURE | IRF_ELEMWISE) /* arithmetic if signed, logical if unsigned */ \
+    X(CMP,          "cmp",          2, 1, IRF_PURE | IRF_ELEMWISE) /* attr[0] = IrCmp; result i1 */ \
+    X(NEG,          "neg",          1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(NOT,          "not",          1, 1, IRF_PURE | IRF_ELEMWISE) /* bitwise; logical on i1 */ \
+    X(EXP,          "exp",          1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(EXP2,         "exp2",         1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(LOG,          "log",          1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(LOG2,         "log2",         1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(SQRT,         "sqrt",         1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(RSQRT,        "rsqrt",        1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(ABS,          "abs",          1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(TANH,         "tanh",         1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(SIN,          "sin",          1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(COS,          "cos",          1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(FLOOR,        "floor",        1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(CEIL,         "ceil",         1, 1, IRF_PURE | IRF_ELEMWISE) \
+    X(SELECT,       "select",       3, 1, IRF_PURE | IRF_ELEMWISE) /* cond (i1), a, b */ \
+    X(CAST,         "cast",         1, 1, IRF_PURE | IRF_ELEMWISE) /* to the result type; floats round to nearest even */ \
+    X(ADDPTR,       "addptr",       2, 1, IRF_PURE | IRF_ELEMWISE) /* ptr, integer offset in elements */ \
+    X(LOAD,         "load",        -1, 1, IRF_MEM_READ)           /* ptr [, mask [, other]] */ \
+    X(STORE,        "store",       -1, 0, IRF_MEM_WRITE)          /* ptr, value [, mask] */ \
+    X(ATOMIC_ADD,   "atomic_add",  -1, 1, IRF_MEM_READ | IRF_MEM_WRITE) /* ptr, value [, mask]; returns old */ \
+    X(DOT,          "dot",          3, 1, IRF_PURE)               /* a[M,K], b[K,N], acc[M,N] -> acc + a@b */ \
+    X(REDUCE,       "reduce",       1, 1, IRF_PURE)               /* attr[0] = axis, attr[1] = IrReduce */ \
+    X(FOR,          "for",         -1,-1, IRF_REGIONS)            /* lo, hi, step, inits... ; region 0 args (iv, carried...) */ \
+    X(IF,           "if",           1,-1, IRF_REGIONS)            /* cond (scalar i1); regions 0 = then, 1 = else */ \
+    X(YIELD,        "yield",       -1, 0, IRF_TERM)               /* ends for/if regions */ \
+    X(RETURN,       "return",       0, 0, IRF_TERM)               /* ends the kernel body */ \
+    X(ASSERT,       "assert",       1, 0, IRF_MEM_WRITE)          /* device_assert(cond), sattr = message */ \
+    /* ---- GPU IR only ---- */ \
+    X(CONVERT_LAYOUT, "convert_layout", 1, 1, IRF_PURE | IRF_GPU)  /* same type, other layout */
+
+enum {
+    IRF_PURE      = 1 << 0,   /* no side effects: CSE, DCE and LICM may touch it */
+    IRF_ELEMWISE  = 1 << 1,   /* all tile operands and the result share one shape */
+    IRF_COMMUT    = 1 << 2,
+    IRF_TERM      = 1 << 3,
+    IRF_REGIONS   = 1 << 4,
+    IRF_MEM_READ  = 1 << 5,
+    IRF_MEM_WRITE = 1 << 6,
+    IRF_GPU       = 1 << 7,
+};
+
+typedef enum IrOpcode {
+#define IR_X_ENUM(e, t, na, nr, fl) IR_##e,
+    IR_OPS(IR_X_ENUM)
+#undef IR_X_ENUM
+    IR_OP_COUNT
+} IrOpcode;
+
+typedef struct IrOpInfo {
+    const char *name;
+    int nargs, nres;
+    unsigned flags;
+} IrOpInfo;
+extern const IrOpInfo ir_op_info[IR_OP_COUNT];
+IrOpcode ir_opcode_from_name(const char *s);   /* IR_OP_COUNT when unknown */
+
+typedef enum IrCmp { IR_CMP_EQ, IR_CMP_NE, IR_CMP_LT, IR_CMP_LE, IR_CMP_GT, IR_CMP_GE } IrCmp;
+typedef enum IrReduce { IR_RED_SUM, IR_RED_MAX, IR_RED_MIN, IR_RED_ARGMAX, IR_RED_ARGMIN } IrReduce;
+const char *ir_cmp_name(IrCmp c);          /* "eq", "lt", ... */
+const char *ir_reduce_name(IrReduce r);    /* "sum", "max", ... */
+
+/* ---- values, ops, blocks ---- */
+typedef struct IrValue IrValue;
+typedef struct IrOp IrOp;
+typedef struct IrBlock IrBlock;
+typedef struct IrFunc IrFunc;
+
+struct IrValue {
+    int id;               /* unique within the function */
+    IrType type;
+    IrOp *def;            /* defining op; NULL for block arguments and parameters */
+    IrBlock *block;       /* owning block for block arguments; NULL for params/results */
+    int index;            /* result index in def, or argument/parameter index */
+    const char *name;     /* source name hint, for printing (may be NULL) */
+    int32_t divisibility; /* parameters: known divisibility (ints) / alignment in bytes (ptrs); 1 = unknown */
+    int layout;           /* GPU IR: index into IrFunc.layouts, -1 = none */
+};
+
+struct IrOp {
+    IrOpcode op;
+    SrcLoc loc;
+    IrValue **args;
+    int nargs;
+    IrValue **res;
+    int nres;
+    IrBlock *regions[2];
+    int nregions;
+    int64_t ival;         /* CONST (ints) */
+    double fval;          /* CONST (floats) */
+    int attr[IR_MAX_RANK];/* see the table */
+    const char *sattr;    /* ASSERT message */
+    IrOp *prev, *next;
+    IrBlock *parent;
+};
+
+struct IrBlock {
+    IrOp *first, *last;
+    IrValue **args;
+    int nargs, cap_args;
+    IrOp *parent_op;      /* the for/if owning this block; NULL for a function body */
+    IrFunc *func;
+};
+
+/* Schedule settings a kernel declares (`with (num_warps = 4, ...)`) or a compile overrides. */
+typedef struct IrSchedule {
+    int num_warps;        /* default 4 */
+    int num_stages;       /* default 2; 1 disables software pipelining */
+} IrSchedule;
+
+/* A const parameter after specialisation: recorded for printing and cache keys. */
+typedef struct IrConstParam {
+    const char *name;
+    IrType type;
+    int64_t ival;
+    double fval;
+} IrConstParam;
+
+struct IrFunc {
+    const char *name;
+    SrcLoc loc;
+    Arena *arena;
+    IrValue **params;
+    int nparams, cap_params;
+    IrConstParam *consts;
+    int nconsts;
+    IrBlock *body;
+    IrSchedule sched;
+    int next_id;
+    PtrVec layouts;       /* GPU IR: layout descriptors, owned by the codegen layer */
+};
+
+typedef struct IrModule {
+    Arena *arena;
+    IrFunc **funcs;
+    int nfuncs, cap_funcs;
+} IrModule;
+
+/* ---- construction (ir.c) ---- */
+IrModule *ir_module_new(Arena *a);
+void      ir_module_add(IrModule *m, IrFunc *f);
+IrFunc   *ir_func_new(Arena *a, const char *name, SrcLoc loc);
+IrValue  *ir_func_add_param(IrFunc *f, IrType t, const char *name);
+IrBlock  *ir_block_new(IrFunc *f);
+IrValue  *ir_block_add_arg(IrBlock *b, IrType t, const char *name);
+IrValue  *ir_value_new(IrFunc *f, IrType t);
+/* A detached op with `nargs` operands (copied) and `nres` fresh results of the given types. */
+IrOp     *ir_op_new(IrFunc *f, IrOpcode op, SrcLoc loc, int nargs, IrValue *const *args,
+                    int nres, const IrType *res_types);
+void      ir_op_set_args(IrFunc *f, IrOp *op, int nargs, IrValue *const *args);
+IrBlock  *ir_op_add_region(IrFunc *f, IrOp *op);      /* returns the new (empty) block */
+
+void ir_block_append(IrBlock *b, IrOp *op);
+void ir_insert_before(IrOp *pos, IrOp *op);
+void ir_insert_after(IrOp *pos, IrOp *op);
+void ir_op_unlink(IrOp *op);                          /* detach from its block */
+
+/* ---- traversal and rewriting ---- */
+typedef void (*IrWalkFn)(IrOp *op, void *ctx);
+/* Pre-order over every op of the function, nested regions included. The
+ * callback may unlink the op it is given (the walk saves `next` first). */
+void ir_walk(IrFunc *f, IrWalkFn fn, void *ctx);
+void ir_walk_block(IrBlock *b, IrWalkFn fn, void *ctx);
+/* Replace every use of `from` with `to` in the function. */
+void ir_replace_uses(IrFunc *f, IrValue *from, IrValue *to);
+/* Uses of every value, indexed by IrValue.id (array of f->next_id ints, arena). */
+int *ir_use_counts(IrFunc *f);
+/* True when `v` is defined outside `op`'s regions (so invariant with respect to them). */
+bool ir_value_defined_outside(const IrValue *v, const IrOp *op);
+
+/* ---- builder: a cursor plus a location, for front ends and passes ---- */
+typedef struct IrBuilder {
+    IrFunc *f;
+    IrBlock *block;       /* append here ... */
+    IrOp *before;         /* ... or insert before this op when non-NULL */
+    SrcLoc loc;
+} IrBuilder;
+
+IrOp    *irb_insert(IrBuilder *b, IrOp *op);
+IrValue *irb_op(IrBuilder *b, IrOpcode op, IrType rt, int nargs, IrValue *const *args);
+IrValue *irb_op1(IrBuilder *b, IrOpcode op, IrType rt, IrValue *x);
+IrValue *irb_op2(IrBuilder *b, IrOpcode op, IrType rt, IrValue *x, IrValue *y);
+IrValue *irb_const_int(IrBuilder *b, IrType t, int64_t v);
+IrValue *irb_const_float(IrBuilder *b, IrType t, double v);
+
+/* ---- text, checking (printer.c, parser.c, verify.c) ---- */
+struct Diag;
+void      ir_print_func(StrBuf *out, const IrFunc *f);
+void      ir_print_module(StrBuf *out, const IrModule *m);
+IrModule *ir_parse(Arena *a, struct Diag *d, const char *path, const char *src);
+/* Checks the invariants above; appends "internal error: ..." lines naming the
+ * op and its source location to `err` and returns false on the first problems. */
+bool      ir_verify(const IrFunc *f, StrBuf *err);
+
+#endif

@@ -1,0 +1,72 @@
+/* support.h — arenas, growable vectors, string buffers and source locations.
+ *
+ * Every compilation owns one Arena; AST nodes, IR ops, strings and tables are
+ * allocated from it and freed together with arena_free(). Nothing in the
+ * compiler frees individual nodes, so there is nothing to leak.
+ */
+#ifndef KILN_SUPPORT_H
+#define KILN_SUPPORT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* A place in a source file. line and col are 1-based; line 0 means unknown. */
+typedef struct SrcLoc {
+    const char *file;
+    int line, col;
+} SrcLoc;
+
+/* ---- arena ---- */
+typedef struct ArenaChunk ArenaChunk;
+typedef struct Arena {
+    ArenaChunk *head;
+    size_t used_total;
+} Arena;
+
+void  arena_init(Arena *a);
+void  arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t n);          /* zeroed, 16-byte aligned */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ARENA_NEW(a, T) ((T *)arena_alloc((a), sizeof(T)))
+#define ARENA_ARRAY(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))
+
+/* ---- growable pointer vector (arena backed) ---- */
+typedef struct PtrVec {
+    void **data;
+    int len, cap;
+} PtrVec;
+void vec_push(Arena *a, PtrVec *v, void *p);
+
+/* ---- string buffer (malloc backed: used for output that outlives a compile) ---- */
+typedef struct StrBuf {
+    char *data;
+    size_t len, cap;
+} StrBuf;
+void sb_init(StrBuf *sb);
+void sb_free(StrBuf *sb);
+void sb_putc(StrBuf *sb, char c);
+void sb_puts(StrBuf *sb, const char *s);
+void sb_putn(StrBuf *sb, const char *s, size_t n);
+void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
+char *sb_steal(StrBuf *sb);                     /* returns malloc'd string, resets sb */
+
+/* ---- misc ---- */
+bool   is_pow2(int64_t x);
+int    ilog2(int64_t x);                        /* floor(log2(x)), x > 0 */
+int    edit_distance(const char *a, const char *b);
+char  *read_file_text(const char *path, size_t *len_out); /* malloc'd, NUL-terminated; NULL on error */
+
+/* An internal error: a compiler bug, never a user mistake. Records where it
+ * happened; the pipeline checks ice_pending() and reports. Never aborts. */
+#define INTERNAL_ERROR(...) internal_error_at(__FILE__, __LINE__, __VA_ARGS__)
+void internal_error_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *ice_message(void);                  /* NULL when none */
+void ice_clear(void);
+
+#endif

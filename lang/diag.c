@@ -1,0 +1,96 @@
+/* diag.c — formatting of diagnostics with the source line and a caret; see diag.h. */
+#include "diag.h"
+
+#include <string.h>
+
+void diag_init(Diag *d, const char *file, const char *src)
+{
+    memset(d, 0, sizeof *d);
+    d->file = file ? file : "<input>";
+    d->src = src;
+    sb_init(&d->out);
+}
+
+void diag_free(Diag *d) { sb_free(&d->out); }
+
+/* Append the source line `line` and a caret under column `col`. Tabs in the
+ * prefix are kept so the caret lines up in a terminal. */
+static void show_line(Diag *d, int line, int col)
+{
+    if (!d->src || line <= 0) return;
+    const char *p = d->src;
+    for (int l = 1; l < line && *p; p++)
+        if (*p == '\n') l++;
+    const char *e = p;
+    while (*e && *e != '\n') e++;
+    if (p == e && !*p) return;
+    sb_putn(&d->out, p, (size_t)(e - p));
+    sb_putc(&d->out, '\n');
+    int c = 1;
+    for (const char *q = p; q < e && c < col; q++, c++) sb_putc(&d->out, *q == '\t' ? '\t' : ' ');
+    sb_puts(&d->out, "^\n");
+}
+
+static void emit(Diag *d, const char *kind, SrcLoc loc, const char *fmt, va_list ap)
+{
+    const char *file = loc.file ? loc.file : d->file;
+    if (loc.line > 0)
+        sb_printf(&d->out, "%s:%d:%d: %s: ", file, loc.line, loc.col, kind);
+    else
+        sb_printf(&d->out, "%s: %s: ", file, kind);
+    sb_vprintf(&d->out, fmt, ap);
+    sb_putc(&d->out, '\n');
+    /* Only show the line when it comes from the file whose text we hold. */
+    if (!loc.file || !d->file || strcmp(loc.file, d->file) == 0) show_line(d, loc.line, loc.col);
+}
+
+void diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap)
+{
+    if (d->nerrors >= DIAG_MAX_ERRORS) {
+        if (!d->truncated) {
+            sb_printf(&d->out, "%s: error: too many errors, stopping\n", d->file);
+            d->truncated = true;
+        }
+        d->nerrors++;
+        return;
+    }
+    d->nerrors++;
+    emit(d, "error", loc, fmt, ap);
+}
+
+void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_verror(d, loc, fmt, ap);
+    va_end(ap);
+}
+
+void diag_warning(Diag *d, SrcLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    d->nwarnings++;
+    emit(d, "warning", loc, fmt, ap);
+    va_end(ap);
+}
+
+void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
+{
+    if (d->truncated) return;
+    va_list ap;
+    va_start(ap, fmt);
+    d->nnotes++;
+    emit(d, "note", loc, fmt, ap);
+    va_end(ap);
+}
+
+bool diag_flush_ice(Diag *d)
+{
+    const char *m = ice_message();
+    if (!m) return false;
+    sb_printf(&d->out, "%s: error: %s (please report this bug)\n", d->file, m);
+    d->nerrors++;
+    ice_clear();
+    return true;
+}

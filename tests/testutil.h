@@ -1,0 +1,32 @@
+/* testutil.h — helpers shared by the Check tests. */
+#ifndef KILN_TESTUTIL_H
+#define KILN_TESTUTIL_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Path of a file in the source tree (KILN_SOURCE_DIR is set by ctest and compiled in). */
+static inline const char *tu_src_path(const char *rel)
+{
+    static char buf[8][1024];
+    static int k;
+    const char *root = getenv("KILN_SOURCE_DIR");
+    if (!root) root = KILN_SOURCE_DIR;
+    char *b = buf[k++ & 7];
+    snprintf(b, sizeof buf[0], "%s/%s", root, rel);
+    return b;
+}
+
+/* A main() that runs one suite and returns non-zero on failure. */
+#define TU_MAIN(suite_fn)                                   \
+    int main(void)                                          \
+    {                                                       \
+        SRunner *sr = srunner_create(suite_fn());           \
+        srunner_run_all(sr, CK_NORMAL);                     \
+        int nf = srunner_ntests_failed(sr);                 \
+        srunner_free(sr);                                   \
+        return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;       \
+    }
+
+#endif
