@@ -1,0 +1,29 @@
+/* cli.h — shared state of the kiln command's subcommands (not a library header). */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include <stdbool.h>
+
+#include "../driver.h"
+
+#define KILN_CLI_MAX_DEFINES 64
+#define KILN_CLI_MAX_ARGS 64
+
+typedef struct KilnCliArgs {
+    const char *file;
+    const char *out_path;
+    KilnCompileOptions opts;
+    KilnDefine defines[KILN_CLI_MAX_DEFINES];
+    int ndefines;
+    const char *runargs[KILN_CLI_MAX_ARGS];   /* ARG=SPEC */
+    int nrunargs;
+    int grid[3];
+    unsigned seed;
+    int show;
+    bool stats, cpu;
+} KilnCliArgs;
+
+char *kiln_cli_read_source(const char *path);
+int kiln_cli_run(KilnCliArgs *a);   /* returns the exit code */
+
+#endif

@@ -1,0 +1,202 @@
+/* main.c — the `kiln` command: check, compile and run .tile programs.
+ *
+ * Exit codes: 0 success, 1 user error (the program has errors, or running it
+ * failed), 2 usage error (bad command line). The command never dies on a
+ * signal: everything below returns error codes.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../driver.h"
+#include "../interp/interp.h"
+#include "cli.h"
+
+#define EXIT_USER 1
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+    "usage: kiln <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  check FILE                 check a program; print diagnostics only\n"
+    "  compile FILE [options]     compile and print the chosen stage\n"
+    "  run FILE [options] [ARG=SPEC]...\n"
+    "                             run a kernel (GPU when there is one, else the CPU interpreter)\n"
+    "  --help, --version\n"
+    "\n"
+    "options:\n"
+    "  -k, --kernel NAME          the kernel to use (needed when the file has several)\n"
+    "  -D NAME=VALUE              value of a const parameter (repeatable)\n"
+    "  --emit STAGE               ast | ir | gpu-ir | llvm | ptx | cubin   (compile; default ir)\n"
+    "  --arch ARCH                sm_80 | sm_86 | sm_89 | sm_90 | sm_90a   (default sm_90a)\n"
+    "  --num-warps N              override the kernel's num_warps\n"
+    "  --num-stages N             override the kernel's num_stages\n"
+    "  --dump-after PASS|all      print the IR after a pass (to stderr)\n"
+    "  --stats                    print warps and SRAM use (to stderr)\n"
+    "  -O0                        skip the target-independent passes\n"
+    "  -o FILE                    write the output to FILE instead of stdout\n"
+    "\n"
+    "run options:\n"
+    "  --grid X[,Y[,Z]]           programs per axis (default 1)\n"
+    "  --cpu                      use the CPU interpreter even when a GPU is present\n"
+    "  --seed N                   seed for random inputs (default 1)\n"
+    "  --show N                   print the first N elements of each buffer (default 8)\n"
+    "  ARG=SPEC                   a kernel argument: a number for scalars; for pointers\n"
+    "                             rand:N (uniform in [-1,1)), randn:N, zeros:N, ones:N, iota:N\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "kiln: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'kiln --help'.\n");
+    return EXIT_USAGE;
+}
+
+static const struct { const char *name; KilnEmit emit; } emit_names[] = {
+    {"ast", KILN_EMIT_AST},   {"ir", KILN_EMIT_IR},   {"gpu-ir", KILN_EMIT_GPU_IR},
+    {"llvm", KILN_EMIT_LLVM}, {"ptx", KILN_EMIT_PTX}, {"cubin", KILN_EMIT_CUBIN},
+};
+
+/* Parse the shared options; positional FILE and ARG=SPEC go to `rest`. */
+static int parse_args(int argc, char **argv, KilnCliArgs *a)
+{
+    memset(a, 0, sizeof *a);
+    a->opts.emit = KILN_EMIT_IR;
+    a->seed = 1;
+    a->show = 8;
+    a->grid[0] = a->grid[1] = a->grid[2] = 1;
+    for (int i = 2; i < argc; i++) {
+        const char *s = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE() do { if (!v) return usage_error("option '%s' needs a value", s); i++; } while (0)
+        if (!strcmp(s, "-k") || !strcmp(s, "--kernel")) { NEED_VALUE(); a->opts.kernel = v; }
+        else if (!strcmp(s, "-D") || (!strncmp(s, "-D", 2) && s[2])) {
+            const char *d = s[2] ? s + 2 : (NEED_VALUE(), v);
+            const char *eq = strchr(d, '=');
+            if (!eq || eq == d) return usage_error("-D expects NAME=VALUE, got '%s'", d);
+            if (a->ndefines == KILN_CLI_MAX_DEFINES) return usage_error("too many -D options (at most %s)", "64");
+            a->defines[a->ndefines].name = strndup(d, (size_t)(eq - d));
+            a->defines[a->ndefines].value = eq + 1;
+            a->ndefines++;
+        } else if (!strcmp(s, "--emit")) {
+            NEED_VALUE();
+            size_t k = 0;
+            while (k < sizeof emit_names / sizeof emit_names[0] && strcmp(emit_names[k].name, v)) k++;
+            if (k == sizeof emit_names / sizeof emit_names[0])
+                return usage_error("unknown --emit stage '%s' (ast, ir, gpu-ir, llvm, ptx, cubin)", v);
+            a->opts.emit = emit_names[k].emit;
+        } else if (!strcmp(s, "--arch")) { NEED_VALUE(); a->opts.arch = v; }
+        else if (!strcmp(s, "--num-warps") || !strcmp(s, "--num-stages") || !strcmp(s, "--seed") ||
+                 !strcmp(s, "--show")) {
+            NEED_VALUE();
+            char *end;
+            errno = 0;
+            long n = strtol(v, &end, 10);
+            if (*end || errno || n < 0 || n > 1 << 20) return usage_error("bad number '%s'", v);
+            if (!strcmp(s, "--num-warps")) a->opts.num_warps = (int)n;
+            else if (!strcmp(s, "--num-stages")) a->opts.num_stages = (int)n;
+            else if (!strcmp(s, "--seed")) a->seed = (unsigned)n;
+            else a->show = (int)n;
+        } else if (!strcmp(s, "--dump-after")) { NEED_VALUE(); a->opts.dump_after = v; }
+        else if (!strcmp(s, "--stats")) a->stats = true;
+        else if (!strcmp(s, "-O0")) a->opts.no_opt = 1;
+        else if (!strcmp(s, "--cpu")) a->cpu = true;
+        else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }
+        else if (!strcmp(s, "--grid")) {
+            NEED_VALUE();
+            char *end;
+            const char *p = v;
+            for (int k = 0; k < 3; k++) {
+                long n = strtol(p, &end, 10);
+                if (end == p || n < 1 || n > 1 << 30) return usage_error("bad --grid '%s' (expected X[,Y[,Z]])", v);
+                a->grid[k] = (int)n;
+                if (*end != ',') break;
+                p = end + 1;
+            }
+            if (*end) return usage_error("bad --grid '%s' (expected X[,Y[,Z]])", v);
+        } else if (s[0] == '-' && s[1]) return usage_error("unknown option '%s'", s);
+        else if (!a->file) a->file = s;
+        else if (strchr(s, '=') && a->nrunargs < KILN_CLI_MAX_ARGS) a->runargs[a->nrunargs++] = s;
+        else return usage_error("unexpected argument '%s'", s);
+#undef NEED_VALUE
+    }
+    if (!a->file) return usage_error("%s", "no input file");
+    a->opts.defines = a->defines;
+    a->opts.ndefines = a->ndefines;
+    return 0;
+}
+
+static int write_output(const char *path, const char *data, size_t n)
+{
+    FILE *f = path ? fopen(path, "wb") : stdout;
+    if (!f) {
+        fprintf(stderr, "kiln: cannot write '%s': %s\n", path, strerror(errno));
+        return EXIT_USER;
+    }
+    size_t w = fwrite(data, 1, n, f);
+    if (path) fclose(f);
+    else fflush(stdout);
+    if (w != n) {
+        fprintf(stderr, "kiln: short write to '%s'\n", path ? path : "stdout");
+        return EXIT_USER;
+    }
+    return 0;
+}
+
+char *kiln_cli_read_source(const char *path)
+{
+    char *src = read_file_text(path, NULL);
+    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(errno));
+    return src;
+}
+
+static int cmd_compile(KilnCliArgs *a, bool check_only)
+{
+    char *src = kiln_cli_read_source(a->file);
+    if (!src) return EXIT_USER;
+    if (check_only) a->opts.emit = KILN_EMIT_IR;
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile(a->file, src, &a->opts, &r);
+    free(src);
+    if (r.diagnostics) fputs(r.diagnostics, stderr);
+    if (r.dumps) fputs(r.dumps, stderr);
+    int rc = 0;
+    if (st == KILN_ERR_USAGE) rc = EXIT_USAGE;
+    else if (st != KILN_OK) rc = EXIT_USER;
+    else if (!check_only) {
+        if (a->stats && r.stats) fputs(r.stats, stderr);
+        rc = write_output(a->out_path, r.output, r.output_size);
+    }
+    kiln_compile_result_free(&r);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("kiln %s (LLVM 19 NVPTX backend)\n", KILN_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "check") && strcmp(cmd, "compile") && strcmp(cmd, "run"))
+        return usage_error("unknown command '%s' (check, compile, run)", cmd);
+    KilnCliArgs a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc == 0) {
+        if (!strcmp(cmd, "run")) rc = kiln_cli_run(&a);
+        else rc = cmd_compile(&a, !strcmp(cmd, "check"));
+    }
+    for (int i = 0; i < a.ndefines; i++) free((char *)a.defines[i].name);
+    return rc;
+}

@@ -1,0 +1,259 @@
+/* compile.c — kiln_compile: the whole pipeline, spelled out in one function.
+ *
+ *   source --ast_parse--> AST --lang_compile--> Tile IR (one IrFunc per kernel)
+ *          --pass_pipeline (verifier after each pass)--> optimised Tile IR
+ *          --cg_compile--> GPU IR -> LLVM IR -> PTX (-> cubin)
+ *
+ * Each arrow can be the last one (KilnCompileOptions.emit). The library never
+ * prints: diagnostics, dumps and statistics come back as strings in the result.
+ * One Arena per call holds every AST node and IR op; it is freed before return.
+ */
+#include "kiln.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "../lang/lang.h"
+#include "driver.h"
+
+static char *dup_or_null(const StrBuf *sb)
+{
+    if (!sb->data || sb->len == 0) return NULL;
+    char *p = malloc(sb->len + 1);
+    if (p) memcpy(p, sb->data, sb->len + 1);
+    return p;
+}
+
+static KilnParamKind param_kind(IrType t)
+{
+    switch ((IrElem)t.elem) {
+    case IR_PTR: return KILN_PARAM_PTR;
+    case IR_I1: return KILN_PARAM_I1;
+    case IR_I8: return KILN_PARAM_I8;
+    case IR_I16: return KILN_PARAM_I16;
+    case IR_I64: return KILN_PARAM_I64;
+    case IR_U8: return KILN_PARAM_U8;
+    case IR_U16: return KILN_PARAM_U16;
+    case IR_U32: return KILN_PARAM_U32;
+    case IR_U64: return KILN_PARAM_U64;
+    case IR_F16: return KILN_PARAM_F16;
+    case IR_BF16: return KILN_PARAM_BF16;
+    case IR_F32: return KILN_PARAM_F32;
+    case IR_F64: return KILN_PARAM_F64;
+    default: return KILN_PARAM_I32;
+    }
+}
+
+/* The signature the runtime checks launch arguments against. */
+static void describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
+{
+    memset(k, 0, sizeof *k);
+    snprintf(k->name, sizeof k->name, "%s", f->name);
+    k->num_warps = f->sched.num_warps;
+    k->num_stages = f->sched.num_stages;
+    k->smem_bytes = smem;
+    k->nparams = f->nparams;
+    k->params = f->nparams ? calloc((size_t)f->nparams, sizeof(KilnParam)) : NULL;
+    for (int i = 0; i < f->nparams && k->params; i++) {
+        const IrValue *p = f->params[i];
+        KilnParam *kp = &k->params[i];
+        snprintf(kp->name, sizeof kp->name, "%s", p->name ? p->name : "?");
+        kp->kind = param_kind(p->type);
+        if (p->type.elem == IR_PTR) kp->pointee_bits = ir_elem_bits((IrElem)p->type.pointee);
+    }
+}
+
+static const char *arch_or_default(const char *arch) { return arch ? arch : "sm_90a"; }
+
+static bool arch_valid(const char *arch)
+{
+    return !strcmp(arch, "sm_80") || !strcmp(arch, "sm_86") || !strcmp(arch, "sm_89") ||
+           !strcmp(arch, "sm_90") || !strcmp(arch, "sm_90a");
+}
+
+/* Keep only the kernel the caller asked for; GPU stages need exactly one. */
+static KilnStatus select_kernels(IrModule *m, const KilnCompileOptions *o, Diag *d)
+{
+    bool gpu = o->emit >= KILN_EMIT_GPU_IR;
+    if (m->nfuncs == 0) {
+        diag_error(d, (SrcLoc){0}, o->kernel ? "no kernel named '%s' in this file" : "this file has no kernel",
+                   o->kernel);
+        return KILN_ERR_COMPILE;
+    }
+    if (gpu && m->nfuncs > 1) {
+        StrBuf names;
+        sb_init(&names);
+        for (int i = 0; i < m->nfuncs; i++) sb_printf(&names, "%s%s", i ? ", " : "", m->funcs[i]->name);
+        diag_error(d, (SrcLoc){0}, "this file has several kernels (%s); choose one with -k NAME", names.data);
+        sb_free(&names);
+        return KILN_ERR_COMPILE;
+    }
+    return KILN_OK;
+}
+
+static KilnStatus run_backend(IrFunc *f, const KilnCompileOptions *o, KilnCompileResult *r, Diag *d)
+{
+    static const CgStage stages[] = {
+        [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
+        [KILN_EMIT_PTX] = CG_STAGE_PTX, [KILN_EMIT_CUBIN] = CG_STAGE_CUBIN,
+    };
+    CgOptions co = {.arch = arch_or_default(o->arch), .stage = stages[o->emit], .dump_after = o->dump_after};
+    CgResult cr;
+    memset(&cr, 0, sizeof cr);
+    StrBuf err;
+    sb_init(&err);
+    bool ok = cg_compile(f, &co, &cr, &err);
+    KilnStatus st = KILN_OK;
+    if (!ok) {
+        /* The backend reports user-facing limits ("error: ...") and bugs alike;
+         * both surface as diagnostics against the kernel. */
+        const char *msg = err.data ? err.data : "code generation failed";
+        if (!strncmp(msg, "error: ", 7)) msg += 7;
+        diag_error(d, f->loc, "%s", msg);
+        st = strstr(msg, "internal error") ? KILN_ERR_INTERNAL
+             : strstr(msg, "ptxas not found") ? KILN_ERR_UNSUPPORTED : KILN_ERR_COMPILE;
+    } else {
+        r->output_size = cr.out.len;
+        r->output = malloc(cr.out.len + 1);
+        if (r->output) {
+            if (cr.out.len) memcpy(r->output, cr.out.data, cr.out.len);
+            r->output[cr.out.len] = 0;
+        }
+        r->stats = dup_or_null(&cr.stats);
+        if (cr.dumps.len) {
+            char *old = r->dumps;
+            StrBuf all;
+            sb_init(&all);
+            if (old) sb_puts(&all, old);
+            sb_putn(&all, cr.dumps.data, cr.dumps.len);
+            free(old);
+            r->dumps = sb_steal(&all);
+        }
+        describe_kernel(f, cr.smem_bytes, &r->kernels[0]);
+    }
+    sb_free(&cr.out);
+    sb_free(&cr.dumps);
+    sb_free(&cr.stats);
+    sb_free(&err);
+    return st;
+}
+
+static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
+{
+    if (diag_flush_ice(d) && st == KILN_OK) st = KILN_ERR_INTERNAL;
+    if (st == KILN_OK && d->nerrors) st = KILN_ERR_COMPILE;
+    r->diagnostics = dup_or_null(&d->out);
+    return st;
+}
+
+KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
+                           IrModule **mod_out, StrBuf *out, StrBuf *dumps)
+{
+    *mod_out = NULL;
+    StrBuf err;
+    sb_init(&err);
+    KilnStatus st = KILN_OK;
+
+    /* 1. parse */
+    AstFile *ast = ast_parse(arena, d, d->file, src);
+    if (!ast || d->nerrors) { st = KILN_ERR_COMPILE; goto done; }
+    if (opts->emit == KILN_EMIT_AST) {
+        ast_print(out, ast);
+        goto done;
+    }
+
+    /* 2. sema + lowering to Tile IR, specialised on the defines */
+    LangOptions lo = {.kernel = opts->kernel, .ndefines = opts->ndefines,
+                      .num_warps = opts->num_warps, .num_stages = opts->num_stages};
+    LangDefine *defs = opts->ndefines ? ARENA_ARRAY(arena, LangDefine, opts->ndefines) : NULL;
+    for (int i = 0; i < opts->ndefines; i++) {
+        defs[i].name = opts->defines[i].name;
+        defs[i].value = opts->defines[i].value;
+    }
+    lo.defines = defs;
+    IrModule *m = lang_compile(arena, d, ast, &lo);
+    if (!m || d->nerrors) { st = KILN_ERR_COMPILE; goto done; }
+    if ((st = select_kernels(m, opts, d)) != KILN_OK) goto done;
+
+    /* 3. target-independent passes, verifier between each */
+    for (int i = 0; i < m->nfuncs; i++) {
+        if (!ir_verify(m->funcs[i], &err)) {
+            diag_error(d, m->funcs[i]->loc, "internal error: IR from the front end is invalid:\n%s", err.data);
+            st = KILN_ERR_INTERNAL;
+            goto done;
+        }
+        if (!opts->no_opt && !pass_pipeline(m->funcs[i], opts->dump_after, dumps, &err)) {
+            diag_error(d, m->funcs[i]->loc, "%s", err.data ? err.data : "internal error in a pass");
+            st = KILN_ERR_INTERNAL;
+            goto done;
+        }
+    }
+    *mod_out = m;
+done:
+    sb_free(&err);
+    return st;
+}
+
+KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOptions *opts,
+                        KilnCompileResult *r)
+{
+    if (!r) return KILN_ERR_USAGE;
+    memset(r, 0, sizeof *r);
+    if (!src || !opts) return KILN_ERR_USAGE;
+    if (opts->emit < KILN_EMIT_AST || opts->emit > KILN_EMIT_CUBIN) return KILN_ERR_USAGE;
+    const char *arch = arch_or_default(opts->arch);
+    Diag d;
+    diag_init(&d, path ? path : "<input>", src);
+    KilnStatus st = KILN_OK;
+    if (!arch_valid(arch)) {
+        diag_error(&d, (SrcLoc){0}, "unknown architecture '%s' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)", arch);
+        st = finish(KILN_ERR_USAGE, &d, r);
+        diag_free(&d);
+        return st;
+    }
+    ice_clear();
+    Arena arena;
+    arena_init(&arena);
+    StrBuf out, dumps;
+    sb_init(&out);
+    sb_init(&dumps);
+    IrModule *m = NULL;
+    st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
+    if (st == KILN_OK && m) {
+        r->nkernels = m->nfuncs;
+        r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
+        if (opts->emit == KILN_EMIT_IR) {
+            ir_print_module(&out, m);
+            for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
+        } else if (r->kernels) {
+            r->dumps = dup_or_null(&dumps);
+            st = run_backend(m->funcs[0], opts, r, &d); /* 4. the GPU backend */
+        }
+    }
+    if (st == KILN_OK && !r->output) {
+        r->output_size = out.len;
+        r->output = sb_steal(&out);
+    }
+    if (!r->dumps) r->dumps = dup_or_null(&dumps);
+    sb_free(&out);
+    sb_free(&dumps);
+    arena_free(&arena);
+    st = finish(st, &d, r);
+    diag_free(&d);
+    return st;
+}
+
+void kiln_compile_result_free(KilnCompileResult *r)
+{
+    if (!r) return;
+    free(r->output);
+    free(r->diagnostics);
+    free(r->dumps);
+    free(r->stats);
+    for (int i = 0; i < r->nkernels && r->kernels; i++) free(r->kernels[i].params);
+    free(r->kernels);
+    memset(r, 0, sizeof *r);
+}
