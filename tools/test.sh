@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's second command (and CI's): build and run every test, twice — a
+# normal build, and an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# GPU tests (label gpu) skip with one line when there is no GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/deps.sh
+jobs=$(nproc)
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-test -j"$jobs"
+echo "== tests"
+ctest --test-dir build-test --output-on-failure -j"$jobs"
+echo "== build (ASan + UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+echo "== tests under ASan + UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
