@@ -273,6 +273,10 @@ IrValue *irb_const_float(IrBuilder *b, IrType t, double v);
 struct Diag;
 void      ir_print_func(StrBuf *out, const IrFunc *f);
 void      ir_print_module(StrBuf *out, const IrModule *m);
+/* As above; with_locs appends `loc(LINE:COL)` to every op (and the kernel's
+ * `loc("FILE":LINE:COL)` to its header), which ir_parse reads back. */
+void      ir_print_func_ex(StrBuf *out, const IrFunc *f, bool with_locs);
+void      ir_print_module_ex(StrBuf *out, const IrModule *m, bool with_locs);
 IrModule *ir_parse(Arena *a, struct Diag *d, const char *path, const char *src);
 /* Checks the invariants above; appends "internal error: ..." lines naming the
  * op and its source location to `err` and returns false on the first problems. */
