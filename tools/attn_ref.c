@@ -1,0 +1,253 @@
+/* attn_ref.c — float64 attention forward reference, the storage-dtype
+ * emulation of plain (PyTorch-style) attention, and error metrics.
+ *
+ * Why two references: FlashAttention's accuracy rule compares the kernel's
+ * error against the float64 truth with the error that plain attention makes
+ * in the same storage dtype: |O - ref| <= 2 * |O_plain - ref| + eps. The
+ * float64 pass is the truth; attn_ref_torchlike is O_plain.
+ *
+ * Invariants: inputs are read through the problem's strides only (any layout,
+ * GQA/MQA head mapping); causal masking is bottom-right aligned (query i sees
+ * key j when j <= i + Sk - Sq); rows that see no key give O = 0 and LSE = -inf
+ * in both references. Example: Sq = 4, Sk = 2, causal: rows 0 and 1 are empty,
+ * row 2 sees key 0, row 3 sees keys 0 and 1.
+ */
+#include "attn_ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../compiler/interp/interp.h"
+
+size_t attn_dtype_size(AttnDtype t) { return t == ATTN_F32 ? 4 : 2; }
+
+double attn_get(AttnDtype t, const void *base, size_t idx)
+{
+    switch (t) {
+    case ATTN_F16: return interp_f16_to_f32(((const uint16_t *)base)[idx]);
+    case ATTN_BF16: return interp_bf16_to_f32(((const uint16_t *)base)[idx]);
+    default: return ((const float *)base)[idx];
+    }
+}
+
+void attn_put(AttnDtype t, void *base, size_t idx, double x)
+{
+    switch (t) {
+    case ATTN_F16: ((uint16_t *)base)[idx] = interp_f32_to_f16((float)x); break;
+    case ATTN_BF16: ((uint16_t *)base)[idx] = interp_f32_to_bf16((float)x); break;
+    default: ((float *)base)[idx] = (float)x; break;
+    }
+}
+
+double attn_round(AttnDtype t, double x)
+{
+    switch (t) {
+    case ATTN_F16: return interp_f16_to_f32(interp_f32_to_f16((float)x));
+    case ATTN_BF16: return interp_bf16_to_f32(interp_f32_to_bf16((float)x));
+    default: return (float)x;
+    }
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void attn_fill_random(AttnDtype t, void *base, size_t n, uint64_t seed, double lo, double hi)
+{
+    uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(splitmix64(&s) >> 11) * 0x1p-53;
+        attn_put(t, base, i, lo + (hi - lo) * u);
+    }
+}
+
+void attn_set_strides(AttnProblem *p, AttnLayout layout)
+{
+    int64_t d = p->head_dim;
+    int64_t *st[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    for (int t = 0; t < 4; t++) {
+        int64_t h = (t == 1 || t == 2) ? p->heads_kv : p->heads_q;
+        int64_t s = (t == 1 || t == 2) ? p->seqlen_k : p->seqlen_q;
+        if (layout == ATTN_BSHD) {
+            st[t][0] = s * h * d; st[t][1] = d; st[t][2] = h * d;
+        } else {
+            st[t][0] = h * s * d; st[t][1] = s * d; st[t][2] = d;
+        }
+    }
+}
+
+/* One past the largest element index reachable through the strides. */
+static size_t span(const int64_t st[3], int64_t nb, int64_t nh, int64_t ns, int64_t d)
+{
+    if (nb == 0 || nh == 0 || ns == 0) return 0;
+    return (size_t)((nb - 1) * st[0] + (nh - 1) * st[1] + (ns - 1) * st[2] + d);
+}
+
+size_t attn_numel_q(const AttnProblem *p)
+{
+    size_t a = span(p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim);
+    size_t b = span(p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim);
+    return a > b ? a : b;
+}
+
+size_t attn_numel_kv(const AttnProblem *p)
+{
+    size_t a = span(p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim);
+    size_t b = span(p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim);
+    return a > b ? a : b;
+}
+
+/* Number of keys query row i sees (keys 0 .. n-1). */
+static int visible_keys(const AttnProblem *p, int i)
+{
+    if (!p->causal) return p->seqlen_k;
+    long n = (long)i + p->seqlen_k - p->seqlen_q + 1;
+    if (n < 0) n = 0;
+    return n > p->seqlen_k ? p->seqlen_k : (int)n;
+}
+
+int attn_row_empty(const AttnProblem *p, int i) { return visible_keys(p, i) == 0; }
+
+static size_t at(const int64_t st[3], int b, int h, int s) { return (size_t)(b * st[0] + h * st[1] + s * st[2]); }
+static size_t dense_row(const AttnProblem *p, int b, int h, int i) { return ((size_t)b * p->heads_q + h) * p->seqlen_q + i; }
+static int kv_head(const AttnProblem *p, int h) { return h / (p->heads_q / p->heads_kv); }
+
+void attn_ref_fwd(const AttnProblem *p, const void *q, const void *k, const void *v, double *o, double *lse)
+{
+    int D = p->head_dim;
+    double *s = malloc(sizeof(double) * (size_t)(p->seqlen_k > 0 ? p->seqlen_k : 1));
+    double *acc = malloc(sizeof(double) * (size_t)D);
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                int hk = kv_head(p, h), n = visible_keys(p, i);
+                size_t qi = at(p->q_stride, b, h, i), row = dense_row(p, b, h, i);
+                double m = -INFINITY, l = 0;
+                for (int j = 0; j < n; j++) {
+                    size_t kj = at(p->k_stride, b, hk, j);
+                    double dotp = 0;
+                    for (int d = 0; d < D; d++) dotp += attn_get(p->dtype, q, qi + d) * attn_get(p->dtype, k, kj + d);
+                    s[j] = dotp * p->scale;
+                    if (s[j] > m) m = s[j];
+                }
+                memset(acc, 0, sizeof(double) * (size_t)D);
+                for (int j = 0; j < n; j++) {
+                    double e = exp(s[j] - m);
+                    size_t vj = at(p->v_stride, b, hk, j);
+                    l += e;
+                    for (int d = 0; d < D; d++) acc[d] += e * attn_get(p->dtype, v, vj + d);
+                }
+                for (int d = 0; o && d < D; d++) o[row * D + d] = n ? acc[d] / l : 0.0;
+                if (lse) lse[row] = n ? m + log(l) : -INFINITY;
+            }
+    free(s);
+    free(acc);
+}
+
+void attn_ref_torchlike(const AttnProblem *p, const void *q, const void *k, const void *v, double *o)
+{
+    int D = p->head_dim;
+    float *s = malloc(sizeof(float) * (size_t)(p->seqlen_k > 0 ? p->seqlen_k : 1));
+    float *acc = malloc(sizeof(float) * (size_t)D);
+    float scale = (float)p->scale;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                int hk = kv_head(p, h), n = visible_keys(p, i);
+                size_t qi = at(p->q_stride, b, h, i), row = dense_row(p, b, h, i);
+                float m = -INFINITY, l = 0;
+                for (int j = 0; j < n; j++) {
+                    size_t kj = at(p->k_stride, b, hk, j);
+                    float dotp = 0;
+                    for (int d = 0; d < D; d++)
+                        dotp += (float)attn_get(p->dtype, q, qi + d) * (float)attn_get(p->dtype, k, kj + d);
+                    s[j] = dotp * scale;
+                    if (s[j] > m) m = s[j];
+                }
+                for (int j = 0; j < n; j++) {
+                    s[j] = expf(s[j] - m);
+                    l += s[j];
+                }
+                memset(acc, 0, sizeof(float) * (size_t)D);
+                for (int j = 0; j < n; j++) {
+                    float pj = (float)attn_round(p->dtype, s[j] / l);
+                    size_t vj = at(p->v_stride, b, hk, j);
+                    for (int d = 0; d < D; d++) acc[d] += pj * (float)attn_get(p->dtype, v, vj + d);
+                }
+                for (int d = 0; d < D; d++) o[row * D + d] = n ? attn_round(p->dtype, acc[d]) : 0.0;
+            }
+    free(s);
+    free(acc);
+}
+
+AttnErr attn_compare(const AttnProblem *p, const void *o_dev, const float *lse_dev,
+                     const double *ref_o, const double *ref_lse)
+{
+    AttnErr e;
+    memset(&e, 0, sizeof e);
+    int D = p->head_dim;
+    double sum = 0;
+    int64_t count = 0;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                if (attn_row_empty(p, i)) continue;
+                size_t oi = at(p->o_stride, b, h, i), row = dense_row(p, b, h, i);
+                for (int d = 0; d < D; d++) {
+                    double x = attn_get(p->dtype, o_dev, oi + d);
+                    double err = fabs(x - ref_o[row * D + d]);
+                    if (!isfinite(x)) { e.nonfinite++; continue; }
+                    sum += err;
+                    count++;
+                    if (err > e.o_max_abs) {
+                        e.o_max_abs = err;
+                        e.worst_b = b; e.worst_h = h; e.worst_i = i; e.worst_d = d;
+                    }
+                }
+                if (lse_dev) {
+                    double x = lse_dev[row];
+                    if (!isfinite(x)) { e.nonfinite++; continue; }
+                    double rel = fabs(x - ref_lse[row]) / fmax(1.0, fabs(ref_lse[row]));
+                    if (rel > e.lse_max_rel) e.lse_max_rel = rel;
+                }
+            }
+    e.o_mean_abs = count ? sum / (double)count : 0;
+    return e;
+}
+
+double attn_max_abs_diff(const AttnProblem *p, const double *a, const double *b)
+{
+    double mx = 0;
+    int D = p->head_dim;
+    for (int bb = 0; bb < p->batch; bb++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                if (attn_row_empty(p, i)) continue;
+                size_t row = dense_row(p, bb, h, i);
+                for (int d = 0; d < D; d++) mx = fmax(mx, fabs(a[row * D + d] - b[row * D + d]));
+            }
+    return mx;
+}
+
+int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const float *lse_dev)
+{
+    int64_t bad = 0;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                if (!attn_row_empty(p, i)) continue;
+                size_t oi = at(p->o_stride, b, h, i);
+                for (int d = 0; d < p->head_dim; d++)
+                    if (attn_get(p->dtype, o_dev, oi + d) != 0.0) bad++;
+                if (lse_dev) {
+                    float x = lse_dev[dense_row(p, b, h, i)];
+                    if (!(isinf(x) && x < 0)) bad++;
+                }
+            }
+    return bad;
+}

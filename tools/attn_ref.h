@@ -1,0 +1,88 @@
+/* attn_ref.h — float64 reference for the attention forward pass, plus the
+ * "plain attention in the storage dtype" emulation and error metrics that the
+ * FlashAttention accuracy rule needs.
+ *
+ * Problem: Q [B, Hq, Sq, D], K/V [B, Hkv, Sk, D], O [B, Hq, Sq, D], LSE [B, Hq, Sq],
+ * each addressed through (batch, head, seq) strides in elements; the head-dim
+ * stride is 1. Query head h reads key/value head h / (Hq / Hkv) (GQA; Hkv = 1 is MQA).
+ * Causal masking is aligned bottom-right: query i sees keys j <= i + Sk - Sq,
+ * so a query row with i + Sk - Sq < 0 sees nothing (O = 0, LSE = -inf).
+ * LSE is natural-log: log(sum_j exp(scale * q_i . k_j)) over visible j.
+ *
+ * Host arrays hold f16 or bf16 bit patterns (uint16_t) or f32 values.
+ * The reference outputs (o, lse) are dense double arrays: o[((b*Hq + h)*Sq + i)*D + d],
+ * lse[(b*Hq + h)*Sq + i].
+ */
+#ifndef KILN_ATTN_REF_H
+#define KILN_ATTN_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum AttnDtype { ATTN_F16, ATTN_BF16, ATTN_F32 } AttnDtype;
+
+typedef struct AttnProblem {
+    int batch, heads_q, heads_kv;
+    int seqlen_q, seqlen_k, head_dim;
+    int causal;
+    double scale;               /* softmax scale, usually 1/sqrt(head_dim) */
+    AttnDtype dtype;            /* element type of Q, K, V and O */
+    /* strides in elements: [0] batch, [1] head, [2] sequence */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+} AttnProblem;
+
+/* Layouts: [b, s, h, d] ("bshd", the usual activation layout) or [b, h, s, d] ("bhsd"). */
+typedef enum AttnLayout { ATTN_BSHD, ATTN_BHSD } AttnLayout;
+
+/* Fill the four stride triples of `p` for a dense tensor of the given layout. */
+void attn_set_strides(AttnProblem *p, AttnLayout layout);
+/* Elements needed for the dense Q/O (heads_q) or K/V (heads_kv) buffer under its strides. */
+size_t attn_numel_q(const AttnProblem *p);
+size_t attn_numel_kv(const AttnProblem *p);
+
+size_t attn_dtype_size(AttnDtype t);
+/* Element `idx` of a host array of dtype t, as a double. */
+double attn_get(AttnDtype t, const void *base, size_t idx);
+/* Store x (rounded to t, nearest even) at element idx. */
+void attn_put(AttnDtype t, void *base, size_t idx, double x);
+/* x rounded to the dtype and back (identity for f32 rounding of a double: rounds to f32). */
+double attn_round(AttnDtype t, double x);
+
+/* Deterministic uniform values in [lo, hi), rounded to the dtype, written at
+ * every element of a buffer of n elements; `seed` selects the sequence. */
+void attn_fill_random(AttnDtype t, void *base, size_t n, uint64_t seed, double lo, double hi);
+
+/* True when query row i sees no key at all (causal with i + Sk - Sq < 0, or Sk == 0). */
+int attn_row_empty(const AttnProblem *p, int i);
+
+/* The exact forward pass in float64: o (dense, see above) and lse (natural log;
+ * -inf for empty rows, whose o is 0). Either output may be NULL. */
+void attn_ref_fwd(const AttnProblem *p, const void *q, const void *k, const void *v,
+                  double *o, double *lse);
+
+/* Plain attention as PyTorch computes it in the storage dtype, emulated:
+ * S = scale * Q K^T in f32 from the stored inputs, softmax in f32, P rounded to
+ * the dtype, P V accumulated in f32, rounded to the dtype. Empty rows give 0.
+ * o is dense like attn_ref_fwd's. */
+void attn_ref_torchlike(const AttnProblem *p, const void *q, const void *k, const void *v, double *o);
+
+/* Error of a kernel's outputs against the reference (rows that see no key are
+ * checked separately by attn_check_empty_rows). */
+typedef struct AttnErr {
+    double o_max_abs;       /* max |O - ref| over visible rows */
+    double o_mean_abs;
+    double lse_max_rel;     /* max |LSE - ref| / max(1, |ref|) over visible rows */
+    int64_t nonfinite;      /* NaN/inf in O or LSE of visible rows (poison left behind) */
+    int worst_b, worst_h, worst_i, worst_d;   /* where o_max_abs happened */
+} AttnErr;
+
+/* o_dev: the kernel's O in p->dtype under p->o_stride; lse_dev: f32 [B, Hq, Sq] dense
+ * (may be NULL to skip LSE). ref_o/ref_lse: dense doubles from attn_ref_fwd. */
+AttnErr attn_compare(const AttnProblem *p, const void *o_dev, const float *lse_dev,
+                     const double *ref_o, const double *ref_lse);
+/* Max |a - b| between two dense double O arrays over visible rows. */
+double attn_max_abs_diff(const AttnProblem *p, const double *a, const double *b);
+/* Number of elements of empty rows where O != 0 or LSE != -inf (should be 0). */
+int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const float *lse_dev);
+
+#endif
