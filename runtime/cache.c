@@ -1,0 +1,339 @@
+/* cache.c — the on-disk cache of compiled kernels.
+ *
+ * An entry is one file, <dir>/<sha256 key>.kc:
+ *   "KILNCE01" | key (64 hex) | u32 emit | u32 num_warps | u32 num_stages |
+ *   u32 smem_bytes | u32 nparams | name[128] | nparams x (name[64], u32 kind,
+ *   u32 pointee_bits) | u64 payload_size | payload | u64 FNV-1a of all before
+ * (integers little-endian). Writers fill a uniquely named temporary file in
+ * the same directory and rename() it over the entry, which is atomic on POSIX
+ * file systems: a reader sees the old entry, the new one, or none — never a
+ * mix, even with several compilers writing the same key at once. Readers
+ * verify everything (magic, key, bounds, checksum) and treat a bad entry as a
+ * miss, so the next compile rewrites it.
+ */
+#include "rt_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC "KILNCE01"
+#define MAX_PARAMS 4096
+
+/* ---------------- keys ---------------- */
+
+static void put_field(RtSha256 *s, const char *tag, const char *val)
+{
+    /* length-prefixed, so ("ab","c") and ("a","bc") differ */
+    char head[64];
+    size_t n = val ? strlen(val) : 0;
+    int h = snprintf(head, sizeof head, "%s:%zu:", tag, n);
+    rt_sha256_update(s, head, (size_t)h);
+    if (n) rt_sha256_update(s, val, n);
+}
+
+static int cmp_define(const void *a, const void *b)
+{
+    const KilnDefine *x = *(const KilnDefine *const *)a, *y = *(const KilnDefine *const *)b;
+    int c = strcmp(x->name ? x->name : "", y->name ? y->name : "");
+    return c ? c : strcmp(x->value ? x->value : "", y->value ? y->value : "");
+}
+
+KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key_hex[65])
+{
+    if (!src || !o || !key_hex) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_key: NULL argument");
+    if (o->ndefines < 0 || (o->ndefines > 0 && !o->defines))
+        return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_key: bad defines");
+    const KilnDefine **defs = o->ndefines ? malloc((size_t)o->ndefines * sizeof *defs) : NULL;
+    if (o->ndefines && !defs) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    for (int i = 0; i < o->ndefines; i++) defs[i] = &o->defines[i];
+    if (defs) qsort(defs, (size_t)o->ndefines, sizeof *defs, cmp_define);
+    RtSha256 s;
+    rt_sha256_init(&s);
+    char num[96];
+    put_field(&s, "format", "kiln-cache-1");
+    put_field(&s, "version", kiln_version());
+    put_field(&s, "src", src);
+    put_field(&s, "kernel", o->kernel);
+    for (int i = 0; i < o->ndefines; i++) {
+        put_field(&s, "dname", defs[i]->name);
+        put_field(&s, "dvalue", defs[i]->value);
+    }
+    put_field(&s, "arch", o->arch ? o->arch : "");
+    snprintf(num, sizeof num, "%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt);
+    put_field(&s, "sched", num);
+    uint8_t d[32];
+    rt_sha256_final(&s, d);
+    for (int i = 0; i < 32; i++) snprintf(key_hex + 2 * i, 3, "%02x", d[i]);
+    free(defs);
+    return KILN_OK;
+}
+
+int kiln_cache_enabled(void)
+{
+    const char *e = getenv("KILN_CACHE_DISABLE");
+    return !(e && *e && strcmp(e, "0"));
+}
+
+KilnStatus kiln_cache_dir(char *buf, size_t size)
+{
+    const char *d = getenv("KILN_CACHE_DIR");
+    int n;
+    if (d && *d) n = snprintf(buf, size, "%s", d);
+    else if ((d = getenv("HOME")) && *d) n = snprintf(buf, size, "%s/.cache/kiln", d);
+    else return kiln_set_error(KILN_ERR_IO, "no cache directory: set KILN_CACHE_DIR or HOME");
+    if (n < 0 || (size_t)n >= size) return kiln_set_error(KILN_ERR_IO, "cache directory path too long");
+    return KILN_OK;
+}
+
+char *rt_cache_path(const char *dir, const char *key_hex)
+{
+    size_t n = strlen(dir) + strlen(key_hex) + 8;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s.kc", dir, key_hex);
+    return p;
+}
+
+static bool valid_key(const char *k)
+{
+    if (!k || strlen(k) != 64) return false;
+    for (int i = 0; i < 64; i++)
+        if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f'))) return false;
+    return true;
+}
+
+/* ---------------- encoding ---------------- */
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint8_t *put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+static uint8_t *put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+#define HEAD_BYTES (8 + 64 + 5 * 4 + 128)
+#define PARAM_BYTES (64 + 4 + 4)
+
+KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t **out, size_t *size)
+{
+    *out = NULL;
+    *size = 0;
+    const KilnKernelInfo *ki = &e->info;
+    if (!valid_key(key_hex) || ki->nparams < 0 || ki->nparams > MAX_PARAMS || (ki->nparams && !ki->params) ||
+        (!e->payload && e->payload_size))
+        return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_store: bad key or entry");
+    size_t n = HEAD_BYTES + (size_t)ki->nparams * PARAM_BYTES + 8 + e->payload_size + 8;
+    uint8_t *buf = calloc(1, n), *p = buf;
+    if (!buf) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    memcpy(p, MAGIC, 8), p += 8;
+    memcpy(p, key_hex, 64), p += 64;
+    p = put_u32(p, (uint32_t)e->emit);
+    p = put_u32(p, (uint32_t)ki->num_warps);
+    p = put_u32(p, (uint32_t)ki->num_stages);
+    p = put_u32(p, (uint32_t)ki->smem_bytes);
+    p = put_u32(p, (uint32_t)ki->nparams);
+    strncpy((char *)p, ki->name, 127), p += 128;
+    for (int i = 0; i < ki->nparams; i++) {
+        strncpy((char *)p, ki->params[i].name, 63), p += 64;
+        p = put_u32(p, (uint32_t)ki->params[i].kind);
+        p = put_u32(p, (uint32_t)ki->params[i].pointee_bits);
+    }
+    p = put_u64(p, e->payload_size);
+    if (e->payload_size) memcpy(p, e->payload, e->payload_size), p += e->payload_size;
+    p = put_u64(p, fnv1a(buf, (size_t)(p - buf)));
+    *out = buf;
+    *size = n;
+    return KILN_OK;
+}
+
+static KilnStatus corrupt(const char *why) { return kiln_set_error(KILN_ERR_NOT_FOUND, "cache entry ignored: %s", why); }
+
+KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *d, size_t size, KilnCacheEntry *out)
+{
+    memset(out, 0, sizeof *out);
+    if (size < HEAD_BYTES + 16 || memcmp(d, MAGIC, 8)) return corrupt("bad magic or too short");
+    if (!valid_key(key_hex) || memcmp(d + 8, key_hex, 64)) return corrupt("key mismatch");
+    if (get_u64(d + size - 8) != fnv1a(d, size - 8)) return corrupt("checksum mismatch");
+    const uint8_t *p = d + 72;
+    uint32_t emit = get_u32(p), warps = get_u32(p + 4), stages = get_u32(p + 8), smem = get_u32(p + 12);
+    uint32_t np = get_u32(p + 16);
+    p += 20;
+    if ((emit != KILN_EMIT_PTX && emit != KILN_EMIT_CUBIN) || np > MAX_PARAMS || warps > 64 || smem > (1u << 30))
+        return corrupt("bad header fields");
+    size_t need = HEAD_BYTES + (size_t)np * PARAM_BYTES + 8;
+    if (need + 8 > size) return corrupt("truncated");
+    uint64_t psize = get_u64(d + need - 8);
+    if (psize != size - need - 8) return corrupt("payload size mismatch");
+    KilnKernelInfo *ki = &out->info;
+    memcpy(ki->name, p, 128), p += 128;
+    ki->name[127] = 0;
+    ki->num_warps = (int)warps, ki->num_stages = (int)stages, ki->smem_bytes = (int)smem, ki->nparams = (int)np;
+    ki->params = np ? calloc(np, sizeof(KilnParam)) : NULL;
+    out->payload = malloc(psize + 1);
+    if ((np && !ki->params) || !out->payload) {
+        kiln_cache_entry_free(out);
+        return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    }
+    for (uint32_t i = 0; i < np; i++, p += PARAM_BYTES) {
+        memcpy(ki->params[i].name, p, 64);
+        ki->params[i].name[63] = 0;
+        ki->params[i].kind = (KilnParamKind)get_u32(p + 64);
+        ki->params[i].pointee_bits = (int)get_u32(p + 68);
+        if ((unsigned)ki->params[i].kind > KILN_PARAM_BF16) {
+            kiln_cache_entry_free(out);
+            return corrupt("bad parameter kind");
+        }
+    }
+    memcpy(out->payload, d + need, psize);
+    out->payload[psize] = 0; /* PTX is used as a C string */
+    out->payload_size = psize;
+    out->emit = (KilnEmit)emit;
+    return KILN_OK;
+}
+
+void kiln_cache_entry_free(KilnCacheEntry *e)
+{
+    if (!e) return;
+    free(e->payload);
+    free(e->info.params);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---------------- files ---------------- */
+
+static uint8_t *read_all(const char *path, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (1LL << 31)) {
+        size_t n = (size_t)st.st_size, got = 0;
+        buf = malloc(n);
+        while (buf && got < n) {
+            ssize_t r = read(fd, buf + got, n - got);
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        if (buf && got != n) {
+            free(buf);
+            buf = NULL;
+        }
+        *size = n;
+    }
+    close(fd);
+    return buf;
+}
+
+KilnStatus kiln_cache_lookup(const char *key_hex, KilnCacheEntry *out)
+{
+    if (!out) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_lookup: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!kiln_cache_enabled()) return kiln_set_error(KILN_ERR_NOT_FOUND, "cache disabled (KILN_CACHE_DISABLE)");
+    if (!valid_key(key_hex)) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_lookup: bad key");
+    char dir[4096];
+    KilnStatus st = kiln_cache_dir(dir, sizeof dir);
+    if (st != KILN_OK) return kiln_set_error(KILN_ERR_NOT_FOUND, "%s", kiln_last_error());
+    char *path = rt_cache_path(dir, key_hex);
+    size_t size = 0;
+    uint8_t *data = path ? read_all(path, &size) : NULL;
+    if (!data) st = kiln_set_error(KILN_ERR_NOT_FOUND, "no cache entry %s", path ? path : key_hex);
+    else st = rt_cache_decode(key_hex, data, size, out);
+    free(data);
+    free(path);
+    return st;
+}
+
+/* mkdir -p */
+static KilnStatus make_dirs(const char *dir)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+            return kiln_set_error(KILN_ERR_IO, "cannot create cache directory %s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+        return kiln_set_error(KILN_ERR_IO, "cannot create cache directory %s: %s", tmp, strerror(errno));
+    return KILN_OK;
+}
+
+static KilnStatus write_all(int fd, const uint8_t *p, size_t n, const char *path)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return kiln_set_error(KILN_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
+    return KILN_OK;
+}
+
+static KilnStatus write_entry(const char *dir, const char *key_hex, const uint8_t *buf, size_t n)
+{
+    static unsigned counter;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    unsigned c = ++counter;
+    pthread_mutex_unlock(&lock);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/.%s.%ld.%lx.%u.tmp", dir, key_hex, (long)getpid(),
+             (unsigned long)pthread_self(), c);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) return kiln_set_error(KILN_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    KilnStatus st = write_all(fd, buf, n, tmp);
+    if (close(fd) != 0 && st == KILN_OK) st = kiln_set_error(KILN_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    char *path = st == KILN_OK ? rt_cache_path(dir, key_hex) : NULL;
+    if (st == KILN_OK && (!path || rename(tmp, path) != 0))
+        st = kiln_set_error(KILN_ERR_IO, "cannot rename %s into place: %s", tmp, strerror(errno));
+    if (st != KILN_OK) unlink(tmp);
+    free(path);
+    return st;
+}
+
+KilnStatus kiln_cache_store(const char *key_hex, const KilnCacheEntry *e)
+{
+    if (!e) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_store: entry is NULL");
+    if (!kiln_cache_enabled()) return KILN_OK;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    KilnStatus st = rt_cache_encode(key_hex, e, &buf, &n);
+    char dir[4096];
+    if (st == KILN_OK) st = kiln_cache_dir(dir, sizeof dir);
+    if (st == KILN_OK) st = make_dirs(dir);
+    if (st == KILN_OK) st = write_entry(dir, key_hex, buf, n);
+    free(buf);
+    return st;
+}

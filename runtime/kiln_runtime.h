@@ -1,0 +1,194 @@
+/* kiln_runtime.h — Kiln's runtime API: devices, memory, modules, launches,
+ * the on-disk kernel cache and timing, on the CUDA Driver API.
+ *
+ * Included by kiln.h (inside its extern "C"); do not include it on its own.
+ * The CUDA driver (libcuda.so.1) is loaded with dlopen at the first kiln_init:
+ * a program built against Kiln runs (and reports KILN_ERR_NO_DRIVER) on a
+ * machine without one. No CUDA header is needed to use this API.
+ *
+ * Conventions: every call returns a KilnStatus; on failure kiln_last_error()
+ * says what went wrong (driver errors name the driver call, the CUresult name
+ * and the driver's text). Handles are opaque; each has a free/destroy, except
+ * kernels, which belong to their module and go away with kiln_module_free.
+ * Calls on a device may come from any thread: each call makes the device's
+ * (primary) context current on the calling thread.
+ * See docs/runtime.md for a complete host program.
+ */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+/* ---------------- errors ---------------- */
+
+/* Record `s` with a printf-formatted message as this thread's last error and
+ * return `s` (for `return kiln_set_error(...)`). Used by the runtime and by
+ * kiln_compile; exposed so host-side helpers can report the same way. */
+KilnStatus kiln_set_error(KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kiln_clear_error(void);
+
+/* ---------------- devices ---------------- */
+
+typedef struct KilnDevice KilnDevice;
+typedef struct KilnStream KilnStream;
+typedef struct KilnEvent KilnEvent;
+typedef struct KilnModule KilnModule;
+typedef struct KilnKernel KilnKernel;
+
+/* A device address (CUdeviceptr). 0 is never a valid allocation. */
+typedef uint64_t KilnDevPtr;
+
+typedef struct KilnDeviceInfo {
+    char name[256];            /* "NVIDIA H100 80GB HBM3" */
+    int ordinal;
+    int sm_major, sm_minor;    /* compute capability 9.0 -> 9, 0 */
+    int sm_version;            /* 10 * major + minor: 90 */
+    char arch[16];             /* the compile target Kiln picks for it: "sm_90a", "sm_80" */
+    int sm_count;              /* streaming multiprocessors */
+    size_t total_mem;          /* bytes of device memory */
+    int max_threads_per_block;
+    int max_smem_per_block;        /* bytes without opt-in (48 KB) */
+    int max_smem_per_block_optin;  /* bytes with opt-in (227 KB on H100) */
+    int driver_version;        /* cuDriverGetVersion: 13000 for CUDA 13.0 */
+} KilnDeviceInfo;
+
+/* How many CUDA devices there are. KILN_ERR_NO_DRIVER / KILN_ERR_NO_DEVICE as kiln_init. */
+KilnStatus kiln_device_count(int *count);
+/* Load the driver (once), initialise it and open device `ordinal` (its primary
+ * context). Fails with KILN_ERR_NO_DRIVER ("no CUDA driver (libcuda.so.1 not
+ * found): ...") or KILN_ERR_NO_DEVICE ("no GPU ..."). The environment variable
+ * KILN_CUDA_LIBRARY names another driver library to load (tests use it). */
+KilnStatus kiln_init(KilnDevice **dev, int ordinal);
+KilnStatus kiln_device_info(const KilnDevice *dev, KilnDeviceInfo *info);
+/* Wait for all work on the device. */
+KilnStatus kiln_synchronize(KilnDevice *dev);
+/* Release the device. Free its modules, streams, events and allocations first
+ * (allocations still live are released with the context when no other
+ * KilnDevice holds it). NULL is allowed. */
+KilnStatus kiln_shutdown(KilnDevice *dev);
+
+/* ---------------- memory (synchronous copies) ---------------- */
+
+KilnStatus kiln_malloc(KilnDevice *dev, size_t bytes, KilnDevPtr *out);
+KilnStatus kiln_free(KilnDevice *dev, KilnDevPtr ptr);   /* 0 is allowed */
+KilnStatus kiln_memcpy_htod(KilnDevice *dev, KilnDevPtr dst, const void *src, size_t bytes);
+KilnStatus kiln_memcpy_dtoh(KilnDevice *dev, void *dst, KilnDevPtr src, size_t bytes);
+KilnStatus kiln_memcpy_dtod(KilnDevice *dev, KilnDevPtr dst, KilnDevPtr src, size_t bytes);
+/* Set `bytes` bytes at `dst` to `value` (a byte: 0xFF fills with NaN patterns for f32/f16). */
+KilnStatus kiln_memset(KilnDevice *dev, KilnDevPtr dst, uint8_t value, size_t bytes);
+
+/* ---------------- streams and events ---------------- */
+
+/* A NULL KilnStream * anywhere means the device's default (legacy) stream. */
+KilnStatus kiln_stream_create(KilnDevice *dev, KilnStream **out);
+KilnStatus kiln_stream_synchronize(KilnStream *s);
+KilnStatus kiln_stream_destroy(KilnStream *s);             /* NULL is allowed */
+
+KilnStatus kiln_event_create(KilnDevice *dev, KilnEvent **out);
+KilnStatus kiln_event_record(KilnEvent *e, KilnStream *s);
+KilnStatus kiln_event_synchronize(KilnEvent *e);
+/* Milliseconds between two recorded events (after `end` completed). */
+KilnStatus kiln_event_elapsed_ms(KilnEvent *start, KilnEvent *end, float *ms);
+KilnStatus kiln_event_destroy(KilnEvent *e);                /* NULL is allowed */
+
+/* ---------------- modules and kernels ---------------- */
+
+/* Load PTX text (NUL-terminated). `kernels`/`nkernels` give the signatures of
+ * its kernels (copied); with kernels == NULL the runtime reads them from the
+ * PTX: each .entry's parameter list (by size: .u64/.b64 params accept any
+ * 64-bit argument, pointer or integer; .u32/.s32/.b32 any 32-bit integer;
+ * .f32/.f64 floats), num_warps from .reqntid/.maxntid (else 4), no dynamic
+ * shared memory. Driver (JIT) errors come back with the JIT log. */
+KilnStatus kiln_module_load_ptx(KilnDevice *dev, const char *ptx, const KilnKernelInfo *kernels,
+                                int nkernels, KilnModule **out);
+/* Load a cubin (or fatbin). A cubin has no readable signature: pass them. */
+KilnStatus kiln_module_load_cubin(KilnDevice *dev, const void *image, size_t size,
+                                  const KilnKernelInfo *kernels, int nkernels, KilnModule **out);
+/* Compile a .tile source (text `src`, named `path` in diagnostics) with
+ * kiln_compile and load it, going through the on-disk cache (below).
+ * opts->emit: KILN_EMIT_PTX or KILN_EMIT_CUBIN are honoured; anything else
+ * means "auto": a cubin when ptxas is available, else PTX. opts->arch NULL
+ * means the device's arch (KilnDeviceInfo.arch). On KILN_ERR_COMPILE the
+ * diagnostics are in kiln_last_error() (truncated to a few KB). */
+KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src,
+                               const KilnCompileOptions *opts, KilnModule **out);
+KilnStatus kiln_module_free(KilnModule *m);                 /* NULL is allowed */
+
+/* A kernel of the module by name (NULL: the module's only kernel). The handle
+ * belongs to the module: valid until kiln_module_free, never freed alone. */
+KilnStatus kiln_kernel_get(KilnModule *m, const char *name, KilnKernel **out);
+const KilnKernelInfo *kiln_kernel_info(const KilnKernel *k);
+
+/* ---------------- launching ---------------- */
+
+/* One kernel argument: a value tagged with its kind. Build them with the
+ * kiln_arg_* helpers; the runtime checks them against the kernel's signature. */
+typedef struct KilnArg {
+    KilnParamKind kind;
+    union {
+        KilnDevPtr ptr;
+        int64_t i;     /* signed integer kinds (and i1) */
+        uint64_t u;    /* unsigned integer kinds; f16/bf16 as raw bits */
+        float f32;
+        double f64;
+    } v;
+} KilnArg;
+
+static inline KilnArg kiln_arg_ptr(KilnDevPtr p) { KilnArg a = {KILN_PARAM_PTR, {.ptr = p}}; return a; }
+static inline KilnArg kiln_arg_i32(int32_t x) { KilnArg a = {KILN_PARAM_I32, {.i = x}}; return a; }
+static inline KilnArg kiln_arg_i64(int64_t x) { KilnArg a = {KILN_PARAM_I64, {.i = x}}; return a; }
+static inline KilnArg kiln_arg_u32(uint32_t x) { KilnArg a = {KILN_PARAM_U32, {.u = x}}; return a; }
+static inline KilnArg kiln_arg_u64(uint64_t x) { KilnArg a = {KILN_PARAM_U64, {.u = x}}; return a; }
+static inline KilnArg kiln_arg_i8(int8_t x) { KilnArg a = {KILN_PARAM_I8, {.i = x}}; return a; }
+static inline KilnArg kiln_arg_i16(int16_t x) { KilnArg a = {KILN_PARAM_I16, {.i = x}}; return a; }
+static inline KilnArg kiln_arg_u8(uint8_t x) { KilnArg a = {KILN_PARAM_U8, {.u = x}}; return a; }
+static inline KilnArg kiln_arg_u16(uint16_t x) { KilnArg a = {KILN_PARAM_U16, {.u = x}}; return a; }
+static inline KilnArg kiln_arg_bool(int x) { KilnArg a = {KILN_PARAM_I1, {.i = x != 0}}; return a; }
+static inline KilnArg kiln_arg_f32(float x) { KilnArg a = {KILN_PARAM_F32, {.f32 = x}}; return a; }
+static inline KilnArg kiln_arg_f64(double x) { KilnArg a = {KILN_PARAM_F64, {.f64 = x}}; return a; }
+/* f16 / bf16 scalars are passed as their 16-bit patterns. */
+static inline KilnArg kiln_arg_f16_bits(uint16_t bits) { KilnArg a = {KILN_PARAM_F16, {.u = bits}}; return a; }
+static inline KilnArg kiln_arg_bf16_bits(uint16_t bits) { KilnArg a = {KILN_PARAM_BF16, {.u = bits}}; return a; }
+
+/* Launch `k` on grid[0] x grid[1] x grid[2] programs (0 counts as 1) with
+ * 32 * num_warps threads each and info.smem_bytes of dynamic shared memory
+ * (above 48 KB the kernel's limit is raised first; above the device's limit
+ * the launch is refused with a message). Arguments are checked BEFORE the
+ * launch: count ("kernel vec_add takes 4 arguments, got 3"), kind per
+ * parameter, and every pointer argument must be device memory the driver
+ * knows (a host pointer is refused, naming the parameter). Asynchronous:
+ * synchronise the stream to see the results (and errors raised by the kernel). */
+KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args, int nargs);
+
+/* Launch once to warm up, then `reps` times, each between two events; the
+ * median time in milliseconds goes to *median_ms. Synchronises `s`. */
+KilnStatus kiln_time_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args,
+                            int nargs, int reps, float *median_ms);
+
+/* ---------------- on-disk cache of compiled kernels ---------------- */
+/* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
+ * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
+ * A key is the SHA-256 (hex) of the source text, kernel name, defines (sorted
+ * by name), arch, num_warps, num_stages, emit and kiln_version(). Entries are
+ * written to a temporary file in the same directory and rename()d into place,
+ * so concurrent compilers never see half an entry; an entry that does not
+ * verify (bad magic, wrong key, truncated, checksum) is ignored and rebuilt. */
+
+typedef struct KilnCacheEntry {
+    KilnEmit emit;           /* KILN_EMIT_PTX or KILN_EMIT_CUBIN */
+    char *payload;           /* PTX text (NUL-terminated) or cubin bytes */
+    size_t payload_size;
+    KilnKernelInfo info;     /* info.params owned by the entry */
+} KilnCacheEntry;
+
+/* key_hex receives 64 hex digits and a NUL. `opts` as given to kiln_compile
+ * (emit and arch as they will be used: resolve "auto" first). */
+KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *opts, char key_hex[65]);
+/* The directory in use (not created). KILN_ERR_IO when neither variable is set. */
+KilnStatus kiln_cache_dir(char *buf, size_t size);
+int kiln_cache_enabled(void);
+/* KILN_OK and a filled entry on a hit; KILN_ERR_NOT_FOUND on a miss, a
+ * corrupt entry or a disabled cache. */
+KilnStatus kiln_cache_lookup(const char *key_hex, KilnCacheEntry *out);
+KilnStatus kiln_cache_store(const char *key_hex, const KilnCacheEntry *e);
+void kiln_cache_entry_free(KilnCacheEntry *e);
+
+#endif

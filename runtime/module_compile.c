@@ -1,0 +1,109 @@
+/* module_compile.c — kiln_module_compile: .tile source -> loaded module, via the cache.
+ *
+ * Kept apart from module.c because it is the runtime's only call into the
+ * compiler (kiln_compile, in libkiln): programs and tests that only load PTX
+ * link libkiln_runtime alone and never pull this file in.
+ *
+ * Steps: resolve "auto" (arch from the device; cubin when ptxas can be found,
+ * else PTX), key the request (kiln_cache_key), load the cached image when the
+ * entry verifies, else compile, store and load. A cubin request that
+ * kiln_compile answers with KILN_ERR_UNSUPPORTED (no ptxas after all) falls
+ * back to PTX. Cache write failures never fail the compile.
+ */
+#include "cuda_loader.h"
+#include "rt_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int have_ptxas(void)
+{
+    const char *env = getenv("KILN_PTXAS");
+    if (env && *env) return access(env, X_OK) == 0;
+    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return 1;
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    char dir[4096];
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && n < sizeof dir - 8) {
+            memcpy(dir, path, n);
+            strcpy(dir + n, "/ptxas");
+            if (access(dir, X_OK) == 0) return 1;
+        }
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+static KilnStatus load_entry(KilnDevice *dev, const KilnCacheEntry *e, KilnModule **out)
+{
+    if (e->emit == KILN_EMIT_CUBIN)
+        return kiln_module_load_cubin(dev, e->payload, e->payload_size, &e->info, 1, out);
+    return kiln_module_load_ptx(dev, e->payload, &e->info, 1, out);
+}
+
+/* Compile with kiln_compile into a cache entry (owned by the caller). */
+static KilnStatus compile_entry(const char *path, const char *src, const KilnCompileOptions *o, KilnCacheEntry *e)
+{
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile(path, src, o, &r);
+    if (st == KILN_OK && (r.nkernels != 1 || !r.kernels || !r.output))
+        st = kiln_set_error(KILN_ERR_INTERNAL, "kiln_compile returned %d kernels for %s", r.nkernels,
+                            path ? path : "<input>");
+    else if (st != KILN_OK) {
+        kiln_set_error(st, "cannot compile %s (%s)%s", path ? path : "<input>", kiln_status_name(st),
+                       r.diagnostics ? ":\n" : "");
+        rt_append_error(r.diagnostics);
+    }
+    if (st == KILN_OK) {
+        KilnKernelInfo *copy = NULL;
+        st = rt_copy_infos(r.kernels, 1, &copy);
+        if (st == KILN_OK) {
+            e->info = copy[0];
+            free(copy);
+            e->emit = o->emit;
+            e->payload = r.output;
+            e->payload_size = r.output_size;
+            r.output = NULL;
+        }
+    }
+    kiln_compile_result_free(&r);
+    return st;
+}
+
+KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src, const KilnCompileOptions *opts,
+                               KilnModule **out)
+{
+    if (!out) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_compile: out is NULL");
+    *out = NULL;
+    if (!dev || !src || !opts) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_compile: NULL argument");
+    KilnCompileOptions o = *opts;
+    o.dump_after = NULL;
+    if (!o.arch) o.arch = dev->info.arch;
+    if (o.emit != KILN_EMIT_PTX && o.emit != KILN_EMIT_CUBIN) o.emit = have_ptxas() ? KILN_EMIT_CUBIN : KILN_EMIT_PTX;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char key[65];
+        KilnStatus st = kiln_cache_key(src, &o, key);
+        if (st != KILN_OK) return st;
+        KilnCacheEntry e;
+        if (kiln_cache_lookup(key, &e) == KILN_OK) {
+            st = load_entry(dev, &e, out);
+            kiln_cache_entry_free(&e);
+            if (st == KILN_OK) return KILN_OK;
+            /* a verified entry the driver rejects (driver upgrade?): rebuild it */
+        }
+        st = compile_entry(path, src, &o, &e);
+        if (st == KILN_ERR_UNSUPPORTED && o.emit == KILN_EMIT_CUBIN && opts->emit != KILN_EMIT_CUBIN) {
+            o.emit = KILN_EMIT_PTX; /* no ptxas after all: the driver JIT-compiles PTX */
+            continue;
+        }
+        if (st != KILN_OK) return st;
+        kiln_cache_store(key, &e); /* best effort: a read-only cache dir must not fail the compile */
+        st = load_entry(dev, &e, out);
+        kiln_cache_entry_free(&e);
+        return st;
+    }
+    return kiln_set_error(KILN_ERR_INTERNAL, "kiln_module_compile: no emit mode worked");
+}
