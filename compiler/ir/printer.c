@@ -317,6 +317,14 @@ static void print_header(Printer *p)
         for (int i = 0; i < f->nconsts; i++) {
             const IrConstParam *c = &f->consts[i];
             sb_printf(out, "%s%s: ", i ? ", " : "", c->name ? c->name : "?");
+            if (c->sval && c->type.elem == IR_VOID) { /* const f: fn */
+                sb_printf(out, "fn = @%s", c->sval);
+                continue;
+            }
+            if (c->sval) { /* const T: dtype */
+                sb_printf(out, "dtype = %s", c->sval);
+                continue;
+            }
             put_type(out, c->type);
             sb_puts(out, " = ");
             put_literal(out, c->type, c->ival, c->fval);
