@@ -1,0 +1,231 @@
+/* test_golden.c — golden tests of the passes.
+ *
+ * tests/golden/<pass>/<case>.ir is an input module; <case>.expected is the
+ * exact ir_print_module output after running only that pass (the folder named
+ * "pipeline" runs the whole pipeline). Every folder of tests/golden named after
+ * a pass (pass_find) or "pipeline" is visited; other folders belong to other
+ * layers. Each case checks: the input parses and verifies, the output verifies,
+ * the output equals the expected text, and the expected text itself reads back
+ * and prints unchanged (so it is valid IR, not just a string).
+ *
+ * KILN_UPDATE_GOLDEN=1 rewrites the expected files from the current output
+ * (review every change by eye before committing it).
+ */
+#include "testutil.h"
+#include "compiler/passes/passes.h"
+#include "lang/diag.h"
+
+#include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const folders[] = {"fold", "cse", "dce", "licm", "pipeline"};
+#define NFOLDERS 5
+#define MIN_CASES 5
+
+static bool updating(void)
+{
+    const char *u = getenv("KILN_UPDATE_GOLDEN");
+    return u && strcmp(u, "1") == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Names of the *.ir files of a folder, sorted; malloc'd. */
+static int list_cases(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    int n = 0, cap = 16;
+    char **names = malloc(sizeof(char *) * (size_t)cap);
+    if (!d) {
+        *out = names;
+        return 0;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".ir") != 0) continue;
+        if (n == cap) names = realloc(names, sizeof(char *) * (size_t)(cap *= 2));
+        names[n++] = strndup(e->d_name, len - 3);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(char *), cmp_str);
+    *out = names;
+    return n;
+}
+
+/* The first line where two texts differ, for the failure message. */
+static void first_diff(StrBuf *msg, const char *want, const char *got)
+{
+    int line = 1;
+    const char *w = want, *g = got;
+    while (*w && *w == *g) {
+        if (*w == '\n') line++;
+        w++, g++;
+    }
+    const char *wl = w, *gl = g;
+    while (wl > want && wl[-1] != '\n') wl--;
+    while (gl > got && gl[-1] != '\n') gl--;
+    sb_printf(msg, "  first difference at line %d:\n    expected: %.*s\n    got:      %.*s\n", line,
+              (int)strcspn(wl, "\n"), wl, (int)strcspn(gl, "\n"), gl);
+}
+
+static IrModule *parse_text(Arena *a, const char *path, const char *src, StrBuf *msg)
+{
+    Diag d;
+    diag_init(&d, path, src);
+    IrModule *m = ir_parse(a, &d, path, src);
+    if (!m) sb_printf(msg, "%s: does not parse:\n%s", path, d.out.data ? d.out.data : "");
+    diag_free(&d);
+    return m;
+}
+
+static bool verify_module(IrModule *m, const char *path, const char *when, StrBuf *msg)
+{
+    for (int i = 0; i < m->nfuncs; i++) {
+        StrBuf why;
+        sb_init(&why);
+        bool ok = ir_verify(m->funcs[i], &why);
+        if (!ok) sb_printf(msg, "%s: %s does not verify:\n%s", path, when, why.data ? why.data : "");
+        sb_free(&why);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static bool run_passes(IrModule *m, const char *folder, const char *path, StrBuf *msg)
+{
+    const PassInfo *p = pass_find(folder);
+    for (int i = 0; i < m->nfuncs; i++) {
+        if (p) {
+            p->run(m->funcs[i]);
+            continue;
+        }
+        StrBuf err;
+        sb_init(&err);
+        bool ok = pass_pipeline(m->funcs[i], NULL, NULL, &err);
+        if (!ok) sb_printf(msg, "%s: pipeline failed:\n%s", path, err.data ? err.data : "");
+        sb_free(&err);
+        if (!ok) return false;
+    }
+    if (ice_message()) {
+        sb_printf(msg, "%s: %s\n", path, ice_message());
+        ice_clear();
+        return false;
+    }
+    return true;
+}
+
+/* The expected text reads back and prints as itself. */
+static bool expected_round_trips(const char *path, const char *want, StrBuf *msg)
+{
+    Arena a;
+    arena_init(&a);
+    StrBuf again;
+    sb_init(&again);
+    IrModule *m = parse_text(&a, path, want, msg);
+    bool ok = m != NULL;
+    if (ok) {
+        ir_print_module(&again, m);
+        ok = strcmp(again.data ? again.data : "", want) == 0;
+        if (!ok) sb_printf(msg, "%s: does not print back as itself\n", path);
+    }
+    sb_free(&again);
+    arena_free(&a);
+    return ok;
+}
+
+/* Runs one case; appends what went wrong to msg and returns false on failure. */
+static bool run_case(const char *folder, const char *dir, const char *name, StrBuf *msg)
+{
+    char in_path[1200], exp_path[1200];
+    snprintf(in_path, sizeof in_path, "%s/%s.ir", dir, name);
+    snprintf(exp_path, sizeof exp_path, "%s/%s.expected", dir, name);
+    char *src = read_file_text(in_path, NULL);
+    if (!src) {
+        sb_printf(msg, "%s: cannot read\n", in_path);
+        return false;
+    }
+    Arena a;
+    arena_init(&a);
+    StrBuf got;
+    sb_init(&got);
+    bool ok = false;
+    IrModule *m = parse_text(&a, in_path, src, msg);
+    if (m && verify_module(m, in_path, "input", msg) && run_passes(m, folder, in_path, msg) &&
+        verify_module(m, in_path, "output", msg)) {
+        ir_print_module(&got, m);
+        const char *g = got.data ? got.data : "";
+        if (updating()) {
+            FILE *fp = fopen(exp_path, "w");
+            ok = fp && fputs(g, fp) >= 0;
+            if (fp) fclose(fp);
+            if (!ok) sb_printf(msg, "%s: cannot write\n", exp_path);
+        } else {
+            char *want = read_file_text(exp_path, NULL);
+            if (!want) sb_printf(msg, "%s: missing (KILN_UPDATE_GOLDEN=1 writes it)\n", exp_path);
+            else if (strcmp(want, g) != 0) {
+                sb_printf(msg, "%s: output differs from %s\n", in_path, exp_path);
+                first_diff(msg, want, g);
+            } else {
+                ok = expected_round_trips(exp_path, want, msg);
+            }
+            free(want);
+        }
+    }
+    sb_free(&got);
+    arena_free(&a);
+    free(src);
+    return ok;
+}
+
+START_TEST(golden_folder)
+{
+    const char *folder = folders[_i];
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", tu_src_path("tests/golden"));
+    size_t len = strlen(dir);
+    snprintf(dir + len, sizeof dir - len, "/%s", folder);
+    char **names;
+    int n = list_cases(dir, &names);
+    StrBuf msg;
+    sb_init(&msg);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (!run_case(folder, dir, names[i], &msg)) failed++;
+        free(names[i]);
+    }
+    free(names);
+    ck_assert_msg(n >= MIN_CASES, "%s: %d cases, want at least %d", dir, n, MIN_CASES);
+    ck_assert_msg(failed == 0, "%d of %d cases failed in %s:\n%s", failed, n, dir, msg.data);
+    sb_free(&msg);
+}
+END_TEST
+
+/* Every folder named after a pass is one of ours (a new pass needs its folder listed). */
+START_TEST(no_unvisited_pass_folder)
+{
+    DIR *d = opendir(tu_src_path("tests/golden"));
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!pass_find(e->d_name)) continue;
+        bool known = false;
+        for (int i = 0; i < NFOLDERS; i++) known |= strcmp(folders[i], e->d_name) == 0;
+        ck_assert_msg(known, "tests/golden/%s is named after a pass but not run", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < NFOLDERS; i++)
+        ck_assert_msg(strcmp(folders[i], "pipeline") == 0 || pass_find(folders[i]), "%s", folders[i]);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("golden-passes");
+    TCase *tc = tcase_create("golden");
+    tcase_add_loop_test(tc, golden_folder, 0, NFOLDERS);
+    tcase_add_test(tc, no_unvisited_pass_folder);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)
