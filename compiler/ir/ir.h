@@ -200,6 +200,8 @@ typedef struct IrConstParam {
     IrType type;
     int64_t ival;
     double fval;
+    const char *sval;     /* `const f: fn` (type void): the helper's name; `const T: dtype`
+                           * (type = that scalar type): its name; NULL for numbers */
 } IrConstParam;
 
 struct IrFunc {

@@ -1,0 +1,509 @@
+/* sema.c — lang_compile: declarations, scopes, const parameters, schedules.
+ *
+ * What: builds the file scope (file-level consts, evaluated lazily on first
+ * use; helpers), then specialises and lowers each selected kernel: runtime
+ * parameters become IrFunc params, const parameters take their value from
+ * LangOptions.defines (parsed per the declared type), else their default, and
+ * are recorded in IrFunc.consts; `with (num_warps = ..., num_stages = ...)`
+ * is evaluated and validated into IrFunc.sched (LangOptions overrides win);
+ * the body is lowered by lower_stmt.c and ends with `return`.
+ * Invariants: scopes nest file -> kernel params -> blocks; a helper body's
+ * scope hangs off the file scope (helpers never see the caller's locals);
+ * lang_compile returns NULL iff it reported an error.
+ * Example: `kernel k(X: *f32, const B: i32 = 64) with (num_warps = B / 16)`
+ * compiled with -D B=128 -> IrFunc k(X: ptr<f32>) consts(B: i32 = 128)
+ * num_warps = 8.
+ */
+#include "sema.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- scopes ---- */
+void sema_push_scope(Sema *s)
+{
+    Scope *sc = ARENA_NEW(s->arena, Scope);
+    sc->parent = s->scope;
+    s->scope = sc;
+}
+
+void sema_pop_scope(Sema *s)
+{
+    if (s->scope) s->scope = s->scope->parent;
+}
+
+static Sym *lookup_in(Scope *sc, const char *name)
+{
+    for (Sym *y = sc->syms; y; y = y->next)
+        if (strcmp(y->name, name) == 0) return y;
+    return NULL;
+}
+
+Sym *sema_lookup(Sema *s, const char *name)
+{
+    for (Scope *sc = s->scope; sc; sc = sc->parent) {
+        Sym *y = lookup_in(sc, name);
+        if (y) return y;
+    }
+    return NULL;
+}
+
+Sym *sema_define(Sema *s, const char *name, SymKind kind, Val v, SrcLoc loc)
+{
+    Sym *prev = lookup_in(s->scope, name);
+    if (prev) {
+        diag_error(s->diag, loc, "'%s' is already declared in this scope", name);
+        diag_note(s->diag, prev->loc, "previous declaration of '%s'", name);
+    }
+    Sym *y = ARENA_NEW(s->arena, Sym);
+    y->name = name;
+    y->kind = kind;
+    y->val = v;
+    y->loc = loc;
+    y->last_assign = loc;
+    y->next = s->scope->syms;
+    s->scope->syms = y;
+    return y;
+}
+
+/* ---- suggestions ---- */
+static void consider(const char *name, const char *cand, const char **best, int *bestd)
+{
+    if (!cand || strcmp(name, cand) == 0) return;
+    int d = edit_distance(name, cand);
+    if (d < *bestd) {
+        *bestd = d;
+        *best = cand;
+    }
+}
+
+const char *sema_suggest(Sema *s, const char *name, const char *const *extra, int nextra, bool values)
+{
+    const char *best = NULL;
+    int bestd = 1000;
+    for (Scope *sc = s->scope; sc; sc = sc->parent)
+        for (Sym *y = sc->syms; y; y = y->next)
+            if (values || y->kind == SYM_FN || y->val.kind == V_FN) consider(name, y->name, &best, &bestd);
+    for (int i = 0; i < nextra; i++) consider(name, extra[i], &best, &bestd);
+    int len = (int)strlen(name);
+    int limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
+    if (!best || bestd > limit) return "";
+    return arena_printf(s->arena, "; did you mean '%s'?", best);
+}
+
+/* ---- compile-time evaluation contexts ---- */
+Val sema_const_expr(Sema *s, const AstExpr *e)
+{
+    IrBuilder saved = s->b;
+    s->b.f = s->scratch;
+    s->b.block = s->scratch->body;
+    s->b.before = NULL;
+    Val v = sema_expr(s, e);
+    s->b = saved;
+    return v;
+}
+
+static bool is_const_like(const Val *v) { return v->kind == V_CONST || v->kind == V_TYPE || v->kind == V_FN; }
+
+static const AstDecl *find_decl(Sema *s, AstDeclKind kind, const char *name)
+{
+    for (int i = 0; i < s->file->ndecls; i++) {
+        const AstDecl *d = s->file->decls[i];
+        if (d->kind == kind && strcmp(d->name, name) == 0) return d;
+    }
+    return NULL;
+}
+
+static int find_define(Sema *s, const char *name)
+{
+    for (int i = 0; s->opts && i < s->opts->ndefines; i++)
+        if (strcmp(s->opts->defines[i].name, name) == 0) {
+            s->define_used[i] = true;
+            return i;
+        }
+    return -1;
+}
+
+/* Parse "128", "0x10", "1_024", "-3" fully; false if anything is left over. */
+static bool parse_int_text(const char *t, int64_t *out)
+{
+    char buf[80];
+    size_t k = 0;
+    for (const char *p = t; *p && k + 1 < sizeof buf; p++)
+        if (*p != '_') buf[k++] = *p;
+    buf[k] = 0;
+    if (k == 0) return false;
+    const char *q = buf;
+    bool neg = *q == '-';
+    if (*q == '-' || *q == '+') q++;
+    int base = 10;
+    if (q[0] == '0' && (q[1] == 'x' || q[1] == 'X')) { base = 16; q += 2; }
+    else if (q[0] == '0' && (q[1] == 'b' || q[1] == 'B')) { base = 2; q += 2; }
+    if (!*q) return false;
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(q, &end, base);
+    if (*end || errno) return false;
+    *out = neg ? (int64_t)(0 - u) : (int64_t)u;
+    return true;
+}
+
+/* A -D value, read as the declared type of the const (or, for a file-level
+ * const, as whatever literal it looks like). */
+static bool parse_define(Sema *s, const char *text, const char *tname, IrElem te, Val *out, SrcLoc loc)
+{
+    int64_t iv;
+    char *end;
+    bool is_dtype = tname && strcmp(tname, "dtype") == 0, is_fn = tname && strcmp(tname, "fn") == 0;
+    if (is_fn || (!tname && find_decl(s, AST_FN, text))) {
+        const AstDecl *d = find_decl(s, AST_FN, text);
+        if (!d) return false;
+        memset(out, 0, sizeof *out);
+        out->kind = V_FN, out->fn = d, out->s = d->name, out->loc = loc;
+        return true;
+    }
+    IrElem named = ir_elem_from_name(text);
+    if (is_dtype || (!tname && named != IR_VOID && named != IR_PTR)) {
+        if (named == IR_VOID || named == IR_PTR) return false;
+        memset(out, 0, sizeof *out);
+        out->kind = V_TYPE, out->type = ir_type_scalar(named), out->s = text, out->loc = loc;
+        return true;
+    }
+    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
+        if (tname && te != IR_I1) return false;
+        *out = cv_bool(text[0] == 't', loc);
+        return true;
+    }
+    if (parse_int_text(text, &iv)) {
+        if (tname && te == IR_I1 && iv != 0 && iv != 1) return false;
+        *out = tname ? cv_convert((Val[]){cv_untyped_int(iv, loc)}, te) : cv_untyped_int(iv, loc);
+        if (tname && ir_elem_is_int(te) && out->i != iv) return false; /* does not fit */
+        return true;
+    }
+    double d = strtod(text, &end);
+    if (*text && !*end && (!tname || ir_elem_is_float(te))) {
+        *out = tname ? cv_float(d, te, false, loc) : cv_float(d, IR_F32, true, loc);
+        return true;
+    }
+    return false;
+}
+
+/* ---- file scope ---- */
+Val sema_sym_value(Sema *s, Sym *y, SrcLoc use)
+{
+    if (y->kind != SYM_FILECONST) return y->val;
+    if (y->state == 1) {
+        diag_error(s->diag, use, "file-level const '%s' is defined in terms of itself", y->name);
+        y->kind = SYM_CONST;
+        y->val = val_err();
+        return y->val;
+    }
+    y->state = 1;
+    Scope *saved_scope = s->scope;
+    InlineFrame *saved_inl = s->inl;
+    s->scope = s->file_scope;
+    s->inl = NULL;
+    Val v;
+    int di = find_define(s, y->name);
+    if (di >= 0) {
+        const char *text = s->opts->defines[di].value;
+        if (!parse_define(s, text, NULL, IR_VOID, &v, y->decl->loc)) {
+            diag_error(s->diag, y->decl->name_loc, "invalid value '%s' given for const '%s' (-D %s=%s)",
+                       text, y->name, y->name, text);
+            v = val_err();
+        }
+    } else {
+        v = sema_const_expr(s, y->decl->value);
+        if (v.kind != V_ERR && !is_const_like(&v)) {
+            diag_error(s->diag, y->decl->value->loc, "the value of const '%s' is not a compile-time constant",
+                       y->name);
+            v = val_err();
+        }
+    }
+    s->scope = saved_scope;
+    s->inl = saved_inl;
+    y->kind = SYM_CONST;
+    y->val = v;
+    return v;
+}
+
+static void build_file_scope(Sema *s)
+{
+    sema_push_scope(s);
+    s->file_scope = s->scope;
+    for (int i = 0; i < s->file->ndecls; i++) {
+        const AstDecl *d = s->file->decls[i];
+        if (d->kind == AST_KERNEL) {
+            const AstDecl *first = find_decl(s, AST_KERNEL, d->name);
+            if (first != d) {
+                diag_error(s->diag, d->name_loc, "kernel '%s' is already defined", d->name);
+                diag_note(s->diag, first->name_loc, "previous definition of '%s'", d->name);
+            }
+            continue;
+        }
+        Val v;
+        memset(&v, 0, sizeof v);
+        if (d->kind == AST_FN) {
+            v.kind = V_FN, v.fn = d, v.s = d->name, v.loc = d->name_loc;
+        }
+        Sym *y = sema_define(s, d->name, d->kind == AST_FN ? SYM_FN : SYM_FILECONST, v, d->name_loc);
+        y->decl = d;
+    }
+}
+
+/* ---- kernel parameters ---- */
+typedef enum { PT_VALUE, PT_FN, PT_DTYPE } ParamClass;
+
+static bool param_type(Sema *s, const AstParam *p, IrType *t, ParamClass *pc)
+{
+    const AstType *at = &p->type;
+    *pc = PT_VALUE;
+    if (strcmp(at->name, "fn") == 0 || strcmp(at->name, "dtype") == 0) {
+        *pc = at->name[0] == 'f' ? PT_FN : PT_DTYPE;
+        *t = ir_type_scalar(IR_VOID);
+        if (at->is_ptr || !p->is_const) {
+            diag_error(s->diag, at->loc, "a '%s%s' parameter must be const", at->is_ptr ? "*" : "", at->name);
+            return false;
+        }
+        return true;
+    }
+    IrElem e = ir_elem_from_name(at->name);
+    if (e == IR_VOID || e == IR_PTR) {
+        static const char *const names[] = {"i1", "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
+                                            "u64", "f16", "bf16", "f32", "f64", "fn", "dtype"};
+        const char *best = NULL;
+        int bestd = 3;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            int d = edit_distance(at->name, names[i]);
+            if (d < bestd) { bestd = d; best = names[i]; }
+        }
+        diag_error(s->diag, at->loc, "unknown type '%s'%s", at->name,
+                   best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
+        return false;
+    }
+    if (at->is_ptr && p->is_const) {
+        diag_error(s->diag, at->loc, "a const parameter cannot be a pointer");
+        return false;
+    }
+    *t = at->is_ptr ? ir_type_ptr(e) : ir_type_scalar(e);
+    return true;
+}
+
+/* Bring a compile-time value to the declared class/type of a const parameter. */
+static bool fit_const(Sema *s, const AstParam *p, ParamClass pc, IrType t, Val *v, const char *what)
+{
+    bool ok = pc == PT_FN ? v->kind == V_FN : pc == PT_DTYPE ? v->kind == V_TYPE : v->kind == V_CONST;
+    if (!ok) {
+        static const char *const need[] = {"a number or bool", "a helper function", "a type"};
+        diag_error(s->diag, v->loc.line ? v->loc : p->loc, "%s for '%s' must be %s, got %s", what, p->name,
+                   need[pc], sema_val_desc(s, v));
+        return false;
+    }
+    if (pc == PT_VALUE) *v = cv_convert(v, (IrElem)t.elem);
+    return true;
+}
+
+static void record_const(Sema *s, IrConstParam *c, const AstParam *p, ParamClass pc, IrType t, const Val *v)
+{
+    c->name = p->name;
+    c->type = t;
+    if (pc == PT_FN) c->sval = v->s;
+    else if (pc == PT_DTYPE) { c->type = v->type; c->sval = v->s; }
+    else { c->ival = v->i; c->fval = v->kind == V_CONST && ir_elem_is_float((IrElem)t.elem) ? v->f : (double)v->i; }
+}
+
+static Val const_param_value(Sema *s, const AstDecl *k, const AstParam *p, ParamClass pc, IrType t)
+{
+    int di = find_define(s, p->name);
+    Val v;
+    if (di >= 0) {
+        const char *text = s->opts->defines[di].value;
+        IrElem te = (IrElem)t.elem;
+        if (!parse_define(s, text, p->type.name, te, &v, p->loc)) {
+            diag_error(s->diag, p->loc, "invalid value '%s' for const parameter '%s: %s' (-D %s=%s)", text,
+                       p->name, p->type.name, p->name, text);
+            return val_err();
+        }
+        return v;
+    }
+    if (!p->default_value) {
+        diag_error(s->diag, p->loc,
+                   "no value for const parameter '%s' of kernel '%s'; pass -D %s=VALUE or give it a default",
+                   p->name, k->name, p->name);
+        return val_err();
+    }
+    v = sema_const_expr(s, p->default_value);
+    if (v.kind == V_RT) {
+        diag_error(s->diag, p->default_value->loc, "the default of '%s' is not a compile-time constant",
+                   p->name);
+        return val_err();
+    }
+    if (v.kind == V_ERR || !fit_const(s, p, pc, t, &v, "the default")) return val_err();
+    return v;
+}
+
+static void bind_params(Sema *s, const AstDecl *k)
+{
+    s->f->consts = ARENA_ARRAY(s->arena, IrConstParam, k->nparams ? k->nparams : 1);
+    for (int i = 0; i < k->nparams; i++) {
+        const AstParam *p = &k->params[i];
+        IrType t;
+        ParamClass pc;
+        if (!p->type.name) {
+            diag_error(s->diag, p->loc, "kernel parameter '%s' needs a type", p->name);
+            sema_define(s, p->name, SYM_PARAM, val_err(), p->loc);
+            continue;
+        }
+        if (!param_type(s, p, &t, &pc)) {
+            sema_define(s, p->name, SYM_PARAM, val_err(), p->loc);
+            continue;
+        }
+        if (!p->is_const) {
+            if (find_define(s, p->name) >= 0)
+                diag_error(s->diag, p->loc, "'%s' is not a const parameter; it cannot be given with -D %s",
+                           p->name, p->name);
+            IrValue *pv = ir_func_add_param(s->f, t, p->name);
+            sema_define(s, p->name, SYM_PARAM, val_rt(pv, p->loc), p->loc);
+            continue;
+        }
+        Val v = const_param_value(s, k, p, pc, t);
+        if (v.kind != V_ERR) {
+            v.untyped = false;
+            record_const(s, &s->f->consts[s->f->nconsts++], p, pc, t, &v);
+        }
+        sema_define(s, p->name, SYM_CONST, v, p->loc);
+    }
+}
+
+/* ---- schedule ---- */
+static bool check_warps(Sema *s, int64_t w, SrcLoc loc, const char *how)
+{
+    if (is_pow2(w) && w <= 32) return true;
+    diag_error(s->diag, loc, "%snum_warps must be a power of two between 1 and 32, got %lld", how, (long long)w);
+    return false;
+}
+
+static bool check_stages(Sema *s, int64_t n, SrcLoc loc, const char *how)
+{
+    if (n >= 1 && n <= 16) return true;
+    diag_error(s->diag, loc, "%snum_stages must be between 1 and 16, got %lld", how, (long long)n);
+    return false;
+}
+
+static void schedule(Sema *s, const AstDecl *k)
+{
+    static const char *const names[] = {"num_warps", "num_stages"};
+    bool seen[2] = {false, false};
+    for (int i = 0; i < k->nsettings; i++) {
+        const AstSetting *st = &k->settings[i];
+        int which = strcmp(st->name, names[0]) == 0 ? 0 : strcmp(st->name, names[1]) == 0 ? 1 : -1;
+        if (which < 0) {
+            const char *best = edit_distance(st->name, names[0]) <= edit_distance(st->name, names[1])
+                                   ? names[0] : names[1];
+            bool close = edit_distance(st->name, best) <= 3;
+            diag_error(s->diag, st->loc, "unknown schedule setting '%s'%s", st->name,
+                       close ? arena_printf(s->arena, "; did you mean '%s'?", best)
+                             : " (settings are num_warps and num_stages)");
+            continue;
+        }
+        if (seen[which]) diag_error(s->diag, st->loc, "'%s' is set twice", st->name);
+        seen[which] = true;
+        Val v = sema_const_expr(s, st->value);
+        if (v.kind == V_ERR) continue;
+        if (!cv_is_int(&v)) {
+            diag_error(s->diag, st->value->loc, "%s must be a compile-time integer, got %s", st->name,
+                       v.kind == V_RT ? "a runtime value" : sema_val_desc(s, &v));
+            continue;
+        }
+        if (which == 0 && check_warps(s, v.i, st->value->loc, "")) s->f->sched.num_warps = (int)v.i;
+        if (which == 1 && check_stages(s, v.i, st->value->loc, "")) s->f->sched.num_stages = (int)v.i;
+    }
+    const LangOptions *o = s->opts;
+    if (o && o->num_warps > 0 && check_warps(s, o->num_warps, k->name_loc, "--num-warps: "))
+        s->f->sched.num_warps = o->num_warps;
+    if (o && o->num_stages > 0 && check_stages(s, o->num_stages, k->name_loc, "--num-stages: "))
+        s->f->sched.num_stages = o->num_stages;
+}
+
+/* ---- kernels ---- */
+static IrFunc *compile_kernel(Sema *s, const AstDecl *k)
+{
+    int errors = s->diag->nerrors;
+    s->f = ir_func_new(s->arena, k->name, k->name_loc);
+    s->b.f = s->f;
+    s->b.block = s->f->body;
+    s->b.before = NULL;
+    s->scope = s->file_scope;
+    s->inl = NULL;
+    sema_push_scope(s);
+    bind_params(s, k);
+    schedule(s, k);
+    sema_block(s, k->body);
+    sema_pop_scope(s);
+    sema_emit(s, k->body->loc, IR_RETURN, ir_type_scalar(IR_VOID), 0, NULL);
+    return s->diag->nerrors == errors ? s->f : NULL;
+}
+
+static void check_defines_used(Sema *s)
+{
+    for (int i = 0; s->opts && i < s->opts->ndefines; i++) {
+        const char *name = s->opts->defines[i].name;
+        if (s->define_used[i] || find_decl(s, AST_CONST, name)) continue;
+        const char *best = NULL;
+        int bestd = 3;
+        for (int j = 0; j < s->file->ndecls; j++) {
+            const AstDecl *d = s->file->decls[j];
+            if (d->kind == AST_CONST) consider(name, d->name, &best, &bestd);
+            for (int q = 0; d->kind == AST_KERNEL && q < d->nparams; q++)
+                if (d->params[q].is_const) consider(name, d->params[q].name, &best, &bestd);
+        }
+        SrcLoc none = {s->file->path, 0, 0};
+        diag_error(s->diag, none, "-D %s: no const parameter or file-level const is named '%s'%s", name, name,
+                   best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
+    }
+}
+
+static const AstDecl *select_kernel(Sema *s, const char *name)
+{
+    const AstDecl *k = find_decl(s, AST_KERNEL, name);
+    if (k) return k;
+    const char *best = NULL;
+    int bestd = 4;
+    for (int j = 0; j < s->file->ndecls; j++)
+        if (s->file->decls[j]->kind == AST_KERNEL) consider(name, s->file->decls[j]->name, &best, &bestd);
+    SrcLoc none = {s->file->path, 0, 0};
+    diag_error(s->diag, none, "no kernel named '%s' in this file%s", name,
+               best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
+    return NULL;
+}
+
+IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const LangOptions *opts)
+{
+    if (!file) return NULL;
+    int errors = diag->nerrors;
+    Sema s;
+    memset(&s, 0, sizeof s);
+    s.arena = arena;
+    s.diag = diag;
+    s.file = file;
+    s.opts = opts;
+    s.scratch = ir_func_new(arena, "<const>", (SrcLoc){file->path, 0, 0});
+    s.define_used = ARENA_ARRAY(arena, bool, opts && opts->ndefines ? opts->ndefines : 1);
+    s.b.f = s.scratch;
+    s.b.block = s.scratch->body;
+    build_file_scope(&s);
+    IrModule *m = ir_module_new(arena);
+    const AstDecl *only = opts && opts->kernel ? select_kernel(&s, opts->kernel) : NULL;
+    for (int i = 0; i < file->ndecls; i++) {
+        const AstDecl *d = file->decls[i];
+        if (d->kind != AST_KERNEL || (opts && opts->kernel && d != only)) continue;
+        if (find_decl(&s, AST_KERNEL, d->name) != d) continue; /* duplicate, reported */
+        IrFunc *f = compile_kernel(&s, d);
+        if (f) ir_module_add(m, f);
+    }
+    check_defines_used(&s);
+    diag_flush_ice(diag);
+    return diag->nerrors == errors ? m : NULL;
+}
