@@ -28,7 +28,7 @@ static inline void pt_done(PT *t)
     IrBuilder b = t->b;
     b.block = t->f->body;
     b.before = NULL;
-    irb_op(&b, IR_RETURN, ir_type_scalar(IR_VOID), 0, NULL);
+    irb_insert(&b, ir_op_new(t->f, IR_RETURN, b.loc, 0, NULL, 0, NULL));
 }
 
 static inline void pt_free(PT *t) { arena_free(&t->arena); }
@@ -54,6 +54,14 @@ static inline IrOp *pt_store(PT *t, IrValue *p, IrValue *v)
 {
     IrValue *a[2] = {p, v};
     return pt_op0(t, IR_STORE, 2, a);
+}
+
+/* Stores v through a fresh pointer parameter of the matching type (keeps v used). */
+static inline IrOp *pt_sink(PT *t, IrValue *v)
+{
+    IrType pt = ir_type_ptr((IrElem)v->type.elem);
+    if (v->type.rank) pt = ir_type_tile(pt, v->type.rank, v->type.shape);
+    return pt_store(t, param(t, pt, "sink"), v);
 }
 
 static inline IrOp *pt_yield(PT *t, int n, IrValue *const *v) { return pt_op0(t, IR_YIELD, n, v); }
@@ -116,10 +124,15 @@ static inline int pt_count(PT *t, IrOpcode op)
     return c.n;
 }
 
-/* After a pass: no internal error was recorded. */
+/* After a pass: no internal error was recorded and the IR verifies. */
 static inline void pt_check(PT *t)
 {
     ck_assert_msg(ice_message() == NULL, "%s", ice_message());
+    StrBuf err;
+    sb_init(&err);
+    bool ok = ir_verify(t->f, &err);
+    ck_assert_msg(ok, "%s", err.data ? err.data : "");
+    sb_free(&err);
 }
 
 #endif

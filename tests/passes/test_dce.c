@@ -125,6 +125,7 @@ START_TEST(nested_effects_keep_loops)
     pt_end(&t, outer);
     pt_done(&t);
     pass_dce(t.f);
+    pt_check(&t);
     ck_assert_int_eq(pt_count(&t, IR_FOR), 2);
     ck_assert_int_eq(pt_count(&t, IR_MUL), 1);
     ck_assert_int_eq(pt_count(&t, IR_CAST), 1);
@@ -152,6 +153,7 @@ START_TEST(if_results_pruned)
     pt_done(&t);
     IrValue *r1 = iff->res[1];
     pass_dce(t.f);
+    pt_check(&t);
     ck_assert_int_eq(pt_count(&t, IR_IF), 1);
     ck_assert_int_eq(iff->nres, 1);
     ck_assert_ptr_eq(iff->res[0], r1);

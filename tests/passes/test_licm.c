@@ -66,6 +66,7 @@ START_TEST(nested_invariants_bubble_up)
     pt_end(&t, outer);
     pt_done(&t);
     pass_licm(t.f);
+    pt_check(&t);
     ck_assert_ptr_eq(home(both), t.f->body);
     ck_assert_ptr_eq(home(both2), t.f->body);
     ck_assert_ptr_eq(both2->def->next, outer);
@@ -100,6 +101,7 @@ START_TEST(what_stays)
     pt_end(&t, loop);
     pt_done(&t);
     pass_licm(t.f);
+    pt_check(&t);
     ck_assert_ptr_eq(home(carried), body);
     ck_assert_ptr_eq(home(dv), body);
     ck_assert_ptr_eq(home(dk), t.f->body);
@@ -130,6 +132,7 @@ START_TEST(loop_under_if)
     pt_end(&t, outer);
     pt_done(&t);
     pass_licm(t.f);
+    pt_check(&t);
     ck_assert_ptr_eq(home(inv), iff->regions[0]);
     ck_assert_ptr_eq(inv->def->next, inner);
     ck_assert_ptr_eq(home(c), outer->regions[0]);
