@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""bench_attention.py — Kiln's FlashAttention forward against its peers, on one GPU.
+
+Providers
+  kiln            lang/lib/attention_fwd.tile through tools/bench/kiln_bench_attn (C, runtime API)
+  sdpa_flash      torch SDPA, FLASH_ATTENTION backend (FlashAttention-2)
+  sdpa_cudnn      torch SDPA, CUDNN_ATTENTION backend
+  sdpa_efficient  torch SDPA, EFFICIENT_ATTENTION backend (xformers/CUTLASS)
+  naive           torch matmul -> softmax -> matmul (materialises N x N)
+
+Shapes: 16k tokens per batch (batch = 16384 / N), hidden 2048 (heads = 2048 / d),
+N in 512..16384, d in 64, 128, causal and not, fp16 and bf16; layout [b, h, s, d].
+TFLOP/s = 4 * B * H * N^2 * D / time (halved when causal), FlashAttention's convention.
+Each time is the median over ~50 ms of back-to-back launches, each between CUDA events.
+
+Also: a correctness check of Kiln's O and LSE on ragged shapes against a float64
+reference (FlashAttention's rule: error <= 2 x plain-attention-in-dtype error + 1e-5);
+peak extra memory at N = 32768 (torch.cuda.max_memory_allocated for torch; for Kiln the
+runtime's allocations beyond Q, K, V); Kiln compile time, source -> PTX (no cache) and
+the on-disk cache hit path (median of 5).
+
+Output (under --out, default $OUT or ./bench_out): attention_bench.json, attention_bench.md,
+attention_bench.png; the markdown table is printed last. A provider that fails on a shape
+shows "fail" (or "oom") and the run goes on.
+
+  python3 tools/bench/bench_attention.py --kiln-bin build/kiln_bench_attn            # ~5 min
+  python3 tools/bench/bench_attention.py --kiln-bin build/kiln_bench_attn --quick    # ~1 min
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOKENS, HIDDEN = 16384, 2048
+PROVIDERS = ["kiln", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "naive"]
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- timing
+
+def bench_ms(fn, target_ms=50.0):
+    """Median time of fn() in ms: one warm-up call, a short estimate, then enough
+    launches to fill ~target_ms, each between its own pair of CUDA events."""
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(3):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    est = max(s.elapsed_time(e) / 3, 1e-3)
+    n = int(min(max(target_ms / est, 5), 1000))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends))
+
+
+def flops(b, h, n, d, causal):
+    f = 4.0 * b * h * n * n * d
+    return f / 2 if causal else f
+
+
+# ---------------------------------------------------------------- torch providers
+
+def naive_attention(q, k, v, causal, scale):
+    s = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if causal:
+        n, m = s.shape[-2], s.shape[-1]
+        # bottom-right aligned, like the Kiln program (the same as top-left for n == m)
+        mask = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(m - n)
+        s = s.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
+def torch_fn(provider, q, k, v, causal, scale):
+    if provider == "naive":
+        return lambda: naive_attention(q, k, v, causal, scale)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
+               "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}[provider]
+
+    def run():
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    return run
+
+
+def make_qkv(b, h, n, d, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(b, h, n, d, device="cuda", dtype=dtype, generator=g) for _ in range(3)]
+
+
+def classify(exc):
+    text = str(exc)
+    return "oom" if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text else "fail"
+
+
+def run_torch(provider, dtype, n, d, causal, target_ms):
+    b, h = max(TOKENS // n, 1), HIDDEN // d
+    try:
+        q, k, v = make_qkv(b, h, n, d, DTYPES[dtype])
+        ms = bench_ms(torch_fn(provider, q, k, v, causal, 1 / math.sqrt(d)), target_ms)
+        return {"ms": ms, "tflops": flops(b, h, n, d, causal) / (ms * 1e-3) / 1e12}
+    except Exception as exc:  # a provider that cannot run a shape must not stop the run
+        log(f"  {provider} {dtype} d={d} causal={causal} N={n}: {type(exc).__name__}: {str(exc)[:200]}")
+        return {"error": classify(exc)}
+    finally:
+        torch.cuda.empty_cache()
+
+
+def torch_peak_extra(provider, dtype, n, d):
+    """Bytes allocated beyond Q, K, V during one forward (includes the output)."""
+    try:
+        q, k, v = make_qkv(1, HIDDEN // d, n, d, DTYPES[dtype])
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = torch_fn(provider, q, k, v, False, 1 / math.sqrt(d))()
+        torch.cuda.synchronize()
+        del out
+        return {"extra_bytes": torch.cuda.max_memory_allocated() - base}
+    except Exception as exc:
+        return {"error": classify(exc), "detail": str(exc)[:200]}
+    finally:
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- kiln provider
+
+def kiln_cmd(args, dtype, d, causal, extra):
+    cmd = [args.kiln_bin, "--src", args.src, "--dtype", dtype, "--head-dim", str(d),
+           "--heads", str(HIDDEN // d), "--layout", "bhsd", "--block-m", str(args.block_m),
+           "--block-n", str(args.block_n if d <= 128 else 32)]
+    if args.warps:
+        cmd += ["--warps", str(args.warps)]
+    if args.stages:
+        cmd += ["--stages", str(args.stages)]
+    if causal:
+        cmd.append("--causal")
+    return cmd + extra
+
+
+def run_kiln_process(cmd, timeout, env=None):
+    """Run the C binary; returns its JSON lines (errors included) or one error record."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return [{"error": "timeout"}]
+    except OSError as exc:
+        return [{"error": f"cannot run {cmd[0]}: {exc}"}]
+    recs = []
+    for line in p.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    if p.returncode != 0 or any("error" in r for r in recs):
+        log("  kiln: " + " ".join(cmd))
+        for r in recs:
+            if "error" in r:
+                log("    " + r["error"][:400])
+        if p.stderr.strip():
+            log("    stderr: " + p.stderr.strip()[-1500:])
+    if not recs:
+        recs = [{"error": f"exit {p.returncode}"}]
+    return recs
+
+
+def run_kiln(args, dtype, d, causal, ns, target_ms):
+    recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
+        "--tokens", str(TOKENS), "--seqlens", ",".join(map(str, ns)), "--min-ms", str(target_ms)]),
+        timeout=120 + 10 * len(ns))
+    by_n = {r["seqlen"]: r for r in recs if "seqlen" in r and "error" not in r}
+    err = next((r["error"] for r in recs if "error" in r), "fail")
+    return {n: by_n.get(n, {"error": "fail" if "timeout" not in err else "timeout"}) for n in ns}
+
+
+def kiln_check(args, dtype, d, causal, n_q, n_k, b=2, h=4):
+    """Kiln's O/LSE on a ragged shape against float64 torch, with FlashAttention's rule."""
+    tdt = DTYPES[dtype]
+    q, k, v = make_qkv(b, h, max(n_q, n_k), d, tdt, seed=7)
+    q, k, v = q[:, :, :n_q].contiguous(), k[:, :, :n_k].contiguous(), v[:, :, :n_k].contiguous()
+    scale = 1 / math.sqrt(d)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            t.view(torch.int16).cpu().numpy().tofile(os.path.join(tmp, name + ".bin"))
+        recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
+            "--batch", str(b), "--heads", str(h), "--seqlens", str(n_q), "--seqlen-k", str(n_k),
+            "--in", tmp, "--out", tmp, "--min-ms", "1"]), timeout=120)
+        if not recs or "error" in recs[-1]:
+            return {"ok": False, "error": recs[-1].get("error", "fail") if recs else "fail"}
+        import numpy as np
+        o = torch.from_numpy(np.fromfile(os.path.join(tmp, "o.bin"), dtype=np.int16)).view(tdt)
+        lse = torch.from_numpy(np.fromfile(os.path.join(tmp, "lse.bin"), dtype=np.float32))
+    o = o.view(b, h, n_q, d).cuda().double()
+    lse = lse.view(b, h, n_q).cuda().double()
+    s = torch.matmul(q.double(), k.double().transpose(-2, -1)) * scale
+    if causal:
+        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool, device="cuda").tril(n_k - n_q),
+                          float("-inf"))
+    ref_lse = torch.logsumexp(s, dim=-1)
+    visible = torch.isfinite(ref_lse)
+    ref = torch.nan_to_num(torch.softmax(s, dim=-1)) @ v.double()
+    plain = naive_attention(q, k, v, causal, scale).double()
+    vis = visible[..., None].expand_as(ref)
+    err = (o - ref).abs()[vis].max().item() if vis.any() else 0.0
+    perr = (plain - ref).abs()[vis].max().item() if vis.any() else 0.0
+    lse_err = ((lse - ref_lse).abs() / ref_lse.abs().clamp(min=1))[visible].max().item()
+    empty_ok = bool((o[~visible] == 0).all()) and bool(torch.isneginf(lse[~visible]).all())
+    ok = (math.isfinite(err) and err <= 2 * perr + 1e-5 and lse_err <= 1e-4 and empty_ok)
+    return {"ok": ok, "max_err": err, "plain_err": perr, "lse_rel_err": lse_err, "empty_rows_ok": empty_ok,
+            "shape": [b, h, n_q, n_k, d], "causal": causal, "dtype": dtype}
+
+
+def kiln_compile_times(args):
+    """Source -> PTX (kiln_compile, no cache) and the runtime's cache-hit path."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, KILN_CACHE_DIR=cache)
+        env.pop("KILN_CACHE_DISABLE", None)
+        recs = run_kiln_process(kiln_cmd(args, "f16", 128, False, [
+            "--tokens", str(TOKENS), "--seqlens", "1024", "--min-ms", "1", "--compile-bench", "5"]),
+            timeout=300, env=env)
+    out = next((r for r in recs if r.get("compile")), {"error": "fail"})
+    if args.kiln_cli and os.path.exists(args.kiln_cli):
+        env = dict(os.environ, KILN_CACHE_DISABLE="1")
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            p = subprocess.run([args.kiln_cli, "compile", args.src, "-k", "attn_fwd_f16", "-D", "HEAD_DIM=128",
+                                "--emit", "ptx"], capture_output=True, env=env)
+            times.append((time.perf_counter() - t0) * 1e3)
+            if p.returncode != 0:
+                times = None
+                break
+        out["cli_compile_ptx_ms"] = statistics.median(times) if times else "fail"
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+def cell(r):
+    if r is None:
+        return "—"
+    if "error" in r:
+        return r["error"] if r["error"] in ("oom", "timeout") else "fail"
+    return f"{r['tflops']:.0f}"
+
+
+def ratio(k, p):
+    if not k or not p or "tflops" not in k or "tflops" not in p or p["tflops"] <= 0:
+        return "—"
+    return f"{k['tflops'] / p['tflops']:.2f}"
+
+
+def gib(x):
+    return f"{x / 2**30:.2f} GiB" if x >= 2**30 else f"{x / 2**20:.1f} MiB"
+
+
+def markdown(res, providers):
+    peers = [p for p in providers if p != "kiln"]
+    lines = [f"Attention forward, TFLOP/s ({res['device']}; {TOKENS} tokens per batch, hidden {HIDDEN}, "
+             "layout [b, h, s, d]; kiln/peer = ratio)", ""]
+    head = ["dtype", "causal", "d", "N"] + providers + (["kiln/" + p for p in peers] if "kiln" in providers else [])
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for row in res["rows"]:
+        cells = [row["dtype"], "yes" if row["causal"] else "no", str(row["d"]), str(row["n"])]
+        cells += [cell(row["results"].get(p)) for p in providers]
+        if "kiln" in providers:
+            cells += [ratio(row["results"].get("kiln"), row["results"].get(p)) for p in peers]
+        lines.append("| " + " | ".join(cells) + " |")
+    if res.get("memory"):
+        lines += ["", f"Peak extra memory, one forward at N = {res['memory_n']} (batch 1, hidden {HIDDEN}, "
+                  "fp16, not causal; beyond Q, K, V):", "", "| d | provider | extra |", "|---|---|---|"]
+        for m in res["memory"]:
+            v = m["result"]
+            lines.append(f"| {m['d']} | {m['provider']} | "
+                         f"{gib(v['extra_bytes']) if 'extra_bytes' in v else v.get('error', 'fail')} |")
+    c = res.get("compile")
+    if c:
+        lines += ["", "Kiln compile time of the forward program (f16, d = 128), median of 5:", ""]
+        if "error" in c:
+            lines.append(f"- fail ({c['error']})")
+        else:
+            lines.append(f"- source -> PTX (kiln_compile, no cache): {c['compile_ptx_ms']:.1f} ms")
+            lines.append(f"- cache hit (kiln_module_compile, incl. module load): {c['cache_hit_ms']:.2f} ms")
+            if "cli_compile_ptx_ms" in c:
+                v = c["cli_compile_ptx_ms"]
+                lines.append(f"- `kiln compile --emit ptx` process, KILN_CACHE_DISABLE=1: "
+                             f"{v if isinstance(v, str) else f'{v:.1f} ms'}")
+    if res.get("checks"):
+        lines += ["", "Kiln correctness (ragged shapes vs float64; rule: err <= 2 x plain-dtype err + 1e-5):", ""]
+        for ch in res["checks"]:
+            if "max_err" in ch:
+                lines.append(f"- {ch['dtype']} shape {ch['shape']} causal={ch['causal']}: "
+                             f"{'PASS' if ch['ok'] else 'FAIL'} (err {ch['max_err']:.2e}, plain {ch['plain_err']:.2e}, "
+                             f"LSE rel {ch['lse_rel_err']:.1e}, empty rows ok: {ch['empty_rows_ok']})")
+            else:
+                lines.append(f"- {ch.get('dtype')} {ch.get('shape')}: FAIL ({ch.get('error')})")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res, providers, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:
+        log(f"no plot: {exc}")
+        return
+    dtypes = sorted({r["dtype"] for r in res["rows"]})
+    panels = sorted({(r["d"], r["causal"]) for r in res["rows"]})
+    fig, axes = plt.subplots(len(dtypes), len(panels), figsize=(4.2 * len(panels), 3.4 * len(dtypes)),
+                             squeeze=False)
+    for i, dt in enumerate(dtypes):
+        for j, (d, causal) in enumerate(panels):
+            ax = axes[i][j]
+            rows = sorted((r for r in res["rows"] if r["dtype"] == dt and r["d"] == d and r["causal"] == causal),
+                          key=lambda r: r["n"])
+            for p in providers:
+                pts = [(r["n"], r["results"][p]["tflops"]) for r in rows
+                       if p in r["results"] and "tflops" in r["results"][p]]
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", label=p, linewidth=2.5 if p == "kiln" else 1.2)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{dt}, d={d}, {'causal' if causal else 'not causal'}")
+            ax.set_xlabel("N")
+            ax.set_ylabel("TFLOP/s")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle(f"Attention forward — {res['device']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+# ---------------------------------------------------------------- main
+
+def find_kiln_bin():
+    for c in (os.environ.get("KILN_BENCH_BIN"), os.path.join(ROOT, "tools/bench/kiln_bench_attn"),
+              os.path.join(ROOT, "build/kiln_bench_attn")):
+        if c and os.path.exists(c):
+            return c
+    return os.path.join(ROOT, "tools/bench/kiln_bench_attn")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln-bin", default=find_kiln_bin(), help="the kiln_bench_attn binary")
+    ap.add_argument("--kiln-cli", default=None, help="the kiln command (times `kiln compile` as a process)")
+    ap.add_argument("--src", default=os.path.join(ROOT, "lang/lib/attention_fwd.tile"))
+    ap.add_argument("--out", default=os.environ.get("OUT") or "bench_out")
+    ap.add_argument("--quick", action="store_true", help="a ~1 minute subset")
+    ap.add_argument("--providers", default=",".join(PROVIDERS))
+    ap.add_argument("--dtypes", default=None, help="f16,bf16 (default both; --quick: f16)")
+    ap.add_argument("--seqlens", default=None, help="comma list (default 512..16384)")
+    ap.add_argument("--head-dims", default="64,128")
+    ap.add_argument("--block-m", type=int, default=128)
+    ap.add_argument("--block-n", type=int, default=64)
+    ap.add_argument("--warps", type=int, default=0, help="override the program's num_warps")
+    ap.add_argument("--stages", type=int, default=0, help="override the program's num_stages")
+    ap.add_argument("--target-ms", type=float, default=50.0, help="measurement length per shape")
+    ap.add_argument("--memory-n", type=int, default=32768)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-check", action="store_true")
+    args = ap.parse_args()
+
+    providers = [p for p in args.providers.split(",") if p]
+    dtypes = (args.dtypes or ("f16" if args.quick else "f16,bf16")).split(",")
+    ns = [int(x) for x in (args.seqlens or ("1024,4096,16384" if args.quick else
+                                            "512,1024,2048,4096,8192,16384")).split(",")]
+    ds = [int(x) for x in args.head_dims.split(",")]
+    target = 25.0 if args.quick else args.target_ms
+    os.makedirs(args.out, exist_ok=True)
+    t_start = time.time()
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "providers": providers,
+           "rows": [], "args": vars(args)}
+
+    if "kiln" in providers and not args.no_check:
+        res["checks"] = []
+        for dt in dtypes:
+            for d, causal, nq, nk in ((64, False, 1000, 1000), (128, True, 777, 1000), (128, True, 1000, 600)):
+                log(f"check kiln {dt} d={d} causal={causal} {nq}x{nk}")
+                try:
+                    res["checks"].append(kiln_check(args, dt, d, causal, nq, nk))
+                except Exception as exc:
+                    res["checks"].append({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300],
+                                          "dtype": dt, "shape": [nq, nk, d]})
+
+    for dt in dtypes:
+        for d in ds:
+            for causal in (False, True):
+                kiln_res = run_kiln(args, dt, d, causal, ns, target) if "kiln" in providers else {}
+                for n in ns:
+                    row = {"dtype": dt, "d": d, "causal": causal, "n": n, "results": {}}
+                    if "kiln" in providers:
+                        row["results"]["kiln"] = kiln_res[n]
+                    for p in providers:
+                        if p != "kiln":
+                            row["results"][p] = run_torch(p, dt, n, d, causal, target)
+                    log(f"{dt} d={d} causal={causal} N={n}: " +
+                        ", ".join(f"{p} {cell(row['results'][p])}" for p in providers))
+                    res["rows"].append(row)
+
+    if not args.no_memory:
+        res["memory_n"] = args.memory_n
+        res["memory"] = []
+        for d in ([128] if args.quick else ds):
+            if "kiln" in providers:
+                recs = run_kiln_process(kiln_cmd(args, "f16", d, False, [
+                    "--batch", "1", "--seqlens", str(args.memory_n), "--min-ms", "1"]), timeout=300)
+                r = next((x for x in recs if "extra_bytes" in x), None)
+                res["memory"].append({"d": d, "provider": "kiln",
+                                      "result": {"extra_bytes": r["extra_bytes"]} if r else {"error": "fail"}})
+            for p in ("naive", "sdpa_flash"):
+                if p in providers:
+                    res["memory"].append({"d": d, "provider": p,
+                                          "result": torch_peak_extra(p, "f16", args.memory_n, d)})
+
+    if "kiln" in providers and not args.no_compile:
+        res["compile"] = kiln_compile_times(args)
+
+    res["wall_s"] = time.time() - t_start
+    md = markdown(res, providers)
+    with open(os.path.join(args.out, "attention_bench.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(args.out, "attention_bench.md"), "w") as f:
+        f.write(md)
+    plot(res, providers, os.path.join(args.out, "attention_bench.png"))
+    log(f"wrote {args.out}/attention_bench.{{json,md,png}} in {res['wall_s']:.0f} s")
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
