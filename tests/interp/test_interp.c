@@ -5,6 +5,7 @@
  * loops with carried values, if, dot, reduce, shape ops, atomics, assert. */
 #include "tests/testutil.h"
 #include "compiler/interp/interp.h"
+#include "lang/diag.h"
 
 #include <math.h>
 #include <string.h>
@@ -679,6 +680,119 @@ START_TEST(assert_and_gpu_ops_report)
 }
 END_TEST
 
+/* ---- IR text (ir_parse) ---- */
+static IrFunc *parse_one(Arena *a, Diag *d, const char *path, const char *src)
+{
+    diag_init(d, path, src);
+    IrModule *m = ir_parse(a, d, path, src);
+    ck_assert_msg(m && m->nfuncs == 1, "%s", d->out.data ? d->out.data : "");
+    StrBuf err;
+    sb_init(&err);
+    ck_assert_msg(ir_verify(m->funcs[0], &err), "%s", err.data ? err.data : "");
+    sb_free(&err);
+    return m->funcs[0];
+}
+
+/* Program p sums i over [0, p] onto INT32_MAX in a loop-carried i32 (which
+ * wraps from p = 1 on), then keeps the sum only if it went negative. */
+START_TEST(ir_text_loop_wrap_if)
+{
+    const char *src =
+        "kernel @wrap(%P: ptr<i32>) {\n"
+        "  %pid = program_id 0 : i32\n"
+        "  %c0 = const 0 : i32\n"
+        "  %c1 = const 1 : i32\n"
+        "  %big = const 2147483647 : i32\n"
+        "  %n = add %pid, %c1 : i32\n"
+        "  %s = for %i = %c0 to %n step %c1 iter_args(%acc = %big) : (i32) {\n"
+        "    %a2 = add %acc, %i : i32\n"
+        "    yield %a2\n"
+        "  }\n"
+        "  %neg = cmp lt %s, %c0 : i1\n"
+        "  %r = if %neg : (i32) {\n"
+        "    yield %s\n"
+        "  } else {\n"
+        "    yield %c0\n"
+        "  }\n"
+        "  %p = addptr %P, %pid : ptr<i32>\n"
+        "  store %p, %r\n"
+        "  return\n"
+        "}\n";
+    Arena a;
+    arena_init(&a);
+    Diag d;
+    IrFunc *f = parse_one(&a, &d, "wrap.ir", src);
+    int32_t out[4] = {7, 7, 7, 7};
+    InterpBuffer b = {out, sizeof out, "P"};
+    InterpArg arg = {.ptr = out};
+    InterpOptions o = {{4, 1, 1}, &b, 1};
+    StrBuf err;
+    sb_init(&err);
+    ck_assert_msg(interp_run(f, &arg, 1, &o, &err) == 0, "%s", err.data);
+    ck_assert_int_eq(out[0], 0);
+    ck_assert_int_eq(out[1], INT32_MIN);
+    ck_assert_int_eq(out[2], INT32_MIN + 2);
+    ck_assert_int_eq(out[3], INT32_MIN + 5);
+    sb_free(&err);
+    diag_free(&d);
+    arena_free(&a);
+}
+END_TEST
+
+/* An unmasked 2-D load one row past the end: the message names the IR file's
+ * line and column of the load, the lane as a 2-D index and the offset. */
+START_TEST(ir_text_oob_2d)
+{
+    const char *src =
+        "kernel @rows(%X: ptr<f32>, %Y: ptr<f32>) {\n"
+        "  %r = arange 0, 4 : tensor<4xi32>\n"
+        "  %c = arange 0, 8 : tensor<8xi32>\n"
+        "  %r1 = expand_dims 1 %r : tensor<4x1xi32>\n"
+        "  %c8 = const 8 : tensor<4x1xi32>\n"
+        "  %ro = mul %r1, %c8 : tensor<4x1xi32>\n"
+        "  %c1 = expand_dims 0 %c : tensor<1x8xi32>\n"
+        "  %rb = broadcast %ro : tensor<4x8xi32>\n"
+        "  %cb = broadcast %c1 : tensor<4x8xi32>\n"
+        "  %off = add %rb, %cb : tensor<4x8xi32>\n"
+        "  %xp = splat %X : tensor<4x8xptr<f32>>\n"
+        "  %p = addptr %xp, %off : tensor<4x8xptr<f32>>\n"
+        "  %v = load %p : tensor<4x8xf32>\n"
+        "  %yp = splat %Y : tensor<4x8xptr<f32>>\n"
+        "  %q = addptr %yp, %off : tensor<4x8xptr<f32>>\n"
+        "  store %q, %v\n"
+        "  return\n"
+        "}\n";
+    Arena a;
+    arena_init(&a);
+    Diag d;
+    IrFunc *f = parse_one(&a, &d, "rows.ir", src);
+    float x[24], y[32];
+    for (int i = 0; i < 24; i++) x[i] = (float)i + 0.5f;
+    InterpBuffer b[2] = {{x, sizeof x, "X"}, {y, sizeof y, "Y"}};
+    InterpArg args[2] = {{.ptr = x}, {.ptr = y}};
+    InterpOptions o = {{1, 1, 1}, b, 2};
+    StrBuf err;
+    sb_init(&err);
+    ck_assert_int_eq(interp_run(f, args, 2, &o, &err), 1);
+    ck_assert_msg(strstr(err.data, "kernel rows, program (0, 0, 0): rows.ir:13:"), "%s", err.data);
+    ck_assert_msg(strstr(err.data, "lane 24 (index [3, 0]): address is buffer 'X' + 96 bytes (buffer 'X' has 96 bytes)"),
+                  "%s", err.data);
+    sb_free(&err);
+    /* With a 32-float X the same kernel copies X to Y. */
+    float x2[32];
+    for (int i = 0; i < 32; i++) x2[i] = (float)i * 0.25f + 1.0f, y[i] = NAN;
+    InterpBuffer b2[2] = {{x2, sizeof x2, "X"}, {y, sizeof y, "Y"}};
+    InterpArg args2[2] = {{.ptr = x2}, {.ptr = y}};
+    InterpOptions o2 = {{1, 1, 1}, b2, 2};
+    sb_init(&err);
+    ck_assert_msg(interp_run(f, args2, 2, &o2, &err) == 0, "%s", err.data);
+    for (int i = 0; i < 32; i++) ck_assert_float_eq(y[i], x2[i]);
+    sb_free(&err);
+    diag_free(&d);
+    arena_free(&a);
+}
+END_TEST
+
 static Suite *interp_suite(void)
 {
     Suite *s = suite_create("interp");
@@ -696,6 +810,8 @@ static Suite *interp_suite(void)
     tcase_add_test(tc, reduce_trans_broadcast);
     tcase_add_test(tc, atomic_add_returns_old);
     tcase_add_test(tc, assert_and_gpu_ops_report);
+    tcase_add_test(tc, ir_text_loop_wrap_if);
+    tcase_add_test(tc, ir_text_oob_2d);
     suite_add_tcase(s, tc);
     return s;
 }
