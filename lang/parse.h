@@ -33,12 +33,16 @@ typedef struct ParseCtx {
      * one before it; *_end is the column just past the token */
     int last_kind, prev_kind;
     SrcLoc last_loc, last_end, prev_end;
-    char last_text[40];       /* text of the last token, cut short, for messages */
+    char last_text[40];
+    int ntok;                 /* tokens returned so far */
+    int sync_tok;             /* index of the last ';' or '}' returned */
+    int err_tok, err_line;    /* lookahead index and line of the last syntax error */       /* text of the last token, cut short, for messages */
 
     int nest;                 /* currently open brackets */
     SrcLoc brace_loc[PARSE_MAX_NEST]; /* where each open bracket is */
     char brace_ch[PARSE_MAX_NEST];
     char pending_close;       /* ')' ']' '}' or ';' not yet applied to the stack */
+    bool closing_blocks;      /* handing out '}' for blocks left open before `kernel` */
     bool stop;                /* a fatal lexical limit was hit: stay silent, end */
     bool depth_reported;      /* "nested too deeply" given once per file */
 } ParseCtx;

@@ -10,10 +10,12 @@
  * Error handling: syntax errors are reported by yyreport_syntax_error below
  * as human messages ("expected ';' after expression", "unexpected '}'",
  * "expected expression before ')'"). LAC makes the expected-token sets
- * exact. Recovery is at statement level (`error ';'` inside a block, `error
- * '}'` closing it) and at declaration level (skip to the next kernel/fn/
- * const), so one file can report several errors; bison stays silent until
- * three tokens have been shifted after a recovery, which keeps cascades out.
+ * exact. Recovery is at statement level (`stmts: stmts error` skips to the
+ * next token that can start a statement, e.g. the `let` after a missing ';',
+ * or to the block's '}'; a ';' is skipped with the rest) and at declaration
+ * level (skip to the next kernel/fn/const), so one file can report several
+ * errors; bison stays silent until three tokens have been shifted after a
+ * recovery, which keeps cascades out.
  *
  * Example:  kernel k(X: *f32) { store(X, 1.0); }
  *   -> (kernel k (param X *f32) (block (expr (call store X 1.0))))
@@ -204,12 +206,13 @@ setting
 
 block
     : '{' stmts '}'         { $$ = ast_new_block(p, $2, @1); }
-    | '{' stmts error '}'   { $$ = ast_new_block(p, $2, @1); }
     ;
 
 stmts
     : %empty                { $$ = ast_new_vec(p); }
-    | stmts stmt            { $$ = $2 ? push(p, $1, $2) : $1; }
+    | stmts stmt            { $$ = push(p, $1, $2); }
+    | stmts error           { /* resume at the next token that can start a
+                                 * statement, or at the closing '}' */ }
     ;
 
 stmt
@@ -227,7 +230,6 @@ stmt
                                 { $$ = make_for(p, @1, $2, @2, $6, $8, $10, $12); }
     | if_stmt
     | block
-    | error ';'                 { $$ = NULL; }
     ;
 
 if_stmt
@@ -538,6 +540,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, ParseCt
 {
     (void)scanner;
     if (p->stop) return 0;
+    /* A second error on the same line with no ';' or '}' since the first is
+     * almost always a cascade of the first: keep quiet. */
+    if (p->err_tok && p->sync_tok <= p->err_tok && p->last_loc.line == p->err_line) return 0;
+    p->err_tok = p->ntok;
+    p->err_line = p->last_loc.line;
     yysymbol_kind_t exp[64];
     int n = yypcontext_expected_tokens(ctx, exp, 64);
     if (n < 0) n = 0;

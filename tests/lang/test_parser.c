@@ -441,6 +441,28 @@ START_TEST(test_recovery_several_errors)
 }
 END_TEST
 
+START_TEST(test_recovery_missing_brace)
+{
+    /* a body left open before the next kernel: one error, both kernels kept */
+    Parsed *p = parse("kernel a(X: *f32) {\n    if 1 < 2 {\n        store(X, 1.0);\n\n"
+                      "kernel b(Y: *f32) { store(Y, 2.0); }\n");
+    ck_assert_int_eq(p->diag.nerrors, 1);
+    ck_assert_ptr_nonnull(strstr(errs(p), "t.tile:5:1: error: expected '}' before 'kernel'"));
+    ck_assert_ptr_nonnull(strstr(errs(p), "t.tile:2:14: note: to match this '{'"));
+    ck_assert_int_eq(p->file->ndecls, 2);
+    ck_assert_int_eq(p->file->decls[0]->body->stmts[0]->kind, AST_IF);
+    ck_assert_str_eq(p->file->decls[1]->name, "b");
+    ck_assert_int_eq(p->file->decls[1]->body->nstmts, 1);
+    done(p);
+
+    /* two lines without ';' give two errors; a cascade on one line gives one */
+    p = parse("fn f() {\n let x = 1\n let y = 2\n let z = 3;\n}\n"
+              "fn g() {\n for (i in range(n)) { }\n}\n");
+    ck_assert_int_eq(p->diag.nerrors, 3);
+    done(p);
+}
+END_TEST
+
 /* Inputs that must give an error (not a crash, hang or stack overflow). */
 START_TEST(test_hostile_inputs)
 {
@@ -525,6 +547,7 @@ static Suite *parser_suite(void)
     tcase_add_test(tc, test_attention_sketch);
     tcase_add_test(tc, test_empty_and_comments);
     tcase_add_test(tc, test_recovery_several_errors);
+    tcase_add_test(tc, test_recovery_missing_brace);
     tcase_add_test(tc, test_hostile_inputs);
     tcase_add_test(tc, test_error_messages);
     suite_add_tcase(s, tc);
