@@ -268,6 +268,42 @@ START_TEST(floats_exact)
 }
 END_TEST
 
+/* The full example in docs/ir.md parses, verifies and prints back to itself
+ * (its comment lines aside), so the documentation cannot drift. */
+START_TEST(doc_example)
+{
+    char *doc = read_file_text(tu_src_path("docs/ir.md"), NULL);
+    ck_assert_ptr_nonnull(doc);
+    char *start = strstr(doc, "## A full example");
+    ck_assert_ptr_nonnull(start);
+    start = strstr(start, "```\n");
+    ck_assert_ptr_nonnull(start);
+    start += 4;
+    char *end = strstr(start, "```\n");
+    ck_assert_ptr_nonnull(end);
+    *end = 0;
+    StrBuf want;
+    sb_init(&want);
+    for (const char *l = start; *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
+        if (strncmp(l, "//", 2) != 0) sb_putn(&want, l, n);
+        l += n;
+    }
+    Arena a;
+    arena_init(&a);
+    IrModule *m = parse_ok(&a, "docs/ir.md", start);
+    ck_assert_int_eq(m->nfuncs, 1);
+    verify_ok(m, "docs/ir.md");
+    char *p = print_mod(m, false);
+    ck_assert_str_eq(p, want.data);
+    free(p);
+    sb_free(&want);
+    arena_free(&a);
+    free(doc);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ir_roundtrip");
@@ -276,6 +312,7 @@ static Suite *suite(void)
     tcase_add_test(tc, locs_parsed);
     tcase_add_test(tc, builder_prints_exactly);
     tcase_add_test(tc, floats_exact);
+    tcase_add_test(tc, doc_example);
     suite_add_tcase(s, tc);
     return s;
 }
