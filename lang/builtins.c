@@ -82,10 +82,17 @@ static Val b_program_id(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *cal
 static Val b_arange(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
     int64_t lo = 0, hi;
+    for (int i = 0; i < 2; i++)
+        if (a->have[i] && !cv_is_int(&a->v[i])) {
+            diag_error(s->diag, a->v[i].loc, "the bounds of arange must be compile-time integers, got %s",
+                       a->v[i].kind == V_RT ? "a runtime value" : sema_val_desc(s, &a->v[i]));
+            return val_err();
+        }
     if (a->have[1]) {
-        if (!bi_const_int(s, bi, a, 0, &lo) | !bi_const_int(s, bi, a, 1, &hi)) return val_err();
-    } else if (!bi_const_int(s, bi, a, 0, &hi)) {
-        return val_err();
+        lo = a->v[0].i;
+        hi = a->v[1].i;
+    } else {
+        hi = a->v[0].i;
     }
     int64_t n = hi - lo;
     if (!is_pow2(n) || n > 1048576 || lo < INT32_MIN || hi > INT32_MAX) {
@@ -233,6 +240,27 @@ static Val b_broadcast_to(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *c
     return val_rt(sema_convert(s, &a->v[0], rt, call->loc), call->loc);
 }
 
+/* The source text of an argument, from its first token to the ',' or ')' that
+ * ends it, so a failed static_assert can show the condition. NULL if unknown. */
+static const char *arg_text(Sema *s, SrcLoc loc)
+{
+    const char *p = s->diag->src;
+    if (!p || loc.line <= 0 || (loc.file && s->diag->file && strcmp(loc.file, s->diag->file) != 0)) return NULL;
+    for (int l = 1; l < loc.line && *p; p++)
+        if (*p == '\n') l++;
+    for (int c = 1; c < loc.col && *p && *p != '\n'; c++) p++;
+    const char *q = p;
+    int depth = 0;
+    for (; *q && *q != '\n' && *q != '"'; q++) {
+        if (*q == '(' || *q == '[') depth++;
+        else if ((*q == ')' || *q == ']') && depth-- == 0) break;
+        else if (*q == ',' && depth == 0) break;
+    }
+    if (*q != ')' && *q != ',') return NULL;
+    while (q > p && q[-1] == ' ') q--;
+    return q > p && q - p < 200 ? arena_strndup(s->arena, p, (size_t)(q - p)) : NULL;
+}
+
 static Val b_static_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
     Val *c = &a->v[0];
@@ -248,7 +276,11 @@ static Val b_static_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *
     }
     if (!cv_truthy(c)) {
         if (a->have[1]) diag_error(s->diag, call->loc, "static assertion failed: %s", a->v[1].s);
-        else diag_error(s->diag, call->loc, "static assertion failed");
+        else {
+            const char *text = call->nargs > 0 && !call->args[0].name ? arg_text(s, call->args[0].loc) : NULL;
+            if (text) diag_error(s->diag, call->loc, "static assertion failed: %s", text);
+            else diag_error(s->diag, call->loc, "static assertion failed");
+        }
     }
     Val v;
     memset(&v, 0, sizeof v);

@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- scopes ---- */
 void sema_push_scope(Sema *s)
@@ -72,7 +73,8 @@ Sym *sema_define(Sema *s, const char *name, SymKind kind, Val v, SrcLoc loc)
 static void consider(const char *name, const char *cand, const char **best, int *bestd)
 {
     if (!cand || strcmp(name, cand) == 0) return;
-    int d = edit_distance(name, cand);
+    /* a difference in case only is the best possible guess */
+    int d = strcasecmp(name, cand) == 0 ? 0 : edit_distance(name, cand);
     if (d < *bestd) {
         *bestd = d;
         *best = cand;
@@ -87,8 +89,9 @@ const char *sema_suggest(Sema *s, const char *name, const char *const *extra, in
         for (Sym *y = sc->syms; y; y = y->next)
             if (values || y->kind == SYM_FN || y->val.kind == V_FN) consider(name, y->name, &best, &bestd);
     for (int i = 0; i < nextra; i++) consider(name, extra[i], &best, &bestd);
+    /* Short names have too many neighbours to guess from: 'n' is not 'c'. */
     int len = (int)strlen(name);
-    int limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
+    int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3;
     if (!best || bestd > limit) return "";
     return arena_printf(s->arena, "; did you mean '%s'?", best);
 }
@@ -387,8 +390,8 @@ static bool check_warps(Sema *s, int64_t w, SrcLoc loc, const char *how)
 
 static bool check_stages(Sema *s, int64_t n, SrcLoc loc, const char *how)
 {
-    if (n >= 1 && n <= 16) return true;
-    diag_error(s->diag, loc, "%snum_stages must be between 1 and 16, got %lld", how, (long long)n);
+    if (n >= 1 && n <= INT32_MAX) return true;
+    diag_error(s->diag, loc, "%snum_stages must be at least 1, got %lld", how, (long long)n);
     return false;
 }
 
