@@ -168,7 +168,11 @@ static void cse_block(Cse *c, IrBlock *b)
     }
 }
 
-static void count_op(IrOp *op, void *ctx) { (*(int *)ctx)++; }
+static void count_op(IrOp *op, void *ctx)
+{
+    (void)op;
+    (*(int *)ctx)++;
+}
 
 void pass_cse(IrFunc *f)
 {
