@@ -74,20 +74,24 @@ typedef struct Example {
     const NamedArg *args;
     int nargs;
     InterpOptions opts;
-    float *out;           /* the whole output buffer, padding included */
-    size_t out_len;
+    void *out;            /* the whole output buffer, padding included */
+    size_t out_len;       /* elements */
+    int esize;            /* bytes per element: 4 (f32) or 2 (f16) */
 } Example;
 
-/* A quiet NaN with a recognisable payload. */
-static float poison(void)
+/* Quiet NaNs with a recognisable payload, as f32 and as f16 bits. */
+static const uint32_t POISON32 = 0x7fc0bad0u;
+static const uint16_t POISON16 = 0x7ebdu;
+
+static void poison_fill(void *out, size_t n, int esize)
 {
-    uint32_t u = 0x7fc0bad0u;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    for (size_t i = 0; i < n; i++) {
+        if (esize == 4) memcpy((char *)out + 4 * i, &POISON32, 4);
+        else memcpy((char *)out + 2 * i, &POISON16, 2);
+    }
 }
 
-static void run_poisoned(const Example *ex, float *snapshot)
+static void run_poisoned(const Example *ex, void *snapshot)
 {
     const IrFunc *f = ex->f;
     InterpArg args[MAX_ARGS];
@@ -100,21 +104,22 @@ static void run_poisoned(const Example *ex, float *snapshot)
         ck_assert_msg(found >= 0, "%s: no argument for parameter %d (%s)", f->name, p, name ? name : "?");
         args[p] = ex->args[found].a;
     }
-    float pz = poison();
-    for (size_t i = 0; i < ex->out_len; i++) ex->out[i] = pz;
+    poison_fill(ex->out, ex->out_len, ex->esize);
     StrBuf err;
     sb_init(&err);
     int rc = interp_run(f, args, f->nparams, &ex->opts, &err);
     ck_assert_msg(rc == 0, "%s: %s", f->name, err.data ? err.data : "");
     sb_free(&err);
-    memcpy(snapshot, ex->out, ex->out_len * sizeof(float));
+    memcpy(snapshot, ex->out, ex->out_len * (size_t)ex->esize);
 }
 
 /* Applies the passes one after another; after each, the kernel must verify and
  * give exactly the outputs of the unoptimised kernel. */
-static void check_passes_preserve(const Example *ex, const float *baseline)
+static void check_passes_preserve(const Example *ex, const void *baseline)
 {
-    float *snap = malloc(ex->out_len * sizeof(float));
+    size_t es = (size_t)ex->esize;
+    unsigned char *snap = malloc(ex->out_len * es);
+    const unsigned char *base = baseline;
     for (const PassInfo *p = pass_pipeline_tab; p->name; p++) {
         p->run(ex->f);
         ck_assert_msg(ice_message() == NULL, "%s after %s: %s", ex->f->name, p->name, ice_message());
@@ -124,19 +129,20 @@ static void check_passes_preserve(const Example *ex, const float *baseline)
         sb_free(&err);
         run_poisoned(ex, snap);
         for (size_t i = 0; i < ex->out_len; i++)
-            ck_assert_msg(memcmp(&snap[i], &baseline[i], 4) == 0, "%s after pass %s: output %zu is %a, was %a",
-                          ex->f->name, p->name, i, (double)snap[i], (double)baseline[i]);
+            ck_assert_msg(memcmp(snap + i * es, base + i * es, es) == 0, "%s after pass %s: output %zu changed",
+                          ex->f->name, p->name, i);
     }
     free(snap);
 }
 
 /* Padding entries (columns cols..ld-1 of each row) must still hold the poison. */
-static void check_padding(const float *out, int rows, int cols, int ld)
+static void check_padding(const void *out, int esize, int rows, int cols, int ld)
 {
-    float pz = poison();
+    const void *pz = esize == 4 ? (const void *)&POISON32 : (const void *)&POISON16;
     for (int r = 0; r < rows; r++)
         for (int c = cols; c < ld; c++)
-            ck_assert_msg(memcmp(&out[(size_t)r * ld + c], &pz, 4) == 0, "padding [%d, %d] was written", r, c);
+            ck_assert_msg(memcmp((const char *)out + ((size_t)r * ld + c) * (size_t)esize, pz, (size_t)esize) == 0,
+                          "padding [%d, %d] was written", r, c);
 }
 
 /* Uniform in [-scale, scale], never 0 (the odd offset keeps it off the grid). */
@@ -165,7 +171,7 @@ START_TEST(e2e_vec_add)
     float *x = rnd_array(n, 11, 1.0f), *y = rnd_array(n, 12, 1.0f), *z = malloc(n * sizeof(float));
     InterpBuffer bufs[] = {{x, n * 4, "X"}, {y, n * 4, "Y"}, {z, n * 4, "Z"}};
     NamedArg args[] = {{"X", {.ptr = x}}, {"Y", {.ptr = y}}, {"Z", {.ptr = z}}, {"n", {.i = n}}};
-    Example ex = {k.f, args, 4, {{(n + block - 1) / block, 1, 1}, bufs, 3}, z, (size_t)n};
+    Example ex = {k.f, args, 4, {{(n + block - 1) / block, 1, 1}, bufs, 3}, z, (size_t)n, 4};
     float *base = malloc(n * sizeof(float));
     run_poisoned(&ex, base);
     double *ref = malloc(n * sizeof(double));
@@ -193,7 +199,7 @@ START_TEST(e2e_softmax)
     InterpBuffer bufs[] = {{x, (size_t)rows * sx * 4, "X"}, {y, (size_t)rows * sy * 4, "Y"}};
     NamedArg args[] = {{"X", {.ptr = x}}, {"Y", {.ptr = y}}, {"n_cols", {.i = cols}},
                        {"stride_x", {.i = sx}}, {"stride_y", {.i = sy}}};
-    Example ex = {k.f, args, 5, {{rows, 1, 1}, bufs, 2}, y, (size_t)rows * sy};
+    Example ex = {k.f, args, 5, {{rows, 1, 1}, bufs, 2}, y, (size_t)rows * sy, 4};
     float *base = malloc(ex.out_len * sizeof(float));
     run_poisoned(&ex, base);
     double *ref = malloc((size_t)rows * cols * sizeof(double));
@@ -206,9 +212,46 @@ START_TEST(e2e_softmax)
      * padding, a missing mask all give errors of order 1). */
     ck_assert_msg(e.rel_l2 <= 1e-5, "softmax rel L2 error %g", e.rel_l2);
     ck_assert_msg(e.max_abs <= 1e-5 * e.max_ref, "softmax max abs error %g (max %g)", e.max_abs, e.max_ref);
-    check_padding(base, rows, cols, sy);
+    check_padding(base, 4, rows, cols, sy);
     check_passes_preserve(&ex, base);
     free(x), free(y), free(base), free(ref);
+    kern_free(&k);
+}
+END_TEST
+
+START_TEST(e2e_softmax_f16)
+{
+    const int rows = 29, cols = 600, sx = 611, sy = 605;
+    Kern k;
+    kern_compile(&k, "examples/softmax.tile", "softmax_f16", NULL, 0); /* BLOCK = 1024 by default */
+    uint16_t *x = malloc((size_t)rows * sx * 2), *y = malloc((size_t)rows * sy * 2);
+    float *xf = malloc((size_t)rows * sx * sizeof(float));
+    unsigned s = 51;
+    for (size_t i = 0; i < (size_t)rows * sx; i++) {
+        bool pad = (int)(i % (size_t)sx) >= cols;
+        x[i] = interp_f32_to_f16(pad ? 60000.0f : rnd(&s, 6.0f)); /* padding: huge, must not be read */
+        xf[i] = (float)ref_f16_to_double(x[i]);
+    }
+    InterpBuffer bufs[] = {{x, (size_t)rows * sx * 2, "X"}, {y, (size_t)rows * sy * 2, "Y"}};
+    NamedArg args[] = {{"X", {.ptr = x}}, {"Y", {.ptr = y}}, {"n_cols", {.i = cols}},
+                       {"stride_x", {.i = sx}}, {"stride_y", {.i = sy}}};
+    Example ex = {k.f, args, 5, {{rows, 1, 1}, bufs, 2}, y, (size_t)rows * sy, 2};
+    uint16_t *base = malloc(ex.out_len * 2);
+    run_poisoned(&ex, base);
+    double *ref = malloc((size_t)rows * cols * sizeof(double));
+    ref_softmax(xf, rows, cols, sx, ref);
+    /* Computed in f32 (error <= ~1e-5 relative, as for the f32 kernel) and
+     * rounded once to f16: half an ulp, 2^-11 relative for normal values and
+     * 2^-25 absolute in the subnormal range (outputs go down to ~e^-12 / 600). */
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double want = ref[(size_t)r * cols + c], have = ref_f16_to_double(base[(size_t)r * sy + c]);
+            ck_assert_msg(fabs(have - want) <= (0x1p-11 + 2e-5) * fabs(want) + 0x1p-25,
+                          "Y[%d][%d] = %.8g, want %.8g", r, c, have, want);
+        }
+    check_padding(base, 2, rows, cols, sy);
+    check_passes_preserve(&ex, base);
+    free(x), free(y), free(xf), free(base), free(ref);
     kern_free(&k);
 }
 END_TEST
@@ -229,7 +272,7 @@ START_TEST(e2e_layer_norm)
     NamedArg args[] = {{"X", {.ptr = x}}, {"Y", {.ptr = y}}, {"W", {.ptr = w}}, {"B", {.ptr = b}},
                        {"stride_x", {.i = sx}}, {"stride_y", {.i = sy}}, {"n_cols", {.i = cols}},
                        {"eps", {.f = eps}}};
-    Example ex = {k.f, args, 8, {{rows, 1, 1}, bufs, 4}, y, (size_t)rows * sy};
+    Example ex = {k.f, args, 8, {{rows, 1, 1}, bufs, 4}, y, (size_t)rows * sy, 4};
     float *base = malloc(ex.out_len * sizeof(float));
     run_poisoned(&ex, base);
     double *ref = malloc((size_t)rows * cols * sizeof(double));
@@ -242,7 +285,7 @@ START_TEST(e2e_layer_norm)
      * fail by orders of magnitude for a wrong mean, variance or mask. */
     ck_assert_msg(e.rel_l2 <= 1e-5, "layer_norm rel L2 error %g", e.rel_l2);
     ck_assert_msg(e.max_abs <= 1e-4, "layer_norm max abs error %g", e.max_abs);
-    check_padding(base, rows, cols, sy);
+    check_padding(base, 4, rows, cols, sy);
     check_passes_preserve(&ex, base);
     free(x), free(y), free(w), free(b), free(base), free(ref);
     kern_free(&k);
@@ -269,7 +312,7 @@ static void matmul_case(bool b_trans)
                        {"stride_am", {.i = K}}, {"stride_ak", {.i = 1}},
                        {"stride_bk", {.i = sbk}}, {"stride_bn", {.i = sbn}},
                        {"stride_cm", {.i = ldc}}, {"stride_cn", {.i = 1}}};
-    Example ex = {k.f, args, 12, {{(M + bm - 1) / bm, (N + bn - 1) / bn, 1}, bufs, 3}, c, (size_t)M * ldc};
+    Example ex = {k.f, args, 12, {{(M + bm - 1) / bm, (N + bn - 1) / bn, 1}, bufs, 3}, c, (size_t)M * ldc, 4};
     float *base = malloc(ex.out_len * sizeof(float));
     run_poisoned(&ex, base);
     double *ref = malloc((size_t)M * N * sizeof(double)), *mag = malloc((size_t)M * N * sizeof(double));
@@ -287,7 +330,7 @@ static void matmul_case(bool b_trans)
         }
     RefErr e = ref_compare(ref, base, M, N, ldc);
     ck_assert_msg(e.rel_l2 <= 1e-5, "matmul rel L2 error %g", e.rel_l2); /* typical f32 accumulation: ~1e-7 */
-    check_padding(base, M, N, ldc);
+    check_padding(base, 4, M, N, ldc);
     check_passes_preserve(&ex, base);
     free(a), free(b), free(c), free(base), free(ref), free(mag);
     kern_free(&k);
@@ -306,6 +349,7 @@ static Suite *examples_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, e2e_vec_add);
     tcase_add_test(tc, e2e_softmax);
+    tcase_add_test(tc, e2e_softmax_f16);
     tcase_add_test(tc, e2e_layer_norm);
     tcase_add_test(tc, e2e_matmul);
     tcase_add_test(tc, e2e_matmul_b_transposed);
