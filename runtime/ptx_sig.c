@@ -93,12 +93,21 @@ static KilnStatus parse_param(Lex *lx, KilnKernelInfo *ki, KilnParam *out, int *
             snprintf(out->name, sizeof out->name, "%.63s", shown);
             return KILN_OK;
         }
-        if (!strcmp(lx->tok, "["))
-            return kiln_set_error(KILN_ERR_UNSUPPORTED,
-                                  "PTX entry %s: parameter %s is an aggregate (byte array); pass a signature",
-                                  ki->name, name);
+        if (!strcmp(lx->tok, "[")) {
+            /* a byte array: CUDA passes __half/__nv_bfloat16 (and small structs) so */
+            long bytes = next(lx) ? strtol(lx->tok, NULL, 10) : 0;
+            static const KilnParamKind by_size[9] = {[1] = KILN_PARAM_U8, [2] = KILN_PARAM_U16,
+                                                     [4] = KILN_PARAM_I32, [8] = KILN_PARAM_U64};
+            if (bytes < 1 || bytes > 8 || (bytes & (bytes - 1)) || !next(lx) || strcmp(lx->tok, "]"))
+                return kiln_set_error(KILN_ERR_UNSUPPORTED,
+                                      "PTX entry %s: parameter %s is an aggregate of %ld bytes; pass a signature",
+                                      ki->name, name, bytes);
+            out->kind = by_size[bytes];
+            have_kind = 1;
+            continue;
+        }
         if (!strcmp(lx->tok, ".ptr")) is_ptr = 1;
-        else if (param_kind_of(lx->tok, &out->kind)) have_kind = 1;
+        else if (!have_kind && param_kind_of(lx->tok, &out->kind)) have_kind = 1;
         else if (lx->tok[0] != '.' && !isdigit((unsigned char)lx->tok[0])) snprintf(name, sizeof name, "%s", lx->tok);
     }
     return kiln_set_error(KILN_ERR_USAGE, "PTX entry %s: unterminated parameter list", ki->name);

@@ -224,6 +224,14 @@ START_TEST(ptx_that_cannot_be_read)
     ck_assert_int_eq(rt_ptx_signatures(".entry k(.param .align 8 .b8 k_param_0[16])\n{ ret; }", &ki, &n),
                      KILN_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(kiln_last_error(), "aggregate"), "%s", kiln_last_error());
+    /* small byte arrays (__half, __nv_bfloat16) are read by size */
+    ck_assert_int_eq(rt_ptx_signatures(".entry h(.param .align 2 .b8 h_param_0[2], .param .b8 h_param_1[8])\n{ ret; }",
+                                       &ki, &n), KILN_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(ki[0].params[0].kind, KILN_PARAM_U16);
+    ck_assert_int_eq(ki[0].params[1].kind, KILN_PARAM_U64);
+    rt_free_infos(ki, n);
+    ck_assert_int_eq(rt_ptx_signatures(".entry k(.param .b8 k_param_0[3])\n{ ret; }", &ki, &n), KILN_ERR_UNSUPPORTED);
     ck_assert_int_eq(rt_ptx_signatures(".entry k(.param .u32", &ki, &n), KILN_ERR_USAGE);
     ck_assert_int_eq(rt_ptx_signatures(".entry", &ki, &n), KILN_ERR_USAGE);
     ck_assert_int_eq(rt_ptx_signatures(".entry k .param", &ki, &n), KILN_ERR_USAGE);
