@@ -291,7 +291,6 @@ static int exec_for(Interp *it, const IrOp *op)
         uint64_t next = (uint64_t)iv + (uint64_t)step;
         int64_t nv = it_norm_int(ie, next);
         if (ir_elem_is_signed(ie) ? nv < iv : (uint64_t)nv < (uint64_t)iv) break;
-        if (ie == IR_I64 && step > 0 && iv > INT64_MAX - step) break;
         iv = nv;
     }
     return 0;

@@ -41,5 +41,8 @@ uint16_t interp_f32_to_f16(float x);
 float    interp_f16_to_f32(uint16_t h);
 uint16_t interp_f32_to_bf16(float x);
 float    interp_bf16_to_f32(uint16_t h);
+/* double -> f16 / bf16 with a single rounding (no double rounding through f32). */
+uint16_t interp_f64_to_f16(double d);
+uint16_t interp_f64_to_bf16(double d);
 
 #endif

@@ -66,8 +66,6 @@ int it_operand_stride(Interp *it, const IrOp *op, int k, int64_t n);
 int64_t it_norm_int(IrElem e, uint64_t v);     /* wrap to the width of e */
 double  it_round_float(IrElem e, double x);    /* round once to e (f16/bf16/f32/f64) */
 int     it_elem_bytes(IrElem e);               /* in memory: i1 -> 1 byte, ptr -> 8 */
-uint16_t interp_f64_to_f16(double d);          /* fp16.c: one rounding, no double rounding */
-uint16_t interp_f64_to_bf16(double d);
 /* "[3, 5]": the multi-index of flat element `lane` of a value of type t. */
 void it_fmt_index(char *buf, size_t n, IrType t, int64_t lane);
 

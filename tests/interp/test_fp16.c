@@ -8,8 +8,6 @@
 #include <math.h>
 #include <string.h>
 
-uint16_t interp_f64_to_f16(double d); /* interp_impl.h: internal, declared here for the test */
-uint16_t interp_f64_to_bf16(double d);
 
 static bool is_nan16(uint16_t h, bool bf)
 {
