@@ -33,12 +33,13 @@
  *     `if`), and its type equals the replaced result's type, else no rewrite;
  *   - the pass never creates values; dead constants are left for dce.
  *
- * Example:
- *     %0 = const 7 : i32                      %0 = const 7 : i32
- *     %1 = const 2147483647 : i32     ==>     %1 = const 2147483647 : i32
- *     %2 = add %1, %0 : i32                   %2 = const -2147483642 : i32
- *     %3 = mul %x, %1 ... ; %4 = div %2, %z   (div by a non-constant: kept)
- *     %5 = add %x, %zero : f32                (kept: %x might be -0.0)
+ * Example (tests/golden/fold/int_wrap.ir, div_by_zero.ir, float_identities.ir):
+ *     %max = const 2147483647 : i32            %max = const 2147483647 : i32
+ *     %one = const 1 : i32                     %one = const 1 : i32
+ *     %a = add %max, %one : i32        ==>     %a = const -2147483648 : i32
+ *     %d0 = div %one, %zero : i32              %d0 = div %one, %zero : i32   (traps: kept)
+ *     %b = add %nz, %x : f32  (%nz = -0.0)     uses of %b now use %x
+ *     %e = mul %x, %pz : f32  (%pz = +0.0)     %e = mul %x, %pz : f32        (NaN, inf: kept)
  */
 #include "passes.h"
 
