@@ -171,6 +171,8 @@ Val cv_binary(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc)
     bool untyped;
     IrElem e = sema_promote((IrElem)a->type.elem, a->untyped, (IrElem)b->type.elem, b->untyped,
                             &untyped);
+    /* Literal arithmetic is done in 64 bits, then retyped by value: 1 << 40 is an i64. */
+    if (untyped && ir_elem_is_int(e) && e != IR_I1) e = IR_I64;
     Val x = cv_convert(a, e), y = cv_convert(b, e);
     bool fl = ir_elem_is_float(e);
     if (op >= OP_LT && op <= OP_NE) {
