@@ -1,0 +1,166 @@
+/* ex_runner.c — runs an ExProgram on the GPU (runtime API) or the interpreter. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/driver.h"
+#include "compiler/interp/interp.h"
+#include "examples/run_examples.h"
+
+void ex_runner_init(ExRunner *r)
+{
+    snprintf(r->device_name, sizeof r->device_name, "the CPU interpreter");
+    if (r->force_cpu) return;
+    KilnDevice *dev = NULL;
+    if (kiln_init(&dev, 0) != KILN_OK) {
+        snprintf(r->device_name, sizeof r->device_name, "the CPU interpreter (%s)", kiln_last_error());
+        return;
+    }
+    KilnDeviceInfo info;
+    if (kiln_device_info(dev, &info) == KILN_OK)
+        snprintf(r->device_name, sizeof r->device_name, "GPU %s (%s)", info.name, info.arch);
+    r->dev = dev;
+}
+
+void ex_runner_free(ExRunner *r)
+{
+    if (r->dev) kiln_shutdown(r->dev);
+    r->dev = NULL;
+}
+
+static char *load_source(const ExRunner *r, const char *rel, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s", r->root, rel);
+    char *src = read_file_text(path, NULL);
+    if (!src) fprintf(stderr, "kiln-examples: cannot read %s\n", path);
+    return src;
+}
+
+static void fill_options(const ExProgram *p, KilnCompileOptions *o, KilnDefine *defs)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < p->ndefines; i++) {
+        defs[i].name = p->defines[i].name;
+        defs[i].value = p->defines[i].value;
+    }
+    o->kernel = p->kernel;
+    o->defines = defs;
+    o->ndefines = p->ndefines;
+}
+
+static int run_cpu(const ExRunner *r, const ExProgram *p, const char *path, const char *src)
+{
+    KilnCompileOptions o;
+    KilnDefine defs[16];
+    fill_options(p, &o, defs);
+    o.emit = KILN_EMIT_IR;
+    Arena arena;
+    arena_init(&arena);
+    Diag d;
+    diag_init(&d, path, src);
+    StrBuf out, dumps, err;
+    sb_init(&out);
+    sb_init(&dumps);
+    sb_init(&err);
+    IrModule *m = NULL;
+    int rc = 1;
+    if (kiln_compile_ir(&arena, &d, src, &o, &m, &out, &dumps) != KILN_OK || !m || m->nfuncs != 1) {
+        fprintf(stderr, "%s", d.out.data ? d.out.data : "kiln-examples: compile failed\n");
+    } else {
+        InterpArg args[64];
+        InterpBuffer bufs[64];
+        int nb = 0;
+        for (int i = 0; i < p->nargs && i < 64; i++) {
+            const ExArg *a = &p->args[i];
+            memset(&args[i], 0, sizeof args[i]);
+            if (a->kind == EX_BUF) {
+                args[i].ptr = a->p;
+                bufs[nb++] = (InterpBuffer){a->p, a->bytes, a->name};
+            } else {
+                args[i].i = a->i;
+                args[i].f = a->kind == EX_F32 ? a->f : (double)a->i;
+            }
+        }
+        InterpOptions io = {.grid = {p->grid[0], p->grid[1], p->grid[2]}, .buffers = bufs, .nbuffers = nb};
+        rc = interp_run(m->funcs[0], args, p->nargs, &io, &err);
+        if (rc) fprintf(stderr, "%s: %s\n", path, err.data ? err.data : "interpreter failed");
+    }
+    (void)r;
+    sb_free(&out);
+    sb_free(&dumps);
+    sb_free(&err);
+    diag_free(&d);
+    arena_free(&arena);
+    return rc ? 1 : 0;
+}
+
+static KilnArg to_kiln_arg(const ExArg *a, KilnDevPtr dp)
+{
+    switch (a->kind) {
+    case EX_BUF: return kiln_arg_ptr(dp);
+    case EX_I64: return kiln_arg_i64(a->i);
+    case EX_F32: return kiln_arg_f32((float)a->f);
+    default: return kiln_arg_i32((int32_t)a->i);
+    }
+}
+
+static int run_gpu(ExRunner *r, const ExProgram *p, const char *path, const char *src)
+{
+    KilnCompileOptions o;
+    KilnDefine defs[16];
+    fill_options(p, &o, defs);
+    KilnModule *mod = NULL;
+    KilnKernel *k = NULL;
+    KilnDevPtr dp[64] = {0};
+    KilnArg args[64];
+    int rc = 1;
+    if (kiln_module_compile(r->dev, path, src, &o, &mod) != KILN_OK ||
+        kiln_kernel_get(mod, p->kernel, &k) != KILN_OK) {
+        fprintf(stderr, "%s\n", kiln_last_error());
+        goto out;
+    }
+    for (int i = 0; i < p->nargs && i < 64; i++) {
+        const ExArg *a = &p->args[i];
+        if (a->kind == EX_BUF) {
+            /* Outputs arrive poisoned from the host, so unwritten elements stay NaN. */
+            if (kiln_malloc(r->dev, a->bytes, &dp[i]) != KILN_OK ||
+                kiln_memcpy_htod(r->dev, dp[i], a->p, a->bytes) != KILN_OK) {
+                fprintf(stderr, "%s\n", kiln_last_error());
+                goto out;
+            }
+        }
+        args[i] = to_kiln_arg(a, dp[i]);
+    }
+    if (kiln_launch(k, p->grid, NULL, args, p->nargs) != KILN_OK || kiln_synchronize(r->dev) != KILN_OK) {
+        fprintf(stderr, "%s\n", kiln_last_error());
+        goto out;
+    }
+    for (int i = 0; i < p->nargs; i++)
+        if (p->args[i].kind == EX_BUF && p->args[i].is_output &&
+            kiln_memcpy_dtoh(r->dev, p->args[i].p, dp[i], p->args[i].bytes) != KILN_OK) {
+            fprintf(stderr, "%s\n", kiln_last_error());
+            goto out;
+        }
+    rc = 0;
+out:
+    for (int i = 0; i < p->nargs && i < 64; i++) kiln_free(r->dev, dp[i]);
+    kiln_module_free(mod);
+    return rc;
+}
+
+int ex_run(ExRunner *r, const ExProgram *p, char *where, size_t where_size)
+{
+    char path[1024];
+    char *src = load_source(r, p->path, path, sizeof path);
+    if (!src) return 1;
+    int rc;
+    if (r->dev) {
+        rc = run_gpu(r, p, path, src);
+        snprintf(where, where_size, "on the GPU");
+    } else {
+        rc = run_cpu(r, p, path, src);
+        snprintf(where, where_size, "on the CPU interpreter");
+    }
+    free(src);
+    return rc;
+}
