@@ -454,6 +454,8 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
                        "call themselves", fn->name);
             return val_err();
         }
+    for (int i = 0; i < s->bad_helpers.len; i++)
+        if (s->bad_helpers.data[i] == fn) return val_err(); /* its errors were reported once */
     if (s->inline_depth >= MAX_INLINE_DEPTH) {
         diag_error(s->diag, loc, "helpers nested more than %d calls deep", MAX_INLINE_DEPTH);
         return val_err();
@@ -470,10 +472,15 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
     InlineFrame fr = {fn, loc, s->inl};
     s->inl = &fr;
     s->inline_depth++;
+    int errors = s->diag->nerrors;
     Val r = inline_body(s, fn);
     s->inline_depth--;
     s->inl = fr.parent;
     s->scope = saved;
+    if (s->diag->nerrors > errors) {
+        vec_push(s->arena, &s->bad_helpers, (void *)fn);
+        return val_err();
+    }
     if (!ok && r.kind != V_VOID) return val_err();
     if (r.kind != V_ERR) r.loc = loc;
     return r;

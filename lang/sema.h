@@ -89,6 +89,7 @@ typedef struct Sema {
     InlineFrame *inl;
     int inline_depth;
     bool *define_used;         /* per LangOptions.defines entry */
+    PtrVec bad_helpers;        /* helpers whose body gave errors: not inlined again */
 } Sema;
 
 /* ---- sema.c: scopes, names ---- */
