@@ -102,8 +102,8 @@ size_t attn_numel_kv(const AttnProblem *p)
     return a > b ? a : b;
 }
 
-/* Number of keys query row i sees (keys 0 .. n-1). */
-static int visible_keys(const AttnProblem *p, int i)
+/* Keys 0 .. n-1 are within the sequence and the causal bound of query row i. */
+static int causal_keys(const AttnProblem *p, int i)
 {
     if (!p->causal) return p->seqlen_k;
     long n = (long)i + p->seqlen_k - p->seqlen_q + 1;
@@ -111,7 +111,18 @@ static int visible_keys(const AttnProblem *p, int i)
     return n > p->seqlen_k ? p->seqlen_k : (int)n;
 }
 
-int attn_row_empty(const AttnProblem *p, int i) { return visible_keys(p, i) == 0; }
+int attn_visible(const AttnProblem *p, int b, int h, int i, int j)
+{
+    if (j < 0 || j >= causal_keys(p, i)) return 0;
+    return !p->mask_mod || p->mask_mod(b, h, i, j, p->mod_ctx);
+}
+
+int attn_row_empty(const AttnProblem *p, int b, int h, int i)
+{
+    for (int j = 0; j < causal_keys(p, i); j++)
+        if (attn_visible(p, b, h, i, j)) return 0;
+    return 1;
+}
 
 static size_t at(const int64_t st[3], int b, int h, int s) { return (size_t)(b * st[0] + h * st[1] + s * st[2]); }
 static size_t dense_row(const AttnProblem *p, int b, int h, int i) { return ((size_t)b * p->heads_q + h) * p->seqlen_q + i; }
@@ -125,25 +136,30 @@ void attn_ref_fwd(const AttnProblem *p, const void *q, const void *k, const void
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                int hk = kv_head(p, h), n = visible_keys(p, i);
+                int hk = kv_head(p, h), n = causal_keys(p, i), any = 0;
                 size_t qi = at(p->q_stride, b, h, i), row = dense_row(p, b, h, i);
                 double m = -INFINITY, l = 0;
                 for (int j = 0; j < n; j++) {
+                    s[j] = -INFINITY;
+                    if (!attn_visible(p, b, h, i, j)) continue;
                     size_t kj = at(p->k_stride, b, hk, j);
                     double dotp = 0;
                     for (int d = 0; d < D; d++) dotp += attn_get(p->dtype, q, qi + d) * attn_get(p->dtype, k, kj + d);
                     s[j] = dotp * p->scale;
+                    if (p->score_mod) s[j] = p->score_mod(s[j], b, h, i, j, p->mod_ctx);
                     if (s[j] > m) m = s[j];
+                    any = 1;
                 }
                 memset(acc, 0, sizeof(double) * (size_t)D);
-                for (int j = 0; j < n; j++) {
+                for (int j = 0; any && j < n; j++) {
+                    if (s[j] == -INFINITY) continue;
                     double e = exp(s[j] - m);
                     size_t vj = at(p->v_stride, b, hk, j);
                     l += e;
                     for (int d = 0; d < D; d++) acc[d] += e * attn_get(p->dtype, v, vj + d);
                 }
-                for (int d = 0; o && d < D; d++) o[row * D + d] = n ? acc[d] / l : 0.0;
-                if (lse) lse[row] = n ? m + log(l) : -INFINITY;
+                for (int d = 0; o && d < D; d++) o[row * D + d] = any ? acc[d] / l : 0.0;
+                if (lse) lse[row] = any ? m + log(l) : -INFINITY;
             }
     free(s);
     free(acc);
@@ -158,28 +174,32 @@ void attn_ref_torchlike(const AttnProblem *p, const void *q, const void *k, cons
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                int hk = kv_head(p, h), n = visible_keys(p, i);
+                int hk = kv_head(p, h), n = causal_keys(p, i), any = 0;
                 size_t qi = at(p->q_stride, b, h, i), row = dense_row(p, b, h, i);
                 float m = -INFINITY, l = 0;
                 for (int j = 0; j < n; j++) {
+                    s[j] = -INFINITY;
+                    if (!attn_visible(p, b, h, i, j)) continue;
                     size_t kj = at(p->k_stride, b, hk, j);
                     float dotp = 0;
                     for (int d = 0; d < D; d++)
                         dotp += (float)attn_get(p->dtype, q, qi + d) * (float)attn_get(p->dtype, k, kj + d);
                     s[j] = dotp * scale;
+                    if (p->score_mod) s[j] = (float)p->score_mod(s[j], b, h, i, j, p->mod_ctx);
                     if (s[j] > m) m = s[j];
+                    any = 1;
                 }
-                for (int j = 0; j < n; j++) {
+                for (int j = 0; any && j < n; j++) {
                     s[j] = expf(s[j] - m);
                     l += s[j];
                 }
                 memset(acc, 0, sizeof(float) * (size_t)D);
-                for (int j = 0; j < n; j++) {
+                for (int j = 0; any && j < n; j++) {
                     float pj = (float)attn_round(p->dtype, s[j] / l);
                     size_t vj = at(p->v_stride, b, hk, j);
                     for (int d = 0; d < D; d++) acc[d] += pj * (float)attn_get(p->dtype, v, vj + d);
                 }
-                for (int d = 0; d < D; d++) o[row * D + d] = n ? attn_round(p->dtype, acc[d]) : 0.0;
+                for (int d = 0; d < D; d++) o[row * D + d] = any ? attn_round(p->dtype, acc[d]) : 0.0;
             }
     free(s);
     free(acc);
@@ -196,7 +216,7 @@ AttnErr attn_compare(const AttnProblem *p, const void *o_dev, const float *lse_d
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                if (attn_row_empty(p, i)) continue;
+                if (attn_row_empty(p, b, h, i)) continue;
                 size_t oi = at(p->o_stride, b, h, i), row = dense_row(p, b, h, i);
                 for (int d = 0; d < D; d++) {
                     double x = attn_get(p->dtype, o_dev, oi + d);
@@ -227,7 +247,7 @@ double attn_max_abs_diff(const AttnProblem *p, const double *a, const double *b)
     for (int bb = 0; bb < p->batch; bb++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                if (attn_row_empty(p, i)) continue;
+                if (attn_row_empty(p, bb, h, i)) continue;
                 size_t row = dense_row(p, bb, h, i);
                 for (int d = 0; d < D; d++) mx = fmax(mx, fabs(a[row * D + d] - b[row * D + d]));
             }
@@ -240,7 +260,7 @@ int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const flo
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                if (!attn_row_empty(p, i)) continue;
+                if (!attn_row_empty(p, b, h, i)) continue;
                 size_t oi = at(p->o_stride, b, h, i);
                 for (int d = 0; d < p->head_dim; d++)
                     if (attn_get(p->dtype, o_dev, oi + d) != 0.0) bad++;

@@ -29,6 +29,13 @@ typedef struct AttnProblem {
     AttnDtype dtype;            /* element type of Q, K, V and O */
     /* strides in elements: [0] batch, [1] head, [2] sequence */
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    /* Optional variant hooks (NULL: none), mirroring the program's score_mod /
+     * mask_mod with raw (unaligned) query and key indices. score_mod takes and
+     * returns the score in natural units (sm_scale * q.k); mask_mod returns
+     * nonzero where query i may see key j (on top of the bounds and causal). */
+    double (*score_mod)(double s, int b, int h, int i, int j, const void *ctx);
+    int (*mask_mod)(int b, int h, int i, int j, const void *ctx);
+    const void *mod_ctx;
 } AttnProblem;
 
 /* Layouts: [b, s, h, d] ("bshd", the usual activation layout) or [b, h, s, d] ("bhsd"). */
@@ -52,8 +59,11 @@ double attn_round(AttnDtype t, double x);
  * every element of a buffer of n elements; `seed` selects the sequence. */
 void attn_fill_random(AttnDtype t, void *base, size_t n, uint64_t seed, double lo, double hi);
 
-/* True when query row i sees no key at all (causal with i + Sk - Sq < 0, or Sk == 0). */
-int attn_row_empty(const AttnProblem *p, int i);
+/* True when query i may see key j (bounds, causal, mask_mod). */
+int attn_visible(const AttnProblem *p, int b, int h, int i, int j);
+/* True when query row i of (b, h) sees no key at all (causal with i + Sk - Sq < 0,
+ * Sk == 0, or everything masked by mask_mod). */
+int attn_row_empty(const AttnProblem *p, int b, int h, int i);
 
 /* The exact forward pass in float64: o (dense, see above) and lse (natural log;
  * -inf for empty rows, whose o is 0). Either output may be NULL. */
