@@ -32,6 +32,7 @@ bool bi_const_int(Sema *s, const Builtin *bi, BArgs *a, int i, int64_t *out)
 /* A shape: `[M, N]` of compile-time integers (or one integer for a 1-D shape). */
 bool bi_shape(Sema *s, const Builtin *bi, BArgs *a, int i, IrType *shape)
 {
+    (void)bi;
     Val *v = &a->v[i];
     int n = v->kind == V_LIST ? v->nitems : 1;
     Val *items = v->kind == V_LIST ? v->items : v;
@@ -81,6 +82,7 @@ static Val b_program_id(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *cal
 
 static Val b_arange(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    (void)bi;
     int64_t lo = 0, hi;
     for (int i = 0; i < 2; i++)
         if (a->have[i] && !cv_is_int(&a->v[i])) {
@@ -158,6 +160,7 @@ static Val b_elementwise2(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *c
 
 static Val b_where(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    (void)bi;
     return sema_select(s, a->v[0], a->v[1], a->v[2], call->loc);
 }
 
@@ -173,6 +176,7 @@ static Val b_maxmin(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 
 static Val b_cdiv(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    (void)bi;
     for (int i = 0; i < 2; i++) {
         if (!sema_want_value(s, &a->v[i])) return val_err();
         IrType t = sema_val_type(&a->v[i]);
@@ -209,6 +213,7 @@ static Val b_reshape(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 
 static Val b_trans(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    (void)bi;
     if (!sema_want_value(s, &a->v[0])) return val_err();
     IrType t = sema_val_type(&a->v[0]);
     if (t.rank != 2) {
@@ -263,6 +268,7 @@ static const char *arg_text(Sema *s, SrcLoc loc)
 
 static Val b_static_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    (void)bi;
     Val *c = &a->v[0];
     if (a->have[1] && a->v[1].kind != V_STR) {
         diag_error(s->diag, a->v[1].loc, "the message of static_assert must be a string, got %s",

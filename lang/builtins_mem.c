@@ -109,6 +109,7 @@ static bool dot_operand(Sema *s, const Val *v, const char *which)
 
 Val bi_dot(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    (void)bi;
     if (!dot_operand(s, &a->v[0], "a") || !dot_operand(s, &a->v[1], "b")) return val_err();
     IrType ta = sema_val_type(&a->v[0]), tb = sema_val_type(&a->v[1]);
     if (ta.elem != tb.elem) {

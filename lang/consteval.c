@@ -188,6 +188,7 @@ Val cv_binary(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc)
 
 Val cv_unary(Sema *s, AstOp op, const Val *a, SrcLoc loc)
 {
+    (void)s;
     IrElem e = (IrElem)a->type.elem;
     switch (op) {
     case OP_PLUS: { Val r = *a; r.loc = loc; return r; }

@@ -310,6 +310,7 @@ static bool fit_const(Sema *s, const AstParam *p, ParamClass pc, IrType t, Val *
 
 static void record_const(Sema *s, IrConstParam *c, const AstParam *p, ParamClass pc, IrType t, const Val *v)
 {
+    (void)s;
     c->name = p->name;
     c->type = t;
     if (pc == PT_FN) c->sval = v->s;
