@@ -2,6 +2,11 @@
 # gpu_suite.sh — run Kiln's GPU suite (the ctest label "gpu") on a GPU machine.
 #
 #   tools/gpu_suite.sh [BUILD_DIR]        (from anywhere; BUILD_DIR defaults to build)
+#   tools/gpu_suite.sh --pack BUILD_DIR DEST
+#       (on the build machine) copy the gpu test executables, stripped, to
+#       DEST/tests and the shared libraries they need beyond the base system
+#       (Check's libsubunit, ...) to DEST/lib: carry DEST and run
+#       tools/gpu_suite.sh DEST on the GPU machine.
 #
 # The build dir is usually built elsewhere and carried along: when its
 # CMakeCache points at this checkout, the suite runs through ctest -L gpu;
@@ -13,12 +18,25 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+if [ "${1:-}" = --pack ]; then
+  src=${2:?usage: gpu_suite.sh --pack BUILD_DIR DEST}; dest=${3:?usage: gpu_suite.sh --pack BUILD_DIR DEST}
+  mkdir -p "$dest/tests" "$dest/lib"
+  for t in "$src"/tests/gpu_test_*; do
+    [ -x "$t" ] || continue
+    strip -o "$dest/tests/$(basename "$t")" "$t" || cp "$t" "$dest/tests/"
+    ldd "$t" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
+      while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+  done
+  echo "packed: $(ls "$dest/tests" | tr '\n' ' ')+ lib/: $(ls "$dest/lib" | tr '\n' ' ')"
+  exit 0
+fi
 build=${1:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 if [ ! -d "$build/tests" ]; then
   echo "gpu_suite: no build dir at $build (build with cmake first, or pass its path)" >&2
   exit 2
 fi
+[ -d "$build/lib" ] && export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 logs=${OUT:-$build/gpu-logs}
 mkdir -p "$logs"
 { command -v nvidia-smi >/dev/null && nvidia-smi; } >"$logs/nvidia-smi.txt" 2>&1 || true

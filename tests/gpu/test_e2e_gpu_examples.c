@@ -370,11 +370,11 @@ static Suite *suite(void)
 
 static void print_table(void)
 {
-    printf("\n%-11s %-30s %11s %11s %9s %9s %10s %9s  %s\n", "example", "shape", "err/f64", "err/interp", "tol",
+    printf("\n    %-11s %-30s %11s %11s %9s %9s %10s %9s  %s\n", "example", "shape", "err/f64", "err/interp", "tol",
            "time_ms", "compile_ms", "cached_ms", "result");
     for (int i = 0; i < g_nrows; i++) {
         Row *r = &g_rows[i];
-        printf("ROW %-7s %-30s %11.3g %11.3g %9.1g %9.4f %10.1f %9.2f  %s%s%s\n", r->name, r->shape, r->err_ref,
+        printf("ROW %-11s %-30s %11.3g %11.3g %9.1g %9.4f %10.1f %9.2f  %s%s%s\n", r->name, r->shape, r->err_ref,
                r->err_interp, r->tol, (double)r->ms, r->compile_ms, r->cached_ms, r->pass ? "PASS" : "FAIL",
                r->why[0] ? ": " : "", r->why);
     }
