@@ -50,11 +50,12 @@ static const struct { int code; const char *name, *text; } g_fallback[] = {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-void rt_describe_cuda_error(CUresult r, char *buf, size_t n)
+/* Describe r with d's cuGetErrorName/String when d is given, else from the table. */
+static void describe_with(const RtDriver *d, CUresult r, char *buf, size_t n)
 {
     const char *name = NULL, *text = NULL;
-    if (g_drv.GetErrorName && g_drv.GetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
-    if (g_drv.GetErrorString && g_drv.GetErrorString(r, &text) != CUDA_SUCCESS) text = NULL;
+    if (d && d->GetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (d && d->GetErrorString(r, &text) != CUDA_SUCCESS) text = NULL;
     for (size_t i = 0; i < sizeof g_fallback / sizeof g_fallback[0] && !name; i++)
         if (g_fallback[i].code == (int)r) {
             name = g_fallback[i].name;
@@ -63,6 +64,15 @@ void rt_describe_cuda_error(CUresult r, char *buf, size_t n)
     if (name && text) snprintf(buf, n, "%s: %s", name, text);
     else if (name) snprintf(buf, n, "%s", name);
     else snprintf(buf, n, "CUresult %d", (int)r);
+}
+
+void rt_describe_cuda_error(CUresult r, char *buf, size_t n)
+{
+    /* g_ready is set once, after the table is complete, and never cleared */
+    pthread_mutex_lock(&g_lock);
+    const RtDriver *d = g_ready ? &g_drv : NULL;
+    pthread_mutex_unlock(&g_lock);
+    describe_with(d, r, buf, n);
 }
 
 KilnStatus rt_driver_error_code(const char *call, int code) { return rt_driver_error(call, (CUresult)code); }
@@ -132,10 +142,10 @@ static int fill_table(void *lib, RtDriver *d, const char **missing)
 }
 
 /* What a failed cuInit means for the caller: no usable driver, or no GPU. */
-static KilnStatus init_failure(CUresult r, const char *libname)
+static KilnStatus init_failure(const RtDriver *d, CUresult r, const char *libname)
 {
     char what[256];
-    rt_describe_cuda_error(r, what, sizeof what);
+    describe_with(d, r, what, sizeof what);
     if (r == CUDA_ERROR_STUB_LIBRARY || r == RT_CUDA_ERROR_INSUFFICIENT_DRIVER || r == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)
         return kiln_set_error(KILN_ERR_NO_DRIVER, "no CUDA driver (%s is not a usable driver): cuInit: %s",
                               libname, what);
@@ -159,14 +169,13 @@ static KilnStatus load_locked(void)
         dlclose(lib);
         return kiln_set_error(KILN_ERR_NO_DRIVER, "no CUDA driver (%s lacks %s: too old?)", libname, missing);
     }
-    g_drv = d; /* error names become available to init_failure */
     CUresult r = d.Init(0);
     if (r != CUDA_SUCCESS) {
-        KilnStatus st = init_failure(r, libname);
-        memset(&g_drv, 0, sizeof g_drv);
+        KilnStatus st = init_failure(&d, r, libname);
         dlclose(lib);
         return st;
     }
+    g_drv = d;
     g_ready = 1;
     return KILN_OK;
 }
