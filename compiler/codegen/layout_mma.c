@@ -1,0 +1,86 @@
+/* layout_mma.c — the thread -> element maps of mma.sync m16n8k16, swizzled
+ * SRAM tiles and ldmatrix addressing: the arithmetic the tensor-core path
+ * relies on, kept LLVM-free so that the unit tests check it on the CPU
+ * (tests/codegen/test_mma_layout.c) against the PTX ISA's fragment tables.
+ *
+ * Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
+ * type"; g = lane / 4, t = lane % 4):
+ *   A 16x16: a0,a1 (g, 2t+{0,1})  a2,a3 (g+8, 2t+{0,1})
+ *            a4,a5 (g, 2t+8+{0,1}) a6,a7 (g+8, 2t+8+{0,1})
+ *   B 16x8 (row = k): b0,b1 (2t+{0,1}, g)  b2,b3 (2t+8+{0,1}, g)
+ *   C 16x8: c0,c1 (g, 2t+{0,1})  c2,c3 (g+8, 2t+{0,1})
+ * In the generalised blocked layouts of layout.c (a register-repeat level
+ * rpw between lanes and warps) these are:
+ *   C [M,N]: spt=[1,2] tpw=[8,4] rpw=[2,1] order=[1,0]
+ *   A [M,K]: spt=[1,2] tpw=[8,4] rpw=[2,2] order=[1,0]
+ *   B [K,N]: spt=[2,1] tpw=[4,8] rpw=[2,1] order=[0,1]
+ * and the C fragments of two adjacent n8 tiles are exactly the A fragment of
+ * one k16 step (FlashAttention's P = softmax(S) stays in registers).
+ *
+ * ldmatrix: lane i gives the address of row i % 8 of 8x8 matrix i / 8; after
+ * the load, thread T holds in register j the two elements (T/4, 2(T%4)+{0,1})
+ * of matrix j, or with .trans (2(T%4)+{0,1}, T/4). With the addresses below
+ * the registers come out as the mma fragments above (checked by simulating
+ * ldmatrix in the test).
+ *
+ * Swizzle: a tile row of `cols` elements holds cols*eb/16 chunks of 16 bytes;
+ * per_phase rows share one 128-byte line (128 / row bytes, at least 1) and
+ * the chunk index is XORed with (r / per_phase) % max_phase, max_phase =
+ * min(8, chunks per row). The 8 rows of an ldmatrix matrix then touch 8
+ * different 16-byte bank groups (conflict free), as do 8 consecutive threads
+ * storing 16 bytes each from a coalesced blocked layout.
+ */
+#include "cg_tc.h"
+
+void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col)
+{
+    int g = lane >> 2, t = lane & 3;
+    switch (frag) {
+    case CG_MMA_A:
+        *row = g + ((i & 2) ? 8 : 0);
+        *col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+        return;
+    case CG_MMA_B:
+        *row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
+        *col = g;
+        return;
+    case CG_MMA_C:
+        *row = g + (i >= 2 ? 8 : 0);
+        *col = 2 * t + (i & 1);
+        return;
+    }
+}
+
+CgSwizzle cg_swizzle_for(int cols, int elem_bytes)
+{
+    CgSwizzle s;
+    s.elem_bytes = elem_bytes;
+    s.cols = cols;
+    s.vec = 16 / elem_bytes;
+    int row_bytes = cols * elem_bytes;
+    s.per_phase = row_bytes >= 128 ? 1 : 128 / row_bytes;
+    int chunks = row_bytes / 16;
+    s.max_phase = chunks >= 8 ? 8 : chunks < 1 ? 1 : chunks;
+    return s;
+}
+
+int cg_swizzle_offset(const CgSwizzle *s, int r, int c)
+{
+    int chunk = (c / s->vec) ^ ((r / s->per_phase) % s->max_phase);
+    return r * s->cols + chunk * s->vec + c % s->vec;
+}
+
+void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol)
+{
+    int r = lane & 7, m = lane >> 3; /* row within the matrix, matrix index */
+    if (frag == CG_MMA_A) {
+        /* matrix m: rows +8 when m is odd (a2a3, a6a7), k +8 when m >= 2 */
+        int dm = (m & 1) * 8, dk = (m >> 1) * 8;
+        if (k_contig) { *mrow = r + dm; *mcol = dk; }
+        else { *mrow = r + dk; *mcol = dm; }   /* memrow = k, memcol = m */
+        return;
+    }
+    /* B, k32 x n8: matrix m covers k = 8m .. 8m+7 */
+    if (k_contig) { *mrow = r; *mcol = 8 * m; } /* memrow = n, memcol = k */
+    else { *mrow = r + 8 * m; *mcol = 0; }      /* memrow = k, memcol = n */
+}

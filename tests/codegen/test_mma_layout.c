@@ -1,0 +1,192 @@
+/* test_mma_layout.c — the tensor-core arithmetic on the CPU:
+ *   - the PTX ISA fragment table for mma.m16n8k16 (layout_mma.c) covers each
+ *     element of A, B and C exactly once per warp;
+ *   - ldmatrix, simulated on a swizzled SRAM tile with the lane addresses of
+ *     cg_ldmatrix_lane_row, delivers exactly the mma fragments (A and B, K
+ *     contiguous or not, several tile widths and fragment corners);
+ *   - bank-conflict freedom: the 8 row addresses of every ldmatrix matrix and
+ *     every phase of 8 threads storing 16 bytes fall in 8 distinct 16-byte
+ *     bank groups.
+ * The MMA layouts in the generalised geometry (layout.c) are checked against
+ * the same table in the "geometry" case. */
+#include "tests/testutil.h"
+#include "compiler/codegen/cg_tc.h"
+
+#include <string.h>
+
+/* ck_assert marks a checkpoint through a pipe on every call: too slow for
+ * the inner loops, which check with this instead. */
+#define CHECK(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
+
+START_TEST(isa_table_covers_each_element_once)
+{
+    struct { CgMmaFrag f; int rows, cols, n; } fr[3] = {
+        {CG_MMA_A, 16, 16, 8}, {CG_MMA_B, 16, 8, 4}, {CG_MMA_C, 16, 8, 4}};
+    for (int k = 0; k < 3; k++) {
+        int seen[16][16];
+        memset(seen, 0, sizeof seen);
+        for (int lane = 0; lane < 32; lane++)
+            for (int i = 0; i < fr[k].n; i++) {
+                int r, c;
+                cg_mma_isa_coord(fr[k].f, lane, i, &r, &c);
+                CHECK(r >= 0 && r < fr[k].rows && c >= 0 && c < fr[k].cols, "out of the tile");
+                seen[r][c]++;
+            }
+        for (int r = 0; r < fr[k].rows; r++)
+            for (int c = 0; c < fr[k].cols; c++) ck_assert_int_eq(seen[r][c], 1);
+    }
+    /* Spot values straight from the ISA text. */
+    int r, c;
+    cg_mma_isa_coord(CG_MMA_A, 5, 6, &r, &c); /* g=1, t=1: a6 -> (g+8, 2t+8) */
+    ck_assert_int_eq(r, 9);
+    ck_assert_int_eq(c, 10);
+    cg_mma_isa_coord(CG_MMA_B, 30, 3, &r, &c); /* g=7, t=2: b3 -> (2t+9, g) */
+    ck_assert_int_eq(r, 13);
+    ck_assert_int_eq(c, 7);
+    cg_mma_isa_coord(CG_MMA_C, 31, 2, &r, &c); /* g=7, t=3: c2 -> (g+8, 2t) */
+    ck_assert_int_eq(r, 15);
+    ck_assert_int_eq(c, 6);
+}
+END_TEST
+
+/* The logical operand value at (row, col): distinct for every element. */
+static int val(int row, int col) { return row * 1000 + col; }
+
+/* Simulate ldmatrix.x4 on a swizzled tile and compare with the ISA fragments.
+ * Logical operand: A[M][K] or B[K][N]; stored with memrow/memcol as in
+ * cg_ldmatrix_lane_row (k_contig: K is memcol). */
+static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0, int c0)
+{
+    CgSwizzle sw = cg_swizzle_for(mcols, 2);
+    int n = mrows * mcols;
+    int *mem = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) mem[i] = -1;
+    /* Store the operand: memrow/memcol -> logical (row, col). */
+    for (int mr = 0; mr < mrows; mr++)
+        for (int mc = 0; mc < mcols; mc++) {
+            int row, col; /* logical A[m][k] / B[k][n] */
+            if (frag == CG_MMA_A) { row = kc ? mr : mc; col = kc ? mc : mr; }
+            else { row = kc ? mc : mr; col = kc ? mr : mc; }
+            int off = cg_swizzle_offset(&sw, mr, mc);
+            CHECK(mem[off] == -1, "the swizzle is not a permutation");
+            mem[off] = val(row, col);
+        }
+    /* Lane addresses: the fragment's corner in stored coordinates. */
+    int addr[32];
+    for (int lane = 0; lane < 32; lane++) {
+        int dr, dc;
+        cg_ldmatrix_lane_row(frag, kc, lane, &dr, &dc);
+        CHECK((c0 + dc) % 8 == 0, "unaligned column");
+        addr[lane] = cg_swizzle_offset(&sw, r0 + dr, c0 + dc);
+        CHECK(addr[lane] % 8 == 0, "row start not 16-byte aligned");
+    }
+    /* Bank groups of each matrix's 8 rows: all different. */
+    for (int m = 0; m < 4; m++) {
+        int used = 0;
+        for (int r = 0; r < 8; r++) {
+            int grp = (addr[8 * m + r] * 2 / 16) % 8;
+            CHECK(!(used & (1 << grp)), "ldmatrix bank conflict: frag %d kc %d cols %d at (%d,%d)",
+                          frag, kc, mcols, r0, c0);
+            used |= 1 << grp;
+        }
+    }
+    bool trans = cg_ldmatrix_trans(kc);
+    /* Corner of the fragment in logical coordinates. */
+    int lr0, lc0;
+    if (frag == CG_MMA_A) { lr0 = kc ? r0 : c0; lc0 = kc ? c0 : r0; }
+    else { lr0 = kc ? c0 : r0; lc0 = kc ? r0 : c0; }
+    for (int T = 0; T < 32; T++)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++) {
+                int mr = trans ? 2 * (T % 4) + h : T / 4, mc = trans ? T / 4 : 2 * (T % 4) + h;
+                int got = mem[addr[8 * j + mr] + mc];
+                int row, col;
+                if (frag == CG_MMA_A) {
+                    cg_mma_isa_coord(CG_MMA_A, T, 2 * j + h, &row, &col);
+                } else {
+                    cg_mma_isa_coord(CG_MMA_B, T, (j & 1) * 2 + h, &row, &col);
+                    row += 16 * (j >> 1);
+                }
+                CHECK(got == val(lr0 + row, lc0 + col),
+                              "frag %d kc %d: thread %d reg %d.%d got (%d,%d) want (%d,%d)", frag, kc, T, j, h,
+                              got / 1000, got % 1000, lr0 + row, lc0 + col);
+            }
+    free(mem);
+}
+
+START_TEST(ldmatrix_gives_mma_fragments)
+{
+    int widths[] = {16, 32, 64, 128, 256};
+    for (int w = 0; w < 5; w++) {
+        int cols = widths[w];
+        /* A, K contiguous: tile [64 m][cols k]; fragment corners (m, k). */
+        for (int m0 = 0; m0 < 64; m0 += 16)
+            for (int k0 = 0; k0 + 16 <= cols; k0 += 16) check_ldmatrix(CG_MMA_A, true, 64, cols, m0, k0);
+        /* A, M contiguous: tile [64 k][cols m]. */
+        for (int k0 = 0; k0 < 64; k0 += 16)
+            for (int m0 = 0; m0 + 16 <= cols; m0 += 16) check_ldmatrix(CG_MMA_A, false, 64, cols, k0, m0);
+        /* B, N contiguous: tile [64 k][cols n], fragments k32 x n8. */
+        for (int k0 = 0; k0 < 64; k0 += 32)
+            for (int n0 = 0; n0 + 8 <= cols; n0 += 8) check_ldmatrix(CG_MMA_B, false, 64, cols, k0, n0);
+        /* B, K contiguous: tile [64 n][cols k]. */
+        if (cols >= 32)
+            for (int n0 = 0; n0 < 64; n0 += 8)
+                for (int k0 = 0; k0 + 32 <= cols; k0 += 32) check_ldmatrix(CG_MMA_B, true, 64, cols, n0, k0);
+    }
+}
+END_TEST
+
+/* A coalesced blocked layout stores 16 bytes per thread, threads along the
+ * row first: 8 consecutive threads (one shared-memory wavefront) must hit 8
+ * distinct bank groups after the swizzle. */
+START_TEST(swizzled_stores_conflict_free)
+{
+    for (int cols = 8; cols <= 256; cols *= 2) {
+        CgSwizzle sw = cg_swizzle_for(cols, 2);
+        int chunks = cols / 8;
+        for (int first = 0; first < 256; first += 8) {
+            int used = 0;
+            for (int t = first; t < first + 8; t++) {
+                int r = t / chunks, c = (t % chunks) * 8;
+                int grp = (cg_swizzle_offset(&sw, r, c) * 2 / 16) % 8;
+                CHECK(!(used & (1 << grp)), "store conflict cols %d threads %d..", cols, first);
+                used |= 1 << grp;
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(swizzle_parameters)
+{
+    CgSwizzle s = cg_swizzle_for(64, 2); /* 128-byte rows */
+    ck_assert_int_eq(s.vec, 8);
+    ck_assert_int_eq(s.per_phase, 1);
+    ck_assert_int_eq(s.max_phase, 8);
+    s = cg_swizzle_for(32, 2);
+    ck_assert_int_eq(s.per_phase, 2);
+    ck_assert_int_eq(s.max_phase, 4);
+    s = cg_swizzle_for(16, 2);
+    ck_assert_int_eq(s.per_phase, 4);
+    ck_assert_int_eq(s.max_phase, 2);
+    /* row 3 of a 128-byte-row tile: chunk c goes to c ^ 3 */
+    s = cg_swizzle_for(64, 2);
+    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 0), 3 * 64 + 3 * 8);
+    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
+}
+END_TEST
+
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("mma_layout");
+    TCase *tc = tcase_create("math");
+    tcase_add_test(tc, isa_table_covers_each_element_once);
+    tcase_add_test(tc, ldmatrix_gives_mma_fragments);
+    tcase_add_test(tc, swizzled_stores_conflict_free);
+    tcase_add_test(tc, swizzle_parameters);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)
