@@ -18,6 +18,8 @@
 #include "ast.h"
 #include "diag.h"
 
+#include <setjmp.h>
+
 #define AST_MAX_DEPTH 256     /* height of an expression/statement tree */
 #define PARSE_MAX_NEST 256    /* open brackets ( [ { at one time */
 
@@ -33,7 +35,7 @@ typedef struct ParseCtx {
      * one before it; *_end is the column just past the token */
     int last_kind, prev_kind;
     SrcLoc last_loc, last_end, prev_end;
-    char last_text[40];
+    char last_text[64];
     int ntok;                 /* tokens returned so far */
     int sync_tok;             /* index of the last ';' or '}' returned */
     int err_tok, err_line;    /* lookahead index and line of the last syntax error */       /* text of the last token, cut short, for messages */
@@ -45,6 +47,7 @@ typedef struct ParseCtx {
     bool closing_blocks;      /* handing out '}' for blocks left open before `kernel` */
     bool stop;                /* a fatal lexical limit was hit: stay silent, end */
     bool depth_reported;      /* "nested too deeply" given once per file */
+    jmp_buf fatal;            /* where the scanner's fatal errors (no memory) return */
 } ParseCtx;
 
 /* ---- constructors (ast.c); all return arena nodes, never NULL ---- */

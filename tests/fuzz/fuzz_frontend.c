@@ -1,0 +1,70 @@
+/* fuzz_frontend.c — libFuzzer target: arbitrary bytes through the front end.
+ *
+ * Each input becomes a NUL-terminated source (an embedded NUL simply ends it,
+ * as it would for a file read by the driver) and goes through ast_parse,
+ * ast_print and, when the parse is clean and sema is part of kiln_lang,
+ * lang_compile with default options; every input gets a fresh Arena and Diag
+ * and frees them. Crashes, sanitizer reports, leaks and timeouts are the
+ * findings. An internal error (INTERNAL_ERROR) is reported as a finding too
+ * when KILN_FUZZ_TRAP_ICE=1, since it is a compiler bug, not a user error.
+ */
+#include "lang/ast.h"
+#include "lang/diag.h"
+
+#if !defined(KILN_HAVE_SEMA) && !defined(KILN_NO_SEMA) && defined(__has_include)
+#if __has_include("lang/sema.h")
+#define KILN_HAVE_SEMA 1
+#endif
+#endif
+#ifdef KILN_HAVE_SEMA
+#include "lang/lang.h"
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longer inputs add time per run, not coverage. */
+#define MAX_INPUT (64 * 1024)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > MAX_INPUT) return -1; /* rejected: not added to the corpus */
+    char *src = malloc(size + 1);
+    if (!src) return 0;
+    memcpy(src, data, size);
+    src[size] = 0;
+
+    Arena arena;
+    arena_init(&arena);
+    Diag diag;
+    diag_init(&diag, "fuzz.tile", src);
+    AstFile *file = ast_parse(&arena, &diag, "fuzz.tile", src);
+    if (file) {
+        StrBuf sb;
+        sb_init(&sb);
+        ast_print(&sb, file);
+        sb_free(&sb);
+    }
+#ifdef KILN_HAVE_SEMA
+    if (file && diag.nerrors == 0) {
+        LangOptions opts;
+        memset(&opts, 0, sizeof opts);
+        lang_compile(&arena, &diag, file, &opts);
+    }
+#endif
+    if (diag_flush_ice(&diag)) {
+        const char *trap = getenv("KILN_FUZZ_TRAP_ICE");
+        if (trap && strcmp(trap, "1") == 0) {
+            fprintf(stderr, "%s", diag.out.data);
+            abort();
+        }
+    }
+    diag_free(&diag);
+    arena_free(&arena);
+    free(src);
+    return 0;
+}
