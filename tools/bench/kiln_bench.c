@@ -55,11 +55,11 @@ typedef struct Opts {
 
 /* ---------------------------------------------------------------- options */
 
-/* A bad command line: the reason (if not already printed) and a pointer to --help. */
+/* A bad command line: one line, the reason and a pointer to --help (NULL: the
+ * reason was printed already). */
 static int bad_usage(const char *why)
 {
-    if (why) fprintf(stderr, "kiln-bench: %s\n", why);
-    fprintf(stderr, "kiln-bench: see kiln-bench --help\n");
+    if (why) fprintf(stderr, "kiln-bench: %s (see kiln-bench --help)\n", why);
     return 2;
 }
 
@@ -83,8 +83,8 @@ static int parse_int(const char *flag, const char *s, long long lo, long long hi
     errno = 0;
     long long v = s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "kiln-bench: %s needs an integer in [%lld, %lld], got '%s'\n", flag, lo, hi,
-                s ? s : "(nothing)");
+        fprintf(stderr, "kiln-bench: %s needs an integer in [%lld, %lld], got '%s' (see kiln-bench --help)\n",
+                flag, lo, hi, s ? s : "(nothing)");
         return -1;
     }
     *out = v;
@@ -120,7 +120,8 @@ static int parse_flag(Opts *o, const char *a, const char *v)
         char *end = NULL;
         o->l2_mib = v ? strtod(v, &end) : -1;
         if (!v || *end || !(o->l2_mib >= 0 && o->l2_mib < 1e6)) {
-            fprintf(stderr, "kiln-bench: --l2-mib needs a number of MiB, got '%s'\n", v ? v : "(nothing)");
+            fprintf(stderr, "kiln-bench: --l2-mib needs a number of MiB, got '%s' (see kiln-bench --help)\n",
+                    v ? v : "(nothing)");
             return -1;
         }
         return 1;
@@ -129,7 +130,7 @@ static int parse_flag(Opts *o, const char *a, const char *v)
     if (!strcmp(a, "--root") && v) { o->root = v; return 1; }
     if (!strcmp(a, "--arch") && v) { o->arch = v; return 1; }
     if (!strcmp(a, "--compile-only")) { o->compile_only = 1; return 0; }
-    fprintf(stderr, "kiln-bench: unknown or incomplete option '%s'\n", a);
+    fprintf(stderr, "kiln-bench: unknown or incomplete option '%s' (see kiln-bench --help)\n", a);
     return -1;
 }
 
