@@ -1,0 +1,361 @@
+/* test_e2e_gpu_matmul.c — the tensor-core matmul path on the GPU.
+ *
+ * tools/bench/matmul_tc.tile (row-major A [M,K], B [K,N], f32 C; N and K are
+ * compile-time constants so aligned shapes take the cp.async path) and
+ * examples/matmul.tile (runtime strides: no cp.async, still mma.sync), for
+ * f16 and bf16, on
+ *   - a square shape (256^3), a ragged shape whose N and K are multiples of 8
+ *     (pipelined 16-byte copies with masked zero-filling rows and k's), and a
+ *     ragged shape with N, K not multiples of 8 (plain loads);
+ *   - schedules: several block sizes and warp counts, num_stages 1..4 (1 =
+ *     no pipelining), including trip counts shorter than the pipeline
+ *     (K = 72 with BLOCK_K = 64: 2 iterations for 3-4 stages; K = 16: 1).
+ * Inputs are random and non-zero; C is poisoned with NaN bytes before each
+ * launch, with a poisoned tail after the M x N elements that must survive.
+ * Each result is compared with a float64 reference (products of the rounded
+ * inputs) and with the CPU interpreter; the PTX of each case is compiled on
+ * the host too and its mma.sync / ldmatrix / cp.async counts go in the table
+ * printed at the end (so a run shows which path each case took).
+ *
+ * Without a GPU: "SKIP: no GPU (...)" and success.
+ */
+#include "tests/testutil.h"
+#include "compiler/interp/interp.h"
+#include "compiler/passes/passes.h"
+#include "lang/lang.h"
+#include "kiln.h"
+
+#include <math.h>
+#include <string.h>
+
+static KilnDevice *g_dev;
+static KilnDeviceInfo g_info;
+
+typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
+
+typedef struct Row {
+    char what[40], shape[24], sched[32];
+    int mma, ldm, cpa;
+    double err_ref, err_interp, tol;
+    float ms;
+    double tflops;
+    int pass;
+} Row;
+static Row g_rows[160];
+static int g_nrows;
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float rnd(float scale) /* uniform in [-scale, scale), never 0 */
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    float f = ((float)((g_rng >> 40) & 0xffffff) / 8388608.0f - 1.0f) * scale;
+    return f == 0.0f ? scale * 0.25f : f;
+}
+
+static uint16_t to_half(float x, bool bf) { return bf ? interp_f32_to_bf16(x) : interp_f32_to_f16(x); }
+static double from_half(uint16_t h, bool bf) { return bf ? interp_bf16_to_f32(h) : interp_f16_to_f32(h); }
+
+/* A problem: inputs, float64 reference and (once per problem) the interpreter's result. */
+typedef struct Prob {
+    int M, N, K;
+    bool bf;
+    uint16_t *a, *b;
+    double *ref;
+    double max_ref;
+    float *interp;
+} Prob;
+
+static void prob_init(Prob *p, int M, int N, int K, bool bf)
+{
+    memset(p, 0, sizeof *p);
+    p->M = M, p->N = N, p->K = K, p->bf = bf;
+    p->a = malloc((size_t)M * K * 2);
+    p->b = malloc((size_t)K * N * 2);
+    p->ref = malloc((size_t)M * N * 8);
+    for (int i = 0; i < M * K; i++) p->a[i] = to_half(rnd(2), bf);
+    for (int i = 0; i < K * N; i++) p->b[i] = to_half(rnd(2), bf);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += from_half(p->a[i * K + k], bf) * from_half(p->b[k * N + j], bf);
+            p->ref[i * N + j] = s;
+            if (fabs(s) > p->max_ref) p->max_ref = fabs(s);
+        }
+}
+
+static void prob_free(Prob *p)
+{
+    free(p->a), free(p->b), free(p->ref), free(p->interp);
+}
+
+/* Which program and which defines. */
+typedef struct Prog {
+    const char *file, *kernel;
+    bool strided; /* examples/matmul.tile: runtime M, N, K and strides */
+} Prog;
+
+static int make_defines(const Prog *g, const Prob *p, const Sched *s, KilnDefine *d, char (*buf)[16])
+{
+    int n = 0;
+    snprintf(buf[0], 16, "%d", s->bm), d[n++] = (KilnDefine){"BLOCK_M", buf[0]};
+    snprintf(buf[1], 16, "%d", s->bn), d[n++] = (KilnDefine){"BLOCK_N", buf[1]};
+    snprintf(buf[2], 16, "%d", s->bk), d[n++] = (KilnDefine){"BLOCK_K", buf[2]};
+    if (!g->strided) {
+        snprintf(buf[3], 16, "%d", p->N), d[n++] = (KilnDefine){"N", buf[3]};
+        snprintf(buf[4], 16, "%d", p->K), d[n++] = (KilnDefine){"K", buf[4]};
+    }
+    return n;
+}
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+static char *read_src(const char *rel)
+{
+    size_t len;
+    char *src = read_file_text(tu_src_path(rel), &len);
+    ck_assert_msg(src, "cannot read %s", rel);
+    return src;
+}
+
+/* PTX on the host: which instructions this schedule uses. */
+static void ptx_counts(const Prog *g, const char *src, const KilnCompileOptions *o, Row *row)
+{
+    KilnCompileOptions po = *o;
+    po.emit = KILN_EMIT_PTX;
+    po.arch = g_info.arch[0] ? g_info.arch : "sm_90a";
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile(g->file, src, &po, &r);
+    ck_assert_msg(st == KILN_OK, "%s: %s", g->file, r.diagnostics ? r.diagnostics : "");
+    row->mma = count(r.output, "mma.sync");
+    row->ldm = count(r.output, "ldmatrix");
+    row->cpa = count(r.output, "cp.async.cg");
+    kiln_compile_result_free(&r);
+}
+
+static void run_interp(const Prog *g, Prob *p, const Sched *s)
+{
+    char *src = read_src(g->file);
+    Arena arena;
+    arena_init(&arena);
+    Diag d;
+    diag_init(&d, g->file, src);
+    AstFile *af = ast_parse(&arena, &d, g->file, src);
+    ck_assert_msg(af && !d.nerrors, "%s", d.out.data ? d.out.data : "");
+    KilnDefine kd[8];
+    char buf[8][16];
+    int nd = make_defines(g, p, s, kd, buf);
+    LangDefine defs[8];
+    for (int i = 0; i < nd; i++) defs[i] = (LangDefine){kd[i].name, kd[i].value};
+    LangOptions lo = {.kernel = g->kernel, .defines = defs, .ndefines = nd};
+    IrModule *m = lang_compile(&arena, &d, af, &lo);
+    ck_assert_msg(m && !d.nerrors && m->nfuncs == 1, "%s", d.out.data ? d.out.data : "");
+    IrFunc *f = m->funcs[0];
+    StrBuf err;
+    sb_init(&err);
+    ck_assert_msg(pass_pipeline(f, NULL, NULL, &err), "%s", err.data ? err.data : "");
+    size_t cb = (size_t)p->M * p->N * 4;
+    p->interp = malloc(cb);
+    memset(p->interp, 0xFF, cb);
+    InterpBuffer ib[3] = {{p->a, (size_t)p->M * p->K * 2, "A"}, {p->b, (size_t)p->K * p->N * 2, "B"},
+                          {p->interp, cb, "C"}};
+    InterpArg args[16];
+    memset(args, 0, sizeof args);
+    for (int i = 0; i < f->nparams; i++) {
+        const char *nm = f->params[i]->name;
+        if (!strcmp(nm, "A")) args[i].ptr = p->a;
+        else if (!strcmp(nm, "B")) args[i].ptr = p->b;
+        else if (!strcmp(nm, "C")) args[i].ptr = p->interp;
+        else if (!strcmp(nm, "M")) args[i].i = p->M;
+        else if (!strcmp(nm, "N") || !strcmp(nm, "stride_bk") || !strcmp(nm, "stride_cm")) args[i].i = p->N;
+        else if (!strcmp(nm, "K") || !strcmp(nm, "stride_am")) args[i].i = p->K;
+        else args[i].i = 1; /* stride_ak, stride_bn, stride_cn */
+    }
+    int grid[3] = {(p->M + s->bm - 1) / s->bm, (p->N + s->bn - 1) / s->bn, 1};
+    InterpOptions io = {.grid = {grid[0], grid[1], 1}, .buffers = ib, .nbuffers = 3};
+    ck_assert_msg(interp_run(f, args, f->nparams, &io, &err) == 0, "%s", err.data ? err.data : "");
+    sb_free(&err);
+    diag_free(&d);
+    arena_free(&arena);
+    free(src);
+}
+
+static KilnArg arg_for(const char *nm, const Prob *p, KilnDevPtr da, KilnDevPtr db, KilnDevPtr dc)
+{
+    if (!strcmp(nm, "A")) return kiln_arg_ptr(da);
+    if (!strcmp(nm, "B")) return kiln_arg_ptr(db);
+    if (!strcmp(nm, "C")) return kiln_arg_ptr(dc);
+    if (!strcmp(nm, "M")) return kiln_arg_i32(p->M);
+    if (!strcmp(nm, "N") || !strcmp(nm, "stride_bk") || !strcmp(nm, "stride_cm")) return kiln_arg_i32(p->N);
+    if (!strcmp(nm, "K") || !strcmp(nm, "stride_am")) return kiln_arg_i32(p->K);
+    return kiln_arg_i32(1);
+}
+
+enum { TAIL = 1024 }; /* poisoned floats after C that must survive */
+
+static void run_case(const Prog *g, Prob *p, const Sched *s)
+{
+    Row *row = &g_rows[g_nrows++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->what, sizeof row->what, "%s %s", g->strided ? "matmul.tile" : "matmul_tc", p->bf ? "bf16" : "f16");
+    snprintf(row->shape, sizeof row->shape, "%dx%dx%d", p->M, p->N, p->K);
+    snprintf(row->sched, sizeof row->sched, "%dx%dx%d w%d s%d", s->bm, s->bn, s->bk, s->warps, s->stages);
+    row->err_ref = row->err_interp = NAN;
+    row->ms = NAN;
+    if (!p->interp) run_interp(g, p, s);
+    char *src = read_src(g->file);
+    KilnDefine kd[8];
+    char buf[8][16];
+    KilnCompileOptions o = {.kernel = g->kernel, .defines = kd, .ndefines = make_defines(g, p, s, kd, buf),
+                            .num_warps = s->warps, .num_stages = s->stages};
+    ptx_counts(g, src, &o, row);
+    KilnModule *m = NULL;
+    KilnStatus st = kiln_module_compile(g_dev, g->file, src, &o, &m);
+    ck_assert_msg(st == KILN_OK, "%s %s: compile: %s", row->what, row->sched, kiln_last_error());
+    free(src);
+    KilnKernel *k = NULL;
+    ck_assert_msg(kiln_kernel_get(m, g->kernel, &k) == KILN_OK, "%s", kiln_last_error());
+    const KilnKernelInfo *ki = kiln_kernel_info(k);
+    size_t cn = (size_t)p->M * p->N;
+    KilnDevPtr da, db, dc;
+    ck_assert(kiln_malloc(g_dev, (size_t)p->M * p->K * 2, &da) == KILN_OK);
+    ck_assert(kiln_malloc(g_dev, (size_t)p->K * p->N * 2, &db) == KILN_OK);
+    ck_assert(kiln_malloc(g_dev, (cn + TAIL) * 4, &dc) == KILN_OK);
+    ck_assert(kiln_memcpy_htod(g_dev, da, p->a, (size_t)p->M * p->K * 2) == KILN_OK);
+    ck_assert(kiln_memcpy_htod(g_dev, db, p->b, (size_t)p->K * p->N * 2) == KILN_OK);
+    ck_assert(kiln_memset(g_dev, dc, 0xFF, (cn + TAIL) * 4) == KILN_OK);
+    KilnArg args[16];
+    for (int i = 0; i < ki->nparams; i++) args[i] = arg_for(ki->params[i].name, p, da, db, dc);
+    int grid[3] = {(p->M + s->bm - 1) / s->bm, (p->N + s->bn - 1) / s->bn, 1};
+    st = kiln_launch(k, grid, NULL, args, ki->nparams);
+    ck_assert_msg(st == KILN_OK, "launch: %s", kiln_last_error());
+    st = kiln_synchronize(g_dev);
+    ck_assert_msg(st == KILN_OK, "%s %s %s: running: %s", row->what, row->shape, row->sched, kiln_last_error());
+    float *c = malloc((cn + TAIL) * 4);
+    ck_assert(kiln_memcpy_dtoh(g_dev, c, dc, (cn + TAIL) * 4) == KILN_OK);
+    float ms = NAN;
+    if (kiln_time_launch(k, grid, NULL, args, ki->nparams, 10, &ms) == KILN_OK) row->ms = ms;
+    row->tflops = 2.0 * p->M * p->N * p->K / (ms * 1e-3) / 1e12;
+    kiln_free(g_dev, da), kiln_free(g_dev, db), kiln_free(g_dev, dc);
+    kiln_module_free(m);
+    for (size_t i = cn; i < cn + TAIL; i++) {
+        uint32_t u;
+        memcpy(&u, &c[i], 4);
+        ck_assert_msg(u == 0xFFFFFFFFu, "%s %s: wrote past C (element %zu)", row->what, row->sched, i);
+    }
+    double scale = p->max_ref > 1 ? p->max_ref : 1, er = 0, ei = 0;
+    for (size_t i = 0; i < cn; i++) {
+        double d1 = fabs((double)c[i] - p->ref[i]), d2 = fabs((double)c[i] - p->interp[i]);
+        if (!(d1 <= er)) er = d1; /* NaN (an element never written) propagates */
+        if (!(d2 <= ei)) ei = d2;
+    }
+    row->err_ref = er / scale;
+    row->err_interp = ei / scale;
+    /* Products of f16/bf16 are exact in f32; only the f32 summation order
+     * differs (tensor cores, block order): errors grow like sqrt(K). A wrong fragment
+     * mapping or a stale pipeline stage gives errors of order 1. */
+    row->tol = 1e-4 * (p->K > 64 ? sqrt(p->K / 64.0) : 1.0);
+    row->pass = row->err_ref <= row->tol && row->err_interp <= row->tol;
+    free(c);
+    ck_assert_msg(row->pass, "%s %s %s: error %.3g vs float64, %.3g vs interpreter (tolerance %.3g)", row->what,
+                  row->shape, row->sched, row->err_ref, row->err_interp, row->tol);
+}
+
+static const Prog TC_F16 = {"tools/bench/matmul_tc.tile", "matmul_tc_f16", false};
+static const Prog TC_BF16 = {"tools/bench/matmul_tc.tile", "matmul_tc_bf16", false};
+static const Prog EXAMPLE = {"examples/matmul.tile", "matmul", true};
+
+static const Sched SCHEDS[] = {
+    {64, 64, 32, 4, 1},  {64, 64, 32, 4, 2},   {64, 64, 32, 4, 3},   {64, 64, 32, 4, 4},
+    {128, 128, 32, 4, 3}, {128, 64, 64, 4, 4}, {128, 256, 32, 8, 3}, {32, 32, 16, 1, 2},
+    {16, 16, 16, 1, 3},  {64, 128, 64, 8, 2},
+};
+enum { NSCHED = sizeof SCHEDS / sizeof SCHEDS[0] };
+
+static void sweep(const Prog *g, int M, int N, int K, bool bf, int first, int last)
+{
+    Prob p;
+    prob_init(&p, M, N, K, bf);
+    for (int i = first; i <= last && i < NSCHED; i++) run_case(g, &p, &SCHEDS[i]);
+    prob_free(&p);
+}
+
+START_TEST(square_f16) { sweep(&TC_F16, 256, 256, 256, false, 0, NSCHED - 1); }
+END_TEST
+START_TEST(square_bf16) { sweep(&TC_BF16, 256, 256, 256, true, 0, NSCHED - 1); }
+END_TEST
+/* N, K multiples of 8: cp.async with zero-filled rows past M and k's past K;
+ * K = 72 with BLOCK_K 64 gives 2 iterations (fewer than 3-4 stages). */
+START_TEST(ragged_aligned_f16) { sweep(&TC_F16, 200, 136, 72, false, 0, NSCHED - 1); }
+END_TEST
+START_TEST(ragged_aligned_bf16) { sweep(&TC_BF16, 333, 200, 1000, true, 0, NSCHED - 1); }
+END_TEST
+/* N, K not multiples of 8: plain loads, still tensor cores. */
+START_TEST(ragged_unaligned) { sweep(&TC_F16, 131, 130, 77, false, 0, NSCHED - 1); }
+END_TEST
+/* One k-step (K = 16): trip count 1 for every pipeline depth; and K = 8 < BLOCK_K. */
+START_TEST(short_loops)
+{
+    sweep(&TC_F16, 70, 64, 16, false, 0, 3);
+    sweep(&TC_BF16, 64, 40, 8, true, 0, 3);
+}
+END_TEST
+START_TEST(examples_matmul) { sweep(&EXAMPLE, 200, 130, 77, false, 0, 5); }
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("gpu_matmul");
+    TCase *tc = tcase_create("matmul");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, square_f16);
+    tcase_add_test(tc, square_bf16);
+    tcase_add_test(tc, ragged_aligned_f16);
+    tcase_add_test(tc, ragged_aligned_bf16);
+    tcase_add_test(tc, ragged_unaligned);
+    tcase_add_test(tc, short_loops);
+    tcase_add_test(tc, examples_matmul);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static void print_table(void)
+{
+    printf("\n| case | shape | schedule (BMxBNxBK warps stages) | mma/ldmatrix/cp.async in PTX | err/f64 | err/interp "
+           "| tol | ms | TFLOP/s | result |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < g_nrows; i++) {
+        Row *r = &g_rows[i];
+        printf("| %s | %s | %s | %d/%d/%d | %.3g | %.3g | %.2g | %.4f | %.2f | %s |\n", r->what, r->shape, r->sched,
+               r->mma, r->ldm, r->cpa, r->err_ref, r->err_interp, r->tol, (double)r->ms, r->tflops,
+               r->pass ? "PASS" : "FAIL");
+    }
+}
+
+int main(void)
+{
+    KilnStatus st = kiln_init(&g_dev, 0);
+    if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
+        printf("SKIP: no GPU (%s)\n", kiln_last_error());
+        return EXIT_SUCCESS;
+    }
+    if (st != KILN_OK) {
+        printf("FAIL: kiln_init: %s: %s\n", kiln_status_name(st), kiln_last_error());
+        return EXIT_FAILURE;
+    }
+    kiln_device_info(g_dev, &g_info);
+    printf("device: %s (%s, %d SMs)\n", g_info.name, g_info.arch, g_info.sm_count);
+    char dir[] = "/tmp/kiln-gpu-mm-cache-XXXXXX";
+    if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
+    SRunner *sr = srunner_create(suite());
+    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    print_table();
+    kiln_shutdown(g_dev);
+    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
