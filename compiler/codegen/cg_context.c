@@ -1,0 +1,219 @@
+/* cg_context.c — the lowering context: cached LLVM types, value map, thread
+ * ids, the runtime form of the layout index arithmetic, scratch SRAM and
+ * scalar conversions shared by every op family.
+ *
+ * Invariant: the runtime index of a register (cg_reg_index) is the exact LLVM
+ * image of cg_geom_index in layout.c, which the unit tests check on the CPU.
+ */
+#include "cg_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+LLVMTypeRef cg_type(CgCtx *c, IrElem e)
+{
+    switch (e) {
+    case IR_I1: return c->t_i1;
+    case IR_I8: case IR_U8: return c->t_i8;
+    case IR_I16: case IR_U16: return c->t_i16;
+    case IR_I32: case IR_U32: return c->t_i32;
+    case IR_I64: case IR_U64: return c->t_i64;
+    case IR_F16: return c->t_f16;
+    case IR_BF16: return c->t_bf16;
+    case IR_F32: return c->t_f32;
+    case IR_F64: return c->t_f64;
+    case IR_PTR: return c->t_gptr;
+    default: return c->t_i32;
+    }
+}
+
+LLVMTypeRef cg_mem_type(CgCtx *c, IrElem e) { return e == IR_I1 ? c->t_i8 : cg_type(c, e); }
+
+int cg_elem_bytes(IrElem e)
+{
+    int bits = ir_elem_bits(e);
+    return bits < 8 ? 1 : bits / 8;
+}
+
+LLVMValueRef cg_i32(CgCtx *c, int64_t v) { return LLVMConstInt(c->t_i32, (unsigned long long)v, 1); }
+LLVMValueRef cg_i64(CgCtx *c, int64_t v) { return LLVMConstInt(c->t_i64, (unsigned long long)v, 1); }
+
+LLVMValueRef cg_call(CgCtx *c, const char *name, LLVMTypeRef ret, int n, LLVMTypeRef *ptys,
+                     LLVMValueRef *args)
+{
+    LLVMTypeRef ft = LLVMFunctionType(ret, ptys, (unsigned)n, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, name);
+    if (!fn) fn = LLVMAddFunction(c->mod, name, ft);
+    return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)n, "");
+}
+
+LLVMValueRef cg_asm(CgCtx *c, LLVMTypeRef ret, const char *text, const char *cons, int n,
+                    LLVMValueRef *args, bool side_effects)
+{
+    LLVMTypeRef ptys[16];
+    for (int i = 0; i < n && i < 16; i++) ptys[i] = LLVMTypeOf(args[i]);
+    LLVMTypeRef ft = LLVMFunctionType(ret, ptys, (unsigned)n, 0);
+    LLVMValueRef a = LLVMGetInlineAsm(ft, text, strlen(text), cons, strlen(cons), side_effects, 0,
+                                      LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(c->b, ft, a, args, (unsigned)n, "");
+}
+
+void cg_barrier(CgCtx *c) { cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL); }
+
+LLVMBasicBlockRef cg_block(CgCtx *c, const char *what)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%d", what, c->name_counter++);
+    return LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+}
+
+CgTile *cg_get(CgCtx *c, const IrValue *v)
+{
+    CgTile *t = &c->vals[v->id];
+    if (!t->r) {
+        if (!c->failed) INTERNAL_ERROR("codegen: value %%%d used before it was lowered", v->id);
+        c->failed = true;
+        /* Hand back something well-formed so callers need no NULL checks. */
+        int n = 1;
+        CgGeom g;
+        if (v->type.rank && cg_geom_of(c, v, &g)) n = g.nregs;
+        t->r = ARENA_ARRAY(c->arena, LLVMValueRef, n);
+        for (int i = 0; i < n; i++) t->r[i] = LLVMGetUndef(cg_type(c, (IrElem)v->type.elem));
+        t->n = n;
+    }
+    return t;
+}
+
+CgTile *cg_set(CgCtx *c, const IrValue *v, int n)
+{
+    CgTile *t = &c->vals[v->id];
+    t->r = ARENA_ARRAY(c->arena, LLVMValueRef, n);
+    t->n = n;
+    return t;
+}
+
+bool cg_geom_of(CgCtx *c, const IrValue *v, CgGeom *g)
+{
+    if (v->type.rank == 0) {
+        memset(g, 0, sizeof *g);
+        g->nregs = 1;
+        return true;
+    }
+    if (!cg_geom(c->f, v->layout, v->type, g)) {
+        if (!c->failed) INTERNAL_ERROR("codegen: value %%%d has no usable layout", v->id);
+        c->failed = true;
+        memset(g, 0, sizeof *g);
+        g->nregs = 1;
+        return false;
+    }
+    return true;
+}
+
+void cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base)
+{
+    for (int d = 0; d < g->rank; d++) {
+        LLVMValueRef ld = LLVMBuildLShr(c->b, c->lane, cg_i32(c, ilog2(g->lane_stride[d])), "");
+        ld = LLVMBuildAnd(c->b, ld, cg_i32(c, g->tpw[d] - 1), "");
+        LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(g->warp_stride[d])), "");
+        wd = LLVMBuildAnd(c->b, wd, cg_i32(c, g->wpc[d] - 1), "");
+        LLVMValueRef b = LLVMBuildMul(c->b, wd, cg_i32(c, g->spt[d] * g->tpw[d]), "");
+        base[d] = LLVMBuildAdd(c->b, b, LLVMBuildMul(c->b, ld, cg_i32(c, g->spt[d]), ""), "");
+    }
+}
+
+void cg_reg_index(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg, LLVMValueRef *idx)
+{
+    int rd[CG_MAX_RANK];
+    cg_geom_reg_dims(g, reg, rd);
+    for (int i = 0; i < g->vrank; i++) {
+        int d = g->vdims[i];
+        LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, cg_geom_const_part(g, d, rd[d])), "");
+        idx[i] = LLVMBuildAnd(c->b, x, cg_i32(c, g->shape[d] - 1), "");
+    }
+}
+
+LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg)
+{
+    int rd[CG_MAX_RANK];
+    cg_geom_reg_dims(g, reg, rd);
+    LLVMValueRef ok = LLVMConstInt(c->t_i1, 1, 0);
+    for (int d = 0; d < g->rank; d++) {
+        if (g->shape[d] >= g->cta[d]) continue;
+        LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, cg_geom_const_part(g, d, rd[d])), "");
+        LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntULT, x, cg_i32(c, g->shape[d]), "");
+        ok = LLVMBuildAnd(c->b, ok, in, "");
+    }
+    return ok;
+}
+
+LLVMValueRef cg_flat_index(CgCtx *c, IrType t, LLVMValueRef *idx)
+{
+    LLVMValueRef flat = cg_i32(c, 0);
+    int stride = 1;
+    for (int i = t.rank - 1; i >= 0; i--) {
+        flat = LLVMBuildAdd(c->b, flat, LLVMBuildMul(c->b, idx[i], cg_i32(c, stride), ""), "");
+        stride *= t.shape[i];
+    }
+    return flat;
+}
+
+LLVMValueRef cg_smem_ptr(CgCtx *c, LLVMValueRef byte_off)
+{
+    return LLVMBuildGEP2(c->b, c->t_i8, c->smem, &byte_off, 1, "");
+}
+
+void cg_use_scratch(CgCtx *c, const char *what, const IrValue *v, int bytes)
+{
+    bytes = (bytes + 15) & ~15;
+    if (bytes > c->smem_bytes) c->smem_bytes = bytes;
+    CgScratch *s = ARENA_NEW(c->arena, CgScratch);
+    s->what = what;
+    s->value_id = v ? v->id : -1;
+    s->bytes = bytes;
+    vec_push(c->arena, &c->scratch, s);
+}
+
+void cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...)
+{
+    if (c->failed) return;
+    c->failed = true;
+    if (op && op->loc.line) sb_printf(c->err, "%s:%d:%d: ", op->loc.file ? op->loc.file : "?", op->loc.line,
+                                      op->loc.col);
+    sb_puts(c->err, "error: ");
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(c->err, fmt, ap);
+    va_end(ap);
+    sb_puts(c->err, "\n");
+}
+
+static LLVMValueRef float_to_float(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to)
+{
+    if ((from == IR_F16 && to == IR_BF16) || (from == IR_BF16 && to == IR_F16)) {
+        v = LLVMBuildFPExt(c->b, v, c->t_f32, "");
+        from = IR_F32;
+    }
+    if (ir_elem_bits(to) > ir_elem_bits(from)) return LLVMBuildFPExt(c->b, v, cg_type(c, to), "");
+    return LLVMBuildFPTrunc(c->b, v, cg_type(c, to), ""); /* cvt.rn: round to nearest even */
+}
+
+LLVMValueRef cg_convert_scalar(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to)
+{
+    if (from == to) return v;
+    LLVMTypeRef tt = cg_type(c, to);
+    bool ff = ir_elem_is_float(from), tf = ir_elem_is_float(to);
+    if (from == IR_PTR) return LLVMBuildPtrToInt(c->b, v, tt, "");
+    if (to == IR_PTR) return LLVMBuildIntToPtr(c->b, v, tt, "");
+    if (to == IR_I1) {
+        if (ff) return LLVMBuildFCmp(c->b, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
+        return LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+    }
+    if (ff && tf) return float_to_float(c, v, from, to);
+    if (ff) return ir_elem_is_signed(to) ? LLVMBuildFPToSI(c->b, v, tt, "") : LLVMBuildFPToUI(c->b, v, tt, "");
+    bool sgn = ir_elem_is_signed(from);
+    if (tf) return sgn ? LLVMBuildSIToFP(c->b, v, tt, "") : LLVMBuildUIToFP(c->b, v, tt, "");
+    int fb = ir_elem_bits(from), tb = ir_elem_bits(to);
+    if (tb > fb) return sgn ? LLVMBuildSExt(c->b, v, tt, "") : LLVMBuildZExt(c->b, v, tt, "");
+    if (tb < fb) return LLVMBuildTrunc(c->b, v, tt, "");
+    return v;
+}

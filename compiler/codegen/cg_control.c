@@ -1,0 +1,135 @@
+/* cg_control.c — structured control flow: for, if, assert.
+ *
+ * for (lo, hi, step, inits...) { ^(iv, carried...): ... yield next... }
+ *   preheader -> header: iv and one phi per register of each carried value;
+ *                        iv < hi ? body : exit
+ *             -> body ... latch: iv + step, br header
+ *             -> exit: the results are the header's phis.
+ * The layout pass gave each carried block argument, its init, its yield
+ * operand and the loop result one layout, so the register counts agree.
+ * if (cond) then/else: both arms end in a yield; the merge block has one phi
+ * per register of each result. The condition is a scalar, so every thread of
+ * the CTA takes the same arm and barriers inside arms are safe.
+ * assert(cond): any false element of this thread traps (llvm.trap).
+ */
+#include "cg_internal.h"
+
+static IrOp *region_yield(IrBlock *b) { return b->last && b->last->op == IR_YIELD ? b->last : NULL; }
+
+static bool lower_for(CgCtx *c, IrOp *op)
+{
+    IrBlock *body = op->regions[0];
+    IrElem ie = (IrElem)op->args[0]->type.elem;
+    LLVMValueRef lo = cg_get(c, op->args[0])->r[0];
+    LLVMValueRef hi = cg_get(c, op->args[1])->r[0];
+    LLVMValueRef step = cg_get(c, op->args[2])->r[0];
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef header = cg_block(c, "for_header"), bb = cg_block(c, "for_body"),
+                      exit = cg_block(c, "for_exit");
+    LLVMBuildBr(c->b, header);
+    LLVMPositionBuilderAtEnd(c->b, header);
+    LLVMValueRef iv = LLVMBuildPhi(c->b, cg_type(c, ie), "iv");
+    cg_set(c, body->args[0], 1)->r[0] = iv;
+    int ncar = op->nargs - 3;
+    for (int i = 0; i < ncar; i++) {
+        CgTile *init = cg_get(c, op->args[3 + i]);
+        CgTile *t = cg_set(c, body->args[i + 1], init->n);
+        for (int r = 0; r < init->n; r++) {
+            t->r[r] = LLVMBuildPhi(c->b, LLVMTypeOf(init->r[r]), "");
+            LLVMAddIncoming(t->r[r], &init->r[r], &pre, 1);
+        }
+    }
+    LLVMValueRef cond = LLVMBuildICmp(c->b, ir_elem_is_signed(ie) ? LLVMIntSLT : LLVMIntULT, iv, hi, "");
+    LLVMBuildCondBr(c->b, cond, bb, exit);
+    LLVMPositionBuilderAtEnd(c->b, bb);
+    if (!cg_lower_block(c, body)) return false;
+    IrOp *y = region_yield(body);
+    LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, header);
+    LLVMAddIncoming(iv, &lo, &pre, 1);
+    LLVMAddIncoming(iv, &next, &latch, 1);
+    for (int i = 0; i < ncar; i++) {
+        CgTile *t = cg_get(c, body->args[i + 1]);
+        CgTile *yv = y && i < y->nargs ? cg_get(c, y->args[i]) : NULL;
+        if (!yv || yv->n != t->n) {
+            INTERNAL_ERROR("codegen: loop-carried value %d changes register count", i);
+            return false;
+        }
+        for (int r = 0; r < t->n; r++) LLVMAddIncoming(t->r[r], &yv->r[r], &latch, 1);
+        CgTile *res = cg_set(c, op->res[i], t->n);
+        for (int r = 0; r < t->n; r++) res->r[r] = t->r[r];
+    }
+    LLVMPositionBuilderAtEnd(c->b, exit);
+    return true;
+}
+
+/* Lowers one arm; returns its end block, and its yield through *y. */
+static LLVMBasicBlockRef lower_arm(CgCtx *c, IrOp *op, int r, LLVMBasicBlockRef bb, LLVMBasicBlockRef merge,
+                                   IrOp **y)
+{
+    LLVMPositionBuilderAtEnd(c->b, bb);
+    *y = NULL;
+    if (r < op->nregions) {
+        if (!cg_lower_block(c, op->regions[r])) return NULL;
+        *y = region_yield(op->regions[r]);
+    }
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, merge);
+    return end;
+}
+
+static bool lower_if(CgCtx *c, IrOp *op)
+{
+    LLVMValueRef cond = cg_get(c, op->args[0])->r[0];
+    LLVMBasicBlockRef tb = cg_block(c, "if_then"), eb = cg_block(c, "if_else"), merge = cg_block(c, "if_end");
+    LLVMBuildCondBr(c->b, cond, tb, eb);
+    IrOp *ty, *ey;
+    LLVMBasicBlockRef tend = lower_arm(c, op, 0, tb, merge, &ty);
+    if (!tend) return false;
+    LLVMBasicBlockRef eend = lower_arm(c, op, 1, eb, merge, &ey);
+    if (!eend) return false;
+    LLVMPositionBuilderAtEnd(c->b, merge);
+    for (int i = 0; i < op->nres; i++) {
+        if (!ty || !ey || i >= ty->nargs || i >= ey->nargs) {
+            INTERNAL_ERROR("codegen: 'if' with results needs a yield in both arms");
+            return false;
+        }
+        CgTile *a = cg_get(c, ty->args[i]), *b = cg_get(c, ey->args[i]);
+        if (a->n != b->n) {
+            INTERNAL_ERROR("codegen: 'if' arms yield different register counts");
+            return false;
+        }
+        CgTile *t = cg_set(c, op->res[i], a->n);
+        for (int r = 0; r < a->n; r++) {
+            t->r[r] = LLVMBuildPhi(c->b, LLVMTypeOf(a->r[r]), "");
+            LLVMAddIncoming(t->r[r], &a->r[r], &tend, 1);
+            LLVMAddIncoming(t->r[r], &b->r[r], &eend, 1);
+        }
+    }
+    return true;
+}
+
+static bool lower_assert(CgCtx *c, IrOp *op)
+{
+    CgTile *t = cg_get(c, op->args[0]);
+    LLVMValueRef all = LLVMConstInt(c->t_i1, 1, 0);
+    for (int i = 0; i < t->n; i++) all = LLVMBuildAnd(c->b, all, t->r[i], "");
+    LLVMBasicBlockRef fail = cg_block(c, "assert_fail"), ok = cg_block(c, "assert_ok");
+    LLVMBuildCondBr(c->b, all, ok, fail);
+    LLVMPositionBuilderAtEnd(c->b, fail);
+    cg_call(c, "llvm.trap", c->t_void, 0, NULL, NULL);
+    LLVMBuildUnreachable(c->b);
+    LLVMPositionBuilderAtEnd(c->b, ok);
+    return true;
+}
+
+bool cg_lower_control(CgCtx *c, IrOp *op)
+{
+    switch (op->op) {
+    case IR_FOR: return lower_for(c, op);
+    case IR_IF: return lower_if(c, op);
+    case IR_ASSERT: return lower_assert(c, op);
+    default: return false;
+    }
+}

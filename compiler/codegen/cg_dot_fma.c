@@ -1,0 +1,57 @@
+/* cg_dot_fma.c — dot on CUDA cores: acc[M,N] + a[M,K] @ b[K,N] with FMAs.
+ *
+ * The layout pass gives the accumulator a blocked layout C and converts the
+ * operands to "dot operand" blocked layouts built from C: A keeps C's
+ * distribution of rows and holds all K columns in every thread (spt =
+ * [spt_C[0], K]); B keeps C's columns and holds all K rows. So for the C
+ * register with per-dim register indices (r0, r1), the A registers (r0, k) and
+ * B registers (k, r1) are exactly row m and column n of that output element,
+ * and each output is a chain of K fmas in k order, in f32 for f16/bf16/f32
+ * operands (i32 for integer operands). Correct for any power-of-two M, N, K;
+ * the tensor-core path replaces this for speed.
+ */
+#include "cg_internal.h"
+
+bool cg_lower_dot(CgCtx *c, IrOp *op)
+{
+    IrValue *a = op->args[0], *b = op->args[1], *acc = op->args[2], *res = op->res[0];
+    CgGeom ga, gb, gc;
+    if (!cg_geom_of(c, a, &ga) || !cg_geom_of(c, b, &gb) || !cg_geom_of(c, res, &gc)) return false;
+    int K = a->type.shape[1];
+    if (ga.nregs_dim[1] != K || gb.nregs_dim[0] != K || ga.nregs_dim[0] != gc.nregs_dim[0] ||
+        gb.nregs_dim[1] != gc.nregs_dim[1] || acc->layout != res->layout) {
+        INTERNAL_ERROR("codegen: dot operands are not in dot-operand layouts of the result");
+        return false;
+    }
+    IrElem ea = (IrElem)a->type.elem, eb = (IrElem)b->type.elem, er = (IrElem)res->type.elem;
+    bool fl = ir_elem_is_float(er);
+    IrElem we = fl ? (er == IR_F64 ? IR_F64 : IR_F32) : IR_I32;
+    LLVMTypeRef wt = cg_type(c, we);
+    LLVMTypeRef pt[3] = {wt, wt, wt};
+    const char *fma = we == IR_F64 ? "llvm.fma.f64" : "llvm.fma.f32";
+    CgTile *ta = cg_get(c, a), *tb = cg_get(c, b), *tc = cg_get(c, acc);
+    /* Convert each operand register once, not once per use. */
+    LLVMValueRef *av = ARENA_ARRAY(c->arena, LLVMValueRef, ta->n);
+    LLVMValueRef *bv = ARENA_ARRAY(c->arena, LLVMValueRef, tb->n);
+    for (int i = 0; i < ta->n; i++) av[i] = cg_convert_scalar(c, ta->r[i], ea, we);
+    for (int i = 0; i < tb->n; i++) bv[i] = cg_convert_scalar(c, tb->r[i], eb, we);
+    CgTile *t = cg_set(c, res, gc.nregs);
+    for (int j = 0; j < gc.nregs; j++) {
+        int rd[CG_MAX_RANK], ra[2], rb[2];
+        cg_geom_reg_dims(&gc, j, rd);
+        LLVMValueRef s = cg_convert_scalar(c, tc->r[j], (IrElem)acc->type.elem, we);
+        for (int k = 0; k < K; k++) {
+            ra[0] = rd[0], ra[1] = k;
+            rb[0] = k, rb[1] = rd[1];
+            LLVMValueRef x = av[cg_geom_reg_of(&ga, ra)], y = bv[cg_geom_reg_of(&gb, rb)];
+            if (fl) {
+                LLVMValueRef args[3] = {x, y, s};
+                s = cg_call(c, fma, wt, 3, pt, args);
+            } else {
+                s = LLVMBuildAdd(c->b, s, LLVMBuildMul(c->b, x, y, ""), "");
+            }
+        }
+        t->r[j] = cg_convert_scalar(c, s, we, er);
+    }
+    return true;
+}

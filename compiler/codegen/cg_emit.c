@@ -1,0 +1,214 @@
+/* cg_emit.c — from the lowered LLVM module to text/PTX/cubin.
+ *
+ * Order: LLVMVerifyModule (a failure is an internal error carrying the
+ * verifier's message), the target machine (nvptx64-nvidia-cuda, CPU =
+ * opts->arch, +ptx80 so that PTX ISA 8.0 is emitted: sm_90a needs it),
+ * LLVM's "default<O3>" pipeline, then by stage: the module text, PTX through
+ * LLVMTargetMachineEmitToMemoryBuffer, or a cubin from ptxas (KILN_PTXAS, else
+ * /usr/local/cuda/bin/ptxas, else `ptxas` on PATH) run on a temporary file.
+ * LLVM is initialised once per process (pthread_once); -nvptx-short-ptr makes
+ * shared-memory pointers 32-bit.
+ */
+#include "cg_internal.h"
+
+#include <errno.h>
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Support.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CG_TRIPLE "nvptx64-nvidia-cuda"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void llvm_init_once(void)
+{
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+    const char *argv[] = {"kiln", "-nvptx-short-ptr"};
+    LLVMParseCommandLineOptions(2, argv, NULL);
+}
+
+bool cg_llvm_init(StrBuf *err)
+{
+    pthread_once(&init_once, llvm_init_once);
+    LLVMTargetRef t;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(CG_TRIPLE, &t, &msg)) {
+        sb_printf(err, "internal error: codegen: no NVPTX target in this LLVM: %s\n", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    return true;
+}
+
+static LLVMTargetMachineRef make_tm(CgCtx *c)
+{
+    LLVMTargetRef t;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(CG_TRIPLE, &t, &msg)) {
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->arch, "+ptx80", LLVMCodeGenLevelAggressive,
+                                   LLVMRelocDefault, LLVMCodeModelDefault);
+}
+
+/* ---- ptxas ---- */
+static bool is_exec(const char *p) { return p && access(p, X_OK) == 0; }
+
+static char *find_ptxas(Arena *a)
+{
+    const char *env = getenv("KILN_PTXAS");
+    if (env && *env) return arena_strdup(a, env);
+    if (is_exec("/usr/local/cuda/bin/ptxas")) return arena_strdup(a, "/usr/local/cuda/bin/ptxas");
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        char *cand = arena_printf(a, "%.*s/ptxas", (int)n, path);
+        if (n && is_exec(cand)) return cand;
+        path = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+static bool write_file(const char *path, const char *data, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return false;
+    bool ok = fwrite(data, 1, n, fp) == n;
+    return fclose(fp) == 0 && ok;
+}
+
+/* Runs ptxas on `ptx`; the cubin bytes go to `out`. */
+static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out)
+{
+    char *ptxas = find_ptxas(c->arena);
+    if (!ptxas) {
+        sb_puts(c->err, "error: ptxas not found: install the CUDA toolkit (/usr/local/cuda/bin/ptxas), put "
+                        "ptxas on PATH or set KILN_PTXAS\n");
+        return false;
+    }
+    char dir[] = "/tmp/kiln-ptxas-XXXXXX";
+    if (!mkdtemp(dir)) {
+        sb_printf(c->err, "error: cannot create a temporary directory: %s\n", strerror(errno));
+        return false;
+    }
+    char *in = arena_printf(c->arena, "%s/kernel.ptx", dir);
+    char *cub = arena_printf(c->arena, "%s/kernel.cubin", dir);
+    char *log = arena_printf(c->arena, "%s/ptxas.log", dir);
+    bool ok = write_file(in, ptx, n);
+    if (ok) {
+        char *arch = arena_printf(c->arena, "-arch=%s", c->opts->arch);
+        pid_t pid = fork();
+        if (pid == 0) {
+            FILE *lf = freopen(log, "w", stderr);
+            if (lf) dup2(fileno(stderr), 1);
+            execl(ptxas, ptxas, arch, "-o", cub, in, (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (!ok) {
+            size_t ln = 0;
+            char *msg = read_file_text(log, &ln);
+            if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+                sb_printf(c->err, "error: cannot run ptxas at '%s'\n", ptxas);
+            else
+                sb_printf(c->err, "error: ptxas (%s %s) rejected the kernel:\n%s", ptxas, arch, msg ? msg : "");
+            free(msg);
+        }
+    } else {
+        sb_printf(c->err, "error: cannot write %s\n", in);
+    }
+    if (ok) {
+        size_t ln = 0;
+        char *bytes = read_file_text(cub, &ln);
+        if (!bytes) {
+            sb_printf(c->err, "error: ptxas wrote no cubin at %s\n", cub);
+            ok = false;
+        } else {
+            sb_putn(out, bytes, ln);
+            free(bytes);
+        }
+    }
+    unlink(in);
+    unlink(cub);
+    unlink(log);
+    rmdir(dir);
+    return ok;
+}
+
+static bool emit_ptx(CgCtx *c, LLVMTargetMachineRef tm, StrBuf *out)
+{
+    char *msg = NULL;
+    LLVMMemoryBufferRef buf = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, c->mod, LLVMAssemblyFile, &msg, &buf)) {
+        sb_printf(c->err, "internal error: codegen: PTX emission failed: %s\n", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    sb_putn(out, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+    LLVMDisposeMemoryBuffer(buf);
+    return true;
+}
+
+bool cg_emit(CgCtx *c, CgResult *res)
+{
+    char *msg = NULL;
+    if (LLVMVerifyModule(c->mod, LLVMReturnStatusAction, &msg)) {
+        sb_printf(c->err, "internal error: codegen produced invalid LLVM IR: %s\n", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    LLVMDisposeMessage(msg);
+    if (c->opts->dump_after && (strcmp(c->opts->dump_after, "all") == 0 ||
+                                strcmp(c->opts->dump_after, "lower") == 0)) {
+        char *s = LLVMPrintModuleToString(c->mod);
+        sb_printf(&res->dumps, "; ----- LLVM IR after lower (%s), before O3 -----\n%s", c->f->name, s);
+        LLVMDisposeMessage(s);
+    }
+    LLVMTargetMachineRef tm = make_tm(c);
+    if (!tm) {
+        sb_puts(c->err, "internal error: codegen: cannot create the NVPTX target machine\n");
+        return false;
+    }
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(c->mod, td);
+    LLVMDisposeTargetData(td);
+    LLVMSetTarget(c->mod, CG_TRIPLE);
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(c->mod, "default<O3>", tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    bool ok = true;
+    if (e) {
+        char *em = LLVMGetErrorMessage(e);
+        sb_printf(c->err, "internal error: codegen: LLVM O3 pipeline failed: %s\n", em);
+        LLVMDisposeErrorMessage(em);
+        ok = false;
+    }
+    if (ok && c->opts->stage == CG_STAGE_LLVM) {
+        char *s = LLVMPrintModuleToString(c->mod);
+        sb_puts(&res->out, s);
+        LLVMDisposeMessage(s);
+    } else if (ok && c->opts->stage == CG_STAGE_PTX) {
+        ok = emit_ptx(c, tm, &res->out);
+    } else if (ok && c->opts->stage == CG_STAGE_CUBIN) {
+        StrBuf ptx;
+        sb_init(&ptx);
+        ok = emit_ptx(c, tm, &ptx) && run_ptxas(c, ptx.data, ptx.len, &res->out);
+        sb_free(&ptx);
+    }
+    LLVMDisposeTargetMachine(tm);
+    return ok;
+}

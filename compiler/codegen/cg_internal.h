@@ -1,0 +1,104 @@
+/* cg_internal.h — shared declarations of the GPU backend (compiler/codegen/).
+ *
+ * The backend works in three steps:
+ *   1. axis info (pass_axis_info.c): divisibility / contiguity / constancy of
+ *      integer and pointer tiles, used to vectorise memory accesses;
+ *   2. layout assignment (pass_layout_assign.c): every tile value gets a layout
+ *      (IrValue.layout indexes IrFunc.layouts, which holds CgLayout pointers);
+ *      convert_layout ops go where an operand's layout differs from the one its
+ *      user needs. The result is "GPU IR" (printed by layout.c);
+ *   3. lowering to per-thread LLVM IR (cg_*.c) and emission (cg_emit.c).
+ *
+ * Layouts and axis info are declared in cg_layout.h (no LLVM there).
+ */
+#ifndef KILN_CG_INTERNAL_H
+#define KILN_CG_INTERNAL_H
+
+#include "cg_layout.h"
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+/* ---- cg_context.c ---- */
+typedef struct CgTile {
+    LLVMValueRef *r;    /* registers, layout order (one for scalars) */
+    int n;
+} CgTile;
+
+typedef struct CgScratch {
+    const char *what;
+    int value_id;
+    int bytes;
+} CgScratch;
+
+typedef struct CgCtx {
+    IrFunc *f;
+    const CgOptions *opts;
+    Arena *arena;
+    StrBuf *err;
+    int sm;                      /* 80, 90 */
+    bool failed;
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;
+    LLVMValueRef smem;           /* @smem, addrspace(3) */
+    /* cached types */
+    LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f16, t_bf16, t_f32, t_f64;
+    LLVMTypeRef t_gptr, t_sptr;  /* ptr addrspace(1), ptr addrspace(3) */
+    /* per-thread ids, computed once in the entry block */
+    LLVMValueRef tid, lane, warp;
+    CgTile *vals;                /* indexed by IrValue.id */
+    const CgAxisMap *axis;
+    int *uses;
+    int smem_bytes;
+    PtrVec scratch;              /* CgScratch*, for the stats */
+    int name_counter;
+} CgCtx;
+
+LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */
+LLVMTypeRef  cg_mem_type(CgCtx *c, IrElem e);   /* in-memory type (i1 -> i8) */
+LLVMValueRef cg_i32(CgCtx *c, int64_t v);
+LLVMValueRef cg_i64(CgCtx *c, int64_t v);
+LLVMValueRef cg_call(CgCtx *c, const char *name, LLVMTypeRef ret, int n, LLVMTypeRef *ptys,
+                     LLVMValueRef *args);
+LLVMValueRef cg_asm(CgCtx *c, LLVMTypeRef ret, const char *text, const char *cons,
+                    int n, LLVMValueRef *args, bool side_effects);
+void         cg_barrier(CgCtx *c);
+LLVMBasicBlockRef cg_block(CgCtx *c, const char *what);
+CgTile      *cg_get(CgCtx *c, const IrValue *v);
+CgTile      *cg_set(CgCtx *c, const IrValue *v, int n);
+bool         cg_geom_of(CgCtx *c, const IrValue *v, CgGeom *g);
+/* Runtime index part of this thread along each base dim (see cg_geom_thread_base). */
+void         cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base);
+/* Element index (value dims) of register `reg` as i32 values. */
+void         cg_reg_index(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg, LLVMValueRef *idx);
+/* i1: this thread's copy of register `reg` is the owner (true when not replicated). */
+LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg);
+/* Row-major flat index (i32) of value-dim indices in `t`. */
+LLVMValueRef cg_flat_index(CgCtx *c, IrType t, LLVMValueRef *idx);
+LLVMValueRef cg_smem_ptr(CgCtx *c, LLVMValueRef byte_off);
+void         cg_use_scratch(CgCtx *c, const char *what, const IrValue *v, int bytes);
+void         cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Convert between register types of IR elements (the CAST semantics). */
+LLVMValueRef cg_convert_scalar(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to);
+
+/* ---- lowering, one family per file ---- */
+bool cg_lower_block(CgCtx *c, IrBlock *blk);                 /* codegen.c */
+bool cg_lower_elementwise(CgCtx *c, IrOp *op);               /* cg_elementwise.c */
+bool cg_lower_shape_op(CgCtx *c, IrOp *op);                  /* splat/broadcast/expand/trans/arange/const */
+bool cg_lower_memory(CgCtx *c, IrOp *op);                    /* cg_memory.c */
+bool cg_lower_reduce(CgCtx *c, IrOp *op);                    /* cg_reduce.c */
+bool cg_lower_convert(CgCtx *c, IrOp *op);                   /* cg_convert.c (+ reshape) */
+bool cg_lower_dot(CgCtx *c, IrOp *op);                       /* cg_dot_fma.c */
+bool cg_lower_control(CgCtx *c, IrOp *op);                   /* cg_control.c */
+/* Store / load a tile through the scratch buffer by row-major element index
+ * (the caller places the barriers). owners_only: replicas do not write. */
+void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only);
+void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out);
+
+/* ---- cg_emit.c ---- */
+bool cg_llvm_init(StrBuf *err);
+bool cg_emit(CgCtx *c, CgResult *res);
+
+#endif

@@ -1,0 +1,98 @@
+/* cg_layout.h — layouts, axis info and layout assignment of the GPU backend:
+ * the LLVM-free part of compiler/codegen, usable by unit tests.
+ *
+ * Layout model. A *blocked* layout distributes a tile over the threads of a CTA
+ * like Triton's #blocked: per dimension d, each thread holds sizePerThread[d]
+ * consecutive elements, threadsPerWarp[d] lanes and warpsPerCTA[d] warps tile
+ * the dimension, and the pattern repeats when the tile is larger than
+ * spt*tpw*wpc (more registers per thread) or wraps (replication: several
+ * threads hold the same element) when it is smaller. `order` lists dimensions
+ * fastest first: it orders lanes, warps and a thread's registers.
+ * A *slice* layout (reduction results) is its parent with one dimension
+ * removed: the slice of shape S is exactly the parent applied to S with a
+ * size-1 dimension inserted. So every layout resolves to a blocked *base*
+ * layout on a *base shape* (CgGeom), and all lowering works on the base.
+ */
+#ifndef KILN_CG_LAYOUT_H
+#define KILN_CG_LAYOUT_H
+
+#include "codegen.h"
+
+#define CG_MAX_RANK IR_MAX_RANK
+
+typedef enum CgLayoutKind { CG_LAYOUT_BLOCKED, CG_LAYOUT_SLICE } CgLayoutKind;
+
+typedef struct CgLayout {
+    CgLayoutKind kind;
+    int rank;                       /* rank of the values it applies to */
+    /* blocked */
+    int spt[CG_MAX_RANK], tpw[CG_MAX_RANK], wpc[CG_MAX_RANK], order[CG_MAX_RANK];
+    /* slice: parent layout index (in IrFunc.layouts) and the removed dim */
+    int parent, dim;
+} CgLayout;
+
+/* A layout applied to a value type: the blocked base and everything the
+ * lowering needs about it, in base dimensions. */
+typedef struct CgGeom {
+    int rank;                                  /* base rank */
+    int shape[CG_MAX_RANK];                    /* base shape (sliced dims are 1) */
+    int spt[CG_MAX_RANK], tpw[CG_MAX_RANK], wpc[CG_MAX_RANK], order[CG_MAX_RANK];
+    int eff_spt[CG_MAX_RANK];                  /* min(spt, shape) */
+    int cta[CG_MAX_RANK];                      /* spt * tpw * wpc */
+    int nregs_dim[CG_MAX_RANK];                /* registers per thread along d */
+    int reg_stride[CG_MAX_RANK];               /* register index stride of d */
+    int lane_stride[CG_MAX_RANK], warp_stride[CG_MAX_RANK];
+    int nregs;                                 /* registers per thread */
+    int vrank;                                 /* rank of the value */
+    int vdims[CG_MAX_RANK];                    /* value dim -> base dim */
+    int num_warps;
+} CgGeom;
+
+int  cg_elem_bytes(IrElem e);                        /* memory bytes of an element (i1 -> 1) */
+
+/* ---- layout.c ---- */
+const CgLayout *cg_layout_get(const IrFunc *f, int idx);
+int  cg_layout_intern(IrFunc *f, const CgLayout *l);     /* find or add; returns the index */
+int  cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt,
+                       const int *order, int num_warps);
+int  cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps);
+int  cg_layout_slice(IrFunc *f, int parent, int dim);
+int  cg_layout_insert_dim(IrFunc *f, int blocked, int axis); /* blocked with a size-1 dim added */
+int  cg_layout_permute(IrFunc *f, int blocked, const int *perm); /* result dim i = input dim perm[i] */
+void cg_default_order(int rank, int *order);
+bool cg_geom(const IrFunc *f, int layout, IrType t, CgGeom *g);
+void cg_geom_reg_dims(const CgGeom *g, int reg, int *rd);  /* per base-dim register indices */
+int  cg_geom_reg_of(const CgGeom *g, const int *rd);
+int  cg_geom_const_part(const CgGeom *g, int d, int rd);   /* index part from the register */
+void cg_geom_thread_base(const CgGeom *g, int tid, int *base); /* index part from the thread */
+void cg_geom_index(const CgGeom *g, int tid, int reg, int *idx); /* base-dim element index */
+bool cg_geom_owner(const CgGeom *g, int tid, int reg);     /* the one copy that writes */
+bool cg_geom_replicated(const CgGeom *g);                  /* some element held twice? */
+bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
+void cg_layout_str(const IrFunc *f, int idx, StrBuf *out);
+void cg_print_gpu_ir(StrBuf *out, const IrFunc *f);
+
+/* ---- pass_axis_info.c ---- */
+typedef struct CgAxis {
+    int64_t div[CG_MAX_RANK];      /* first element of each contiguous run divisible by (bytes for ptrs) */
+    int64_t contig[CG_MAX_RANK];   /* length of runs of +1 steps */
+    int64_t constancy[CG_MAX_RANK];/* length of runs of equal values */
+} CgAxis;
+typedef struct CgAxisMap {
+    CgAxis **v;          /* indexed by IrValue.id; NULL = nothing known */
+    int n;
+    Arena *arena;
+} CgAxisMap;
+CgAxisMap    *cg_axis_info(IrFunc *f);
+/* Never NULL: values without facts (or created later) read as all ones. */
+const CgAxis *cg_axis_get(const CgAxisMap *m, const IrValue *v);
+/* A value made later (a layout conversion, a rematerialised constant) that
+ * holds the same values as `old`. */
+void          cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old);
+
+/* ---- pass_layout_assign.c ---- */
+bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err);
+int  cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k); /* opnd 0 = A, 1 = B */
+int  cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op); /* vector width of a load/store */
+
+#endif

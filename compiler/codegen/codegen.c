@@ -1,0 +1,190 @@
+/* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
+ *
+ * Steps: axis info, layout assignment (GPU IR, printable with --emit gpu-ir),
+ * then one pass over the ops in program order that emits per-thread LLVM IR
+ * (each tile value becomes an array of registers in its layout's order, each
+ * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
+ * The kernel is `void @name(params...)` marked as a kernel through
+ * !nvvm.annotations with maxntidx = 32 * num_warps; tile ops never see the
+ * thread index except through the layout arithmetic in cg_context.c.
+ */
+#include "cg_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool lower_op(CgCtx *c, IrOp *op)
+{
+    switch (op->op) {
+    case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
+    case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
+        return cg_lower_shape_op(c, op);
+    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD:
+        return cg_lower_memory(c, op);
+    case IR_REDUCE:
+        return cg_lower_reduce(c, op);
+    case IR_CONVERT_LAYOUT: case IR_RESHAPE:
+        return cg_lower_convert(c, op);
+    case IR_DOT:
+        return cg_lower_dot(c, op);
+    case IR_FOR: case IR_IF: case IR_ASSERT:
+        return cg_lower_control(c, op);
+    case IR_YIELD:
+        return true; /* read by the parent for/if */
+    case IR_RETURN:
+        LLVMBuildRetVoid(c->b);
+        return true;
+    default:
+        if (ir_op_info[op->op].flags & IRF_ELEMWISE) return cg_lower_elementwise(c, op);
+        cg_fail(c, op, "the GPU backend cannot lower '%s'", ir_op_info[op->op].name);
+        return false;
+    }
+}
+
+bool cg_lower_block(CgCtx *c, IrBlock *blk)
+{
+    for (IrOp *op = blk->first; op; op = op->next) {
+        if (!lower_op(c, op) || c->failed) return false;
+        if (ice_message()) return false;
+    }
+    return true;
+}
+
+static bool parse_arch(const char *arch, int *sm)
+{
+    int n = 0;
+    char tail[8] = "";
+    if (!arch || sscanf(arch, "sm_%d%7s", &n, tail) < 1) return false;
+    if (tail[0] && strcmp(tail, "a") != 0) return false;
+    if (n < 70 || n > 120) return false;
+    *sm = n;
+    return true;
+}
+
+static void init_types(CgCtx *c)
+{
+    c->t_void = LLVMVoidTypeInContext(c->ctx);
+    c->t_i1 = LLVMInt1TypeInContext(c->ctx);
+    c->t_i8 = LLVMInt8TypeInContext(c->ctx);
+    c->t_i16 = LLVMInt16TypeInContext(c->ctx);
+    c->t_i32 = LLVMInt32TypeInContext(c->ctx);
+    c->t_i64 = LLVMInt64TypeInContext(c->ctx);
+    c->t_f16 = LLVMHalfTypeInContext(c->ctx);
+    c->t_bf16 = LLVMBFloatTypeInContext(c->ctx);
+    c->t_f32 = LLVMFloatTypeInContext(c->ctx);
+    c->t_f64 = LLVMDoubleTypeInContext(c->ctx);
+    c->t_gptr = LLVMPointerTypeInContext(c->ctx, 1);
+    c->t_sptr = LLVMPointerTypeInContext(c->ctx, 3);
+}
+
+static void annotate_kernel(CgCtx *c)
+{
+    LLVMMetadataRef fn = LLVMValueAsMetadata(c->fn);
+    const char *keys[2] = {"kernel", "maxntidx"};
+    int vals[2] = {1, 32 * c->f->sched.num_warps};
+    for (int i = 0; i < 2; i++) {
+        LLVMMetadataRef ops[3] = {fn, LLVMMDStringInContext2(c->ctx, keys[i], strlen(keys[i])),
+                                  LLVMValueAsMetadata(cg_i32(c, vals[i]))};
+        LLVMMetadataRef node = LLVMMDNodeInContext2(c->ctx, ops, 3);
+        LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMetadataAsValue(c->ctx, node));
+    }
+}
+
+static void build_kernel(CgCtx *c)
+{
+    IrFunc *f = c->f;
+    LLVMTypeRef *pt = ARENA_ARRAY(c->arena, LLVMTypeRef, f->nparams + 1);
+    for (int i = 0; i < f->nparams; i++) pt[i] = cg_type(c, (IrElem)f->params[i]->type.elem);
+    LLVMTypeRef ft = LLVMFunctionType(c->t_void, pt, (unsigned)f->nparams, 0);
+    c->fn = LLVMAddFunction(c->mod, f->name, ft);
+    for (int i = 0; i < f->nparams; i++) {
+        LLVMValueRef p = LLVMGetParam(c->fn, (unsigned)i);
+        if (f->params[i]->name) LLVMSetValueName2(p, f->params[i]->name, strlen(f->params[i]->name));
+        cg_set(c, f->params[i], 1)->r[0] = p;
+    }
+    annotate_kernel(c);
+    c->smem = LLVMAddGlobalInAddressSpace(c->mod, LLVMArrayType2(c->t_i8, 0), "smem", 3);
+    LLVMSetLinkage(c->smem, LLVMExternalLinkage);
+    LLVMSetAlignment(c->smem, 16);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "entry");
+    LLVMPositionBuilderAtEnd(c->b, entry);
+    c->tid = cg_call(c, "llvm.nvvm.read.ptx.sreg.tid.x", c->t_i32, 0, NULL, NULL);
+    c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32(c, 31), "lane");
+    c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32(c, 5), "warp");
+}
+
+static void write_stats(CgCtx *c, CgResult *res)
+{
+    res->smem_bytes = c->smem_bytes;
+    sb_printf(&res->stats, "warps: %d\nsmem: %d bytes\n", c->f->sched.num_warps, c->smem_bytes);
+    for (int i = 0; i < c->scratch.len; i++) {
+        const CgScratch *s = c->scratch.data[i];
+        sb_printf(&res->stats, "scratch %s %%%d: %d bytes at offset 0\n", s->what, s->value_id, s->bytes);
+    }
+}
+
+static bool lower_and_emit(CgCtx *c, CgResult *res)
+{
+    c->ctx = LLVMContextCreate();
+    c->mod = LLVMModuleCreateWithNameInContext(c->f->name, c->ctx);
+    c->b = LLVMCreateBuilderInContext(c->ctx);
+    init_types(c);
+    build_kernel(c);
+    bool ok = cg_lower_block(c, c->f->body);
+    if (ok && !c->failed && !ice_message()) {
+        /* Bodies end with `return`; make sure the last block is terminated anyway. */
+        if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildRetVoid(c->b);
+        ok = cg_emit(c, res);
+    } else {
+        ok = false;
+    }
+    if (ok) write_stats(c, res);
+    LLVMDisposeBuilder(c->b);
+    LLVMDisposeModule(c->mod);
+    LLVMContextDispose(c->ctx);
+    return ok;
+}
+
+bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
+{
+    CgCtx c;
+    memset(&c, 0, sizeof c);
+    c.f = f;
+    c.opts = opts;
+    c.arena = f->arena;
+    c.err = err;
+    if (!parse_arch(opts->arch, &c.sm)) {
+        sb_printf(err, "error: unknown GPU architecture '%s' (expected sm_80, sm_90, sm_90a, ...)\n",
+                  opts->arch ? opts->arch : "(none)");
+        return false;
+    }
+    int W = f->sched.num_warps;
+    if (W < 1 || W > 32 || !is_pow2(W)) {
+        sb_printf(err, "error: num_warps must be a power of two between 1 and 32 (got %d)\n", W);
+        return false;
+    }
+    res->num_warps = W;
+    CgAxisMap *axis = cg_axis_info(f);
+    if (!cg_assign_layouts(f, axis, err)) return false;
+    if (opts->dump_after && (strcmp(opts->dump_after, "all") == 0 ||
+                             strcmp(opts->dump_after, "layout-assign") == 0)) {
+        sb_printf(&res->dumps, "// ----- GPU IR after layout-assign (%s) -----\n", f->name);
+        cg_print_gpu_ir(&res->dumps, f);
+    }
+    if (opts->stage == CG_STAGE_GPU_IR) {
+        cg_print_gpu_ir(&res->out, f);
+        return true;
+    }
+    if (!cg_llvm_init(err)) return false;
+    c.axis = axis;
+    c.vals = ARENA_ARRAY(f->arena, CgTile, f->next_id + 1);
+    c.uses = ir_use_counts(f);
+    bool ok = lower_and_emit(&c, res);
+    if (!ok && ice_message()) {
+        sb_printf(err, "%s\n", ice_message());
+        ice_clear();
+    } else if (!ok && err->len == 0) {
+        sb_puts(err, "internal error: codegen failed without a message\n");
+    }
+    return ok;
+}

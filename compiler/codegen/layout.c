@@ -1,0 +1,409 @@
+/* layout.c — layout descriptors, their thread -> element geometry, and the
+ * GPU IR printer.
+ *
+ * A blocked layout maps (thread, register) to an element index, per base
+ * dimension d (see cg_internal.h; all sizes are powers of two):
+ *     lane coordinate ld = (lane / lane_stride[d]) % tpw[d]
+ *     warp coordinate wd = (warp / warp_stride[d]) % wpc[d]
+ *     thread base     b  = wd * spt * tpw + ld * spt
+ *     register part   c  = (rd / eff_spt) * cta + rd % eff_spt
+ *     index           i  = (c + b) mod shape
+ * where rd is the register's index along d (registers are numbered with
+ * order[0] fastest) and eff_spt = min(spt, shape). When shape >= cta every
+ * element is held once; when shape < cta the mod wraps and several threads
+ * hold copies (replication); exactly one copy has c + b < shape, the "owner",
+ * which is the one that stores and does atomics.
+ *
+ * Example: tensor<128x64xf32> with #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1],
+ * order=[1,0]>: cta = [8, 64], so the pattern repeats 16 times down the rows;
+ * thread 17 (lane 17, warp 0) has ld = (1, 1) -> b = (1, 4); its 64 registers
+ * hold rows 1, 9, ..., 121 times columns 4..7 (columns fastest).
+ *
+ * The same arithmetic is emitted as LLVM IR by cg_context.c; the unit tests
+ * check it here on the CPU for every layout the examples use.
+ */
+#include "cg_internal.h"
+
+#include <string.h>
+
+const CgLayout *cg_layout_get(const IrFunc *f, int idx)
+{
+    if (idx < 0 || idx >= f->layouts.len) return NULL;
+    return (const CgLayout *)f->layouts.data[idx];
+}
+
+int cg_layout_intern(IrFunc *f, const CgLayout *l)
+{
+    for (int i = 0; i < f->layouts.len; i++) {
+        const CgLayout *o = f->layouts.data[i];
+        if (o->kind != l->kind || o->rank != l->rank) continue;
+        if (l->kind == CG_LAYOUT_SLICE) {
+            if (o->parent == l->parent && o->dim == l->dim) return i;
+            continue;
+        }
+        bool same = true;
+        for (int d = 0; d < l->rank; d++)
+            if (o->spt[d] != l->spt[d] || o->tpw[d] != l->tpw[d] || o->wpc[d] != l->wpc[d] ||
+                o->order[d] != l->order[d])
+                same = false;
+        if (same) return i;
+    }
+    CgLayout *n = ARENA_NEW(f->arena, CgLayout);
+    *n = *l;
+    vec_push(f->arena, &f->layouts, n);
+    return f->layouts.len - 1;
+}
+
+void cg_default_order(int rank, int *order)
+{
+    for (int j = 0; j < rank; j++) order[j] = rank - 1 - j;
+}
+
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+
+int cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt, const int *order,
+                      int num_warps)
+{
+    CgLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = CG_LAYOUT_BLOCKED;
+    l.rank = rank;
+    for (int d = 0; d < rank; d++) {
+        l.spt[d] = imax(1, imin(spt[d], shape[d]));
+        l.order[d] = order[d];
+    }
+    /* Lanes go to the fastest dimension first, then warps; what is left over
+     * (tiny tiles) replicates along the fastest dimension. */
+    int lanes = 32, warps = num_warps;
+    for (int j = 0; j < rank; j++) {
+        int d = order[j];
+        int t = imin(lanes, imax(1, shape[d] / l.spt[d]));
+        l.tpw[d] = t;
+        lanes /= t;
+    }
+    l.tpw[order[0]] *= lanes;
+    for (int j = 0; j < rank; j++) {
+        int d = order[j];
+        int w = imin(warps, imax(1, shape[d] / (l.spt[d] * l.tpw[d])));
+        l.wpc[d] = w;
+        warps /= w;
+    }
+    l.wpc[order[0]] *= warps;
+    return cg_layout_intern(f, &l);
+}
+
+int cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps)
+{
+    int spt[CG_MAX_RANK], order[CG_MAX_RANK];
+    for (int d = 0; d < rank; d++) spt[d] = 1;
+    cg_default_order(rank, order);
+    return cg_layout_blocked(f, rank, shape, spt, order, num_warps);
+}
+
+int cg_layout_slice(IrFunc *f, int parent, int dim)
+{
+    CgLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = CG_LAYOUT_SLICE;
+    l.rank = cg_layout_get(f, parent)->rank - 1;
+    l.parent = parent;
+    l.dim = dim;
+    return cg_layout_intern(f, &l);
+}
+
+int cg_layout_insert_dim(IrFunc *f, int blocked, int axis)
+{
+    const CgLayout *p = cg_layout_get(f, blocked);
+    CgLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = CG_LAYOUT_BLOCKED;
+    l.rank = p->rank + 1;
+    for (int d = 0, s = 0; d < l.rank; d++) {
+        if (d == axis) { l.spt[d] = l.tpw[d] = l.wpc[d] = 1; continue; }
+        l.spt[d] = p->spt[s];
+        l.tpw[d] = p->tpw[s];
+        l.wpc[d] = p->wpc[s];
+        s++;
+    }
+    /* The new dim is the slowest: it has one lane, one warp and one register,
+     * so the distribution of the other dims is unchanged. */
+    for (int j = 0; j < p->rank; j++) l.order[j] = p->order[j] >= axis ? p->order[j] + 1 : p->order[j];
+    l.order[p->rank] = axis;
+    return cg_layout_intern(f, &l);
+}
+
+int cg_layout_permute(IrFunc *f, int blocked, const int *perm)
+{
+    const CgLayout *p = cg_layout_get(f, blocked);
+    CgLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = CG_LAYOUT_BLOCKED;
+    l.rank = p->rank;
+    int inv[CG_MAX_RANK];
+    for (int i = 0; i < p->rank; i++) {
+        l.spt[i] = p->spt[perm[i]];
+        l.tpw[i] = p->tpw[perm[i]];
+        l.wpc[i] = p->wpc[perm[i]];
+        inv[perm[i]] = i;
+    }
+    /* Same dims in the same speed order: registers keep their numbering. */
+    for (int j = 0; j < p->rank; j++) l.order[j] = inv[p->order[j]];
+    return cg_layout_intern(f, &l);
+}
+
+/* ---- geometry ---- */
+static void geom_blocked(const CgLayout *l, const int32_t *shape, int num_warps, CgGeom *g)
+{
+    memset(g, 0, sizeof *g);
+    g->rank = l->rank;
+    g->num_warps = num_warps;
+    for (int d = 0; d < l->rank; d++) {
+        g->shape[d] = shape[d];
+        g->spt[d] = l->spt[d];
+        g->tpw[d] = l->tpw[d];
+        g->wpc[d] = l->wpc[d];
+        g->order[d] = l->order[d];
+        g->eff_spt[d] = imin(l->spt[d], shape[d]);
+        g->cta[d] = l->spt[d] * l->tpw[d] * l->wpc[d];
+        int reps = shape[d] >= g->cta[d] ? shape[d] / g->cta[d] : 1;
+        g->nregs_dim[d] = g->eff_spt[d] * reps;
+    }
+    int rs = 1, ls = 1, ws = 1;
+    for (int j = 0; j < l->rank; j++) {
+        int d = l->order[j];
+        g->reg_stride[d] = rs;
+        g->lane_stride[d] = ls;
+        g->warp_stride[d] = ws;
+        rs *= g->nregs_dim[d];
+        ls *= g->tpw[d];
+        ws *= g->wpc[d];
+    }
+    g->nregs = rs;
+    g->vrank = l->rank;
+    for (int d = 0; d < l->rank; d++) g->vdims[d] = d;
+}
+
+bool cg_geom(const IrFunc *f, int layout, IrType t, CgGeom *g)
+{
+    const CgLayout *l = cg_layout_get(f, layout);
+    if (!l || l->rank != t.rank) return false;
+    if (l->kind == CG_LAYOUT_BLOCKED) {
+        geom_blocked(l, t.shape, f->sched.num_warps, g);
+        return true;
+    }
+    IrType pt = t;
+    pt.rank = (uint8_t)(t.rank + 1);
+    for (int d = 0, s = 0; d < pt.rank; d++) pt.shape[d] = d == l->dim ? 1 : t.shape[s++];
+    CgGeom pg;
+    if (!cg_geom(f, l->parent, pt, &pg)) return false;
+    *g = pg;
+    g->vrank = t.rank;
+    for (int i = 0; i < t.rank; i++) g->vdims[i] = pg.vdims[i < l->dim ? i : i + 1];
+    return true;
+}
+
+void cg_geom_reg_dims(const CgGeom *g, int reg, int *rd)
+{
+    for (int d = 0; d < g->rank; d++) rd[d] = (reg / g->reg_stride[d]) % g->nregs_dim[d];
+}
+
+int cg_geom_reg_of(const CgGeom *g, const int *rd)
+{
+    int r = 0;
+    for (int d = 0; d < g->rank; d++) r += rd[d] * g->reg_stride[d];
+    return r;
+}
+
+int cg_geom_const_part(const CgGeom *g, int d, int rd)
+{
+    return (rd / g->eff_spt[d]) * g->cta[d] + rd % g->eff_spt[d];
+}
+
+void cg_geom_thread_base(const CgGeom *g, int tid, int *base)
+{
+    int lane = tid % 32, warp = tid / 32;
+    for (int d = 0; d < g->rank; d++) {
+        int ld = (lane / g->lane_stride[d]) % g->tpw[d];
+        int wd = (warp / g->warp_stride[d]) % g->wpc[d];
+        base[d] = wd * g->spt[d] * g->tpw[d] + ld * g->spt[d];
+    }
+}
+
+void cg_geom_index(const CgGeom *g, int tid, int reg, int *idx)
+{
+    int rd[CG_MAX_RANK], base[CG_MAX_RANK];
+    cg_geom_reg_dims(g, reg, rd);
+    cg_geom_thread_base(g, tid, base);
+    for (int d = 0; d < g->rank; d++)
+        idx[d] = (cg_geom_const_part(g, d, rd[d]) + base[d]) & (g->shape[d] - 1);
+}
+
+bool cg_geom_owner(const CgGeom *g, int tid, int reg)
+{
+    int rd[CG_MAX_RANK], base[CG_MAX_RANK];
+    cg_geom_reg_dims(g, reg, rd);
+    cg_geom_thread_base(g, tid, base);
+    for (int d = 0; d < g->rank; d++)
+        if (cg_geom_const_part(g, d, rd[d]) + base[d] >= g->shape[d]) return false;
+    return true;
+}
+
+bool cg_geom_replicated(const CgGeom *g)
+{
+    for (int d = 0; d < g->rank; d++)
+        if (g->shape[d] < g->cta[d]) return true;
+    return false;
+}
+
+bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
+{
+    if (la == lb) return true;
+    CgGeom ga, gb;
+    if (!cg_geom(f, la, t, &ga) || !cg_geom(f, lb, t, &gb)) return false;
+    if (ga.nregs != gb.nregs) return false;
+    int nthreads = 32 * f->sched.num_warps;
+    for (int tid = 0; tid < nthreads; tid++)
+        for (int r = 0; r < ga.nregs; r++) {
+            int ia[CG_MAX_RANK], ib[CG_MAX_RANK];
+            cg_geom_index(&ga, tid, r, ia);
+            cg_geom_index(&gb, tid, r, ib);
+            for (int i = 0; i < t.rank; i++)
+                if (ia[ga.vdims[i]] != ib[gb.vdims[i]]) return false;
+        }
+    return true;
+}
+
+/* ---- printing ---- */
+static void put_list(StrBuf *out, const char *name, const int *v, int n)
+{
+    sb_printf(out, "%s=[", name);
+    for (int i = 0; i < n; i++) sb_printf(out, "%s%d", i ? "," : "", v[i]);
+    sb_puts(out, "]");
+}
+
+void cg_layout_str(const IrFunc *f, int idx, StrBuf *out)
+{
+    const CgLayout *l = cg_layout_get(f, idx);
+    if (!l) { sb_puts(out, "<none>"); return; }
+    if (l->kind == CG_LAYOUT_SLICE) {
+        sb_printf(out, "#slice<dim=%d, parent=#L%d>", l->dim, l->parent);
+        return;
+    }
+    sb_puts(out, "#blocked<");
+    put_list(out, "spt", l->spt, l->rank);
+    sb_puts(out, ", ");
+    put_list(out, "tpw", l->tpw, l->rank);
+    sb_puts(out, ", ");
+    put_list(out, "wpc", l->wpc, l->rank);
+    sb_puts(out, ", ");
+    put_list(out, "order", l->order, l->rank);
+    sb_puts(out, ">");
+}
+
+static void print_value_ref(StrBuf *out, const IrValue *v)
+{
+    sb_printf(out, "%%%d", v->id);
+}
+
+static void print_value_type(StrBuf *out, const IrValue *v)
+{
+    char tb[96];
+    sb_puts(out, ir_type_str(v->type, tb, sizeof tb));
+    if (v->layout >= 0) sb_printf(out, " #L%d", v->layout);
+}
+
+static void print_block(StrBuf *out, const IrBlock *b, int indent);
+
+static void print_attrs(StrBuf *out, const IrOp *op)
+{
+    switch (op->op) {
+    case IR_CONST: {
+        IrElem e = (IrElem)op->res[0]->type.elem;
+        if (ir_elem_is_float(e)) sb_printf(out, " %.9g", op->fval);
+        else sb_printf(out, " %lld", (long long)op->ival);
+        break;
+    }
+    case IR_PROGRAM_ID: case IR_NUM_PROGRAMS: case IR_EXPAND_DIMS:
+        sb_printf(out, " {axis=%d}", op->attr[0]);
+        break;
+    case IR_ARANGE: sb_printf(out, " {start=%d, end=%d}", op->attr[0], op->attr[1]); break;
+    case IR_TRANS: {
+        sb_puts(out, " {perm=[");
+        int r = op->res[0]->type.rank;
+        for (int i = 0; i < r; i++) sb_printf(out, "%s%d", i ? "," : "", op->attr[i]);
+        sb_puts(out, "]}");
+        break;
+    }
+    case IR_CMP: sb_printf(out, " %s", ir_cmp_name((IrCmp)op->attr[0])); break;
+    case IR_REDUCE:
+        sb_printf(out, " %s {axis=%d}", ir_reduce_name((IrReduce)op->attr[1]), op->attr[0]);
+        break;
+    default: break;
+    }
+}
+
+static void print_op(StrBuf *out, const IrOp *op, int indent)
+{
+    sb_printf(out, "%*s", indent, "");
+    for (int i = 0; i < op->nres; i++) {
+        if (i) sb_puts(out, ", ");
+        print_value_ref(out, op->res[i]);
+    }
+    if (op->nres) sb_puts(out, " = ");
+    sb_puts(out, ir_op_info[op->op].name);
+    print_attrs(out, op);
+    for (int i = 0; i < op->nargs; i++) {
+        sb_puts(out, i ? ", " : " ");
+        print_value_ref(out, op->args[i]);
+    }
+    if (op->nres) {
+        sb_puts(out, " : ");
+        for (int i = 0; i < op->nres; i++) {
+            if (i) sb_puts(out, ", ");
+            print_value_type(out, op->res[i]);
+        }
+    }
+    for (int r = 0; r < op->nregions; r++) {
+        sb_puts(out, r ? " else {\n" : " {\n");
+        print_block(out, op->regions[r], indent + 2);
+        sb_printf(out, "%*s}", indent, "");
+    }
+    sb_puts(out, "\n");
+}
+
+static void print_block(StrBuf *out, const IrBlock *b, int indent)
+{
+    if (b->nargs) {
+        sb_printf(out, "%*s^(", indent, "");
+        for (int i = 0; i < b->nargs; i++) {
+            if (i) sb_puts(out, ", ");
+            print_value_ref(out, b->args[i]);
+            sb_puts(out, ": ");
+            print_value_type(out, b->args[i]);
+        }
+        sb_puts(out, "):\n");
+    }
+    for (const IrOp *op = b->first; op; op = op->next) print_op(out, op, indent);
+}
+
+void cg_print_gpu_ir(StrBuf *out, const IrFunc *f)
+{
+    for (int i = 0; i < f->layouts.len; i++) {
+        sb_printf(out, "#L%d = ", i);
+        cg_layout_str(f, i, out);
+        sb_puts(out, "\n");
+    }
+    sb_printf(out, "kernel @%s(", f->name);
+    for (int i = 0; i < f->nparams; i++) {
+        const IrValue *p = f->params[i];
+        if (i) sb_puts(out, ", ");
+        print_value_ref(out, p);
+        sb_puts(out, ": ");
+        print_value_type(out, p);
+        if (p->divisibility > 1) sb_printf(out, " {div=%d}", p->divisibility);
+    }
+    sb_printf(out, ") num_warps=%d {\n", f->sched.num_warps);
+    print_block(out, f->body, 2);
+    sb_puts(out, "}\n");
+}

@@ -1,0 +1,415 @@
+/* pass_layout_assign.c — Tile IR -> GPU IR: give every tile value a layout
+ * and insert convert_layout where a user needs another one.
+ *
+ * Three steps:
+ *   1. anchors: every load/store/atomic on a pointer tile gets a *coalesced*
+ *      blocked layout from axis info: dims ordered by contiguity, and as many
+ *      contiguous elements per thread along the fastest dim as alignment,
+ *      contiguity, mask constancy and 16 bytes allow (capped by elements per
+ *      thread). dot gets an FMA-friendly blocked layout for its result.
+ *   2. demand (backward): a value's users say which layout they would like:
+ *      memory ops their anchor, elementwise ops their result's demand,
+ *      broadcast the same layout, expand_dims(axis) the slice of it along
+ *      axis. Sources (arange, splat, constants) are free to produce any layout,
+ *      so demand mostly decides theirs and the index arithmetic ends up in the
+ *      layout of the load that uses it.
+ *   3. forward: results get layouts by rule (elementwise: the demanded layout
+ *      when an operand has it, else the first tile operand's; broadcast:
+ *      operand's; expand_dims of slice(P, axis): P; reduce: slice(operand,
+ *      axis); trans: permuted; for: the inits'); each operand whose layout
+ *      differs from the required one (and is not equivalent: same thread ->
+ *      element map) gets a convert_layout, or a fresh copy when it is a
+ *      constant/splat/arange. Run once without changes to see which loop-carried
+ *      values come back in another layout, then again for real with those loop
+ *      arguments started in the layout the body yields (m_i of softmax becomes a
+ *      slice of the score tile's layout instead of converting every iteration).
+ *
+ * Invariant after the pass: every tile value has layout >= 0 and every op's
+ * operands have exactly the layouts its lowering expects. Example:
+ *     %1 = arange {0,128} : tensor<128xi32> #L0        (#L0 = spt 4 if X is 16B aligned)
+ *     %3 = load %2 : tensor<128xf32> #L0
+ *     %4 = reduce sum {axis=0} %3 : f32
+ */
+#include "cg_internal.h"
+
+#include <string.h>
+
+typedef struct LaCtx {
+    IrFunc *f;
+    CgAxisMap *axis;
+    int *demand;          /* by value id, -1 none */
+    int *hint;            /* loop-carried block args: start in this layout */
+    int *anchor;          /* by op sequence number: load/store/dot layouts */
+    int nids;
+    bool materialize;
+    int W;
+} LaCtx;
+
+static bool is_tile(const IrValue *v) { return v && v->type.rank > 0; }
+
+static int get_demand(LaCtx *c, const IrValue *v) { return v->id < c->nids ? c->demand[v->id] : -1; }
+
+static void push_demand(LaCtx *c, const IrValue *v, int layout)
+{
+    if (!is_tile(v) || layout < 0 || v->id >= c->nids) return;
+    if (cg_layout_get(c->f, layout)->rank != v->type.rank) return;
+    if (c->demand[v->id] < 0) c->demand[v->id] = layout;
+}
+
+/* ---- anchors ---- */
+static int mem_layout(LaCtx *c, const IrOp *op)
+{
+    const IrValue *p = op->args[0];
+    IrType t = p->type;
+    const CgAxis *ax = cg_axis_get(c->axis, p);
+    int order[CG_MAX_RANK], spt[CG_MAX_RANK];
+    cg_default_order(t.rank, order);
+    /* Stable sort by contiguity, most contiguous first. */
+    for (int i = 1; i < t.rank; i++)
+        for (int j = i; j > 0 && ax->contig[order[j]] > ax->contig[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    for (int d = 0; d < t.rank; d++) spt[d] = 1;
+    int eb = cg_elem_bytes((IrElem)t.pointee);
+    int fd = order[0];
+    int64_t vec = 16 / eb;
+    if (ax->contig[fd] < vec) vec = ax->contig[fd];
+    if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
+    int mask_idx = op->op == IR_LOAD ? 1 : 2;
+    if (op->nargs > mask_idx && is_tile(op->args[mask_idx])) {
+        const CgAxis *mx = cg_axis_get(c->axis, op->args[mask_idx]);
+        if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
+    }
+    int64_t per_thread = ir_type_numel(t) / (32 * c->W);
+    if (per_thread < vec) vec = per_thread;
+    if (vec < 1) vec = 1;
+    spt[fd] = (int)vec;
+    return cg_layout_blocked(c->f, t.rank, t.shape, spt, order, c->W);
+}
+
+/* The FMA dot's result layout: a small square-ish block per thread so that
+ * each A/B element fetched feeds several FMAs. */
+static int dot_layout(LaCtx *c, IrType t)
+{
+    int M = t.shape[0], N = t.shape[1];
+    int64_t target = ir_type_numel(t) / (32 * c->W);
+    int s1 = 1, s0 = 1;
+    while (s1 < 4 && s1 < N && s0 * s1 < target) s1 *= 2;
+    while (s0 < 4 && s0 < M && s0 * s1 < target) s0 *= 2;
+    int spt[2] = {s0, s1}, order[2] = {1, 0};
+    return cg_layout_blocked(c->f, 2, t.shape, spt, order, c->W);
+}
+
+int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
+{
+    const CgLayout *cl = cg_layout_get(f, c_layout);
+    CgLayout l = *cl;
+    /* A[M,K]: rows as in C, the whole K in each thread; B[K,N] likewise. The
+     * lanes/warps along C's other dim then hold copies (replication). */
+    if (opnd == 0) l.spt[1] = k;
+    else l.spt[0] = k;
+    return cg_layout_intern(f, &l);
+}
+
+int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
+{
+    const IrValue *p = op->args[0];
+    if (!is_tile(p)) return 1;
+    const CgLayout *l = cg_layout_get(f, p->layout);
+    IrElem pe = (IrElem)p->type.pointee;
+    if (!l || l->kind != CG_LAYOUT_BLOCKED || pe == IR_I1) return 1;
+    CgGeom g;
+    if (!cg_geom(f, p->layout, p->type, &g)) return 1;
+    int fd = g.order[0];
+    int eb = cg_elem_bytes(pe);
+    const CgAxis *ax = cg_axis_get(axis, p);
+    int64_t vec = g.eff_spt[fd];
+    if (16 / eb < vec) vec = 16 / eb;
+    if (ax->contig[fd] < vec) vec = ax->contig[fd];
+    if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
+    int mask_idx = op->op == IR_LOAD ? 1 : 2;
+    if (op->nargs > mask_idx && is_tile(op->args[mask_idx])) {
+        const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
+        if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
+    }
+    if (op->op == IR_ATOMIC_ADD) vec = 1;
+    return vec < 1 ? 1 : (int)vec;
+}
+
+static void find_anchor(IrOp *op, void *vctx)
+{
+    LaCtx *c = vctx;
+    int layout = -1;
+    if ((op->op == IR_LOAD || op->op == IR_STORE || op->op == IR_ATOMIC_ADD) && is_tile(op->args[0]))
+        layout = mem_layout(c, op);
+    else if (op->op == IR_DOT)
+        layout = dot_layout(c, op->res[0]->type);
+    if (layout >= 0) c->anchor[op->nres ? op->res[0]->id : op->args[0]->id] = layout;
+}
+
+/* Anchors are stored by a value id of the op: the result (load, atomic, dot)
+ * or, for stores, the pointer operand. */
+static int anchor_of(LaCtx *c, const IrOp *op)
+{
+    const IrValue *key = op->nres ? op->res[0] : op->args[0];
+    return key->id < c->nids ? c->anchor[key->id] : -1;
+}
+
+/* ---- demand ---- */
+static void demand_block(LaCtx *c, IrBlock *b);
+
+static void demand_op(LaCtx *c, IrOp *op)
+{
+    int rd = op->nres == 1 ? get_demand(c, op->res[0]) : -1;
+    switch (op->op) {
+    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD: {
+        int a = anchor_of(c, op);
+        for (int i = 0; i < op->nargs; i++) push_demand(c, op->args[i], a);
+        return;
+    }
+    case IR_DOT:
+        push_demand(c, op->args[2], rd >= 0 && cg_layout_get(c->f, rd)->kind == CG_LAYOUT_BLOCKED ? rd
+                                                                                          : anchor_of(c, op));
+        return;
+    case IR_BROADCAST: push_demand(c, op->args[0], rd); return;
+    case IR_EXPAND_DIMS:
+        if (rd >= 0 && is_tile(op->args[0])) push_demand(c, op->args[0], cg_layout_slice(c->f, rd, op->attr[0]));
+        return;
+    case IR_TRANS:
+        if (rd >= 0 && cg_layout_get(c->f, rd)->kind == CG_LAYOUT_BLOCKED) {
+            int inv[CG_MAX_RANK], r = op->res[0]->type.rank;
+            for (int i = 0; i < r; i++) inv[op->attr[i]] = i;
+            push_demand(c, op->args[0], cg_layout_permute(c->f, rd, inv));
+        }
+        return;
+    case IR_FOR: {
+        IrBlock *body = op->regions[0];
+        IrOp *y = body->last;
+        for (int i = 0; i < op->nres; i++) {
+            int d = get_demand(c, op->res[i]);
+            if (y && y->op == IR_YIELD && i < y->nargs) push_demand(c, y->args[i], d);
+            push_demand(c, body->args[i + 1], d);
+        }
+        demand_block(c, body);
+        for (int i = 0; i < op->nres && 3 + i < op->nargs; i++)
+            push_demand(c, op->args[3 + i], get_demand(c, body->args[i + 1]));
+        return;
+    }
+    case IR_IF:
+        for (int r = 0; r < op->nregions; r++) {
+            IrOp *y = op->regions[r]->last;
+            for (int i = 0; i < op->nres && y && y->op == IR_YIELD && i < y->nargs; i++)
+                push_demand(c, y->args[i], get_demand(c, op->res[i]));
+            demand_block(c, op->regions[r]);
+        }
+        return;
+    default:
+        break;
+    }
+    if ((ir_op_info[op->op].flags & IRF_ELEMWISE) && rd >= 0)
+        for (int i = 0; i < op->nargs; i++) push_demand(c, op->args[i], rd);
+}
+
+static void demand_block(LaCtx *c, IrBlock *b)
+{
+    for (IrOp *op = b->last; op; op = op->prev) demand_op(c, op);
+}
+
+/* ---- forward assignment ---- */
+static bool is_source(const IrValue *v)
+{
+    return v->def && (v->def->op == IR_CONST || v->def->op == IR_SPLAT || v->def->op == IR_ARANGE);
+}
+
+static int default_layout(LaCtx *c, const IrValue *v)
+{
+    return cg_layout_default(c->f, v->type.rank, v->type.shape, c->W);
+}
+
+/* Make operand i of op have `layout`. */
+static void require(LaCtx *c, IrOp *op, int i, int layout)
+{
+    IrValue *v = op->args[i];
+    if (!is_tile(v) || layout < 0 || v->layout == layout) return;
+    if (cg_layouts_equivalent(c->f, v->layout, layout, v->type) || !c->materialize) return;
+    IrOp *nop;
+    if (is_source(v)) {
+        /* A fresh copy in the right layout costs nothing; a conversion would. */
+        IrOp *d = v->def;
+        nop = ir_op_new(c->f, d->op, op->loc, d->nargs, d->args, 1, &v->type);
+        nop->ival = d->ival;
+        nop->fval = d->fval;
+        memcpy(nop->attr, d->attr, sizeof d->attr);
+    } else {
+        nop = ir_op_new(c->f, IR_CONVERT_LAYOUT, op->loc, 1, &v, 1, &v->type);
+    }
+    nop->res[0]->layout = layout;
+    nop->res[0]->name = v->name;
+    ir_insert_before(op, nop);
+    cg_axis_alias(c->axis, nop->res[0], v);
+    op->args[i] = nop->res[0];
+}
+
+static void assign_block(LaCtx *c, IrBlock *b);
+
+static int elementwise_layout(LaCtx *c, IrOp *op)
+{
+    int want = get_demand(c, op->res[0]);
+    int first = -1, first_real = -1;
+    for (int i = 0; i < op->nargs; i++) {
+        IrValue *a = op->args[i];
+        if (!is_tile(a)) continue;
+        if (want >= 0 && cg_layouts_equivalent(c->f, a->layout, want, a->type)) return want;
+        if (first < 0) first = a->layout;
+        if (first_real < 0 && !is_source(a)) first_real = a->layout;
+    }
+    if (first_real >= 0) return first_real;
+    if (first >= 0) return first;
+    return want >= 0 ? want : default_layout(c, op->res[0]);
+}
+
+static void assign_loop(LaCtx *c, IrOp *op)
+{
+    IrBlock *body = op->regions[0];
+    for (int i = 0; i + 1 < body->nargs; i++) {
+        IrValue *arg = body->args[i + 1];
+        IrValue *init = op->args[3 + i];
+        int l = is_tile(arg) ? (c->hint[arg->id] >= 0 ? c->hint[arg->id] : init->layout) : -1;
+        arg->layout = l;
+        require(c, op, 3 + i, l);
+        op->res[i]->layout = l;
+    }
+    assign_block(c, body);
+    IrOp *y = body->last;
+    for (int i = 0; y && y->op == IR_YIELD && i < y->nargs && i + 1 < body->nargs; i++) {
+        IrValue *arg = body->args[i + 1];
+        if (!c->materialize && is_tile(arg) && c->hint[arg->id] < 0 &&
+            !cg_layouts_equivalent(c->f, y->args[i]->layout, arg->layout, arg->type))
+            c->hint[arg->id] = y->args[i]->layout;
+        require(c, y, i, arg->layout);
+    }
+}
+
+static void assign_if(LaCtx *c, IrOp *op)
+{
+    for (int r = 0; r < op->nregions; r++) assign_block(c, op->regions[r]);
+    IrOp *ty = op->regions[0]->last;
+    for (int i = 0; i < op->nres; i++) {
+        int l = is_tile(op->res[i]) && ty && i < ty->nargs ? ty->args[i]->layout : -1;
+        op->res[i]->layout = l;
+        if (op->nregions > 1) {
+            IrOp *ey = op->regions[1]->last;
+            if (ey && ey->op == IR_YIELD && i < ey->nargs) require(c, ey, i, l);
+        }
+    }
+}
+
+static void assign_op(LaCtx *c, IrOp *op)
+{
+    IrValue *res = op->nres == 1 ? op->res[0] : NULL;
+    int rl = -1;
+    switch (op->op) {
+    case IR_FOR: assign_loop(c, op); return;
+    case IR_IF: assign_if(c, op); return;
+    case IR_CONVERT_LAYOUT: return;
+    case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_RESHAPE:
+        if (is_tile(res)) rl = get_demand(c, res) >= 0 ? get_demand(c, res) : default_layout(c, res);
+        break;
+    case IR_BROADCAST:
+        rl = is_tile(op->args[0]) ? op->args[0]->layout : default_layout(c, res);
+        break;
+    case IR_EXPAND_DIMS: {
+        IrValue *a = op->args[0];
+        int axis = op->attr[0];
+        if (!is_tile(a)) { rl = default_layout(c, res); break; }
+        const CgLayout *l = cg_layout_get(c->f, a->layout);
+        if (l->kind == CG_LAYOUT_SLICE && l->dim == axis) rl = l->parent;
+        else if (l->kind == CG_LAYOUT_BLOCKED) rl = cg_layout_insert_dim(c->f, a->layout, axis);
+        else {
+            rl = default_layout(c, res);
+            require(c, op, 0, cg_layout_slice(c->f, rl, axis));
+        }
+        break;
+    }
+    case IR_TRANS: {
+        int src = op->args[0]->layout;
+        if (cg_layout_get(c->f, src)->kind != CG_LAYOUT_BLOCKED) {
+            src = default_layout(c, op->args[0]);
+            require(c, op, 0, src);
+        }
+        rl = cg_layout_permute(c->f, src, op->attr);
+        break;
+    }
+    case IR_REDUCE:
+        if (is_tile(res)) rl = cg_layout_slice(c->f, op->args[0]->layout, op->attr[0]);
+        break;
+    case IR_DOT: {
+        int d = get_demand(c, res);
+        rl = d >= 0 && cg_layout_get(c->f, d)->kind == CG_LAYOUT_BLOCKED ? d : anchor_of(c, op);
+        int k = op->args[0]->type.shape[1];
+        require(c, op, 0, cg_dot_operand_layout(c->f, rl, 0, k));
+        require(c, op, 1, cg_dot_operand_layout(c->f, rl, 1, k));
+        require(c, op, 2, rl);
+        break;
+    }
+    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD:
+        if (!is_tile(op->args[0])) break;
+        rl = anchor_of(c, op);
+        for (int i = 0; i < op->nargs; i++) require(c, op, i, rl);
+        break;
+    default:
+        if ((ir_op_info[op->op].flags & IRF_ELEMWISE) && is_tile(res)) {
+            rl = elementwise_layout(c, op);
+            for (int i = 0; i < op->nargs; i++) require(c, op, i, rl);
+        }
+        break;
+    }
+    if (res) res->layout = is_tile(res) ? rl : -1;
+}
+
+static void assign_block(LaCtx *c, IrBlock *b)
+{
+    for (IrOp *op = b->first; op; op = op->next) assign_op(c, op);
+}
+
+static bool check_op(IrOp *op, StrBuf *err)
+{
+    for (int i = 0; i < op->nres; i++)
+        if (is_tile(op->res[i]) && op->res[i]->layout < 0) {
+            sb_printf(err, "internal error: %s:%d: no layout for the result of '%s'\n",
+                      op->loc.file ? op->loc.file : "?", op->loc.line, ir_op_info[op->op].name);
+            return false;
+        }
+    for (int r = 0; r < op->nregions; r++)
+        for (IrOp *o = op->regions[r]->first; o; o = o->next)
+            if (!check_op(o, err)) return false;
+    return true;
+}
+
+bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
+{
+    LaCtx c;
+    memset(&c, 0, sizeof c);
+    c.f = f;
+    c.axis = axis;
+    c.W = f->sched.num_warps;
+    c.nids = f->next_id;
+    c.demand = ARENA_ARRAY(f->arena, int, c.nids);
+    c.hint = ARENA_ARRAY(f->arena, int, c.nids);
+    c.anchor = ARENA_ARRAY(f->arena, int, c.nids);
+    for (int i = 0; i < c.nids; i++) c.demand[i] = c.hint[i] = c.anchor[i] = -1;
+    ir_walk(f, find_anchor, &c);
+    demand_block(&c, f->body);
+    /* Dry run: learn which loop arguments should start in their yield's layout. */
+    for (int i = 0; i < f->nparams; i++) f->params[i]->layout = -1;
+    assign_block(&c, f->body);
+    for (int i = 0; i < c.nids; i++)
+        if (c.hint[i] >= 0) c.demand[i] = c.hint[i];
+    c.materialize = true;
+    assign_block(&c, f->body);
+    for (IrOp *op = f->body->first; op; op = op->next)
+        if (!check_op(op, err)) return false;
+    return true;
+}

@@ -1,0 +1,362 @@
+/* test_cg_basic.c — the GPU backend on kernels built with the IR builder:
+ * layout math on the CPU (every element owned exactly once), layout
+ * assignment, vectorisation, and PTX accepted by ptxas for sm_80 and sm_90a. */
+#include "tests/testutil.h"
+#include "tests/codegen/cg_build.h"
+#include "compiler/codegen/cg_layout.h"
+
+#include <unistd.h>
+
+static bool have_ptxas(void)
+{
+    const char *env = getenv("KILN_PTXAS");
+    if (env && *env) return access(env, X_OK) == 0;
+    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
+    return system("command -v ptxas >/dev/null 2>&1") == 0;
+}
+
+/* Compile to `stage`; on failure the test fails with the error text. */
+static char *compile(IrFunc *f, const char *arch, CgStage stage, CgResult *res)
+{
+    CgOptions o = {arch, stage, NULL};
+    StrBuf err;
+    sb_init(&err);
+    memset(res, 0, sizeof *res);
+    sb_init(&res->out);
+    sb_init(&res->dumps);
+    sb_init(&res->stats);
+    bool ok = cg_compile(f, &o, res, &err);
+    ck_assert_msg(ok, "cg_compile(%s, %s) failed:\n%s", f->name, arch, err.data ? err.data : "");
+    sb_free(&err);
+    sb_putc(&res->out, 0);
+    res->out.len--;
+    return res->out.data;
+}
+
+static void free_res(CgResult *r)
+{
+    sb_free(&r->out);
+    sb_free(&r->dumps);
+    sb_free(&r->stats);
+}
+
+/* ---- layout math ---- */
+
+/* Every element of the tile has exactly one owner; every (thread, register)
+ * maps inside the tile; replicas hold the same element as their owner by
+ * construction (index is a function of the thread and register). */
+static void check_geom(const IrFunc *f, int layout, IrType t)
+{
+    CgGeom g;
+    ck_assert_msg(cg_geom(f, layout, t, &g), "no geometry for layout %d", layout);
+    int64_t n = ir_type_numel(t);
+    int *owners = calloc((size_t)n, sizeof(int));
+    int *holders = calloc((size_t)n, sizeof(int));
+    int nthreads = 32 * f->sched.num_warps;
+    for (int tid = 0; tid < nthreads; tid++)
+        for (int r = 0; r < g.nregs; r++) {
+            int idx[CG_MAX_RANK];
+            cg_geom_index(&g, tid, r, idx);
+            int64_t flat = 0;
+            for (int i = 0; i < t.rank; i++) {
+                int x = idx[g.vdims[i]];
+                ck_assert_msg(x >= 0 && x < t.shape[i], "index %d out of dim %d", x, t.shape[i]);
+                flat = flat * t.shape[i] + x;
+            }
+            for (int d = 0; d < g.rank; d++) {
+                bool is_vdim = false;
+                for (int i = 0; i < t.rank; i++) is_vdim |= g.vdims[i] == d;
+                if (!is_vdim) ck_assert_int_eq(idx[d], 0);
+            }
+            holders[flat]++;
+            if (cg_geom_owner(&g, tid, r)) owners[flat]++;
+        }
+    StrBuf ls;
+    sb_init(&ls);
+    cg_layout_str(f, layout, &ls);
+    for (int64_t i = 0; i < n; i++) {
+        ck_assert_msg(owners[i] == 1, "element %lld of %s has %d owners", (long long)i, ls.data, owners[i]);
+        ck_assert_msg(holders[i] >= 1, "element %lld not held", (long long)i);
+        if (!cg_geom_replicated(&g)) ck_assert_int_eq(holders[i], 1);
+    }
+    /* All elements are held equally often: replication is uniform. */
+    for (int64_t i = 1; i < n; i++) ck_assert_int_eq(holders[i], holders[0]);
+    sb_free(&ls);
+    free(owners);
+    free(holders);
+}
+
+START_TEST(layout_sweep)
+{
+    Arena a;
+    arena_init(&a);
+    SrcLoc loc = {"t", 1, 1};
+    int warps_tab[] = {1, 2, 4, 8};
+    for (int wi = 0; wi < 4; wi++) {
+        IrFunc *f = ir_func_new(&a, "k", loc);
+        f->sched.num_warps = warps_tab[wi];
+        for (int m = 1; m <= 64; m *= 4)
+            for (int n = 1; n <= 128; n *= 8)
+                for (int s = 1; s <= 8; s *= 2)
+                    for (int ord = 0; ord < 2; ord++) {
+                        int32_t shape[2] = {m, n};
+                        int spt[2] = {ord ? s : 1, ord ? 1 : s}, order[2] = {ord ? 0 : 1, ord ? 1 : 0};
+                        int l = cg_layout_blocked(f, 2, shape, spt, order, f->sched.num_warps);
+                        const CgLayout *L = cg_layout_get(f, l);
+                        ck_assert_int_eq(L->tpw[0] * L->tpw[1], 32);
+                        ck_assert_int_eq(L->wpc[0] * L->wpc[1], f->sched.num_warps);
+                        IrType t = t2(IR_F32, m, n);
+                        check_geom(f, l, t);
+                        /* Any shape works in any layout of its rank, and so do the slices. */
+                        check_geom(f, l, t2(IR_F32, m * 2, n > 1 ? n / 2 : 1));
+                        check_geom(f, cg_layout_slice(f, l, 0), t1(IR_F32, n));
+                        check_geom(f, cg_layout_slice(f, l, 1), t1(IR_F32, m));
+                        /* Expand-dims and transposed forms keep the registers. */
+                        int e = cg_layout_insert_dim(f, l, 1);
+                        int32_t s3[3] = {m, 1, n};
+                        check_geom(f, e, ir_type_tile(ir_type_scalar(IR_F32), 3, s3));
+                        int perm[2] = {1, 0};
+                        check_geom(f, cg_layout_permute(f, l, perm), t2(IR_F32, n, m));
+                    }
+    }
+    arena_free(&a);
+}
+END_TEST
+
+START_TEST(layout_reference_mapping)
+{
+    /* The example in layout.c: tensor<128x64xf32>, spt [1,4], tpw [2,16], wpc [4,1]. */
+    Arena a;
+    arena_init(&a);
+    SrcLoc loc = {"t", 1, 1};
+    IrFunc *f = ir_func_new(&a, "k", loc);
+    int32_t shape[2] = {128, 64};
+    int spt[2] = {1, 4}, order[2] = {1, 0};
+    int l = cg_layout_blocked(f, 2, shape, spt, order, 4);
+    const CgLayout *L = cg_layout_get(f, l);
+    ck_assert_int_eq(L->tpw[0], 2);
+    ck_assert_int_eq(L->tpw[1], 16);
+    ck_assert_int_eq(L->wpc[0], 4);
+    ck_assert_int_eq(L->wpc[1], 1);
+    CgGeom g;
+    ck_assert(cg_geom(f, l, t2(IR_F32, 128, 64), &g));
+    ck_assert_int_eq(g.nregs, 64);
+    int idx[2];
+    cg_geom_index(&g, 17, 0, idx);
+    ck_assert_int_eq(idx[0], 1);
+    ck_assert_int_eq(idx[1], 4);
+    cg_geom_index(&g, 17, 3, idx); /* columns are the fastest registers */
+    ck_assert_int_eq(idx[0], 1);
+    ck_assert_int_eq(idx[1], 7);
+    cg_geom_index(&g, 17, 4, idx);
+    ck_assert_int_eq(idx[0], 9);
+    cg_geom_index(&g, 32 * 3 + 17, 63, idx); /* warp 3: rows 7 + 8k shifted by 6 */
+    ck_assert_int_eq(idx[0], 6 + 1 + 15 * 8);
+    ck_assert_int_eq(idx[1], 7);
+    /* Equivalence: a slice's padded form is its parent on a unit dim. */
+    int s = cg_layout_slice(f, l, 1);
+    int e = cg_layout_insert_dim(f, cg_layout_default(f, 1, shape, 4), 1);
+    ck_assert(cg_layouts_equivalent(f, l, l, t2(IR_F32, 128, 64)));
+    ck_assert(!cg_layouts_equivalent(f, s, cg_layout_default(f, 1, shape, 4), t1(IR_F32, 128)));
+    (void)e;
+    arena_free(&a);
+}
+END_TEST
+
+static void check_all_values(IrBlock *b)
+{
+    for (IrOp *op = b->first; op; op = op->next) {
+        for (int i = 0; i < op->nres; i++) {
+            IrValue *v = op->res[i];
+            if (v->type.rank == 0) continue;
+            ck_assert_msg(v->layout >= 0, "%%%d (%s) has no layout", v->id, ir_op_info[op->op].name);
+            check_geom(b->func, v->layout, v->type);
+        }
+        for (int r = 0; r < op->nregions; r++) check_all_values(op->regions[r]);
+    }
+}
+
+START_TEST(assigned_layouts_cover_tiles)
+{
+    Kb k[3];
+    build_vec_add(&k[0], 16, 1024);
+    build_softmax(&k[1], 4, 256, 4);
+    build_matmul(&k[2], IR_F16, 32, 64, 16, 4);
+    for (int i = 0; i < 3; i++) {
+        CgResult r;
+        char *txt = compile(k[i].f, "sm_80", CG_STAGE_GPU_IR, &r);
+        ck_assert_ptr_nonnull(strstr(txt, "#blocked<"));
+        StrBuf err;
+        sb_init(&err);
+        ck_assert_msg(ir_verify(k[i].f, &err), "GPU IR does not verify: %s", err.data);
+        sb_free(&err);
+        check_all_values(k[i].f->body);
+        free_res(&r);
+        arena_free(&k[i].a);
+    }
+}
+END_TEST
+
+/* ---- vectorisation and the kernel shape in PTX ---- */
+START_TEST(vec_add_vectorised_when_aligned)
+{
+    Kb k;
+    build_vec_add(&k, 16, 1024);
+    CgResult r;
+    char *ptx = compile(k.f, "sm_80", CG_STAGE_PTX, &r);
+    ck_assert_msg(strstr(ptx, "ld.global.v4.b32"), "no 16-byte loads:\n%s", ptx);
+    ck_assert_msg(strstr(ptx, "st.global.v4.b32"), "no 16-byte stores");
+    ck_assert_ptr_nonnull(strstr(ptx, ".maxntid 128"));
+    ck_assert_ptr_nonnull(strstr(ptx, ".entry vec_add"));
+    ck_assert_ptr_nonnull(strstr(ptx, ".version 8."));
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
+START_TEST(vec_add_scalar_when_mask_unaligned)
+{
+    /* n of unknown divisibility: the mask may change inside any 4 elements. */
+    Kb k;
+    build_vec_add(&k, 1, 1024);
+    CgResult r;
+    char *gpu = compile(k.f, "sm_80", CG_STAGE_GPU_IR, &r);
+    ck_assert_msg(strstr(gpu, "spt=[1]"), "expected one element per thread run:\n%s", gpu);
+    free_res(&r);
+    arena_free(&k.a);
+    build_vec_add(&k, 1, 1024);
+    char *ptx = compile(k.f, "sm_80", CG_STAGE_PTX, &r);
+    ck_assert_ptr_null(strstr(ptx, "ld.global.v4"));
+    ck_assert_ptr_nonnull(strstr(ptx, "ld.global.b32"));
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
+START_TEST(matmul_unmasked_loads_vectorised)
+{
+    Kb k;
+    build_matmul(&k, IR_F16, 64, 64, 32, 4);
+    CgResult r;
+    char *ptx = compile(k.f, "sm_80", CG_STAGE_PTX, &r);
+    ck_assert_msg(strstr(ptx, "ld.global.v4") || strstr(ptx, "ld.global.nc.v4"), "f16 loads not vectorised");
+    ck_assert_ptr_nonnull(strstr(ptx, "fma.rn.f32"));
+    ck_assert_int_gt(r.smem_bytes, 0); /* operands go through SRAM to the dot layouts */
+    ck_assert_ptr_nonnull(strstr(r.stats.data, "warps: 4\n"));
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
+START_TEST(softmax_reduction_lowering)
+{
+    Kb k;
+    build_softmax(&k, 4, 256, 4);
+    CgResult r;
+    char *gpu = compile(k.f, "sm_80", CG_STAGE_GPU_IR, &r);
+    ck_assert_msg(strstr(gpu, "#slice<dim=1"), "reductions must give slice layouts:\n%s", gpu);
+    free_res(&r);
+    arena_free(&k.a);
+    build_softmax(&k, 4, 256, 4);
+    char *ptx = compile(k.f, "sm_80", CG_STAGE_PTX, &r);
+    ck_assert_ptr_nonnull(strstr(ptx, "shfl.sync.bfly.b32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "ex2.approx.ftz.f32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "max.f32"));
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
+START_TEST(llvm_stage_marks_kernel)
+{
+    Kb k;
+    build_vec_add(&k, 16, 256);
+    k.f->sched.num_warps = 2;
+    CgResult r;
+    char *ll = compile(k.f, "sm_90a", CG_STAGE_LLVM, &r);
+    ck_assert_ptr_nonnull(strstr(ll, "!nvvm.annotations"));
+    ck_assert_ptr_nonnull(strstr(ll, "!\"maxntidx\", i32 64"));
+    ck_assert_ptr_nonnull(strstr(ll, "ptr addrspace(1)"));
+    ck_assert_ptr_nonnull(strstr(ll, "nvptx64-nvidia-cuda"));
+    ck_assert_int_eq(r.num_warps, 2);
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
+START_TEST(bad_arch_is_an_error)
+{
+    Kb k;
+    build_vec_add(&k, 16, 256);
+    CgOptions o = {"gfx90a", CG_STAGE_PTX, NULL};
+    CgResult r;
+    memset(&r, 0, sizeof r);
+    StrBuf err;
+    sb_init(&err);
+    ck_assert(!cg_compile(k.f, &o, &r, &err));
+    ck_assert_ptr_nonnull(strstr(err.data, "error: unknown GPU architecture 'gfx90a'"));
+    sb_free(&err);
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
+/* ---- ptxas ---- */
+static void ptxas_accepts(IrFunc *f, const char *arch)
+{
+    CgResult r;
+    compile(f, arch, CG_STAGE_CUBIN, &r);
+    ck_assert_int_gt((int)r.out.len, 4);
+    ck_assert_msg(memcmp(r.out.data, "\177ELF", 4) == 0, "cubin is not an ELF file");
+    free_res(&r);
+}
+
+typedef void (*BuildFn)(Kb *k, int variant);
+
+static void b_vec_add(Kb *k, int v) { build_vec_add(k, v ? 16 : 1, v ? 1024 : 64); }
+static void b_softmax(Kb *k, int v) { build_softmax(k, v ? 4 : 1, v ? 256 : 32, v ? 4 : 8); }
+static void b_matmul(Kb *k, int v)
+{
+    if (v) build_matmul(k, IR_BF16, 32, 32, 16, 4);
+    else build_matmul(k, IR_F32, 16, 16, 8, 2);
+}
+
+START_TEST(ptxas_accepts_kernels)
+{
+    if (!have_ptxas()) {
+        fprintf(stderr, "SKIP ptxas_accepts_kernels: ptxas not found (set KILN_PTXAS)\n");
+        return;
+    }
+    BuildFn fns[] = {b_vec_add, b_softmax, b_matmul};
+    const char *archs[] = {"sm_80", "sm_90a"};
+    for (int i = 0; i < 3; i++)
+        for (int v = 0; v < 2; v++)
+            for (int a = 0; a < 2; a++) {
+                Kb k;
+                fns[i](&k, v);
+                ptxas_accepts(k.f, archs[a]);
+                arena_free(&k.a);
+            }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("codegen_basic");
+    TCase *tc = tcase_create("all");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, layout_sweep);
+    tcase_add_test(tc, layout_reference_mapping);
+    tcase_add_test(tc, assigned_layouts_cover_tiles);
+    tcase_add_test(tc, vec_add_vectorised_when_aligned);
+    tcase_add_test(tc, vec_add_scalar_when_mask_unaligned);
+    tcase_add_test(tc, matmul_unmasked_loads_vectorised);
+    tcase_add_test(tc, softmax_reduction_lowering);
+    tcase_add_test(tc, llvm_stage_marks_kernel);
+    tcase_add_test(tc, bad_arch_is_an_error);
+    tcase_add_test(tc, ptxas_accepts_kernels);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)
