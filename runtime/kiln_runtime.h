@@ -191,4 +191,53 @@ KilnStatus kiln_cache_lookup(const char *key_hex, KilnCacheEntry *out);
 KilnStatus kiln_cache_store(const char *key_hex, const KilnCacheEntry *e);
 void kiln_cache_entry_free(KilnCacheEntry *e);
 
+/* ---------------- attention ---------------- */
+/* FlashAttention forward (lang/lib/attention_fwd.tile, embedded in the library)
+ * in one call on device pointers: O = softmax(scale * Q K^T) V per (batch, head),
+ * with its log-sum-exp. The call validates everything before it touches the
+ * device, picks the compiled variant (dtype, head dim, causal, tile sizes) and
+ * keeps it loaded per device. See docs/attention_api.md. */
+
+typedef enum KilnDtype { KILN_F16, KILN_BF16 } KilnDtype;
+
+typedef struct KilnAttentionParams {
+    KilnDtype dtype;                   /* of Q, K, V and O */
+    int batch, heads_q, heads_kv;      /* heads_q % heads_kv == 0 (GQA; heads_kv = 1 is MQA) */
+    int seqlen_q, seqlen_k;            /* >= 0; seqlen_q = 0: nothing to do (KILN_OK, no launch) */
+    int head_dim;                      /* 32, 64, 96, 128 or 256 */
+    /* Q, O: [batch, heads_q, seqlen_q, head_dim]; K, V: [batch, heads_kv, seqlen_k, head_dim],
+     * each element at b * stride[0] + h * stride[1] + s * stride[2] + d (in elements, >= 0;
+     * the head dim is contiguous). [b, s, h, d] and [b, h, s, d] are both just strides.
+     * Pointers 16-byte aligned; K and V may be 0 when seqlen_k == 0. */
+    KilnDevPtr q, k, v, o;
+    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q], natural log */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    float softmax_scale;               /* 0: 1 / sqrt(head_dim) */
+    int causal;                        /* nonzero: bottom-right aligned (query i sees keys j <= i + seqlen_k - seqlen_q) */
+    /* Tuning, 0 = the default for the head dim and the device (a table in runtime/attention.c).
+     * block_m/block_n: powers of two in [16, 256]; num_warps: power of two in [1, 32];
+     * num_stages: [1, 8]. Setting block_m or block_n alone leaves num_warps/num_stages
+     * to the program's own rule for those tiles. */
+    int block_m, block_n, num_warps, num_stages;
+} KilnAttentionParams;
+
+/* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
+ * KILN_ERR_UNSUPPORTED with a message naming the field (exactly the checks
+ * kiln_attention_fwd makes first). */
+KilnStatus kiln_attention_check(const KilnAttentionParams *p);
+/* Run the forward pass on `stream` (NULL: the default stream); asynchronous like
+ * kiln_launch. The first call for a variant compiles it (through the on-disk
+ * cache: seconds cold, milliseconds warm) and loads it; later calls on the same
+ * device find it loaded. KILN_ERR_USAGE: bad arguments; KILN_ERR_UNSUPPORTED: a
+ * head dim the program lacks, or more than 65535 (batch * heads_q) programs. */
+KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream);
+/* Unload the variants loaded for `dev` (NULL: for every device). Call it before
+ * kiln_shutdown(dev), and not while another thread runs kiln_attention_fwd on dev. */
+KilnStatus kiln_attention_cache_clear(KilnDevice *dev);
+/* How many variants are loaded for `dev` (NULL: for all devices). */
+int kiln_attention_cache_size(const KilnDevice *dev);
+/* The text of an embedded library program ("lang/lib/attention_fwd.tile"), e.g.
+ * to compile a variant with hooks through kiln_module_compile; NULL if none. */
+const char *kiln_lib_source(const char *path);
+
 #endif

@@ -1,0 +1,455 @@
+/* attention.c — kiln_attention_fwd: FlashAttention forward in one call.
+ *
+ * What it does, in order:
+ *   1. validate the parameters (check_shape, check_tensors) WITHOUT touching a
+ *      device: a bad call returns KILN_ERR_USAGE / KILN_ERR_UNSUPPORTED with a
+ *      message naming the field, and nothing is compiled or launched;
+ *   2. resolve the variant: dtype, head dim, causal and the tile sizes (the
+ *      caller's, else the defaults table below for the head dim and the
+ *      device's compute capability) form an AttnKey;
+ *   3. find the key's kernel in the in-process cache (a small chained hash map
+ *      under one mutex), else compile lang/lib/attention_fwd.tile (embedded in
+ *      the library by CMake: rt_lib_sources) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
+ *      CAUSAL through kiln_module_compile (which has its own on-disk cache) and
+ *      insert it;
+ *   4. bind the arguments by the kernel's parameter NAMES (so the program may
+ *      reorder or retype its parameters) and launch on the grid
+ *      (cdiv(seqlen_q, BLOCK_M), batch * heads_q).
+ *
+ * Invariants: a cache entry owns its module; entries of a device go away with
+ * kiln_attention_cache_clear(dev). Compiles run outside the lock (they take
+ * seconds); two threads racing on one variant both compile and the loser frees
+ * its module. Validation never reads *dev.
+ *
+ * Example: KilnAttentionParams p = {.dtype = KILN_BF16, .batch = 2, .heads_q = 8,
+ * .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .q = q, ...,
+ * .causal = 1}; kiln_attention_fwd(dev, &p, NULL) compiles attn_fwd_bf16 with
+ * HEAD_DIM=128 CAUSAL=true BLOCK_M=128 BLOCK_N=64 once, then launches 8 x 16 programs.
+ */
+#include "cuda_loader.h"
+#include "rt_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ATTN_PROGRAM "lang/lib/attention_fwd.tile"
+#define ATTN_PTR_ALIGN 16        /* codegen assumes 16-byte aligned pointer parameters */
+#define ATTN_MAX_GRID_Y 65535    /* grid axis 1 carries batch * heads_q */
+#define ATTN_BUCKETS 64
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---------------- defaults: the one table to tune ---------------- */
+
+/* The last row matching the head dim with min_sm <= the device's sm_version
+ * wins. Today these are the program's own defaults (BLOCK_M 128, BLOCK_N 64,
+ * 8 warps, 2 stages), except head dim 256, whose 128-row tiles would not fit
+ * the shared memory of pre-Hopper parts and spill registers everywhere.
+ * Retune after GPU benchmarks (tools/bench/). */
+typedef struct AttnTune {
+    int min_sm, head_dim;
+    int block_m, block_n, num_warps, num_stages;
+} AttnTune;
+
+static const AttnTune k_tune[] = {
+    /* min_sm  d    BM   BN  warps stages */
+    {0,   32,  128, 64, 8, 2},
+    {0,   64,  128, 64, 8, 2},
+    {0,   96,  128, 64, 8, 2},
+    {0,  128,  128, 64, 8, 2},
+    {0,  256,   64, 32, 4, 2},
+    {90, 256,   64, 64, 4, 2},
+};
+
+static const int k_head_dims[] = {32, 64, 96, 128, 256};
+
+/* ---------------- errors ---------------- */
+
+static KilnStatus bad(KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static KilnStatus bad(KilnStatus s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kiln_set_error(s, "kiln_attention_fwd: %s", msg);
+}
+
+/* ---------------- validation (never touches a device) ---------------- */
+
+static bool pow2_in(int x, int lo, int hi) { return x >= lo && x <= hi && (x & (x - 1)) == 0; }
+
+static bool head_dim_ok(int d)
+{
+    for (size_t i = 0; i < COUNT(k_head_dims); i++)
+        if (k_head_dims[i] == d) return true;
+    return false;
+}
+
+static KilnStatus check_tuning(const KilnAttentionParams *p)
+{
+    if (p->block_m && !pow2_in(p->block_m, 16, 256))
+        return bad(KILN_ERR_USAGE, "block_m %d must be 0 (default) or a power of two in [16, 256]", p->block_m);
+    if (p->block_n && !pow2_in(p->block_n, 16, 256))
+        return bad(KILN_ERR_USAGE, "block_n %d must be 0 (default) or a power of two in [16, 256]", p->block_n);
+    if (p->num_warps && !pow2_in(p->num_warps, 1, 32))
+        return bad(KILN_ERR_USAGE, "num_warps %d must be 0 (default) or a power of two in [1, 32]", p->num_warps);
+    if (p->num_stages < 0 || p->num_stages > 8)
+        return bad(KILN_ERR_USAGE, "num_stages %d must be 0 (default) or in [1, 8]", p->num_stages);
+    return KILN_OK;
+}
+
+/* Sizes, dtype and options: everything but the tensors. */
+static KilnStatus check_shape(const KilnAttentionParams *p)
+{
+    if (!p) return bad(KILN_ERR_USAGE, "params is NULL");
+    if (p->dtype != KILN_F16 && p->dtype != KILN_BF16)
+        return bad(KILN_ERR_USAGE, "dtype %d is neither KILN_F16 nor KILN_BF16", (int)p->dtype);
+    if (p->batch <= 0) return bad(KILN_ERR_USAGE, "batch must be positive, got %d", p->batch);
+    if (p->heads_q <= 0) return bad(KILN_ERR_USAGE, "heads_q must be positive, got %d", p->heads_q);
+    if (p->heads_kv <= 0) return bad(KILN_ERR_USAGE, "heads_kv must be positive, got %d", p->heads_kv);
+    if (p->heads_q % p->heads_kv)
+        return bad(KILN_ERR_USAGE,
+                   "heads_q (%d) must be a multiple of heads_kv (%d): each K/V head serves a whole group "
+                   "of query heads",
+                   p->heads_q, p->heads_kv);
+    if (p->seqlen_q < 0 || p->seqlen_k < 0)
+        return bad(KILN_ERR_USAGE, "sequence lengths must be >= 0, got seqlen_q %d, seqlen_k %d", p->seqlen_q,
+                   p->seqlen_k);
+    if (!head_dim_ok(p->head_dim))
+        return bad(KILN_ERR_UNSUPPORTED, "head_dim %d is not supported (supported: 32, 64, 96, 128, 256)",
+                   p->head_dim);
+    KilnStatus st = check_tuning(p);
+    if (st != KILN_OK) return st;
+    /* The kernel indexes rows in i32: row + block and seqlen_k + block must not wrap. */
+    int64_t lim = INT32_MAX - 2 * 256;
+    if (p->seqlen_q > lim || p->seqlen_k > lim)
+        return bad(KILN_ERR_USAGE, "sequence lengths above %lld do not fit the kernel's 32-bit row index",
+                   (long long)lim);
+    if (!isfinite(p->softmax_scale))
+        return bad(KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
+    if ((int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
+        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d (the grid's second axis)",
+                   (long long)p->batch * p->heads_q, ATTN_MAX_GRID_Y);
+    return KILN_OK;
+}
+
+/* One tensor: non-null, aligned, strides >= 0 and its last element's byte
+ * offset representable in the kernel's i64 address arithmetic. */
+static KilnStatus check_tensor(const char *name, KilnDevPtr ptr, const int64_t st[3], int nb, int nh, int ns,
+                               int d, int elem, bool is_output)
+{
+    if (!ptr) return bad(KILN_ERR_USAGE, "%s is a null pointer", name);
+    if (ptr % ATTN_PTR_ALIGN)
+        return bad(KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
+                   name, (unsigned long long)ptr, ATTN_PTR_ALIGN);
+    if (!st) return KILN_OK;   /* LSE: dense, checked by its size */
+    const int ext[3] = {nb, nh, ns};
+    static const char *dim[3] = {"batch", "head", "sequence"};
+    int64_t last = d - 1;
+    for (int i = 0; i < 3; i++) {
+        if (st[i] < 0) return bad(KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
+                                  (long long)st[i]);
+        if (is_output && st[i] == 0 && ext[i] > 1)
+            return bad(KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
+                       name, i, dim[i], ext[i], dim[i]);
+        int64_t off;
+        if (__builtin_mul_overflow(st[i], (int64_t)(ext[i] > 0 ? ext[i] - 1 : 0), &off) ||
+            __builtin_add_overflow(last, off, &last))
+            return bad(KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
+    }
+    if (last > INT64_MAX / elem)
+        return bad(KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
+    return KILN_OK;
+}
+
+static KilnStatus check_tensors(const KilnAttentionParams *p)
+{
+    int es = 2; /* f16 and bf16 */
+    KilnStatus st = check_tensor("q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, false);
+    if (st == KILN_OK && p->seqlen_k > 0)
+        st = check_tensor("k", p->k, p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es, false);
+    if (st == KILN_OK && p->seqlen_k > 0)
+        st = check_tensor("v", p->v, p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es, false);
+    if (st == KILN_OK)
+        st = check_tensor("o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, true);
+    if (st == KILN_OK) st = check_tensor("lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
+    return st;
+}
+
+KilnStatus kiln_attention_check(const KilnAttentionParams *p)
+{
+    KilnStatus st = check_shape(p);
+    if (st != KILN_OK || p->seqlen_q == 0) return st;   /* no rows: empty tensors may be null */
+    return check_tensors(p);
+}
+
+/* ---------------- variants and the in-process cache ---------------- */
+
+typedef struct AttnKey {
+    const KilnDevice *dev;
+    int dtype, head_dim, causal;
+    int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
+} AttnKey;
+
+typedef struct AttnEntry {
+    AttnKey key;
+    KilnModule *mod;
+    KilnKernel *kern;
+    struct AttnEntry *next;
+} AttnEntry;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static AttnEntry *g_buckets[ATTN_BUCKETS];
+
+static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
+{
+    const AttnTune *t = NULL;
+    for (size_t i = 0; i < COUNT(k_tune); i++)
+        if (k_tune[i].head_dim == p->head_dim && k_tune[i].min_sm <= dev->info.sm_version) t = &k_tune[i];
+    /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
+    if (!t) t = &k_tune[0];
+    bool own_tiles = p->block_m || p->block_n;
+    AttnKey k = {.dev = dev, .dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0};
+    k.block_m = p->block_m ? p->block_m : t->block_m;
+    k.block_n = p->block_n ? p->block_n : t->block_n;
+    /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
+    k.num_warps = p->num_warps ? p->num_warps : own_tiles ? 0 : t->num_warps;
+    k.num_stages = p->num_stages ? p->num_stages : own_tiles ? 0 : t->num_stages;
+    return k;
+}
+
+static bool key_eq(const AttnKey *a, const AttnKey *b)
+{
+    return a->dev == b->dev && a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
+           a->block_m == b->block_m && a->block_n == b->block_n && a->num_warps == b->num_warps &&
+           a->num_stages == b->num_stages;
+}
+
+static unsigned key_hash(const AttnKey *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    int64_t f[] = {(int64_t)(uintptr_t)k->dev, k->dtype, k->head_dim, k->causal,
+                   k->block_m, k->block_n, k->num_warps, k->num_stages};
+    for (size_t i = 0; i < COUNT(f); i++) h = (h ^ (uint64_t)f[i]) * 1099511628211ull;
+    return (unsigned)(h ^ (h >> 32)) % ATTN_BUCKETS;
+}
+
+/* The cached kernel of `k`, or NULL. Caller holds g_lock. */
+static KilnKernel *find_locked(const AttnKey *k)
+{
+    for (AttnEntry *e = g_buckets[key_hash(k)]; e; e = e->next)
+        if (key_eq(&e->key, k)) return e->kern;
+    return NULL;
+}
+
+static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
+
+/* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2" */
+static void describe(const AttnKey *k, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s HEAD_DIM=%d CAUSAL=%s BLOCK_M=%d BLOCK_N=%d num_warps=%d num_stages=%d",
+             kernel_name(k->dtype), k->head_dim, k->causal ? "true" : "false", k->block_m, k->block_n,
+             k->num_warps, k->num_stages);
+}
+
+const char *kiln_lib_source(const char *path)
+{
+    if (!path) return NULL;
+    for (const RtLibSource *s = rt_lib_sources; s->path; s++)
+        if (!strcmp(s->path, path)) return s->text;
+    return NULL;
+}
+
+/* Compile and load the variant (no lock held: this can take seconds). */
+static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **mod, KilnKernel **kern)
+{
+    const char *src = kiln_lib_source(ATTN_PROGRAM);
+    if (!src) return bad(KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)", ATTN_PROGRAM);
+    char d[16], bm[16], bn[16];
+    snprintf(d, sizeof d, "%d", k->head_dim);
+    snprintf(bm, sizeof bm, "%d", k->block_m);
+    snprintf(bn, sizeof bn, "%d", k->block_n);
+    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", k->causal ? "true" : "false"}};
+    KilnCompileOptions o = {.kernel = kernel_name(k->dtype), .defines = defs, .ndefines = (int)COUNT(defs),
+                            .num_warps = k->num_warps, .num_stages = k->num_stages};
+    KilnStatus st = kiln_module_compile(dev, ATTN_PROGRAM, src, &o, mod);
+    if (st == KILN_OK) {
+        st = kiln_kernel_get(*mod, o.kernel, kern);
+        if (st != KILN_OK) {
+            kiln_module_free(*mod);
+            *mod = NULL;
+        }
+    }
+    if (st != KILN_OK) {
+        /* say which variant, then what the compiler or driver said */
+        char what[160];
+        describe(k, what, sizeof what);
+        char *why = strdup(kiln_last_error());
+        kiln_set_error(st, "kiln_attention_fwd: cannot build %s: ", what);
+        rt_append_error(why ? why : "(out of memory)");
+        free(why);
+    }
+    return st;
+}
+
+static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
+{
+    pthread_mutex_lock(&g_lock);
+    *out = find_locked(k);
+    pthread_mutex_unlock(&g_lock);
+    if (*out) return KILN_OK;
+    KilnModule *mod = NULL;
+    KilnKernel *kern = NULL;
+    KilnStatus st = build_variant(dev, k, &mod, &kern);
+    if (st != KILN_OK) return st;
+    AttnEntry *e = calloc(1, sizeof *e);
+    if (!e) {
+        kiln_module_free(mod);
+        return bad(KILN_ERR_INTERNAL, "out of host memory");
+    }
+    pthread_mutex_lock(&g_lock);
+    *out = find_locked(k);
+    if (!*out) {   /* no other thread got there first */
+        unsigned h = key_hash(k);
+        *e = (AttnEntry){.key = *k, .mod = mod, .kern = kern, .next = g_buckets[h]};
+        g_buckets[h] = e;
+        *out = kern;
+        e = NULL;
+        mod = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(e);
+    kiln_module_free(mod);
+    return KILN_OK;
+}
+
+KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
+{
+    AttnEntry *dead = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (int b = 0; b < ATTN_BUCKETS; b++)
+        for (AttnEntry **pe = &g_buckets[b]; *pe;) {
+            AttnEntry *e = *pe;
+            if (dev && e->key.dev != dev) {
+                pe = &e->next;
+                continue;
+            }
+            *pe = e->next;
+            e->next = dead;
+            dead = e;
+        }
+    pthread_mutex_unlock(&g_lock);
+    /* unload outside the lock: the driver may take a while */
+    KilnStatus first = KILN_OK;
+    while (dead) {
+        AttnEntry *e = dead;
+        dead = e->next;
+        KilnStatus st = kiln_module_free(e->mod);
+        if (first == KILN_OK) first = st;
+        free(e);
+    }
+    return first;
+}
+
+int kiln_attention_cache_size(const KilnDevice *dev)
+{
+    int n = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int b = 0; b < ATTN_BUCKETS; b++)
+        for (AttnEntry *e = g_buckets[b]; e; e = e->next) n += !dev || e->key.dev == dev;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+/* ---------------- arguments by parameter name ---------------- */
+
+static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a)
+{
+    switch (prm->kind) {
+    case KILN_PARAM_I64: *a = kiln_arg_i64(v); return KILN_OK;
+    case KILN_PARAM_U64: *a = kiln_arg_u64((uint64_t)v); return KILN_OK;
+    case KILN_PARAM_I32:
+        if (v < INT32_MIN || v > INT32_MAX) break;
+        *a = kiln_arg_i32((int32_t)v);
+        return KILN_OK;
+    case KILN_PARAM_U32:
+        if (v < 0 || v > UINT32_MAX) break;
+        *a = kiln_arg_u32((uint32_t)v);
+        return KILN_OK;
+    default:
+        return bad(KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
+                   rt_param_kind_name(prm->kind));
+    }
+    return bad(KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name, (long long)v,
+               rt_param_kind_name(prm->kind));
+}
+
+/* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride). */
+static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v)
+{
+    if (strncmp(name, "stride_", 7) || strlen(name) != 9) return false;
+    const char *ts = "qkvo", *t = strchr(ts, name[7]);
+    const char *ds = "bhmn", *d = strchr(ds, name[8]);
+    if (!t || !d) return false;
+    const int64_t *st[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    int di = (int)(d - ds);
+    *v = st[t - ts][di > 2 ? 2 : di];
+    return true;
+}
+
+static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)
+{
+    const char *n = prm->name;
+    /* With seqlen_k == 0, K and V are never read: an empty tensor's null pointer is fine. */
+    KilnDevPtr kv_stand_in = p->q;
+    struct { const char *name; KilnDevPtr v; } ptrs[] = {
+        {"Q", p->q}, {"K", p->k ? p->k : kv_stand_in}, {"V", p->v ? p->v : kv_stand_in},
+        {"O", p->o}, {"LSE", p->lse}};
+    for (size_t i = 0; i < COUNT(ptrs); i++)
+        if (!strcmp(n, ptrs[i].name)) {
+            *a = kiln_arg_ptr(ptrs[i].v);
+            return KILN_OK;
+        }
+    struct { const char *name; int64_t v; } ints[] = {
+        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
+    for (size_t i = 0; i < COUNT(ints); i++)
+        if (!strcmp(n, ints[i].name)) return int_arg(prm, ints[i].v, a);
+    int64_t s;
+    if (stride_of(p, n, &s)) return int_arg(prm, s, a);
+    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
+        *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
+        return KILN_OK;
+    }
+    return bad(KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_fwd", n,
+               rt_param_kind_name(prm->kind));
+}
+
+/* ---------------- the call ---------------- */
+
+KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream)
+{
+    KilnStatus st = kiln_attention_check(p);
+    if (st != KILN_OK) return st;
+    if (!dev) return bad(KILN_ERR_USAGE, "dev is NULL");
+    if (stream && rt_stream_device(stream) != dev)
+        return bad(KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
+    AttnKey key = resolve_key(dev, p);
+    KilnKernel *k = NULL;
+    st = get_variant(dev, &key, &k);
+    if (st != KILN_OK) return st;
+    const KilnKernelInfo *info = kiln_kernel_info(k);
+    KilnArg args[64];
+    if (info->nparams > (int)COUNT(args))
+        return bad(KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
+    for (int i = 0; i < info->nparams; i++)
+        if ((st = make_arg(p, &info->params[i], &args[i])) != KILN_OK) return st;
+    int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
+    return kiln_launch(k, grid, stream, args, info->nparams);
+}
