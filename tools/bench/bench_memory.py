@@ -77,8 +77,9 @@ def kiln_args(cfg, sched, args):
         a = ["vec_add", "--n", cfg["n"]]
     else:
         a = ["softmax", "--rows", cfg["rows"], "--cols", cfg["cols"], "--dtype", cfg["dtype"]]
-    return a + ["--block", sched["block"], "--warps", sched["warps"], "--reps", args.reps,
-                "--warmup", args.warmup, "--l2-mib", args.l2_mib]
+    a += ["--block", sched["block"], "--warps", sched["warps"], "--reps", args.reps,
+          "--warmup", args.warmup, "--l2-mib", args.l2_mib]
+    return a + (["--no-queue-ahead"] if args.no_queue_ahead else [])
 
 
 # ---------------------------------------------------------------- measurements
@@ -90,7 +91,8 @@ def torch_copy(args):
     def measure():  # the tensors die with this frame, before empty_cache
         src = torch.empty(n, device="cuda", dtype=torch.float32).uniform_(-1, 1)
         dst = torch.empty_like(src)
-        return common.cuda_median_ms(lambda: dst.copy_(src), args.reps, args.warmup)
+        return common.cuda_median_ms(lambda: dst.copy_(src), args.reps, args.warmup,
+                                     queue_ahead=not args.no_queue_ahead)
     ms, mn = measure()
     torch.cuda.empty_cache()
     nbytes = 2 * n * 4
@@ -117,7 +119,7 @@ def torch_kernel(cfg, args):
         else:
             bufs = [rand(cfg["rows"], cfg["cols"]) for _ in range(nsets)]
             fns = [lambda x=x: torch.softmax(x, dim=-1) for x in bufs]
-        ms, mn = common.cuda_median_ms(fns, args.reps, args.warmup)
+        ms, mn = common.cuda_median_ms(fns, args.reps, args.warmup, queue_ahead=not args.no_queue_ahead)
         return {"ms": ms, "min_ms": mn, "gbps": common.gbps(cfg["bytes"], ms), "sets": nsets}
     except Exception as exc:  # one shape that cannot run must not stop the others
         common.log(f"  torch {cfg['kernel']} {cfg['shape']}: {type(exc).__name__}: {str(exc)[:200]}")
@@ -248,6 +250,8 @@ def parse_args(argv):
                     help="comma-separated RxC shapes for softmax (default 4096x4096,16384x1024,8192x8192,32768x512)")
     ap.add_argument("--softmax-dtypes", type=lambda s: s.split(","), default=["f32"],
                     help="f32, f16 or f32,f16 (default f32)")
+    ap.add_argument("--no-queue-ahead", action="store_true",
+                    help="launch straight from the host on both sides (times then include launch overhead)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and schedules")
     ap.add_argument("--no-kiln", action="store_true", help="torch and copy only")
     ap.add_argument("--no-torch", action="store_true", help="Kiln only (no copy reference either)")

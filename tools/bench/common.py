@@ -4,7 +4,8 @@
   run_json(cmd)          run a C driver; its JSON lines, exit status and stderr (never raises)
   run_kiln_bench(...)    one kiln-bench measurement as a dict ({"error": ...} on failure)
   cuda_median_ms(fns)    median time of a torch callable, per launch between CUDA events,
-                         rotating over several callables (input sets) to defeat the L2
+                         rotating over several callables (input sets) to defeat the L2,
+                         launches queued behind GPU work so host overhead stays out
   sets_for(bytes)        how many input sets to rotate over (the C driver's rule)
   gbps(bytes, ms)        decimal GB/s
   gpu_name()             the GPU's name (torch, else nvidia-smi, else "unknown")
@@ -100,24 +101,44 @@ def sets_for(set_bytes, l2_mib=L2_MIB):
     return int(min(max(2, math.ceil(want / max(set_bytes, 1))), MAX_SETS))
 
 
-def cuda_median_ms(fns, reps=100, warmup=10):
+def cuda_median_ms(fns, reps=100, warmup=10, queue_ahead=True):
     """Median over `reps` launches of the callables in `fns` (one, or a list
     taken in turn: one per input set), each launch between its own pair of CUDA
     events, all queued before one synchronisation, after `warmup` launches.
-    Returns (median_ms, min_ms)."""
+    queue_ahead: as kiln-bench does, the GPU first gets memsets of a 256 MiB
+    scratch buffer lasting 1.5x the host time needed to queue the timed launches
+    (measured on the warm-up), so no launch's time includes the host's launch
+    overhead. Returns (median_ms, min_ms)."""
+    import time
     import torch
     if callable(fns):
         fns = [fns]
-    for i in range(warmup):
-        fns[i % len(fns)]()
-    torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    t0 = time.perf_counter()
+    for i in range(warmup):
+        starts[0].record()
+        fns[i % len(fns)]()
+        ends[0].record()
+    host_ms = (time.perf_counter() - t0) * 1e3 / warmup if warmup else 0.02
+    torch.cuda.synchronize()
+    scratch = None
+    if queue_ahead:
+        scratch = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        starts[0].record()
+        scratch.fill_(0x5A)
+        ends[0].record()
+        torch.cuda.synchronize()
+        one = starts[0].elapsed_time(ends[0])
+        k = min(max(math.ceil(1.5 * host_ms * reps / one), 1), 2000) if one > 0 else 1
+        for i in range(k):
+            scratch.fill_(i & 0xFF)
     for i in range(reps):
         starts[i].record()
         fns[i % len(fns)]()
         ends[i].record()
     torch.cuda.synchronize()
+    del scratch
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return statistics.median(times), min(times)
 
