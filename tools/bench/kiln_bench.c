@@ -605,7 +605,7 @@ static int run_bench(Prog *p, const Opts *o, KilnDevice *dev)
     /* any stage but PTX/CUBIN means "auto": a cubin when ptxas is there, else PTX */
     p->co.emit = KILN_EMIT_AST;
     if ((st = kiln_module_compile(dev, p->path, p->src, &p->co, &mod)) ||
-        (st = kiln_kernel_get(mod, p->co.kernel, &b->k))) {
+        (st = kiln_kernel_get(mod, NULL, &b->k))) {   /* a GPU module holds exactly one kernel */
         fail_status("compile", st);
         goto done;
     }
