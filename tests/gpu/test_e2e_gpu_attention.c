@@ -1,0 +1,463 @@
+/* test_e2e_gpu_attention.c — kiln_attention_fwd on the GPU, against float64.
+ *
+ * The sweep: dtype (f16, bf16) x head dim (32, 64, 96, 128, 256) x causal, the
+ * 20 variants the API compiles, each run on 7 length patterns: 1x1, 17x17,
+ * below one block (45x61), ~1000 (999x999), seqlen_q < seqlen_k (77x1000),
+ * seqlen_q > seqlen_k (1000x77: causal rows that see no key) and no keys at all
+ * (130x0). GQA group sizes (1, 2, 4, MQA), layouts (bshd, bhsd), batch and
+ * strides wider than dense rotate across them. Plus: caller-chosen tiles, a
+ * custom scale on a created stream, zero rows, a rejected call on a real device.
+ *
+ * Inputs are random, written through the strides into NaN-filled buffers (a
+ * stray read poisons the output); O and LSE are NaN-poisoned before the call, and
+ * padding of O and a guard after LSE must still hold the poison afterwards.
+ * Judged by FlashAttention's rule: max |O - ref| <= 2 * max |O_plain - ref| + 1e-5
+ * (ref float64, O_plain plain attention in the storage dtype: attn_ref_torchlike),
+ * LSE relative error <= 1e-4, rows that see no key exactly O = 0 and LSE = -inf.
+ * The float64 references run on worker threads while the GPU works through the
+ * cases. One table row per case, then a summary line.
+ *
+ * Also checked: a second call of a variant costs microseconds (the in-process
+ * cache), the cache holds one entry per variant, clears, and refills from the
+ * on-disk cache. The on-disk cache is a fresh temporary directory, so the first
+ * call of each variant shows the real compile time (first_ms).
+ *
+ * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
+ */
+#include "kiln.h"
+#include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LSE_GUARD 64   /* poisoned bytes after LSE that the kernel must not touch */
+
+typedef struct Case {
+    /* the problem */
+    AttnDtype dtype;
+    int d, causal, batch, hq, hkv, sq, sk, pad;
+    AttnLayout layout;
+    double scale;                       /* 0: the API's default 1/sqrt(d) */
+    int block_m, block_n, num_warps;    /* 0: defaults */
+    int on_stream;
+    /* host data (inputs, then the GPU's outputs) */
+    AttnProblem p;
+    void *q, *k, *v, *o;
+    float *lse;
+    size_t nq, nkv, nlse;
+    /* the run */
+    KilnStatus st;
+    double first_ms, call_us;
+    float gpu_ms;
+    /* the verdict */
+    AttnErr e;
+    double plain, bound;
+    int64_t empty_bad, pad_bad;
+    int pass;
+    char why[160];
+} Case;
+
+static KilnDevice *g_dev;
+static KilnStream *g_stream;
+static Case *g_cases;
+static int g_ncases;
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* ---------------- the cases ---------------- */
+
+static Case *add_case(AttnDtype dt, int d, int causal, int batch, int hq, int hkv, int sq, int sk,
+                      AttnLayout layout, int pad)
+{
+    Case *c = &g_cases[g_ncases++];
+    memset(c, 0, sizeof *c);
+    *c = (Case){.dtype = dt, .d = d, .causal = causal, .batch = batch, .hq = hq, .hkv = hkv,
+                .sq = sq, .sk = sk, .layout = layout, .pad = pad};
+    return c;
+}
+
+static void make_cases(void)
+{
+    static const int dims[] = {32, 64, 96, 128, 256};
+    static const struct { int sq, sk; } lens[] = {{1, 1}, {17, 17}, {45, 61}, {999, 999}, {77, 1000},
+                                                  {1000, 77}, {130, 0}};
+    /* group sizes 1, 2, 4 and MQA */
+    static const struct { int hq, hkv; } groups[] = {{2, 2}, {4, 2}, {8, 2}, {3, 1}};
+    g_cases = calloc(200, sizeof *g_cases);
+    int v = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (int di = 0; di < 5; di++)
+            for (int causal = 0; causal < 2; causal++, v++)
+                for (int li = 0; li < 7; li++) {
+                    int r = li + v;
+                    int hq = groups[r % 4].hq, hkv = groups[r % 4].hkv, batch = r % 3 == 0 ? 2 : 1;
+                    if ((long)lens[li].sq * lens[li].sk > 50000) {   /* keep the float64 reference cheap */
+                        batch = 1;
+                        if (hq > 4) hq = 4, hkv = 1;
+                    }
+                    add_case(dt ? ATTN_BF16 : ATTN_F16, dims[di], causal, batch, hq, hkv, lens[li].sq,
+                             lens[li].sk, (AttnLayout)((li + v / 2) % 2), r % 3 == 1 ? 8 : 0);
+                }
+    /* caller-chosen tiles (a variant of its own) */
+    Case *t = add_case(ATTN_F16, 64, 1, 2, 4, 2, 300, 513, ATTN_BSHD, 0);
+    t->block_m = 64, t->block_n = 32, t->num_warps = 4;
+    t = add_case(ATTN_BF16, 128, 0, 1, 4, 4, 200, 333, ATTN_BHSD, 8);
+    t->block_m = 32, t->block_n = 128;
+    /* a custom scale, on a created stream */
+    t = add_case(ATTN_BF16, 128, 0, 2, 4, 1, 129, 257, ATTN_BHSD, 0);
+    t->scale = 0.3, t->on_stream = 1;
+}
+
+/* Random values through the strides; everything else stays NaN (0xFF bytes). */
+static void fill_strided(AttnDtype t, void *buf, const int64_t st[3], int nb, int nh, int ns, int d, uint64_t seed)
+{
+    size_t n = (size_t)nb * nh * ns * d;
+    void *dense = malloc(n * attn_dtype_size(t) + 2);
+    attn_fill_random(t, dense, n, seed, -1.0, 1.0);
+    size_t k = 0;
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++)
+            for (int s = 0; s < ns; s++)
+                for (int e = 0; e < d; e++)
+                    attn_put(t, buf, (size_t)(b * st[0] + h * st[1] + s * st[2] + e), attn_get(t, dense, k++));
+    free(dense);
+}
+
+static void host_setup(Case *c, uint64_t seed)
+{
+    AttnProblem *p = &c->p;
+    *p = (AttnProblem){.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq,
+                       .seqlen_k = c->sk, .head_dim = c->d + c->pad, .causal = c->causal,
+                       .scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->d), .dtype = c->dtype};
+    attn_set_strides(p, c->layout);   /* with the padded pitch ... */
+    p->head_dim = c->d;               /* ... and the real head dim */
+    c->nq = attn_numel_q(p) + 8;      /* never 0: kiln_malloc refuses 0 bytes */
+    c->nkv = attn_numel_kv(p) + 8;
+    c->nlse = (size_t)c->batch * c->hq * c->sq;
+    size_t es = attn_dtype_size(c->dtype);
+    c->q = malloc(c->nq * es), c->o = malloc(c->nq * es);
+    c->k = malloc(c->nkv * es), c->v = malloc(c->nkv * es);
+    c->lse = malloc(c->nlse * sizeof(float) + LSE_GUARD);
+    memset(c->q, 0xFF, c->nq * es);
+    memset(c->k, 0xFF, c->nkv * es);
+    memset(c->v, 0xFF, c->nkv * es);
+    fill_strided(c->dtype, c->q, p->q_stride, c->batch, c->hq, c->sq, c->d, seed);
+    fill_strided(c->dtype, c->k, p->k_stride, c->batch, c->hkv, c->sk, c->d, seed + 1);
+    fill_strided(c->dtype, c->v, p->v_stride, c->batch, c->hkv, c->sk, c->d, seed + 2);
+}
+
+/* ---------------- running on the GPU ---------------- */
+
+static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
+{
+    KilnAttentionParams a = {.dtype = c->dtype == ATTN_BF16 ? KILN_BF16 : KILN_F16, .batch = c->batch,
+                             .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
+                             .head_dim = c->d, .q = ptr[0], .k = ptr[1], .v = ptr[2], .o = ptr[3],
+                             .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
+                             .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps};
+    memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
+    memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
+    memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
+    memcpy(a.o_stride, c->p.o_stride, sizeof a.o_stride);
+    return a;
+}
+
+#define TRY(call)                                           \
+    do {                                                    \
+        if ((c->st = (call)) != KILN_OK) goto done;         \
+    } while (0)
+
+/* Upload, call twice (the first may compile; the second is timed on the GPU and
+ * on the host), download. Failures land in c->st / c->why. */
+static void gpu_run(Case *c)
+{
+    size_t es = attn_dtype_size(c->dtype), lse_bytes = c->nlse * sizeof(float) + LSE_GUARD;
+    KilnDevPtr ptr[5] = {0};
+    KilnEvent *e0 = NULL, *e1 = NULL;
+    KilnStream *s = c->on_stream ? g_stream : NULL;
+    TRY(kiln_malloc(g_dev, c->nq * es, &ptr[0]));
+    TRY(kiln_malloc(g_dev, c->nkv * es, &ptr[1]));
+    TRY(kiln_malloc(g_dev, c->nkv * es, &ptr[2]));
+    TRY(kiln_malloc(g_dev, c->nq * es, &ptr[3]));
+    TRY(kiln_malloc(g_dev, lse_bytes, &ptr[4]));
+    TRY(kiln_memcpy_htod(g_dev, ptr[0], c->q, c->nq * es));
+    TRY(kiln_memcpy_htod(g_dev, ptr[1], c->k, c->nkv * es));
+    TRY(kiln_memcpy_htod(g_dev, ptr[2], c->v, c->nkv * es));
+    TRY(kiln_memset(g_dev, ptr[3], 0xFF, c->nq * es));
+    TRY(kiln_memset(g_dev, ptr[4], 0xFF, lse_bytes));
+    KilnAttentionParams a = api_params(c, ptr);
+    double t0 = now_ms();
+    TRY(kiln_attention_fwd(g_dev, &a, s));
+    c->first_ms = now_ms() - t0;
+    TRY(kiln_event_create(g_dev, &e0));
+    TRY(kiln_event_create(g_dev, &e1));
+    TRY(kiln_event_record(e0, s));
+    t0 = now_ms();
+    TRY(kiln_attention_fwd(g_dev, &a, s));
+    c->call_us = (now_ms() - t0) * 1e3;
+    TRY(kiln_event_record(e1, s));
+    TRY(kiln_event_synchronize(e1));
+    TRY(kiln_event_elapsed_ms(e0, e1, &c->gpu_ms));
+    TRY(kiln_synchronize(g_dev));
+    TRY(kiln_memcpy_dtoh(g_dev, c->o, ptr[3], c->nq * es));
+    TRY(kiln_memcpy_dtoh(g_dev, c->lse, ptr[4], lse_bytes));
+done:
+    if (c->st != KILN_OK) snprintf(c->why, sizeof c->why, "%s: %.140s", kiln_status_name(c->st), kiln_last_error());
+    if (c->st != KILN_OK && strstr(kiln_last_error(), "cannot build"))
+        fprintf(stderr, "---- case failed to build ----\n%s\n", kiln_last_error());
+    kiln_event_destroy(e0);
+    kiln_event_destroy(e1);
+    for (int i = 0; i < 5; i++) kiln_free(g_dev, ptr[i]);
+}
+
+/* ---------------- judging (worker threads) ---------------- */
+
+/* Elements of O outside the problem (row padding, the slack at the end) that lost their poison. */
+static int64_t pad_clobbered(const Case *c)
+{
+    const AttnProblem *p = &c->p;
+    unsigned char *mine = calloc(c->nq, 1);
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++)
+                memset(mine + b * p->o_stride[0] + h * p->o_stride[1] + i * p->o_stride[2], 1, (size_t)p->head_dim);
+    int64_t bad = 0;
+    for (size_t i = 0; i < c->nq; i++) bad += !mine[i] && ((const uint16_t *)c->o)[i] != 0xFFFF;
+    free(mine);
+    const unsigned char *guard = (const unsigned char *)(c->lse + c->nlse);
+    for (int i = 0; i < LSE_GUARD; i++) bad += guard[i] != 0xFF;
+    return bad;
+}
+
+static void judge(Case *c)
+{
+    if (c->st != KILN_OK) return;
+    const AttnProblem *p = &c->p;
+    size_t nrow = c->nlse, D = (size_t)p->head_dim;
+    double *ref = malloc(sizeof(double) * (nrow * D + 1));
+    double *plain = malloc(sizeof(double) * (nrow * D + 1));
+    double *lse = malloc(sizeof(double) * (nrow + 1));
+    attn_ref_fwd(p, c->q, c->k, c->v, ref, lse);
+    attn_ref_torchlike(p, c->q, c->k, c->v, plain);
+    c->e = attn_compare(p, c->o, c->lse, ref, lse);
+    c->plain = attn_max_abs_diff(p, plain, ref);
+    c->bound = 2 * c->plain + 1e-5;
+    c->empty_bad = attn_check_empty_rows(p, c->o, c->lse);
+    c->pad_bad = pad_clobbered(c);
+    free(ref), free(plain), free(lse);
+    if (c->e.nonfinite)
+        snprintf(c->why, sizeof c->why, "%lld non-finite outputs in visible rows", (long long)c->e.nonfinite);
+    else if (c->e.o_max_abs > c->bound)
+        snprintf(c->why, sizeof c->why, "max |O - ref| %.3g > bound %.3g at b%d h%d i%d d%d", c->e.o_max_abs,
+                 c->bound, c->e.worst_b, c->e.worst_h, c->e.worst_i, c->e.worst_d);
+    else if (c->e.lse_max_rel > 1e-4)
+        snprintf(c->why, sizeof c->why, "LSE relative error %.3g > 1e-4", c->e.lse_max_rel);
+    else if (c->empty_bad)
+        snprintf(c->why, sizeof c->why, "%lld elements of rows with no key are not O = 0 / LSE = -inf",
+                 (long long)c->empty_bad);
+    else if (c->pad_bad)
+        snprintf(c->why, sizeof c->why, "%lld poisoned bytes/elements outside the outputs were written",
+                 (long long)c->pad_bad);
+    else
+        c->pass = 1;
+}
+
+/* Workers judge case i once the GPU is done with it (g_ready > i). */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_ready, g_next;
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&g_mu);
+        while (g_next >= g_ready && g_ready < g_ncases) pthread_cond_wait(&g_cv, &g_mu);
+        int i = g_next < g_ready ? g_next++ : -1;
+        pthread_mutex_unlock(&g_mu);
+        if (i < 0) return NULL;
+        judge(&g_cases[i]);
+        Case *c = &g_cases[i];
+        free(c->q), free(c->k), free(c->v), free(c->o), free(c->lse);
+        c->q = c->k = c->v = c->o = NULL, c->lse = NULL;
+    }
+}
+
+static void publish(int ready)
+{
+    pthread_mutex_lock(&g_mu);
+    g_ready = ready;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---------------- the table ---------------- */
+
+static void print_row(int i, const Case *c)
+{
+    char heads[16], len[24], tiles[24];
+    snprintf(heads, sizeof heads, "%d/%d", c->hq, c->hkv);
+    snprintf(len, sizeof len, "%dx%d", c->sq, c->sk);
+    if (c->block_m || c->block_n) snprintf(tiles, sizeof tiles, "%dx%d", c->block_m, c->block_n);
+    else snprintf(tiles, sizeof tiles, "default");
+    printf("%3d %-4s %3d %-6s %d %-5s %-9s %-4s%s %-7s %9.3g %9.3g %9.2g %9.1f %8.1f %8.4f  %s%s%s\n", i,
+           c->dtype == ATTN_BF16 ? "bf16" : "f16", c->d, c->causal ? "causal" : "full", c->batch, heads, len,
+           c->layout == ATTN_BSHD ? "bshd" : "bhsd", c->pad ? "+" : " ", tiles, c->e.o_max_abs, c->bound,
+           c->e.lse_max_rel, c->first_ms, c->call_us, (double)c->gpu_ms, c->pass ? "PASS" : "FAIL",
+           c->pass ? "" : ": ", c->why);
+}
+
+static void print_table(void)
+{
+    printf("\n  # dtype  d  mask   B Hq/kv len       lay  tiles        err     bound   lse_rel  first_ms  call_us   gpu_ms  result\n");
+    for (int i = 0; i < g_ncases; i++) print_row(i, &g_cases[i]);
+    printf("(err = max |O - ref| over rows that see keys; bound = 2 * max |O_plain - ref| + 1e-5; lay '+': "
+           "row pitch wider than dense;\n first_ms = host time of the first call, which compiles when the "
+           "variant is new; call_us = host time of the second call;\n gpu_ms = that call on the GPU)\n");
+}
+
+/* ---------------- checks beyond the table ---------------- */
+
+/* A rejected call on a real device leaves the poisoned output alone; zero rows are a no-op. */
+static int check_rejections(void)
+{
+    int fails = 0;
+    KilnDevPtr buf = 0;
+    if (kiln_malloc(g_dev, 1 << 16, &buf) != KILN_OK) return printf("FAIL: kiln_malloc: %s\n", kiln_last_error()), 1;
+    kiln_memset(g_dev, buf, 0xFF, 1 << 16);
+    KilnAttentionParams a = {.dtype = KILN_F16, .batch = 1, .heads_q = 4, .heads_kv = 3, .seqlen_q = 16,
+                             .seqlen_k = 16, .head_dim = 64, .q = buf, .k = buf, .v = buf,
+                             .o = buf + 16384, .lse = buf + 49152,
+                             .q_stride = {4096, 1024, 64}, .k_stride = {3072, 1024, 64},
+                             .v_stride = {3072, 1024, 64}, .o_stride = {4096, 1024, 64}};
+    KilnStatus st = kiln_attention_fwd(g_dev, &a, NULL);
+    if (st != KILN_ERR_USAGE || !strstr(kiln_last_error(), "multiple of heads_kv"))
+        fails++, printf("FAIL: GQA 4/3 gave %s: %s\n", kiln_status_name(st), kiln_last_error());
+    a.heads_kv = 2, a.head_dim = 80;
+    st = kiln_attention_fwd(g_dev, &a, NULL);
+    if (st != KILN_ERR_UNSUPPORTED)
+        fails++, printf("FAIL: head_dim 80 gave %s: %s\n", kiln_status_name(st), kiln_last_error());
+    a.head_dim = 64, a.seqlen_q = 0;
+    st = kiln_attention_fwd(g_dev, &a, NULL);
+    if (st != KILN_OK) fails++, printf("FAIL: seqlen_q 0 gave %s: %s\n", kiln_status_name(st), kiln_last_error());
+    kiln_synchronize(g_dev);
+    static uint16_t host[1 << 15];
+    kiln_memcpy_dtoh(g_dev, host, buf, sizeof host);
+    int64_t touched = 0;
+    for (size_t i = 0; i < sizeof host / 2; i++) touched += host[i] != 0xFFFF;
+    if (touched) fails++, printf("FAIL: rejected / empty calls wrote %lld elements\n", (long long)touched);
+    kiln_free(g_dev, buf);
+    printf("checks: rejected calls (GQA 4/3, head_dim 80) and seqlen_q = 0 launch nothing: %s\n",
+           fails ? "FAIL" : "PASS");
+    return fails;
+}
+
+static int distinct_variants(void)
+{
+    int n = 0;
+    for (int i = 0; i < g_ncases; i++) {
+        const Case *c = &g_cases[i];
+        int seen = c->sq == 0;
+        for (int j = 0; j < i && !seen; j++) {
+            const Case *o = &g_cases[j];
+            seen = o->dtype == c->dtype && o->d == c->d && o->causal == c->causal && o->block_m == c->block_m &&
+                   o->block_n == c->block_n && o->num_warps == c->num_warps;
+        }
+        n += !seen;
+    }
+    return n;
+}
+
+/* The in-process cache: one entry per variant; a cached call costs microseconds;
+ * after a clear the variant comes back from the on-disk cache. */
+static int check_cache(void)
+{
+    int fails = 0, want = distinct_variants(), have = kiln_attention_cache_size(g_dev);
+    if (have != want) fails++, printf("FAIL: %d variants cached, expected %d\n", have, want);
+    Case *c = &g_cases[1];   /* f16 d=32, 17x17: a small, already compiled variant */
+    host_setup(c, 99);
+    size_t es = attn_dtype_size(c->dtype);
+    KilnDevPtr ptr[5] = {0};
+    size_t bytes[5] = {c->nq * es, c->nkv * es, c->nkv * es, c->nq * es, c->nlse * sizeof(float)};
+    for (int i = 0; i < 5; i++) kiln_malloc(g_dev, bytes[i], &ptr[i]);
+    KilnAttentionParams a = api_params(c, ptr);
+    const int reps = 200;
+    double t0 = now_ms();
+    KilnStatus st = KILN_OK;
+    for (int r = 0; r < reps && st == KILN_OK; r++) st = kiln_attention_fwd(g_dev, &a, NULL);
+    double us = (now_ms() - t0) * 1e3 / reps;
+    kiln_synchronize(g_dev);
+    if (st != KILN_OK || us > 1000) fails++, printf("FAIL: cached calls: %s, %.1f us each\n", kiln_status_name(st), us);
+    kiln_attention_cache_clear(g_dev);
+    if (kiln_attention_cache_size(g_dev) != 0) fails++, printf("FAIL: cache not empty after clear\n");
+    t0 = now_ms();
+    st = kiln_attention_fwd(g_dev, &a, NULL);
+    double disk_ms = now_ms() - t0;
+    kiln_synchronize(g_dev);
+    if (st != KILN_OK || kiln_attention_cache_size(g_dev) != 1)
+        fails++, printf("FAIL: call after clear: %s (%s), %d cached\n", kiln_status_name(st), kiln_last_error(),
+                        kiln_attention_cache_size(g_dev));
+    for (int i = 0; i < 5; i++) kiln_free(g_dev, ptr[i]);
+    free(c->q), free(c->k), free(c->v), free(c->o), free(c->lse);
+    printf("checks: %d variants cached (expected %d); cached call %.1f us (host, mean of %d); after a clear, "
+           "the on-disk cache served it in %.1f ms: %s\n", have, want, us, reps, disk_ms, fails ? "FAIL" : "PASS");
+    return fails;
+}
+
+int main(void)
+{
+    KilnStatus st = kiln_init(&g_dev, 0);
+    if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
+        printf("SKIP: no GPU (%s)\n", kiln_last_error());
+        return EXIT_SUCCESS;
+    }
+    if (st != KILN_OK) {
+        printf("FAIL: kiln_init: %s: %s\n", kiln_status_name(st), kiln_last_error());
+        return EXIT_FAILURE;
+    }
+    KilnDeviceInfo info;
+    kiln_device_info(g_dev, &info);
+    printf("device: %s (%s, %d SMs, driver %d)\n", info.name, info.arch, info.sm_count, info.driver_version);
+    char dir[] = "/tmp/kiln-attn-cache-XXXXXX";   /* a fresh cache: first calls really compile */
+    if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
+    if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
+    double t_start = now_ms();
+    make_cases();
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;
+    pthread_t th[32];
+    for (int i = 0; i < nthreads; i++) pthread_create(&th[i], NULL, worker, NULL);
+    double compile_ms = 0;
+    for (int i = 0; i < g_ncases; i++) {
+        Case *c = &g_cases[i];
+        host_setup(c, 1000 + 7 * (uint64_t)i);
+        gpu_run(c);
+        if (c->first_ms > 100) compile_ms += c->first_ms;
+        publish(i + 1);
+    }
+    double gpu_done = now_ms();
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    print_table();
+    int fails = 0;
+    for (int i = 0; i < g_ncases; i++) fails += !g_cases[i].pass;
+    int check_fails = check_rejections() + check_cache();
+    kiln_attention_cache_clear(g_dev);
+    kiln_stream_destroy(g_stream);
+    kiln_shutdown(g_dev);
+    printf("summary: %d/%d cases pass, %d check failures; %d variants, %.1f s compiling (first calls over "
+           "100 ms); GPU phase %.1f s, total %.1f s\n",
+           g_ncases - fails, g_ncases, check_fails, distinct_variants(), compile_ms / 1e3,
+           (gpu_done - t_start) / 1e3, (now_ms() - t_start) / 1e3);
+    free(g_cases);
+    return fails || check_fails ? EXIT_FAILURE : EXIT_SUCCESS;
+}
