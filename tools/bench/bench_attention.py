@@ -163,34 +163,39 @@ def run_kiln_process(cmd, timeout, env=None):
     """Run the C binary; returns its JSON lines (errors included) or one error record."""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return [{"error": "timeout"}]
+        stdout, stderr, rc = p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as exc:
+        # keep the shapes that finished before the limit
+        out = exc.stdout or ""
+        stdout = out.decode(errors="replace") if isinstance(out, bytes) else out
+        stdout += '\n{"error": "timeout"}'
+        stderr, rc = "", -1
     except OSError as exc:
         return [{"error": f"cannot run {cmd[0]}: {exc}"}]
     recs = []
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
                 recs.append(json.loads(line))
             except json.JSONDecodeError:
                 pass
-    if p.returncode != 0 or any("error" in r for r in recs):
+    if rc != 0 or any("error" in r for r in recs):
         log("  kiln: " + " ".join(cmd))
         for r in recs:
             if "error" in r:
                 log("    " + r["error"][:400])
-        if p.stderr.strip():
-            log("    stderr: " + p.stderr.strip()[-1500:])
+        if stderr.strip():
+            log("    stderr: " + stderr.strip()[-1500:])
     if not recs:
-        recs = [{"error": f"exit {p.returncode}"}]
+        recs = [{"error": f"exit {rc}"}]
     return recs
 
 
 def run_kiln(args, dtype, d, causal, ns, target_ms):
     recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
         "--tokens", str(TOKENS), "--seqlens", ",".join(map(str, ns)), "--min-ms", str(target_ms)]),
-        timeout=120 + 10 * len(ns))
+        timeout=args.kiln_timeout)
     by_n = {r["seqlen"]: r for r in recs if "seqlen" in r and "error" not in r}
     err = next((r["error"] for r in recs if "error" in r), "fail")
     return {n: by_n.get(n, {"error": "fail" if "timeout" not in err else "timeout"}) for n in ns}
@@ -264,13 +269,14 @@ def cell(r):
         return "—"
     if "error" in r:
         return r["error"] if r["error"] in ("oom", "timeout") else "fail"
-    return f"{r['tflops']:.0f}"
+    return f"{r['tflops']:.0f}" if r["tflops"] >= 10 else f"{r['tflops']:.2g}"
 
 
 def ratio(k, p):
     if not k or not p or "tflops" not in k or "tflops" not in p or p["tflops"] <= 0:
         return "—"
-    return f"{k['tflops'] / p['tflops']:.2f}"
+    x = k["tflops"] / p["tflops"]
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"
 
 
 def gib(x):
@@ -380,6 +386,8 @@ def main():
     ap.add_argument("--warps", type=int, default=0, help="override the program's num_warps")
     ap.add_argument("--stages", type=int, default=0, help="override the program's num_stages")
     ap.add_argument("--target-ms", type=float, default=50.0, help="measurement length per shape")
+    ap.add_argument("--kiln-timeout", type=float, default=240,
+                    help="seconds for one Kiln process (compile + every N of one (dtype, d, causal))")
     ap.add_argument("--memory-n", type=int, default=32768)
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
@@ -429,7 +437,7 @@ def main():
         for d in ([128] if args.quick else ds):
             if "kiln" in providers:
                 recs = run_kiln_process(kiln_cmd(args, "f16", d, False, [
-                    "--batch", "1", "--seqlens", str(args.memory_n), "--min-ms", "1"]), timeout=300)
+                    "--batch", "1", "--seqlens", str(args.memory_n), "--min-ms", "0"]), timeout=300)
                 r = next((x for x in recs if "extra_bytes" in x), None)
                 res["memory"].append({"d": d, "provider": "kiln",
                                       "result": {"extra_bytes": r["extra_bytes"]} if r else {"error": "fail"}})

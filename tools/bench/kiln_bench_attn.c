@@ -82,7 +82,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: kiln_bench_attn --src FILE --head-dim D --heads H (--batch B | --tokens T) --seqlens N[,N...]\n"
             "       [--dtype f16|bf16] [--heads-kv HK] [--seqlen-k NK] [--causal] [--layout bshd|bhsd]\n"
-            "       [--block-m BM] [--block-n BN] [--warps W] [--stages S] [--scale X] [--min-ms MS]\n"
+            "       [--block-m BM] [--block-n BN] [--warps W] [--stages S] [--scale X]\n"
+            "       [--min-ms MS (0: one timed launch)]\n"
             "       [--in DIR] [--out DIR] [--compile-bench N]\n");
     return 2;
 }
@@ -302,10 +303,14 @@ static KilnStatus bench_one(KilnDevice *dev, KilnKernel *k, const Opts *o, int s
     if (!st) st = make_args(ki, &p, &b, args);
     int grid[3] = {(p.seqlen_q + o->block_m - 1) / o->block_m, p.batch * p.heads_q, 1};
     float est = 0, ms = 0;
-    /* a short run to size the measurement: about min_ms of kernel time */
-    if (!st) st = kiln_time_launch(k, grid, NULL, args, ki->nparams, 3, &est);
-    int reps = est > 0 ? (int)(o->min_ms / est) : 100;
-    reps = reps < 5 ? 5 : reps > 1000 ? 1000 : reps;
+    int reps = 1;
+    if (o->min_ms > 0) {
+        /* a short run to size the measurement: about min_ms of kernel time */
+        if (!st) st = kiln_time_launch(k, grid, NULL, args, ki->nparams, 3, &est);
+        reps = est > 0 ? (int)(o->min_ms / est) : 100;
+        int floor = est > 200 ? 2 : 5;   /* a slow kernel: a few launches tell enough */
+        reps = reps < floor ? floor : reps > 1000 ? 1000 : reps;
+    }
     if (!st) st = kiln_time_launch(k, grid, NULL, args, ki->nparams, reps, &ms);
     if (!st && o->out_dir) {
         size_t es = attn_dtype_size(p.dtype);
