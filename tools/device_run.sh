@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with .carry/bundle.tar.xz
+# (tools/device_pack.sh) carried along: the main job on the GPU, the GPU suite,
+# then the benchmarks named in $KILN_BENCH (memory matmul attention; default all),
+# and optionally the fuzzer (KILN_FUZZ_SECONDS, over all cores). Full logs go to
+# $OUT; a short table is printed last.
+set -uo pipefail
+root=$(pwd)
+out=${OUT:-/tmp/kiln-out}
+mkdir -p "$out" /tmp/kiln
+tar -C /tmp/kiln -xJf .carry/bundle.tar.xz
+export LD_LIBRARY_PATH=/tmp/kiln/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export KILN_SOURCE_DIR=$root KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+bin=/tmp/kiln/bin
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
+note "GPU: $(sed -n 2p "$out/gpu.txt")   date: $(date -u +%F)"
+
+note "== main job (kiln-examples)"
+"$bin/kiln-examples" >"$out/examples.log" 2>&1; note "kiln-examples exit $?"
+grep -E " ok$| FAIL$|FAIL" "$out/examples.log" | tee -a "$summary"
+
+note "== GPU suite"
+mkdir -p "$out/suite"
+for t in /tmp/kiln/tests/gpu_test_*; do
+  n=$(basename "$t")
+  s=$(date +%s)
+  ( cd /tmp/kiln/tests && CK_DEFAULT_TIMEOUT=600 timeout "${KILN_TEST_TIMEOUT:-300}" "$t" ) >"$out/suite/$n.log" 2>&1
+  rc=$?
+  note "$(printf '%-36s %s  %ss' "$n" "$([ $rc = 0 ] && echo PASS || echo "FAIL($rc)")" $(( $(date +%s) - s )))"
+done
+grep -h '^ROW ' "$out"/suite/*.log 2>/dev/null | sed 's/^ROW //' >>"$summary"
+
+benches=${KILN_BENCH-memory matmul attention}
+for b in $benches; do
+  note "== bench $b"
+  case $b in
+    memory) timeout 240 python3 tools/bench/bench_memory.py --kiln-bin "$bin/kiln-bench" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_memory.log" 2>&1 ;;
+    matmul) timeout 300 python3 tools/bench/bench_matmul.py --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_matmul.log" 2>&1 ;;
+    attention) timeout 420 python3 tools/bench/bench_attention.py --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_attention.log" 2>&1 ;;
+  esac
+  note "bench $b exit $?"
+  tail -40 "$out/bench_$b.log" >>"$summary"
+done
+
+if [ -n "${KILN_FUZZ_SECONDS:-}" ] && [ -x "$bin/fuzz_frontend" ]; then
+  note "== fuzz: $(nproc) workers x ${KILN_FUZZ_SECONDS}s"
+  mkdir -p /tmp/fuzz-corpus && cp tests/fuzz/corpus/* /tmp/fuzz-corpus/ 2>/dev/null
+  ( cd /tmp && timeout $((KILN_FUZZ_SECONDS + 60)) "$bin/fuzz_frontend" -fork="$(nproc)" -ignore_crashes=0 \
+      -max_total_time="$KILN_FUZZ_SECONDS" -dict="$root/tests/fuzz/kiln.dict" /tmp/fuzz-corpus ) >"$out/fuzz.log" 2>&1
+  note "fuzz exit $? ; $(grep -cE 'ERROR|crash-' "$out/fuzz.log") crash lines; last: $(grep -E '#[0-9]+' "$out/fuzz.log" | tail -1)"
+fi
+echo; echo "=========== summary"; cat "$summary"
