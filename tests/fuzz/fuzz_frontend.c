@@ -3,7 +3,8 @@
  * Each input becomes a NUL-terminated source (an embedded NUL simply ends it,
  * as it would for a file read by the driver) and goes through ast_parse,
  * ast_print and, when the parse is clean and sema is part of kiln_lang,
- * lang_compile with default options; every input gets a fresh Arena and Diag
+ * lang_compile with default options, then the IR verifier and the pass
+ * pipeline on every kernel; every input gets a fresh Arena and Diag
  * and frees them. Crashes, sanitizer reports, leaks and timeouts are the
  * findings. An internal error (INTERNAL_ERROR) is reported as a finding too
  * when KILN_FUZZ_TRAP_ICE=1, since it is a compiler bug, not a user error.
@@ -18,6 +19,7 @@
 #endif
 #ifdef KILN_HAVE_SEMA
 #include "lang/lang.h"
+#include "compiler/passes/passes.h"
 #endif
 
 #include <stdint.h>
@@ -53,7 +55,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (file && diag.nerrors == 0) {
         LangOptions opts;
         memset(&opts, 0, sizeof opts);
-        lang_compile(&arena, &diag, file, &opts);
+        IrModule *m = lang_compile(&arena, &diag, file, &opts);
+        /* The rest of the front end: the verifier and every target-independent
+         * pass (a verifier failure is a compiler bug: trap it). */
+        for (int i = 0; m && diag.nerrors == 0 && i < m->nfuncs; i++) {
+            StrBuf err, dump;
+            sb_init(&err);
+            sb_init(&dump);
+            if (!ir_verify(m->funcs[i], &err) || !pass_pipeline(m->funcs[i], NULL, &dump, &err)) {
+                fprintf(stderr, "invalid IR from a valid program:\n%s\n", err.data ? err.data : "");
+                abort();
+            }
+            sb_free(&err);
+            sb_free(&dump);
+        }
     }
 #endif
     if (diag_flush_ice(&diag)) {
