@@ -340,6 +340,121 @@ START_TEST(ptxas_accepts_kernels)
 }
 END_TEST
 
+
+/* Every remaining op family in one kernel: argmax/argmin/min reductions,
+ * full reduction to a scalar, atomics (tile, scalar, result used and not),
+ * if with results, trans, reshape, casts through f16/bf16/i8/i1, the
+ * transcendental functions, select, masked i8/f16 loads and stores. */
+static IrValue *un(Kb *k, IrOpcode op, IrValue *x) { return irb_op1(&k->b, op, x->type, x); }
+
+static void build_misc(Kb *k, int warps)
+{
+    kb_init(k, "misc");
+    k->f->sched.num_warps = warps;
+    IrValue *X = ir_func_add_param(k->f, ir_type_ptr(IR_F32), "X");
+    IrValue *H = ir_func_add_param(k->f, ir_type_ptr(IR_F16), "H");
+    IrValue *B8 = ir_func_add_param(k->f, ir_type_ptr(IR_I8), "B8");
+    IrValue *I = ir_func_add_param(k->f, ir_type_ptr(IR_I32), "I");
+    IrValue *n = ir_func_add_param(k->f, ir_type_scalar(IR_I32), "n");
+    IrType i32 = ir_type_scalar(IR_I32);
+    IrValue *rows = kb_arange(k, 16), *cols = kb_arange(k, 32);
+    IrValue *c32 = irb_const_int(&k->b, i32, 32);
+    IrType sh = t2(IR_F32, 16, 32);
+    IrValue *px = kb_ptr2d(k, X, rows, c32, cols);
+    IrValue *x = kb_load(k, px, NULL, NULL);
+    /* transcendental chain and casts */
+    IrValue *y = un(k, IR_TANH, un(k, IR_SIN, un(k, IR_COS, un(k, IR_SQRT, un(k, IR_ABS, x)))));
+    y = kb_bin(k, IR_ADD, y, un(k, IR_LOG, un(k, IR_EXP2, un(k, IR_RSQRT, un(k, IR_EXP, x)))));
+    y = kb_bin(k, IR_MAX, un(k, IR_FLOOR, y), un(k, IR_CEIL, un(k, IR_LOG2, un(k, IR_NEG, y))));
+    IrValue *yh = irb_op1(&k->b, IR_CAST, ir_type_with_elem(sh, IR_F16), y);
+    IrValue *yb = irb_op1(&k->b, IR_CAST, ir_type_with_elem(sh, IR_BF16), yh);
+    IrValue *yf = irb_op1(&k->b, IR_CAST, sh, yb);
+    IrValue *yi = irb_op1(&k->b, IR_CAST, ir_type_with_elem(sh, IR_I8), yf);
+    IrValue *pos = kb_cmp(k, IR_CMP_GT, yf, irb_const_float(&k->b, sh, 0));
+    IrValue *sel = irb_op(&k->b, IR_SELECT, sh, 3, (IrValue *[]){pos, yf, x});
+    /* masked f16 and i8 stores and loads */
+    IrValue *mask = kb_cmp(k, IR_CMP_LT, kb_ptr2d(k, X, rows, c32, cols), px); /* all false: ptr compare */
+    mask = kb_bin(k, IR_OR, mask, pos);
+    kb_store(k, kb_ptr2d(k, H, rows, c32, cols), yh, mask);
+    kb_store(k, kb_ptr2d(k, B8, rows, c32, cols), yi, mask);
+    IrValue *l8 = kb_load(k, kb_ptr2d(k, B8, rows, c32, cols), mask, yi);
+    IrValue *lh = kb_load(k, kb_ptr2d(k, H, rows, c32, cols), mask, yh);
+    IrValue *mix = kb_bin(k, IR_ADD, irb_op1(&k->b, IR_CAST, sh, lh), irb_op1(&k->b, IR_CAST, sh, l8));
+    mix = kb_bin(k, IR_MUL, mix, sel);
+    /* reductions */
+    IrValue *am = kb_reduce(k, mix, 1, IR_RED_ARGMAX);   /* [16] i32 */
+    IrValue *an = kb_reduce(k, mix, 0, IR_RED_ARGMIN);   /* [32] i32 */
+    IrValue *mn = kb_reduce(k, mix, 0, IR_RED_MIN);      /* [32] f32 */
+    IrValue *tot = kb_reduce(k, mn, 0, IR_RED_SUM);      /* scalar f32 */
+    IrValue *cnt = kb_reduce(k, an, 0, IR_RED_MAX);      /* scalar i32 */
+    /* trans + reshape */
+    IrValue *tr = irb_op1(&k->b, IR_TRANS, t2(IR_F32, 32, 16), mix);
+    tr->def->attr[0] = 1;
+    tr->def->attr[1] = 0;
+    IrValue *rs = irb_op1(&k->b, IR_RESHAPE, t1(IR_F32, 512), tr);
+    IrValue *flat = kb_arange(k, 512);
+    kb_store(k, kb_addptr(k, kb_splat(k, X, t1(IR_I32, 512)), flat), rs, NULL);
+    /* atomics: tile with result used, tile without, scalar */
+    IrValue *pi = kb_addptr(k, kb_splat(k, I, t1(IR_I32, 16)), rows);
+    IrValue *old = irb_op(&k->b, IR_ATOMIC_ADD, t1(IR_I32, 16), 2, (IrValue *[]){pi, am});
+    IrValue *pi2 = kb_addptr(k, kb_splat(k, I, t1(IR_I32, 32)), cols);
+    irb_op(&k->b, IR_ATOMIC_ADD, t1(IR_I32, 32), 2, (IrValue *[]){pi2, an});
+    IrValue *sold = irb_op(&k->b, IR_ATOMIC_ADD, ir_type_scalar(IR_F32), 2, (IrValue *[]){X, tot});
+    /* if with a tile and a scalar result */
+    IrValue *cond = kb_cmp(k, IR_CMP_LT, cnt, n);
+    IrType rts[2] = {t1(IR_I32, 16), ir_type_scalar(IR_F32)};
+    IrOp *iff = ir_op_new(k->f, IR_IF, k->b.loc, 1, &cond, 2, rts);
+    irb_insert(&k->b, iff);
+    IrBuilder save = k->b;
+    IrBlock *th = ir_op_add_region(k->f, iff), *el = ir_op_add_region(k->f, iff);
+    k->b.block = th;
+    k->b.before = NULL;
+    IrValue *t_v = kb_bin(k, IR_ADD, old, am);
+    irb_insert(&k->b, ir_op_new(k->f, IR_YIELD, k->b.loc, 2, (IrValue *[]){t_v, sold}, 0, NULL));
+    k->b.block = el;
+    IrValue *e_v = kb_bin(k, IR_SHL, am, kb_splat(k, irb_const_int(&k->b, i32, 1), t1(IR_I32, 16)));
+    irb_insert(&k->b, ir_op_new(k->f, IR_YIELD, k->b.loc, 2, (IrValue *[]){e_v, tot}, 0, NULL));
+    k->b = save;
+    kb_store(k, pi, iff->res[0], NULL);
+    kb_store(k, X, iff->res[1], NULL);
+    kb_return(k);
+}
+
+START_TEST(misc_ops_through_ptxas)
+{
+    if (!have_ptxas()) {
+        fprintf(stderr, "SKIP misc_ops_through_ptxas: ptxas not found (set KILN_PTXAS)\n");
+        return;
+    }
+    int warps[] = {1, 4, 8};
+    const char *archs[] = {"sm_80", "sm_90a"};
+    for (int w = 0; w < 3; w++)
+        for (int a = 0; a < 2; a++) {
+            Kb k;
+            build_misc(&k, warps[w]);
+            StrBuf err;
+            sb_init(&err);
+            ck_assert_msg(ir_verify(k.f, &err), "test kernel does not verify: %s", err.data);
+            sb_free(&err);
+            ptxas_accepts(k.f, archs[a]);
+            check_all_values(k.f->body);
+            arena_free(&k.a);
+        }
+    Kb k;
+    build_misc(&k, 4);
+    CgResult r;
+    char *ptx = compile(k.f, "sm_80", CG_STAGE_PTX, &r);
+    ck_assert_ptr_nonnull(strstr(ptx, "tanh.approx.f32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "atom.global.gpu.add.u32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "red.global.gpu.add.u32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "atom.global.gpu.add.f32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "bar.sync"));
+    ck_assert_ptr_nonnull(strstr(r.stats.data, "scratch reduce"));
+    free_res(&r);
+    arena_free(&k.a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("codegen_basic");
@@ -355,6 +470,7 @@ static Suite *suite(void)
     tcase_add_test(tc, llvm_stage_marks_kernel);
     tcase_add_test(tc, bad_arch_is_an_error);
     tcase_add_test(tc, ptxas_accepts_kernels);
+    tcase_add_test(tc, misc_ops_through_ptxas);
     suite_add_tcase(s, tc);
     return s;
 }
