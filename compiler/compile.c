@@ -10,6 +10,7 @@
  */
 #include "kiln.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

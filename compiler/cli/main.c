@@ -74,7 +74,11 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
 #define NEED_VALUE() do { if (!v) return usage_error("option '%s' needs a value", s); i++; } while (0)
         if (!strcmp(s, "-k") || !strcmp(s, "--kernel")) { NEED_VALUE(); a->opts.kernel = v; }
         else if (!strcmp(s, "-D") || (!strncmp(s, "-D", 2) && s[2])) {
-            const char *d = s[2] ? s + 2 : (NEED_VALUE(), v);
+            const char *d = s + 2;
+            if (!s[2]) {
+                NEED_VALUE();
+                d = v;
+            }
             const char *eq = strchr(d, '=');
             if (!eq || eq == d) return usage_error("-D expects NAME=VALUE, got '%s'", d);
             if (a->ndefines == KILN_CLI_MAX_DEFINES) return usage_error("too many -D options (at most %s)", "64");
