@@ -12,13 +12,15 @@
  * pointers whose run starts are 16-byte aligned, and a mask constant across
  * the vector.
  *
- * Sources of facts: kernel pointer parameters are assumed 16-byte aligned
- * unless the front end says otherwise (IrValue.divisibility > 1 wins);
+ * Sources of facts: kernel pointer parameters are aligned to their element
+ * size unless the front end says more (IrValue.divisibility > 1 wins: hints,
+ * or the runtime's launch-time specialisation, see docs/gpu.md);
  * integer parameters carry IrValue.divisibility (1 = unknown); arange(s, e)
  * is contiguous with div = largest power of two dividing s; constants divide
  * by their largest power of two. Example:
  *     %o = add (mul (program_id 0) 128) (arange 0 128)   contig 128, div 128
- *     %p = addptr (splat %X : ptr<f32>) %o                contig 128, div 16 bytes
+ *     %p = addptr (splat %X : ptr<f32>) %o                contig 128, div 16 bytes if X
+ *                                                         has divisibility 16, else 4
  *     %m = cmp lt %o (splat %n)                            constancy min(128, div(n))
  */
 #include "cg_internal.h"
@@ -143,7 +145,10 @@ static void ax_param(AxCtx *c, const IrValue *p)
 {
     CgAxis *x = ax_new(c, p);
     int64_t d = p->divisibility > 1 ? p->divisibility : 1;
-    if (p->type.elem == IR_PTR && d <= 1) d = 16; /* documented assumption: 16-byte aligned */
+    /* Without a hint a pointer is only known to be aligned to its element
+     * (the caller may pass X + 1); 16-byte alignment must be stated by a
+     * hint or proven by the runtime's launch-time specialisation. */
+    if (p->type.elem == IR_PTR && d <= 1) d = cg_elem_bytes((IrElem)p->type.pointee);
     x->div[0] = d;
 }
 

@@ -130,6 +130,9 @@ static inline void build_vec_add(Kb *k, int n_div, int block)
     IrValue *Z = ir_func_add_param(k->f, ir_type_ptr(IR_F32), "Z");
     IrValue *n = ir_func_add_param(k->f, ir_type_scalar(IR_I32), "n");
     n->divisibility = n_div;
+    /* 16-byte aligned pointers, as hints or launch-time specialisation say
+     * (without them a pointer is only element-aligned). */
+    X->divisibility = Y->divisibility = Z->divisibility = 16;
     IrType sh = t1(IR_I32, block);
     IrValue *start = kb_bin(k, IR_MUL, kb_pid(k), irb_const_int(&k->b, ir_type_scalar(IR_I32), block));
     IrValue *offs = kb_bin(k, IR_ADD, kb_splat(k, start, sh), kb_arange(k, block));
@@ -151,6 +154,7 @@ static inline void build_softmax(Kb *k, int R, int C, int warps)
     IrValue *stride = ir_func_add_param(k->f, ir_type_scalar(IR_I32), "stride");
     IrValue *nrows = ir_func_add_param(k->f, ir_type_scalar(IR_I32), "nrows");
     stride->divisibility = 16;
+    X->divisibility = Y->divisibility = 16;
     IrValue *start = kb_bin(k, IR_MUL, kb_pid(k), irb_const_int(&k->b, ir_type_scalar(IR_I32), R));
     IrValue *rows = kb_bin(k, IR_ADD, kb_splat(k, start, t1(IR_I32, R)), kb_arange(k, R));
     IrValue *cols = kb_arange(k, C);
@@ -178,6 +182,7 @@ static inline void build_matmul(Kb *k, IrElem e, int M, int N, int BK, int warps
     IrValue *Cp = ir_func_add_param(k->f, ir_type_ptr(IR_F32), "C");
     IrValue *K = ir_func_add_param(k->f, ir_type_scalar(IR_I32), "K");
     K->divisibility = 16;
+    A->divisibility = B->divisibility = Cp->divisibility = 16;
     IrType i32 = ir_type_scalar(IR_I32);
     IrValue *acc0 = irb_const_float(&k->b, t2(IR_F32, M, N), 0);
     IrValue *lo = irb_const_int(&k->b, i32, 0), *step = irb_const_int(&k->b, i32, BK);
