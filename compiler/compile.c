@@ -166,7 +166,7 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
         goto done;
     }
 
-    /* 2. sema + lowering to Tile IR, specialised on the defines */
+    /* 2. sema + lowering to Tile IR, specialised on the defines and hints */
     LangOptions lo = {.kernel = opts->kernel, .ndefines = opts->ndefines,
                       .num_warps = opts->num_warps, .num_stages = opts->num_stages};
     LangDefine *defs = opts->ndefines ? ARENA_ARRAY(arena, LangDefine, opts->ndefines) : NULL;
@@ -175,6 +175,18 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
         defs[i].value = opts->defines[i].value;
     }
     lo.defines = defs;
+    if (opts->nhints < 0 || (opts->nhints > 0 && !opts->hints)) {
+        diag_error(d, (SrcLoc){0}, "bad hints: %d hints but no array", opts->nhints);
+        st = KILN_ERR_USAGE;
+        goto done;
+    }
+    LangHint *hints = opts->nhints ? ARENA_ARRAY(arena, LangHint, opts->nhints) : NULL;
+    for (int i = 0; i < opts->nhints; i++) {
+        hints[i].name = opts->hints[i].name;
+        hints[i].divisibility = opts->hints[i].divisibility;
+    }
+    lo.hints = hints;
+    lo.nhints = opts->nhints;
     IrModule *m = lang_compile(arena, d, ast, &lo);
     if (!m || d->nerrors) { st = KILN_ERR_COMPILE; goto done; }
     if ((st = select_kernels(m, opts, d)) != KILN_OK) goto done;

@@ -16,11 +16,21 @@ typedef struct LangDefine {
     const char *value;    /* its value as written: "128", "true", "0.5", "bf16", or a fn name */
 } LangDefine;
 
+/* A runtime integer parameter's value is a multiple of `divisibility`, or a
+ * pointer parameter's address is a multiple of `divisibility` bytes (a power
+ * of two). Sets IrValue.divisibility of the parameter in every kernel. */
+typedef struct LangHint {
+    const char *name;
+    int divisibility;
+} LangHint;
+
 typedef struct LangOptions {
     const char *kernel;           /* only this kernel; NULL = every kernel in the file */
     const LangDefine *defines;
     int ndefines;
     int num_warps, num_stages;    /* > 0 overrides the kernel's `with (...)` settings */
+    const LangHint *hints;        /* by runtime parameter name (unknown names are errors) */
+    int nhints;
 } LangOptions;
 
 /* Returns NULL when there were errors (they are in `diag`). */

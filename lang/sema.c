@@ -6,6 +6,8 @@
  * LangOptions.defines (parsed per the declared type), else their default, and
  * are recorded in IrFunc.consts; `with (num_warps = ..., num_stages = ...)`
  * is evaluated and validated into IrFunc.sched (LangOptions overrides win);
+ * LangOptions.hints set IrValue.divisibility of runtime integer / pointer
+ * parameters (checked: a power of two, naming a runtime parameter);
  * the body is lowered by lower_stmt.c and ends with `return`.
  * Invariants: scopes nest file -> kernel params -> blocks; a helper body's
  * scope hangs off the file scope (helpers never see the caller's locals);
@@ -348,6 +350,63 @@ static Val const_param_value(Sema *s, const AstDecl *k, const AstParam *p, Param
     return v;
 }
 
+/* ---- divisibility hints (LangOptions.hints) ---- */
+static bool hint_value_ok(int div) { return div >= 1 && div <= (1 << 30) && is_pow2(div); }
+
+/* The hint for runtime parameter `p` becomes the IR parameter's divisibility
+ * (bytes of alignment for pointers), which the backend's axis info reads. */
+static void apply_hint(Sema *s, const AstParam *p, IrValue *pv)
+{
+    for (int i = 0; s->opts && i < s->opts->nhints; i++) {
+        const LangHint *h = &s->opts->hints[i];
+        if (!h->name || strcmp(h->name, p->name) || !hint_value_ok(h->divisibility)) continue;
+        IrElem e = (IrElem)pv->type.elem;
+        if (e != IR_PTR && (!ir_elem_is_int(e) || e == IR_I1)) {
+            diag_error(s->diag, p->loc,
+                       "hint %s=%d: '%s' is a %s parameter; divisibility hints apply to integer and pointer "
+                       "parameters", h->name, h->divisibility, p->name, ir_elem_name(e));
+            continue;
+        }
+        if (h->divisibility > pv->divisibility) pv->divisibility = h->divisibility;
+    }
+}
+
+/* Every hint must name a runtime parameter of a selected kernel and be a
+ * power of two (the axis analysis works in powers of two). */
+static void check_hints(Sema *s, const AstDecl *only)
+{
+    SrcLoc none = {s->file->path, 0, 0};
+    for (int i = 0; s->opts && i < s->opts->nhints; i++) {
+        const LangHint *h = &s->opts->hints[i];
+        const char *name = h->name ? h->name : "";
+        if (!hint_value_ok(h->divisibility))
+            diag_error(s->diag, none, "hint %s=%d: the divisibility must be a power of two between 1 and 2^30",
+                       name, h->divisibility);
+        bool found = false, is_const = false;
+        const char *best = NULL;
+        int bestd = strlen(name) <= 2 ? 1 : strlen(name) <= 4 ? 2 : 3;
+        for (int j = 0; j < s->file->ndecls && !found; j++) {
+            const AstDecl *d = s->file->decls[j];
+            if (d->kind != AST_KERNEL || (only && d != only)) continue;
+            for (int q = 0; q < d->nparams; q++) {
+                if (!strcmp(d->params[q].name, name)) {
+                    found = !d->params[q].is_const;
+                    is_const |= d->params[q].is_const;
+                } else if (!d->params[q].is_const) {
+                    consider(name, d->params[q].name, &best, &bestd);
+                }
+            }
+        }
+        if (found) continue;
+        if (is_const)
+            diag_error(s->diag, none, "hint %s=%d: '%s' is a const parameter (its value is known; hints are for "
+                       "runtime parameters)", name, h->divisibility, name);
+        else
+            diag_error(s->diag, none, "hint %s=%d: no runtime parameter is named '%s'%s", name, h->divisibility,
+                       name, best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
+    }
+}
+
 static void bind_params(Sema *s, const AstDecl *k)
 {
     s->f->consts = ARENA_ARRAY(s->arena, IrConstParam, k->nparams ? k->nparams : 1);
@@ -369,6 +428,7 @@ static void bind_params(Sema *s, const AstDecl *k)
                 diag_error(s->diag, p->loc, "'%s' is not a const parameter; it cannot be given with -D %s",
                            p->name, p->name);
             IrValue *pv = ir_func_add_param(s->f, t, p->name);
+            apply_hint(s, p, pv);
             sema_define(s, p->name, SYM_PARAM, val_rt(pv, p->loc), p->loc);
             continue;
         }
@@ -508,6 +568,7 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
         if (f) ir_module_add(m, f);
     }
     check_defines_used(&s);
+    if (!opts || !opts->kernel || only) check_hints(&s, only);
     diag_flush_ice(diag);
     return diag->nerrors == errors ? m : NULL;
 }

@@ -50,6 +50,17 @@ typedef struct KilnDefine {
     const char *value;   /* as written: "128", "true", "0.125", "bf16", a fn name */
 } KilnDefine;
 
+/* A fact about a runtime parameter's value that the compiler may rely on:
+ * an integer parameter is a multiple of `divisibility`; a pointer parameter's
+ * address is a multiple of `divisibility` bytes. A power of two (1 = nothing
+ * known). A launch whose argument breaks a hint is refused (KILN_ERR_ARGS).
+ * `kiln compile --assume n=16`. kiln_module_compile adds such hints by itself
+ * at launch time (see kiln_module_set_specialize). */
+typedef struct KilnParamHint {
+    const char *name;          /* a runtime (non-const) integer or pointer parameter */
+    int divisibility;
+} KilnParamHint;
+
 typedef struct KilnCompileOptions {
     const char *kernel;        /* NULL: the only kernel of the file (error if several for GPU stages) */
     const KilnDefine *defines;
@@ -60,6 +71,8 @@ typedef struct KilnCompileOptions {
     KilnEmit emit;
     const char *dump_after;    /* NULL, "all" or a pass name: IR dumps go to result.dumps */
     int no_opt;                /* skip the target-independent passes */
+    const KilnParamHint *hints;  /* divisibility / alignment facts (see KilnParamHint) */
+    int nhints;
 } KilnCompileOptions;
 
 typedef enum KilnParamKind {

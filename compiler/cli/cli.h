@@ -15,6 +15,8 @@ typedef struct KilnCliArgs {
     KilnCompileOptions opts;
     KilnDefine defines[KILN_CLI_MAX_DEFINES];
     int ndefines;
+    KilnParamHint hints[KILN_CLI_MAX_DEFINES];   /* --assume NAME=DIV */
+    int nhints;
     const char *runargs[KILN_CLI_MAX_ARGS];   /* ARG=SPEC */
     int nrunargs;
     int grid[3];

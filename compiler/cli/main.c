@@ -30,6 +30,9 @@ static const char usage_text[] =
     "options:\n"
     "  -k, --kernel NAME          the kernel to use (needed when the file has several)\n"
     "  -D NAME=VALUE              value of a const parameter (repeatable)\n"
+    "  --assume NAME=DIV          integer parameter NAME is a multiple of DIV, or pointer NAME is\n"
+    "                             DIV-byte aligned (a power of two; repeatable): lets masked\n"
+    "                             loads/stores use 16-byte vectors\n"
     "  --emit STAGE               ast | ir | gpu-ir | llvm | ptx | cubin   (compile; default ir)\n"
     "  --arch ARCH                sm_80 | sm_86 | sm_89 | sm_90 | sm_90a   (default sm_90a)\n"
     "  --num-warps N              override the kernel's num_warps\n"
@@ -85,6 +88,17 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             a->defines[a->ndefines].name = strndup(d, (size_t)(eq - d));
             a->defines[a->ndefines].value = eq + 1;
             a->ndefines++;
+        } else if (!strcmp(s, "--assume")) {
+            NEED_VALUE();
+            const char *eq = strchr(v, '=');
+            char *end = NULL;
+            long n = eq ? (errno = 0, strtol(eq + 1, &end, 10)) : 0;
+            if (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30)
+                return usage_error("--assume expects NAME=DIV with DIV a positive number, got '%s'", v);
+            if (a->nhints == KILN_CLI_MAX_DEFINES) return usage_error("too many --assume options (at most %s)", "64");
+            a->hints[a->nhints].name = strndup(v, (size_t)(eq - v));
+            a->hints[a->nhints].divisibility = (int)n;
+            a->nhints++;
         } else if (!strcmp(s, "--emit")) {
             NEED_VALUE();
             size_t k = 0;
@@ -130,6 +144,8 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
     if (!a->file) return usage_error("%s", "no input file");
     a->opts.defines = a->defines;
     a->opts.ndefines = a->ndefines;
+    a->opts.hints = a->hints;
+    a->opts.nhints = a->nhints;
     return 0;
 }
 
@@ -202,5 +218,6 @@ int main(int argc, char **argv)
         else rc = cmd_compile(&a, !strcmp(cmd, "check"));
     }
     for (int i = 0; i < a.ndefines; i++) free((char *)a.defines[i].name);
+    for (int i = 0; i < a.nhints; i++) free((char *)a.hints[i].name);
     return rc;
 }

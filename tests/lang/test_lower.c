@@ -26,7 +26,7 @@ static IrModule *compile_opts(const char *src, const char *const *defs, int warp
         d[nd].name = arena_strndup(&arena, defs[nd], (size_t)(eq - defs[nd]));
         d[nd].value = eq + 1;
     }
-    LangOptions o = {kernel, d, nd, warps, stages};
+    LangOptions o = {.kernel = kernel, .defines = d, .ndefines = nd, .num_warps = warps, .num_stages = stages};
     AstFile *f = ast_parse(&arena, &diag, "t.tile", src);
     ck_assert_msg(f && diag.nerrors == 0, "parse errors:\n%s", diag.out.data ? diag.out.data : "");
     IrModule *m = lang_compile(&arena, &diag, f, &o);

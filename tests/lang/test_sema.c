@@ -27,7 +27,7 @@ static IrModule *compile(const char *src, const char *const *defs)
         d[nd].name = arena_strndup(&arena, defs[nd], (size_t)(eq - defs[nd]));
         d[nd].value = eq + 1;
     }
-    LangOptions o = {NULL, d, nd, 0, 0};
+    LangOptions o = {.defines = d, .ndefines = nd};
     AstFile *f = ast_parse(&arena, &diag, "t.tile", src);
     ck_assert_msg(f && diag.nerrors == 0, "parse errors:\n%s", diag.out.data ? diag.out.data : "");
     return lang_compile(&arena, &diag, f, &o);
