@@ -58,7 +58,6 @@ LLVMValueRef cg_asm(CgCtx *c, LLVMTypeRef ret, const char *text, const char *con
     return LLVMBuildCall2(c->b, ft, a, args, (unsigned)n, "");
 }
 
-void cg_barrier(CgCtx *c) { cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL); }
 
 LLVMBasicBlockRef cg_block(CgCtx *c, const char *what)
 {
@@ -116,7 +115,7 @@ void cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base)
         ld = LLVMBuildAnd(c->b, ld, cg_i32(c, g->tpw[d] - 1), "");
         LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(g->warp_stride[d])), "");
         wd = LLVMBuildAnd(c->b, wd, cg_i32(c, g->wpc[d] - 1), "");
-        LLVMValueRef b = LLVMBuildMul(c->b, wd, cg_i32(c, g->spt[d] * g->tpw[d]), "");
+        LLVMValueRef b = LLVMBuildMul(c->b, wd, cg_i32(c, g->spt[d] * g->tpw[d] * g->rpw[d]), "");
         base[d] = LLVMBuildAdd(c->b, b, LLVMBuildMul(c->b, ld, cg_i32(c, g->spt[d]), ""), "");
     }
 }
@@ -137,6 +136,15 @@ LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg
     int rd[CG_MAX_RANK];
     cg_geom_reg_dims(g, reg, rd);
     LLVMValueRef ok = LLVMConstInt(c->t_i1, 1, 0);
+    if (g->warp_copies) { /* warps whose coordinates repeat another warp's hold copies */
+        LLVMValueRef w = cg_i32(c, 0);
+        for (int d = 0; d < g->rank; d++) {
+            LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(g->warp_stride[d])), "");
+            wd = LLVMBuildAnd(c->b, wd, cg_i32(c, g->wpc[d] - 1), "");
+            w = LLVMBuildAdd(c->b, w, LLVMBuildMul(c->b, wd, cg_i32(c, g->warp_stride[d]), ""), "");
+        }
+        ok = LLVMBuildICmp(c->b, LLVMIntEQ, w, c->warp, "");
+    }
     for (int d = 0; d < g->rank; d++) {
         if (g->shape[d] >= g->cta[d]) continue;
         LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, cg_geom_const_part(g, d, rd[d])), "");
@@ -157,20 +165,85 @@ LLVMValueRef cg_flat_index(CgCtx *c, IrType t, LLVMValueRef *idx)
     return flat;
 }
 
-LLVMValueRef cg_smem_ptr(CgCtx *c, LLVMValueRef byte_off)
+LLVMValueRef cg_smem_ptr_abs(CgCtx *c, LLVMValueRef byte_off)
 {
     return LLVMBuildGEP2(c->b, c->t_i8, c->smem, &byte_off, 1, "");
 }
 
-void cg_use_scratch(CgCtx *c, const char *what, const IrValue *v, int bytes)
+LLVMValueRef cg_smem_ptr(CgCtx *c, LLVMValueRef byte_off)
 {
-    bytes = (bytes + 15) & ~15;
-    if (bytes > c->smem_bytes) c->smem_bytes = bytes;
-    CgScratch *s = ARENA_NEW(c->arena, CgScratch);
-    s->what = what;
-    s->value_id = v ? v->id : -1;
-    s->bytes = bytes;
-    vec_push(c->arena, &c->scratch, s);
+    if (c->smem_base) byte_off = LLVMBuildAdd(c->b, byte_off, cg_i32(c, c->smem_base), "");
+    return cg_smem_ptr_abs(c, byte_off);
+}
+
+/* ---- barriers where SRAM hazards are (Triton's Membar idea) ----
+ * Lowering runs in program order, so the ranges touched since the last
+ * barrier are known when an op starts using its buffer: a barrier is needed
+ * only if one of them overlaps (another thread may still read what this op
+ * is about to overwrite, or write what it reads). Loops and branches merge
+ * conservatively (cg_smem_pending_span). Each op's own write -> barrier ->
+ * read sequence keeps its inner barrier. */
+static bool overlaps_pending(const CgCtx *c, CgRange r)
+{
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].lo < r.hi && r.lo < c->pending[i].hi) return true;
+    return false;
+}
+
+void cg_smem_pending_add(CgCtx *c, int lo, int hi)
+{
+    if (lo >= hi) return;
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].lo <= lo && hi <= c->pending[i].hi) return;
+    if (c->npending == CG_MAX_PENDING) { /* too many: merge everything into one range */
+        int l = lo, h = hi;
+        for (int i = 0; i < c->npending; i++) {
+            if (c->pending[i].lo < l) l = c->pending[i].lo;
+            if (c->pending[i].hi > h) h = c->pending[i].hi;
+        }
+        c->npending = 0;
+        lo = l, hi = h;
+    }
+    c->pending[c->npending++] = (CgRange){lo, hi};
+}
+
+void cg_barrier(CgCtx *c)
+{
+    cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL);
+    c->npending = 0;
+    if (c->cur.lo >= 0) cg_smem_pending_add(c, c->cur.lo, c->cur.hi);
+}
+
+void cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages)
+{
+    const CgTcState *tc = c->tc;
+    const CgSpan *sp = NULL;
+    for (int i = 0; tc && i < tc->spans.len; i++)
+        if (((const CgSpan *)tc->spans.data[i])->op == region_op) sp = tc->spans.data[i];
+    if (!sp) return;
+    for (int i = 0; i < tc->bufs.len; i++) {
+        const CgSmemBuf *b = tc->bufs.data[i];
+        bool inside = b->start > sp->start && b->end < sp->end;
+        bool stage = b->start == sp->start && b->end == sp->end;
+        if (inside || (with_stages && stage)) cg_smem_pending_add(c, b->offset, b->offset + b->bytes);
+    }
+}
+
+LLVMValueRef cg_smem_begin(CgCtx *c, const char *what, const IrValue *v, int bytes)
+{
+    const CgTcState *tc = c->tc;
+    int idx = tc && v && v->id < tc->nids ? tc->buf_of[v->id] : -1;
+    const CgSmemBuf *b = idx >= 0 ? tc->bufs.data[idx] : NULL;
+    if (!b || b->bytes < bytes) {
+        INTERNAL_ERROR("codegen: no SRAM buffer of %d bytes planned for %s of %%%d", bytes, what, v ? v->id : -1);
+        c->failed = true;
+        return cg_i32(c, 0);
+    }
+    c->smem_base = b->offset;
+    c->cur = (CgRange){b->offset, b->offset + b->bytes};
+    if (overlaps_pending(c, c->cur)) cg_barrier(c);
+    cg_smem_pending_add(c, c->cur.lo, c->cur.hi);
+    return cg_i32(c, b->offset);
 }
 
 void cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...)

@@ -14,10 +14,21 @@
  */
 #include "cg_internal.h"
 
+#include <string.h>
+
 static IrOp *region_yield(IrBlock *b) { return b->last && b->last->op == IR_YIELD ? b->last : NULL; }
 
 static bool lower_for(CgCtx *c, IrOp *op)
 {
+    CgPipeLoop *pl = cg_pipeline_of_loop(c->tc, op);
+    if (pl) {
+        /* The prologue writes the stage buffers: whatever used their bytes before must be done. */
+        cg_smem_pending_span(c, op, true);
+        if (c->npending) cg_barrier(c);
+        bool ok = cg_lower_for_pipelined(c, op, pl);
+        cg_smem_pending_span(c, op, true);
+        return ok;
+    }
     IrBlock *body = op->regions[0];
     IrElem ie = (IrElem)op->args[0]->type.elem;
     LLVMValueRef lo = cg_get(c, op->args[0])->r[0];
@@ -42,6 +53,8 @@ static bool lower_for(CgCtx *c, IrOp *op)
     LLVMValueRef cond = LLVMBuildICmp(c->b, ir_elem_is_signed(ie) ? LLVMIntSLT : LLVMIntULT, iv, hi, "");
     LLVMBuildCondBr(c->b, cond, bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
+    /* The previous iteration's SRAM accesses reach this point over the back edge. */
+    cg_smem_pending_span(c, op, false);
     if (!cg_lower_block(c, body)) return false;
     IrOp *y = region_yield(body);
     LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
@@ -61,6 +74,7 @@ static bool lower_for(CgCtx *c, IrOp *op)
         for (int r = 0; r < t->n; r++) res->r[r] = t->r[r];
     }
     LLVMPositionBuilderAtEnd(c->b, exit);
+    cg_smem_pending_span(c, op, false);
     return true;
 }
 
@@ -85,10 +99,19 @@ static bool lower_if(CgCtx *c, IrOp *op)
     LLVMBasicBlockRef tb = cg_block(c, "if_then"), eb = cg_block(c, "if_else"), merge = cg_block(c, "if_end");
     LLVMBuildCondBr(c->b, cond, tb, eb);
     IrOp *ty, *ey;
+    /* SRAM accesses pending after the if: those of either arm. */
+    CgRange before[CG_MAX_PENDING], after_then[CG_MAX_PENDING];
+    int nbefore = c->npending;
+    memcpy(before, c->pending, sizeof(CgRange) * (size_t)nbefore);
     LLVMBasicBlockRef tend = lower_arm(c, op, 0, tb, merge, &ty);
     if (!tend) return false;
+    int nthen = c->npending;
+    memcpy(after_then, c->pending, sizeof(CgRange) * (size_t)nthen);
+    memcpy(c->pending, before, sizeof(CgRange) * (size_t)nbefore);
+    c->npending = nbefore;
     LLVMBasicBlockRef eend = lower_arm(c, op, 1, eb, merge, &ey);
     if (!eend) return false;
+    for (int i = 0; i < nthen; i++) cg_smem_pending_add(c, after_then[i].lo, after_then[i].hi);
     LLVMPositionBuilderAtEnd(c->b, merge);
     for (int i = 0; i < op->nres; i++) {
         if (!ty || !ey || i >= ty->nargs || i >= ey->nargs) {

@@ -2,11 +2,13 @@
  *
  * Both are "write every register to scratch at its element's row-major index,
  * barrier, read the registers of the new layout (or new shape: reshape keeps
- * row-major order) back". A barrier before the writes protects the previous
- * user of the scratch buffer (all scratch lives at offset 0 for now; the
- * buffer is as large as the largest single need). Conversions between
- * equivalent layouts (same thread -> element map) copy registers and cost
- * nothing.
+ * row-major order) back". The scratch buffer is the one pass_sram_alloc.c
+ * placed for this op; a barrier before the writes is placed by cg_smem_begin
+ * only when an earlier access since the last barrier overlaps it.
+ * Conversions between equivalent layouts (same thread -> element map) copy
+ * registers and cost nothing. Conversions to mma.sync operand layouts of
+ * f16/bf16 go through a swizzled tile and ldmatrix instead (cg_dot_mma.c),
+ * and those of pipelined loads read the loop's stage buffer.
  *
  * Example: tensor<64xf32> from #slice<dim=1, parent=#L0> to #blocked<spt=[1]...>:
  * 256 bytes of scratch, two barriers, one st.shared and one ld.shared per
@@ -62,9 +64,32 @@ void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out)
     }
 }
 
+int cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
+{
+    const IrValue *src = op->args[0], *res = op->res[0];
+    if (op->op == IR_CONVERT_LAYOUT) {
+        if (src->type.rank == 0 || cg_layouts_equivalent(f, src->layout, res->layout, res->type)) return 0;
+        CgMmaFrag frag;
+        int wm, wn;
+        IrElem e = (IrElem)res->type.elem;
+        if ((e == IR_F16 || e == IR_BF16) && cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != CG_MMA_C) {
+            *what = frag == CG_MMA_A ? "mma operand A" : "mma operand B";
+            return (int)ir_type_numel(res->type) * 2;
+        }
+        *what = "convert_layout";
+    } else {
+        if (src->type.rank == 0) return 0;
+        *what = "reshape";
+    }
+    int eb = cg_elem_bytes((IrElem)res->type.elem);
+    return (int)(res->type.rank ? ir_type_numel(res->type) : 1) * eb;
+}
+
 bool cg_lower_convert(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
+    const CgPipeLoad *pl = op->op == IR_CONVERT_LAYOUT ? cg_pipeline_load(c->tc, op, NULL) : NULL;
+    if (pl && c->pipe) return cg_lower_pipelined_convert(c, op, pl); /* the source lives in SRAM only */
     CgGeom g;
     cg_geom_of(c, res, &g);
     CgTile *in = cg_get(c, src);
@@ -77,9 +102,10 @@ bool cg_lower_convert(CgCtx *c, IrOp *op)
         for (int i = 0; i < g.nregs; i++) t->r[i] = in->r[0];
         return true;
     }
-    int bytes = (int)ir_type_numel(res->type) * cg_elem_bytes((IrElem)res->type.elem);
-    cg_use_scratch(c, op->op == IR_RESHAPE ? "reshape" : "convert_layout", res, bytes);
-    cg_barrier(c);
+    const char *what = "convert_layout";
+    int bytes = cg_convert_scratch_bytes(c->f, op, &what);
+    if (what[0] == 'm') return cg_lower_convert_mma_operand(c, op);
+    cg_smem_begin(c, what, res, bytes);
     cg_tile_to_smem(c, src->type, in, src->layout, false);
     cg_barrier(c);
     if (res->type.rank == 0) {

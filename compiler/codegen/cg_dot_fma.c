@@ -8,13 +8,17 @@
  * B registers (k, r1) are exactly row m and column n of that output element,
  * and each output is a chain of K fmas in k order, in f32 for f16/bf16/f32
  * operands (i32 for integer operands). Correct for any power-of-two M, N, K;
- * the tensor-core path replaces this for speed.
+ * dots that pass_accelerate_dot.c put on tensor cores (an MMA accumulator
+ * layout) go to cg_dot_mma.c instead.
  */
 #include "cg_internal.h"
 
 bool cg_lower_dot(CgCtx *c, IrOp *op)
 {
     IrValue *a = op->args[0], *b = op->args[1], *acc = op->args[2], *res = op->res[0];
+    CgMmaFrag frag;
+    int wm, wn;
+    if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) return cg_lower_dot_mma(c, op);
     CgGeom ga, gb, gc;
     if (!cg_geom_of(c, a, &ga) || !cg_geom_of(c, b, &gb) || !cg_geom_of(c, res, &gc)) return false;
     int K = a->type.shape[1];

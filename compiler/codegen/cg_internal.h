@@ -15,6 +15,7 @@
 #define KILN_CG_INTERNAL_H
 
 #include "cg_layout.h"
+#include "cg_tc.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
@@ -25,11 +26,8 @@ typedef struct CgTile {
     int n;
 } CgTile;
 
-typedef struct CgScratch {
-    const char *what;
-    int value_id;
-    int bytes;
-} CgScratch;
+typedef struct CgRange { int lo, hi; } CgRange;  /* SRAM bytes [lo, hi) */
+#define CG_MAX_PENDING 64
 
 typedef struct CgCtx {
     IrFunc *f;
@@ -51,9 +49,17 @@ typedef struct CgCtx {
     CgTile *vals;                /* indexed by IrValue.id */
     const CgAxisMap *axis;
     int *uses;
-    int smem_bytes;
-    PtrVec scratch;              /* CgScratch*, for the stats */
     int name_counter;
+    /* SRAM (pass_sram_alloc.c) and barriers: the ranges read or written since
+     * the last barrier, and the current op's scratch (survives its barriers). */
+    CgTcState *tc;
+    int smem_base;               /* byte offset of the current op's scratch */
+    CgRange pending[CG_MAX_PENDING];
+    int npending;
+    CgRange cur;                 /* lo < 0: the current op has no scratch */
+    /* pass_pipeline.c: the pipelined loop being lowered and its current slot */
+    CgPipeLoop *pipe;
+    LLVMValueRef pipe_slot;
 } CgCtx;
 
 LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */
@@ -77,14 +83,25 @@ void         cg_reg_index(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg
 LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg);
 /* Row-major flat index (i32) of value-dim indices in `t`. */
 LLVMValueRef cg_flat_index(CgCtx *c, IrType t, LLVMValueRef *idx);
+/* Pointer to byte `byte_off` of the current op's scratch (cg_smem_begin). */
 LLVMValueRef cg_smem_ptr(CgCtx *c, LLVMValueRef byte_off);
-void         cg_use_scratch(CgCtx *c, const char *what, const IrValue *v, int bytes);
+/* Pointer to an absolute byte offset of dynamic SRAM. */
+LLVMValueRef cg_smem_ptr_abs(CgCtx *c, LLVMValueRef byte_off);
+/* Start using the scratch buffer the allocator gave the op producing `v`
+ * (at least `bytes`): sets the base cg_smem_ptr uses, places a barrier first
+ * only when an access since the last barrier overlaps it (write-after-read /
+ * write-after-write), and returns the base as an i32. */
+LLVMValueRef cg_smem_begin(CgCtx *c, const char *what, const IrValue *v, int bytes);
+/* Barrier bookkeeping around control flow (cg_control.c, pass_pipeline.c). */
+void         cg_smem_pending_add(CgCtx *c, int lo, int hi);
+void         cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages);
 void         cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Convert between register types of IR elements (the CAST semantics). */
 LLVMValueRef cg_convert_scalar(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to);
 
 /* ---- lowering, one family per file ---- */
 bool cg_lower_block(CgCtx *c, IrBlock *blk);                 /* codegen.c */
+bool cg_lower_op(CgCtx *c, IrOp *op);                        /* codegen.c: one op */
 bool cg_lower_elementwise(CgCtx *c, IrOp *op);               /* cg_elementwise.c */
 bool cg_lower_shape_op(CgCtx *c, IrOp *op);                  /* splat/broadcast/expand/trans/arange/const */
 bool cg_lower_memory(CgCtx *c, IrOp *op);                    /* cg_memory.c */
@@ -96,6 +113,22 @@ bool cg_lower_control(CgCtx *c, IrOp *op);                   /* cg_control.c */
  * (the caller places the barriers). owners_only: replicas do not write. */
 void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only);
 void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out);
+
+/* Scratch bytes each op family's lowering will ask for (0: none), for the
+ * allocator; `what` names the buffer in --stats. */
+int  cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what);  /* cg_convert.c */
+int  cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op);                      /* cg_reduce.c */
+int  cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses);     /* cg_memory.c */
+
+/* ---- tensor cores (cg_dot_mma.c) and pipelining (pass_pipeline.c) ---- */
+LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col);
+bool cg_lower_dot_mma(CgCtx *c, IrOp *op);
+bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
+/* Registers of `res` (A/B-operand layout) by ldmatrix from a swizzled tile at
+ * byte offset `base` whose contiguous dim is value dim `fast_dim`. */
+void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, CgTile *out);
+bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl);
+bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
 
 /* ---- cg_emit.c ---- */
 bool cg_llvm_init(StrBuf *err);

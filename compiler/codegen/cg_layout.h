@@ -27,6 +27,13 @@ typedef struct CgLayout {
     int rank;                       /* rank of the values it applies to */
     /* blocked */
     int spt[CG_MAX_RANK], tpw[CG_MAX_RANK], wpc[CG_MAX_RANK], order[CG_MAX_RANK];
+    /* The MMA generalisation (0 reads as "none"; see layout.c): rpw[d]
+     * register repeats per warp tile between lanes and warps, wst[d] explicit
+     * warp strides (warps then need not cover every warp of the CTA: the
+     * others hold copies), mma = 1 + CgMmaFrag for the mma.sync layouts with
+     * their warp grid mma_wm x mma_wn. */
+    int rpw[CG_MAX_RANK], wst[CG_MAX_RANK];
+    int mma, mma_wm, mma_wn;
     /* slice: parent layout index (in IrFunc.layouts) and the removed dim */
     int parent, dim;
 } CgLayout;
@@ -37,8 +44,9 @@ typedef struct CgGeom {
     int rank;                                  /* base rank */
     int shape[CG_MAX_RANK];                    /* base shape (sliced dims are 1) */
     int spt[CG_MAX_RANK], tpw[CG_MAX_RANK], wpc[CG_MAX_RANK], order[CG_MAX_RANK];
+    int rpw[CG_MAX_RANK];                      /* register repeats per warp tile (>= 1) */
     int eff_spt[CG_MAX_RANK];                  /* min(spt, shape) */
-    int cta[CG_MAX_RANK];                      /* spt * tpw * wpc */
+    int cta[CG_MAX_RANK];                      /* spt * tpw * rpw * wpc */
     int nregs_dim[CG_MAX_RANK];                /* registers per thread along d */
     int reg_stride[CG_MAX_RANK];               /* register index stride of d */
     int lane_stride[CG_MAX_RANK], warp_stride[CG_MAX_RANK];
@@ -46,6 +54,7 @@ typedef struct CgGeom {
     int vrank;                                 /* rank of the value */
     int vdims[CG_MAX_RANK];                    /* value dim -> base dim */
     int num_warps;
+    bool warp_copies;                          /* some warps hold copies (wst given) */
 } CgGeom;
 
 int  cg_elem_bytes(IrElem e);                        /* memory bytes of an element (i1 -> 1) */
@@ -67,6 +76,7 @@ int  cg_geom_const_part(const CgGeom *g, int d, int rd);   /* index part from th
 void cg_geom_thread_base(const CgGeom *g, int tid, int *base); /* index part from the thread */
 void cg_geom_index(const CgGeom *g, int tid, int reg, int *idx); /* base-dim element index */
 bool cg_geom_owner(const CgGeom *g, int tid, int reg);     /* the one copy that writes */
+int  cg_geom_warp_owner(const CgGeom *g, int warp);        /* the warp holding the owned copy of warp's data */
 bool cg_geom_replicated(const CgGeom *g);                  /* some element held twice? */
 bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
 void cg_layout_str(const IrFunc *f, int idx, StrBuf *out);

@@ -304,9 +304,7 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
     if (!want || !shared) return true;
     /* Replicas (and, for scalars, threads other than 0) did not run the atomic:
      * hand them the owner's old value through SRAM. */
-    int bytes = (int)ir_type_numel(res->type) * cg_elem_bytes(e);
-    cg_use_scratch(c, "atomic_add result", res, bytes + cg_elem_bytes(e)); /* + the replicas' slot */
-    cg_barrier(c);
+    cg_smem_begin(c, "atomic_add result", res, cg_atomic_scratch_bytes(c->f, op, c->uses));
     if (ptrs->type.rank == 0) {
         LLVMBasicBlockRef wr = cg_block(c, "atom_bcast"), join = cg_block(c, "atom_join");
         LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32(c, 0), ""), wr, join);
@@ -322,6 +320,17 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
         cg_tile_from_smem(c, res->type, res->layout, t);
     }
     return true;
+}
+
+int cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses)
+{
+    const IrValue *ptrs = op->args[0], *res = op->res[0];
+    if (op->op != IR_ATOMIC_ADD || uses[res->id] == 0) return 0;
+    CgGeom g;
+    bool shared = ptrs->type.rank == 0 || (cg_geom(f, res->layout, res->type, &g) && cg_geom_replicated(&g));
+    if (!shared) return 0;
+    int eb = cg_elem_bytes((IrElem)res->type.elem);
+    return (int)(ptrs->type.rank ? ir_type_numel(res->type) : 1) * eb + eb; /* + the replicas' slot */
 }
 
 bool cg_lower_memory(CgCtx *c, IrOp *op)

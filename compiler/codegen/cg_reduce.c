@@ -8,7 +8,7 @@
  *   2. lanes: a butterfly (llvm.nvvm.shfl.sync.bfly) over the lane bits of dim
  *      k that hold distinct elements (spt << bit < size); afterwards every lane
  *      of the group has the group's result;
- *   3. warps: when nw = min(wpc[k], size / (spt * tpw)) > 1, each warp writes
+ *   3. warps: when nw = min(wpc[k], size / (spt * tpw * rpw)) > 1, each warp writes
  *      its partial to scratch[flat(result element) * nw + warp_k], a barrier,
  *      and every thread combines the nw partials in warp order.
  * Replicated elements (tile smaller than the CTA along k) are never combined
@@ -120,13 +120,12 @@ static void across_warps(CgCtx *c, const Red *r, const CgGeom *gr, IrType rt, in
     int wb = cg_elem_bytes(r->we);
     int64_t n = ir_type_numel(rt);
     int idx_base = (int)(n * nw * wb);
-    cg_use_scratch(c, "reduce", res, idx_base + (r->arg ? (int)(n * nw * 4) : 0));
+    cg_smem_begin(c, "reduce", res, idx_base + (r->arg ? (int)(n * nw * 4) : 0));
     LLVMValueRef wk = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(gr->warp_stride[k])), "");
     wk = LLVMBuildAnd(c->b, wk, cg_i32(c, nw - 1), ""); /* duplicate warps write identical values */
     LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
     cg_thread_base(c, gr, base);
     LLVMTypeRef wt = cg_type(c, r->we);
-    cg_barrier(c);
     LLVMValueRef *slot0 = ARENA_ARRAY(c->arena, LLVMValueRef, gr->nregs);
     for (int j = 0; j < gr->nregs; j++) {
         cg_reg_index(c, gr, base, j, idx);
@@ -150,6 +149,27 @@ static void across_warps(CgCtx *c, const Red *r, const CgGeom *gr, IrType rt, in
             acc[j] = w == 0 ? p : combine(c, r, acc[j], p);
         }
     }
+}
+
+/* Distinct warps along the reduced dim (step 3 runs when > 1). */
+static int warps_along(const CgGeom *gs, int k)
+{
+    int distinct = gs->shape[k] / (gs->spt[k] * gs->tpw[k] * gs->rpw[k]);
+    return distinct < 1 ? 1 : distinct > gs->wpc[k] ? gs->wpc[k] : distinct;
+}
+
+int cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op)
+{
+    const IrValue *src = op->args[0];
+    CgGeom gs;
+    if (!cg_geom(f, src->layout, src->type, &gs)) return 0;
+    int nw = warps_along(&gs, gs.vdims[op->attr[0]]);
+    if (nw <= 1) return 0;
+    IrType kept = src->type;
+    kept.shape[op->attr[0]] = 1;
+    int64_t n = ir_type_numel(kept);
+    bool arg = op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN;
+    return (int)(n * nw * cg_elem_bytes(work_elem((IrElem)src->type.elem)) + (arg ? n * nw * 4 : 0));
 }
 
 bool cg_lower_reduce(CgCtx *c, IrOp *op)
@@ -189,8 +209,7 @@ bool cg_lower_reduce(CgCtx *c, IrOp *op)
             acc[j] = combine(c, &r, acc[j], o);
         }
     }
-    int distinct = gs.shape[k] / (gs.spt[k] * gs.tpw[k]);
-    int nw = distinct < 1 ? 1 : distinct > gs.wpc[k] ? gs.wpc[k] : distinct;
+    int nw = warps_along(&gs, k);
     if (nw > 1) across_warps(c, &r, &gr, kept, k, nw, acc, res);
     CgTile *t = cg_set(c, res, gr.nregs);
     IrElem re = (IrElem)res->type.elem;

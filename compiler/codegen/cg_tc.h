@@ -7,7 +7,7 @@
 #ifndef KILN_CG_TC_H
 #define KILN_CG_TC_H
 
-#include "codegen.h"
+#include "cg_layout.h"
 
 /* ---- pass_sram_alloc.c: placement of shared-memory buffers ----
  * A buffer lives over the inclusive interval [start, end] of op positions
@@ -30,6 +30,44 @@ int  cg_sram_place(CgSmemBuf **bufs, int n);
 bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
 /* Dynamic shared memory a CTA may use on this architecture (bytes). */
 int  cg_sram_limit(int sm);
+
+/* ---- pass_pipeline.c: the plan ---- */
+typedef struct CgPipeLoad {
+    IrOp *load, *convert;  /* the load and its convert_layout to an A/B-operand layout */
+    int fast_dim;          /* value dim contiguous in SRAM (the load layout's fastest) */
+    int slot_bytes;        /* one stage */
+    CgSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */
+} CgPipeLoad;
+
+typedef struct CgPipeLoop {
+    IrOp *loop;
+    int stages;
+    CgPipeLoad *loads;
+    int nloads;
+    IrOp **slice;          /* body ops the loads' operands depend on, in body order */
+    int nslice;
+} CgPipeLoop;
+
+/* Op positions of a region op (for, if): [start, end]. */
+typedef struct CgSpan {
+    IrOp *op;
+    int start, end;
+} CgSpan;
+
+/* What the GPU passes decide and the lowering reads. */
+typedef struct CgTcState {
+    PtrVec loops;          /* CgPipeLoop* */
+    PtrVec bufs;           /* CgSmemBuf*: every shared buffer */
+    PtrVec spans;          /* CgSpan* */
+    int *buf_of;           /* by value id: index in bufs of that op's scratch, -1 none */
+    int nids;
+    int total;             /* bytes of dynamic SRAM */
+} CgTcState;
+
+int         cg_pipeline_plan(IrFunc *f, const CgAxisMap *axis, CgTcState *tc);
+CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *loop);
+/* The pipelined load that `op` is (or whose convert_layout `op` is). */
+CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop);
 
 /* ---- layout_mma.c: mma.sync m16n8k16 fragments, swizzled SRAM, ldmatrix ---- */
 typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;
@@ -62,5 +100,27 @@ int       cg_swizzle_offset(const CgSwizzle *s, int r, int c); /* element offset
  * contiguous, B: N contiguous — the usual row-major B). */
 void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol);
 static inline bool cg_ldmatrix_trans(bool k_contig) { return !k_contig; }
+
+/* The mma.sync layouts (generalised blocked layouts, see layout.c) for a warp
+ * grid wm x wn: C [M,N], A [M,K] replicated over warp_n, B [K,N] replicated
+ * over warp_m (warp_m = warp % wm, warp_n = warp / wm). */
+int  cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn);
+bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn);
+
+/* ---- pass_accelerate_dot.c ---- */
+/* Warps for a dot of C[M,N] += A[M,K] B[K,N] on num_warps warps (false: not
+ * tensor-core shaped). */
+bool cg_mma_choose_warps(int M, int N, int K, int num_warps, int *wm, int *wn);
+bool cg_dot_mma_eligible(const IrOp *op, int sm);
+int  cg_accelerate_dot(IrFunc *f, int sm);                  /* returns the number of dots changed */
+
+/* ---- pass_sram_alloc.c: the pass ---- */
+/* Number the ops, collect every buffer (scratch of each op, pipeline stages),
+ * place them, and check the architecture's limit (a user error naming the
+ * buffers). Fills tc->bufs, buf_of, spans and total. */
+bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err);
+void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out);
+/* GPU IR with the passes' decisions as comments (pipelined loads, SRAM). */
+void cg_print_gpu_ir_tc(StrBuf *out, const IrFunc *f, const CgTcState *tc);
 
 #endif

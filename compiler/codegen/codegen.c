@@ -1,7 +1,8 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
- * Steps: axis info, layout assignment (GPU IR, printable with --emit gpu-ir),
- * then one pass over the ops in program order that emits per-thread LLVM IR
+ * Steps: axis info, the GPU passes (accelerate-dot, layout-assign, pipeline,
+ * sram-alloc: docs/tensor_cores.md; their result is the GPU IR printed by
+ * --emit gpu-ir), then one pass over the ops in program order that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
  * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
  * The kernel is `void @name(params...)` marked as a kernel through
@@ -13,8 +14,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool lower_op(CgCtx *c, IrOp *op)
+bool cg_lower_op(CgCtx *c, IrOp *op)
 {
+    c->smem_base = 0;
+    c->cur = (CgRange){-1, -1};
+    /* A pipelined load has no registers: its copies are issued by the loop
+     * (pass_pipeline.c) and its convert_layout reads the stage buffer. */
+    if (op->op == IR_LOAD && c->pipe && cg_pipeline_load(c->tc, op, NULL)) return true;
     switch (op->op) {
     case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
     case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
@@ -44,7 +50,7 @@ static bool lower_op(CgCtx *c, IrOp *op)
 bool cg_lower_block(CgCtx *c, IrBlock *blk)
 {
     for (IrOp *op = blk->first; op; op = op->next) {
-        if (!lower_op(c, op) || c->failed) return false;
+        if (!cg_lower_op(c, op) || c->failed) return false;
         if (ice_message()) return false;
     }
     return true;
@@ -115,12 +121,9 @@ static void build_kernel(CgCtx *c)
 
 static void write_stats(CgCtx *c, CgResult *res)
 {
-    res->smem_bytes = c->smem_bytes;
-    sb_printf(&res->stats, "warps: %d\nsmem: %d bytes\n", c->f->sched.num_warps, c->smem_bytes);
-    for (int i = 0; i < c->scratch.len; i++) {
-        const CgScratch *s = c->scratch.data[i];
-        sb_printf(&res->stats, "scratch %s %%%d: %d bytes at offset 0\n", s->what, s->value_id, s->bytes);
-    }
+    res->smem_bytes = c->tc->total;
+    sb_printf(&res->stats, "warps: %d\nstages: %d\n", c->f->sched.num_warps, c->f->sched.num_stages);
+    cg_sram_stats(c->f, c->tc, &res->stats);
 }
 
 static bool lower_and_emit(CgCtx *c, CgResult *res)
@@ -145,6 +148,28 @@ static bool lower_and_emit(CgCtx *c, CgResult *res)
     return ok;
 }
 
+static void dump(const CgOptions *o, CgResult *res, const IrFunc *f, const CgTcState *tc, const char *pass)
+{
+    if (!o->dump_after || (strcmp(o->dump_after, "all") != 0 && strcmp(o->dump_after, pass) != 0)) return;
+    sb_printf(&res->dumps, "// ----- GPU IR after %s (%s) -----\n", pass, f->name);
+    cg_print_gpu_ir_tc(&res->dumps, f, tc);
+}
+
+/* The GPU passes, in order; each can be dumped by name (--dump-after). */
+static bool gpu_passes(IrFunc *f, int sm, CgAxisMap *axis, CgTcState *tc, const CgOptions *o, CgResult *res,
+                       StrBuf *err)
+{
+    cg_accelerate_dot(f, sm);
+    dump(o, res, f, tc, "accelerate-dot");
+    if (!cg_assign_layouts(f, axis, err)) return false;
+    dump(o, res, f, tc, "layout-assign");
+    cg_pipeline_plan(f, axis, tc);
+    dump(o, res, f, tc, "pipeline");
+    if (!cg_sram_alloc(f, sm, tc, err)) return false;
+    dump(o, res, f, tc, "sram-alloc");
+    return true;
+}
+
 bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
 {
     CgCtx c;
@@ -165,17 +190,15 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
     }
     res->num_warps = W;
     CgAxisMap *axis = cg_axis_info(f);
-    if (!cg_assign_layouts(f, axis, err)) return false;
-    if (opts->dump_after && (strcmp(opts->dump_after, "all") == 0 ||
-                             strcmp(opts->dump_after, "layout-assign") == 0)) {
-        sb_printf(&res->dumps, "// ----- GPU IR after layout-assign (%s) -----\n", f->name);
-        cg_print_gpu_ir(&res->dumps, f);
-    }
+    CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
+    if (!gpu_passes(f, c.sm, axis, tc, opts, res, err)) return false;
+    res->smem_bytes = tc->total;
     if (opts->stage == CG_STAGE_GPU_IR) {
-        cg_print_gpu_ir(&res->out, f);
+        cg_print_gpu_ir_tc(&res->out, f, tc);
         return true;
     }
     if (!cg_llvm_init(err)) return false;
+    c.tc = tc;
     c.axis = axis;
     c.vals = ARENA_ARRAY(f->arena, CgTile, f->next_id + 1);
     c.uses = ir_use_counts(f);

@@ -5,14 +5,27 @@
  * dimension d (see cg_internal.h; all sizes are powers of two):
  *     lane coordinate ld = (lane / lane_stride[d]) % tpw[d]
  *     warp coordinate wd = (warp / warp_stride[d]) % wpc[d]
- *     thread base     b  = wd * spt * tpw + ld * spt
- *     register part   c  = (rd / eff_spt) * cta + rd % eff_spt
+ *     thread base     b  = wd * spt * tpw * rpw + ld * spt
+ *     register part   c  = (rd / (eff_spt * rpw)) * cta
+ *                          + ((rd / eff_spt) % rpw) * spt * tpw + rd % eff_spt
  *     index           i  = (c + b) mod shape
  * where rd is the register's index along d (registers are numbered with
  * order[0] fastest) and eff_spt = min(spt, shape). When shape >= cta every
  * element is held once; when shape < cta the mod wraps and several threads
  * hold copies (replication); exactly one copy has c + b < shape, the "owner",
  * which is the one that stores and does atomics.
+ *
+ * The MMA generalisation (docs/tensor_cores.md): rpw[d] "register repeats per
+ * warp tile" sit between lanes and warps, so the index along d is
+ *     ((((outer * wpc + warp) * rpw + inner) * tpw + lane) * spt + s)
+ * (blocked layouts have rpw = 1: the formula above with rpw = 1 is cg's
+ * original one), and explicit warp strides wst[d] let a layout use fewer warps
+ * than the CTA has: warps whose coordinates repeat hold copies, and only the
+ * warp w == sum(wd * wst[d]) owns. mma.sync m16n8k16 in these terms (see
+ * layout_mma.c for the ISA table they are checked against):
+ *     C [M,N]: spt=[1,2] tpw=[8,4] rpw=[2,1] wpc=[wm,wn] order=[1,0] wst=[1,wm]
+ *     A [M,K]: spt=[1,2] tpw=[8,4] rpw=[2,2] wpc=[wm,1]  order=[1,0] wst=[1,1]
+ *     B [K,N]: spt=[2,1] tpw=[4,8] rpw=[2,1] wpc=[1,wn]  order=[0,1] wst=[1,wm]
  *
  * Example: tensor<128x64xf32> with #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1],
  * order=[1,0]>: cta = [8, 64], so the pattern repeats 16 times down the rows;
@@ -22,7 +35,7 @@
  * The same arithmetic is emitted as LLVM IR by cg_context.c; the unit tests
  * check it here on the CPU for every layout the examples use.
  */
-#include "cg_internal.h"
+#include "cg_tc.h"
 
 #include <string.h>
 
@@ -34,6 +47,10 @@ const CgLayout *cg_layout_get(const IrFunc *f, int idx)
 
 int cg_layout_intern(IrFunc *f, const CgLayout *l)
 {
+    CgLayout norm = *l;
+    for (int d = 0; d < l->rank; d++)
+        if (norm.rpw[d] < 1) norm.rpw[d] = 1;
+    l = &norm;
     for (int i = 0; i < f->layouts.len; i++) {
         const CgLayout *o = f->layouts.data[i];
         if (o->kind != l->kind || o->rank != l->rank) continue;
@@ -44,8 +61,9 @@ int cg_layout_intern(IrFunc *f, const CgLayout *l)
         bool same = true;
         for (int d = 0; d < l->rank; d++)
             if (o->spt[d] != l->spt[d] || o->tpw[d] != l->tpw[d] || o->wpc[d] != l->wpc[d] ||
-                o->order[d] != l->order[d])
+                o->order[d] != l->order[d] || o->rpw[d] != l->rpw[d] || o->wst[d] != l->wst[d])
                 same = false;
+        if (o->mma != l->mma || o->mma_wm != l->mma_wm || o->mma_wn != l->mma_wn) same = false;
         if (same) return i;
     }
     CgLayout *n = ARENA_NEW(f->arena, CgLayout);
@@ -119,11 +137,19 @@ int cg_layout_insert_dim(IrFunc *f, int blocked, int axis)
     memset(&l, 0, sizeof l);
     l.kind = CG_LAYOUT_BLOCKED;
     l.rank = p->rank + 1;
+    bool explicit_warps = false;
+    for (int d = 0; d < p->rank; d++) explicit_warps |= p->wst[d] > 0;
     for (int d = 0, s = 0; d < l.rank; d++) {
-        if (d == axis) { l.spt[d] = l.tpw[d] = l.wpc[d] = 1; continue; }
+        if (d == axis) {
+            l.spt[d] = l.tpw[d] = l.wpc[d] = l.rpw[d] = 1;
+            l.wst[d] = explicit_warps ? 1 : 0;
+            continue;
+        }
         l.spt[d] = p->spt[s];
         l.tpw[d] = p->tpw[s];
         l.wpc[d] = p->wpc[s];
+        l.rpw[d] = p->rpw[s];
+        l.wst[d] = p->wst[s];
         s++;
     }
     /* The new dim is the slowest: it has one lane, one warp and one register,
@@ -145,6 +171,8 @@ int cg_layout_permute(IrFunc *f, int blocked, const int *perm)
         l.spt[i] = p->spt[perm[i]];
         l.tpw[i] = p->tpw[perm[i]];
         l.wpc[i] = p->wpc[perm[i]];
+        l.rpw[i] = p->rpw[perm[i]];
+        l.wst[i] = p->wst[perm[i]];
         inv[perm[i]] = i;
     }
     /* Same dims in the same speed order: registers keep their numbering. */
@@ -158,27 +186,32 @@ static void geom_blocked(const CgLayout *l, const int32_t *shape, int num_warps,
     memset(g, 0, sizeof *g);
     g->rank = l->rank;
     g->num_warps = num_warps;
+    bool explicit_warps = false;
     for (int d = 0; d < l->rank; d++) {
         g->shape[d] = shape[d];
         g->spt[d] = l->spt[d];
         g->tpw[d] = l->tpw[d];
         g->wpc[d] = l->wpc[d];
+        g->rpw[d] = imax(1, l->rpw[d]);
         g->order[d] = l->order[d];
         g->eff_spt[d] = imin(l->spt[d], shape[d]);
-        g->cta[d] = l->spt[d] * l->tpw[d] * l->wpc[d];
+        g->cta[d] = l->spt[d] * l->tpw[d] * g->rpw[d] * l->wpc[d];
         int reps = shape[d] >= g->cta[d] ? shape[d] / g->cta[d] : 1;
-        g->nregs_dim[d] = g->eff_spt[d] * reps;
+        g->nregs_dim[d] = g->eff_spt[d] * g->rpw[d] * reps;
+        explicit_warps |= l->wst[d] > 0;
     }
-    int rs = 1, ls = 1, ws = 1;
+    int rs = 1, ls = 1, ws = 1, covered = 1;
     for (int j = 0; j < l->rank; j++) {
         int d = l->order[j];
         g->reg_stride[d] = rs;
         g->lane_stride[d] = ls;
-        g->warp_stride[d] = ws;
+        g->warp_stride[d] = explicit_warps ? imax(1, l->wst[d]) : ws;
         rs *= g->nregs_dim[d];
         ls *= g->tpw[d];
         ws *= g->wpc[d];
+        covered *= g->wpc[d];
     }
+    g->warp_copies = explicit_warps && covered < num_warps;
     g->nregs = rs;
     g->vrank = l->rank;
     for (int d = 0; d < l->rank; d++) g->vdims[d] = d;
@@ -217,7 +250,15 @@ int cg_geom_reg_of(const CgGeom *g, const int *rd)
 
 int cg_geom_const_part(const CgGeom *g, int d, int rd)
 {
-    return (rd / g->eff_spt[d]) * g->cta[d] + rd % g->eff_spt[d];
+    int es = g->eff_spt[d], r = g->rpw[d];
+    return (rd / (es * r)) * g->cta[d] + ((rd / es) % r) * g->spt[d] * g->tpw[d] + rd % es;
+}
+
+int cg_geom_warp_owner(const CgGeom *g, int warp)
+{
+    int w = 0;
+    for (int d = 0; d < g->rank; d++) w += ((warp / g->warp_stride[d]) % g->wpc[d]) * g->warp_stride[d];
+    return w;
 }
 
 void cg_geom_thread_base(const CgGeom *g, int tid, int *base)
@@ -226,7 +267,7 @@ void cg_geom_thread_base(const CgGeom *g, int tid, int *base)
     for (int d = 0; d < g->rank; d++) {
         int ld = (lane / g->lane_stride[d]) % g->tpw[d];
         int wd = (warp / g->warp_stride[d]) % g->wpc[d];
-        base[d] = wd * g->spt[d] * g->tpw[d] + ld * g->spt[d];
+        base[d] = wd * g->spt[d] * g->tpw[d] * g->rpw[d] + ld * g->spt[d];
     }
 }
 
@@ -246,11 +287,12 @@ bool cg_geom_owner(const CgGeom *g, int tid, int reg)
     cg_geom_thread_base(g, tid, base);
     for (int d = 0; d < g->rank; d++)
         if (cg_geom_const_part(g, d, rd[d]) + base[d] >= g->shape[d]) return false;
-    return true;
+    return !g->warp_copies || cg_geom_warp_owner(g, tid / 32) == tid / 32;
 }
 
 bool cg_geom_replicated(const CgGeom *g)
 {
+    if (g->warp_copies) return true;
     for (int d = 0; d < g->rank; d++)
         if (g->shape[d] < g->cta[d]) return true;
     return false;
@@ -290,14 +332,29 @@ void cg_layout_str(const IrFunc *f, int idx, StrBuf *out)
         sb_printf(out, "#slice<dim=%d, parent=#L%d>", l->dim, l->parent);
         return;
     }
+    if (l->mma) {
+        static const char *frag[3] = {"A", "B", "C"};
+        sb_printf(out, "#mma<%s, wm=%d, wn=%d>", frag[(l->mma - 1) % 3], l->mma_wm, l->mma_wn);
+        return;
+    }
     sb_puts(out, "#blocked<");
     put_list(out, "spt", l->spt, l->rank);
     sb_puts(out, ", ");
     put_list(out, "tpw", l->tpw, l->rank);
+    bool rpw = false, wst = false;
+    for (int d = 0; d < l->rank; d++) rpw |= l->rpw[d] > 1, wst |= l->wst[d] > 0;
+    if (rpw) {
+        sb_puts(out, ", ");
+        put_list(out, "rpw", l->rpw, l->rank);
+    }
     sb_puts(out, ", ");
     put_list(out, "wpc", l->wpc, l->rank);
     sb_puts(out, ", ");
     put_list(out, "order", l->order, l->rank);
+    if (wst) {
+        sb_puts(out, ", ");
+        put_list(out, "wst", l->wst, l->rank);
+    }
     sb_puts(out, ">");
 }
 
@@ -313,7 +370,7 @@ static void print_value_type(StrBuf *out, const IrValue *v)
     if (v->layout >= 0) sb_printf(out, " #L%d", v->layout);
 }
 
-static void print_block(StrBuf *out, const IrBlock *b, int indent);
+static void print_block(StrBuf *out, const IrBlock *b, int indent, const CgTcState *tc);
 
 static void print_attrs(StrBuf *out, const IrOp *op)
 {
@@ -343,7 +400,27 @@ static void print_attrs(StrBuf *out, const IrOp *op)
     }
 }
 
-static void print_op(StrBuf *out, const IrOp *op, int indent)
+/* The GPU passes' decisions about `op`, as a trailing comment. */
+static void print_notes(StrBuf *out, const IrOp *op, const CgTcState *tc)
+{
+    if (!tc) return;
+    CgPipeLoop *pl = NULL;
+    const CgPipeLoad *l = cg_pipeline_load(tc, op, &pl);
+    if (op->op == IR_FOR && (pl = cg_pipeline_of_loop(tc, op)))
+        sb_printf(out, "  // pipelined: %d stages, %d async load%s", pl->stages, pl->nloads, pl->nloads > 1 ? "s" : "");
+    else if (l && op == l->load) {
+        sb_printf(out, "  // cp.async x%d stages", pl->stages);
+        if (l->buf && l->buf->offset >= 0)
+            sb_printf(out, " -> smem [%d, %d)", l->buf->offset, l->buf->offset + l->buf->bytes);
+    } else if (l)
+        sb_puts(out, "  // ldmatrix from the current stage");
+    if (op->nres && tc->buf_of && op->res[0]->id < tc->nids && tc->buf_of[op->res[0]->id] >= 0) {
+        const CgSmemBuf *b = tc->bufs.data[tc->buf_of[op->res[0]->id]];
+        sb_printf(out, "  // smem %s [%d, %d)", b->what, b->offset, b->offset + b->bytes);
+    }
+}
+
+static void print_op(StrBuf *out, const IrOp *op, int indent, const CgTcState *tc)
 {
     sb_printf(out, "%*s", indent, "");
     for (int i = 0; i < op->nres; i++) {
@@ -365,14 +442,16 @@ static void print_op(StrBuf *out, const IrOp *op, int indent)
         }
     }
     for (int r = 0; r < op->nregions; r++) {
+        if (r == 0) print_notes(out, op, tc);
         sb_puts(out, r ? " else {\n" : " {\n");
-        print_block(out, op->regions[r], indent + 2);
+        print_block(out, op->regions[r], indent + 2, tc);
         sb_printf(out, "%*s}", indent, "");
     }
+    if (!op->nregions) print_notes(out, op, tc);
     sb_puts(out, "\n");
 }
 
-static void print_block(StrBuf *out, const IrBlock *b, int indent)
+static void print_block(StrBuf *out, const IrBlock *b, int indent, const CgTcState *tc)
 {
     if (b->nargs) {
         sb_printf(out, "%*s^(", indent, "");
@@ -384,10 +463,12 @@ static void print_block(StrBuf *out, const IrBlock *b, int indent)
         }
         sb_puts(out, "):\n");
     }
-    for (const IrOp *op = b->first; op; op = op->next) print_op(out, op, indent);
+    for (const IrOp *op = b->first; op; op = op->next) print_op(out, op, indent, tc);
 }
 
-void cg_print_gpu_ir(StrBuf *out, const IrFunc *f)
+void cg_print_gpu_ir(StrBuf *out, const IrFunc *f) { cg_print_gpu_ir_tc(out, f, NULL); }
+
+void cg_print_gpu_ir_tc(StrBuf *out, const IrFunc *f, const CgTcState *tc)
 {
     for (int i = 0; i < f->layouts.len; i++) {
         sb_printf(out, "#L%d = ", i);
@@ -403,7 +484,9 @@ void cg_print_gpu_ir(StrBuf *out, const IrFunc *f)
         print_value_type(out, p);
         if (p->divisibility > 1) sb_printf(out, " {div=%d}", p->divisibility);
     }
-    sb_printf(out, ") num_warps=%d {\n", f->sched.num_warps);
-    print_block(out, f->body, 2);
+    sb_printf(out, ") num_warps=%d", f->sched.num_warps);
+    if (tc && tc->buf_of) sb_printf(out, " smem=%d", tc->total);
+    sb_puts(out, " {\n");
+    print_block(out, f->body, 2, tc);
     sb_puts(out, "}\n");
 }

@@ -32,6 +32,8 @@
  */
 #include "cg_tc.h"
 
+#include <string.h>
+
 void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col)
 {
     int g = lane >> 2, t = lane & 3;
@@ -83,4 +85,40 @@ void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, in
     /* B, k32 x n8: matrix m covers k = 8m .. 8m+7 */
     if (k_contig) { *mrow = r; *mcol = 8 * m; } /* memrow = n, memcol = k */
     else { *mrow = r + 8 * m; *mcol = 0; }      /* memrow = k, memcol = n */
+}
+
+int cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn)
+{
+    CgLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = CG_LAYOUT_BLOCKED;
+    l.rank = 2;
+    l.mma = (int)frag + 1;
+    l.mma_wm = wm;
+    l.mma_wn = wn;
+    switch (frag) {
+    case CG_MMA_C:
+        l.spt[0] = 1, l.spt[1] = 2, l.tpw[0] = 8, l.tpw[1] = 4, l.rpw[0] = 2, l.rpw[1] = 1;
+        l.wpc[0] = wm, l.wpc[1] = wn, l.order[0] = 1, l.order[1] = 0, l.wst[0] = 1, l.wst[1] = wm;
+        break;
+    case CG_MMA_A:
+        l.spt[0] = 1, l.spt[1] = 2, l.tpw[0] = 8, l.tpw[1] = 4, l.rpw[0] = 2, l.rpw[1] = 2;
+        l.wpc[0] = wm, l.wpc[1] = 1, l.order[0] = 1, l.order[1] = 0, l.wst[0] = 1, l.wst[1] = 1;
+        break;
+    case CG_MMA_B:
+        l.spt[0] = 2, l.spt[1] = 1, l.tpw[0] = 4, l.tpw[1] = 8, l.rpw[0] = 2, l.rpw[1] = 1;
+        l.wpc[0] = 1, l.wpc[1] = wn, l.order[0] = 0, l.order[1] = 1, l.wst[0] = 1, l.wst[1] = wm;
+        break;
+    }
+    return cg_layout_intern(f, &l);
+}
+
+bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn)
+{
+    const CgLayout *l = cg_layout_get(f, layout);
+    if (!l || l->kind != CG_LAYOUT_BLOCKED || !l->mma) return false;
+    *frag = (CgMmaFrag)(l->mma - 1);
+    *wm = l->mma_wm;
+    *wn = l->mma_wn;
+    return true;
 }

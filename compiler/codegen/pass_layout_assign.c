@@ -104,6 +104,9 @@ static int dot_layout(LaCtx *c, IrType t)
 
 int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
 {
+    CgMmaFrag frag;
+    int wm, wn;
+    if (cg_layout_is_mma(f, c_layout, &frag, &wm, &wn)) return cg_layout_mma(f, opnd ? CG_MMA_B : CG_MMA_A, wm, wn);
     const CgLayout *cl = cg_layout_get(f, c_layout);
     CgLayout l = *cl;
     /* A[M,K]: rows as in C, the whole K in each thread; B[K,N] likewise. The
@@ -144,8 +147,8 @@ static void find_anchor(IrOp *op, void *vctx)
     int layout = -1;
     if ((op->op == IR_LOAD || op->op == IR_STORE || op->op == IR_ATOMIC_ADD) && is_tile(op->args[0]))
         layout = mem_layout(c, op);
-    else if (op->op == IR_DOT)
-        layout = dot_layout(c, op->res[0]->type);
+    else if (op->op == IR_DOT) /* tensor-core dots come with their layout (pass_accelerate_dot.c) */
+        layout = op->res[0]->layout >= 0 ? op->res[0]->layout : dot_layout(c, op->res[0]->type);
     if (layout >= 0) c->anchor[op->nres ? op->res[0]->id : op->args[0]->id] = layout;
 }
 
@@ -155,6 +158,17 @@ static int anchor_of(LaCtx *c, const IrOp *op)
 {
     const IrValue *key = op->nres ? op->res[0] : op->args[0];
     return key->id < c->nids ? c->anchor[key->id] : -1;
+}
+
+/* An FMA dot takes the layout its users want when it is blocked (no
+ * conversion of the result); a tensor-core dot keeps its MMA layout. */
+static int dot_result_layout(LaCtx *c, const IrOp *op, int demanded)
+{
+    int a = anchor_of(c, op);
+    const CgLayout *al = cg_layout_get(c->f, a);
+    if (al && al->mma) return a;
+    const CgLayout *dl = demanded >= 0 ? cg_layout_get(c->f, demanded) : NULL;
+    return dl && dl->kind == CG_LAYOUT_BLOCKED && !dl->mma ? demanded : a;
 }
 
 /* ---- demand ---- */
@@ -170,8 +184,7 @@ static void demand_op(LaCtx *c, IrOp *op)
         return;
     }
     case IR_DOT:
-        push_demand(c, op->args[2], rd >= 0 && cg_layout_get(c->f, rd)->kind == CG_LAYOUT_BLOCKED ? rd
-                                                                                          : anchor_of(c, op));
+        push_demand(c, op->args[2], dot_result_layout(c, op, rd));
         return;
     case IR_BROADCAST: push_demand(c, op->args[0], rd); return;
     case IR_EXPAND_DIMS:
@@ -346,8 +359,7 @@ static void assign_op(LaCtx *c, IrOp *op)
         if (is_tile(res)) rl = cg_layout_slice(c->f, op->args[0]->layout, op->attr[0]);
         break;
     case IR_DOT: {
-        int d = get_demand(c, res);
-        rl = d >= 0 && cg_layout_get(c->f, d)->kind == CG_LAYOUT_BLOCKED ? d : anchor_of(c, op);
+        rl = dot_result_layout(c, op, get_demand(c, res));
         int k = op->args[0]->type.shape[1];
         require(c, op, 0, cg_dot_operand_layout(c->f, rl, 0, k));
         require(c, op, 1, cg_dot_operand_layout(c->f, rl, 1, k));

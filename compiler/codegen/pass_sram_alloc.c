@@ -28,7 +28,7 @@
  * (cg_sram_limit: 163 KB on sm_80, 99 KB on sm_86/89, 227 KB on sm_90) is a
  * compile error naming the buffers.
  */
-#include "cg_tc.h"
+#include "cg_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -132,4 +132,121 @@ int cg_sram_limit(int sm)
     if (sm == 86 || sm == 89) return 99 * 1024;
     if (sm >= 80) return 163 * 1024;
     return 96 * 1024;
+}
+
+/* ---- the pass over the GPU IR ---- */
+
+typedef struct SaCtx {
+    IrFunc *f;
+    CgTcState *tc;
+    const int *uses;
+    int pos;
+} SaCtx;
+
+static CgSmemBuf *add_buf(SaCtx *s, const char *what, const IrValue *v, int bytes, int align, int start, int end)
+{
+    CgSmemBuf *b = ARENA_NEW(s->f->arena, CgSmemBuf);
+    b->what = what;
+    b->value_id = v ? v->id : -1;
+    b->bytes = align_up(bytes, 16);
+    b->align = align;
+    b->start = start;
+    b->end = end;
+    b->offset = -1;
+    vec_push(s->f->arena, &s->tc->bufs, b);
+    return b;
+}
+
+/* The scratch one op's lowering asks for (cg_smem_begin), 0 when none. */
+static int op_scratch(SaCtx *s, const IrOp *op, const char **what)
+{
+    switch (op->op) {
+    case IR_CONVERT_LAYOUT:
+        if (cg_pipeline_load(s->tc, op, NULL)) return 0; /* reads its loop's stage buffer */
+        /* fall through */
+    case IR_RESHAPE:
+        return cg_convert_scratch_bytes(s->f, op, what);
+    case IR_REDUCE:
+        *what = "reduce";
+        return cg_reduce_scratch_bytes(s->f, op);
+    case IR_ATOMIC_ADD:
+        *what = "atomic_add result";
+        return cg_atomic_scratch_bytes(s->f, op, s->uses);
+    default:
+        return 0;
+    }
+}
+
+static void number_block(SaCtx *s, IrBlock *b);
+
+static void number_op(SaCtx *s, IrOp *op)
+{
+    int p = s->pos++;
+    const char *what = NULL;
+    int bytes = op->nres ? op_scratch(s, op, &what) : 0;
+    if (bytes > 0) {
+        /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
+         * swizzle's bank arithmetic valid for absolute addresses. */
+        CgSmemBuf *b = add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? 128 : 16, p, p);
+        s->tc->buf_of[op->res[0]->id] = s->tc->bufs.len - 1;
+        (void)b;
+    }
+    for (int r = 0; r < op->nregions; r++) number_block(s, op->regions[r]);
+    if (!op->nregions) return;
+    int end = s->pos++;
+    CgSpan *sp = ARENA_NEW(s->f->arena, CgSpan);
+    sp->op = op;
+    sp->start = p;
+    sp->end = end;
+    vec_push(s->f->arena, &s->tc->spans, sp);
+    CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
+    for (int i = 0; pl && i < pl->nloads; i++)
+        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load->res[0],
+                                   pl->loads[i].slot_bytes * pl->stages, 128, p, end);
+}
+
+static void number_block(SaCtx *s, IrBlock *b)
+{
+    for (IrOp *op = b->first; op; op = op->next) number_op(s, op);
+}
+
+static void describe(const IrFunc *f, const CgSmemBuf *b, StrBuf *out)
+{
+    sb_printf(out, "  %-18s", b->what);
+    if (b->value_id >= 0) sb_printf(out, " %%%-5d", b->value_id);
+    else sb_puts(out, "       ");
+    sb_printf(out, " %7d bytes at %6d, live %d..%d\n", b->bytes, b->offset, b->start, b->end);
+    (void)f;
+}
+
+bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
+{
+    SaCtx s = {f, tc, ir_use_counts(f), 0};
+    tc->nids = f->next_id;
+    tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
+    for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1;
+    number_block(&s, f->body);
+    tc->total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
+    StrBuf why;
+    sb_init(&why);
+    if (!cg_sram_check((CgSmemBuf *const *)tc->bufs.data, tc->bufs.len, &why)) {
+        sb_printf(err, "internal error: SRAM allocation of %s: %s\n", f->name, why.data);
+        sb_free(&why);
+        return false;
+    }
+    sb_free(&why);
+    int limit = cg_sram_limit(sm);
+    if (tc->total <= limit) return true;
+    sb_printf(err, "error: kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n", f->name,
+              tc->total, sm, limit);
+    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], err);
+    sb_printf(err, "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)\n",
+              f->sched.num_stages);
+    return false;
+}
+
+void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out)
+{
+    sb_printf(out, "smem: %d bytes in %d buffers\n", tc->total, tc->bufs.len);
+    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], out);
 }

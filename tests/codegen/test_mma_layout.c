@@ -8,7 +8,11 @@
  *     every phase of 8 threads storing 16 bytes fall in 8 distinct 16-byte
  *     bank groups.
  * The MMA layouts in the generalised geometry (layout.c) are checked against
- * the same table in the "geometry" case. */
+ * the same table in the "geometry" case: every (warp, lane, register) of C,
+ * A and B for several warp grids maps to the ISA's element, C is owned
+ * exactly once, A/B are held by exactly the warps that need them, and the
+ * accumulator of one dot is register-for-register the A operand of the next
+ * when wn = 1. */
 #include "tests/testutil.h"
 #include "compiler/codegen/cg_tc.h"
 
@@ -177,6 +181,120 @@ START_TEST(swizzle_parameters)
 END_TEST
 
 
+/* ---- the MMA layouts in the generalised geometry (layout.c) ---- */
+
+typedef struct Fn {
+    Arena a;
+    IrFunc *f;
+} Fn;
+
+static void fn_init(Fn *k, int warps)
+{
+    arena_init(&k->a);
+    k->f = ir_func_new(&k->a, "k", (SrcLoc){"t.tile", 1, 1});
+    k->f->sched.num_warps = warps;
+}
+
+static IrType tile2(IrElem e, int m, int n)
+{
+    int32_t s[2] = {m, n};
+    return ir_type_tile(ir_type_scalar(e), 2, s);
+}
+
+/* Expected element of register (rd0, rd1) of `lane` in warp (wmi, wni). */
+static void expect(CgMmaFrag frag, int wm, int wn, int wmi, int wni, int lane, const int *rd, int *e)
+{
+    int r, c;
+    if (frag == CG_MMA_C) {
+        cg_mma_isa_coord(CG_MMA_C, lane, (rd[0] % 2) * 2 + rd[1] % 2, &r, &c);
+        e[0] = ((rd[0] / 2) * wm + wmi) * 16 + r;
+        e[1] = ((rd[1] / 2) * wn + wni) * 8 + c;
+    } else if (frag == CG_MMA_A) {
+        int kk = rd[1] / 4, i = (rd[1] / 2 % 2) * 4 + (rd[0] % 2) * 2 + rd[1] % 2;
+        cg_mma_isa_coord(CG_MMA_A, lane, i, &r, &c);
+        e[0] = ((rd[0] / 2) * wm + wmi) * 16 + r;
+        e[1] = kk * 16 + c;
+    } else {
+        int kk = rd[0] / 4, i = (rd[0] / 2 % 2) * 2 + rd[0] % 2;
+        cg_mma_isa_coord(CG_MMA_B, lane, i, &r, &c);
+        e[0] = kk * 16 + r;
+        e[1] = (rd[1] * wn + wni) * 8 + c;
+    }
+}
+
+static void check_mma_layout(CgMmaFrag frag, int W, int wm, int wn, int R, int C)
+{
+    Fn k;
+    fn_init(&k, W);
+    int l = cg_layout_mma(k.f, frag, wm, wn);
+    IrType t = tile2(frag == CG_MMA_C ? IR_F32 : IR_F16, R, C);
+    CgGeom g;
+    ck_assert(cg_geom(k.f, l, t, &g));
+    int *owners = calloc((size_t)R * C, sizeof(int)), *holders = calloc((size_t)R * C, sizeof(int));
+    for (int tid = 0; tid < 32 * W; tid++) {
+        int w = tid / 32, lane = tid % 32;
+        for (int reg = 0; reg < g.nregs; reg++) {
+            int idx[2], rd[2], e[2];
+            cg_geom_index(&g, tid, reg, idx);
+            cg_geom_reg_dims(&g, reg, rd);
+            expect(frag, wm, wn, w % wm, (w / wm) % wn, lane, rd, e);
+            CHECK(idx[0] == e[0] && idx[1] == e[1], "frag %d W%d %dx%d: tid %d reg %d at (%d,%d), ISA says (%d,%d)",
+                  frag, W, wm, wn, tid, reg, idx[0], idx[1], e[0], e[1]);
+            holders[idx[0] * C + idx[1]]++;
+            if (cg_geom_owner(&g, tid, reg)) owners[idx[0] * C + idx[1]]++;
+        }
+    }
+    /* C: every element once; A: held by the wn warps of its row block, B: by the wm warps. */
+    int copies = frag == CG_MMA_C ? W / (wm * wn) : frag == CG_MMA_A ? W / wm : W / wn;
+    for (int i = 0; i < R * C; i++) {
+        CHECK(owners[i] == 1, "frag %d: element %d has %d owners", frag, i, owners[i]);
+        CHECK(holders[i] == copies, "frag %d: element %d held %d times, want %d", frag, i, holders[i], copies);
+    }
+    free(owners), free(holders);
+    arena_free(&k.a);
+}
+
+START_TEST(mma_layouts_match_isa)
+{
+    int cfg[][3] = {{4, 4, 1}, {4, 2, 2}, {4, 1, 4}, {8, 4, 2}, {8, 8, 1}, {1, 1, 1}, {2, 1, 2}, {4, 1, 1}};
+    for (int i = 0; i < 8; i++) {
+        int W = cfg[i][0], wm = cfg[i][1], wn = cfg[i][2];
+        for (int M = 16 * wm; M <= 128 && M >= 16 * wm; M *= 2)
+            for (int N = 8 * wn; N <= 128; N *= 4) {
+                check_mma_layout(CG_MMA_C, W, wm, wn, M, N);
+                for (int K = 16; K <= 64; K *= 2) {
+                    check_mma_layout(CG_MMA_A, W, wm, wn, M, K);
+                    check_mma_layout(CG_MMA_B, W, wm, wn, K, N);
+                }
+            }
+    }
+}
+END_TEST
+
+/* With wn = 1 the accumulator of one dot is the A operand of the next (P @ V):
+ * the same thread -> element map, register for register. */
+START_TEST(accumulator_is_next_a_operand)
+{
+    Fn k;
+    fn_init(&k, 4);
+    IrType t = tile2(IR_F16, 128, 64);
+    ck_assert(cg_layouts_equivalent(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), cg_layout_mma(k.f, CG_MMA_A, 4, 1), t));
+    ck_assert(!cg_layouts_equivalent(k.f, cg_layout_mma(k.f, CG_MMA_C, 2, 2), cg_layout_mma(k.f, CG_MMA_A, 2, 2), t));
+    /* Row reductions of the accumulator: N within one warp, lanes 1 and 2 only. */
+    CgGeom g;
+    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), t, &g));
+    ck_assert_int_eq(g.lane_stride[1], 1);
+    ck_assert_int_eq(g.tpw[1], 4);
+    ck_assert_int_eq(g.wpc[1], 1);
+    /* The slice along N keeps every row's copy in the 4 lanes of its group. */
+    int sl = cg_layout_slice(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), 1);
+    int32_t s1[1] = {128};
+    ck_assert(cg_geom(k.f, sl, ir_type_tile(ir_type_scalar(IR_F32), 1, s1), &g));
+    ck_assert_int_eq(g.nregs, 128 / (16 * 4) * 2);
+    arena_free(&k.a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("mma_layout");
@@ -186,6 +304,10 @@ static Suite *suite(void)
     tcase_add_test(tc, swizzled_stores_conflict_free);
     tcase_add_test(tc, swizzle_parameters);
     suite_add_tcase(s, tc);
+    TCase *tg = tcase_create("geometry");
+    tcase_add_test(tg, mma_layouts_match_isa);
+    tcase_add_test(tg, accumulator_is_next_a_operand);
+    suite_add_tcase(s, tg);
     return s;
 }
 

@@ -1,0 +1,331 @@
+/* cg_dot_mma.c — dot on tensor cores (mma.sync.m16n8k16, f16/bf16 -> f32) and
+ * the conversion that feeds it: registers -> swizzled SRAM -> ldmatrix.
+ *
+ * Layouts (layout_mma.c, pass_accelerate_dot.c): the result and accumulator
+ * are in the MMA C layout with warps wm x wn (warp_m = warp % wm, warp_n =
+ * warp / wm); A in the A-operand layout (rows as C, warps replicated over
+ * warp_n), B in the B-operand layout (columns as C, replicated over warp_m).
+ * Each warp then owns m16 tiles om*wm + warp_m (om < M / (16 wm)), n8 tiles
+ * on*wn + warp_n (on < N / (8 wn)) and all k16 steps; the dot is, per warp,
+ *     for om, on, kk:  C[om,on] = mma(A[om,kk], B[kk,on], C[om,on])
+ * with register indices taken from the layouts' geometry (cg_geom_reg_of),
+ * so the fragment order of the PTX ISA table is the layout's order.
+ *
+ * Operand staging (convert_layout from any layout to an A/B-operand layout):
+ * every thread stores its registers into a swizzled SRAM tile (16-byte chunks
+ * XOR-permuted, layout_mma.c) whose contiguous dim ("memcol") is the source
+ * layout's fastest dim, so the stores stay vectorised; a barrier; then each
+ * warp loads its fragments with ldmatrix.x4 (x2 for the last odd k16 step of
+ * B), .trans when the tile's contiguous dim is not K. The pipelined loads of
+ * pass_pipeline.c fill the same kind of tile with cp.async and reuse the
+ * ldmatrix half (cg_mma_ldmatrix_tile).
+ *
+ * Example: dot(a: 64x32 f16, b: 32x64 f16, acc: 64x64 f32), 4 warps, wm = 4:
+ * each warp computes rows 16*warp.. (one m16 tile), all 8 n8 tiles, 2 k16
+ * steps: 16 mma.sync; A is loaded with 2 ldmatrix.x4, B with 8 (x4 covers
+ * k32 x n8).
+ */
+#include "cg_internal.h"
+#include "cg_tc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+static LLVMValueRef lshr(CgCtx *c, LLVMValueRef v, int s) { return LLVMBuildLShr(c->b, v, cg_i32(c, s), ""); }
+static LLVMValueRef and_(CgCtx *c, LLVMValueRef v, int m) { return LLVMBuildAnd(c->b, v, cg_i32(c, m), ""); }
+static LLVMValueRef add(CgCtx *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
+static LLVMValueRef mul(CgCtx *c, LLVMValueRef v, int m) { return LLVMBuildMul(c->b, v, cg_i32(c, m), ""); }
+
+/* Runtime element offset of (r, col) in a swizzled tile; col % vec == 0 for
+ * the chunk starts this is used with, else the in-chunk part is added. */
+LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col)
+{
+    LLVMValueRef chunk = LLVMBuildUDiv(c->b, col, cg_i32(c, s->vec), "");
+    LLVMValueRef phase = and_(c, LLVMBuildUDiv(c->b, r, cg_i32(c, s->per_phase), ""), s->max_phase - 1);
+    chunk = LLVMBuildXor(c->b, chunk, phase, "");
+    LLVMValueRef in = LLVMBuildURem(c->b, col, cg_i32(c, s->vec), "");
+    return add(c, add(c, mul(c, r, s->cols), mul(c, chunk, s->vec)), in);
+}
+
+/* The tile's stored shape: memrow/memcol dims of the [R, C] operand value. */
+typedef struct TileShape {
+    int mc_dim;        /* value dim that is contiguous in SRAM (memcol) */
+    int mr_dim;
+    int rows, cols;    /* memrows, memcols */
+    bool k_contig;
+    CgSwizzle sw;
+} TileShape;
+
+static TileShape tile_shape(IrType t, CgMmaFrag frag, int fast_dim)
+{
+    TileShape ts;
+    ts.mc_dim = fast_dim;
+    ts.mr_dim = 1 - fast_dim;
+    ts.rows = t.shape[ts.mr_dim];
+    ts.cols = t.shape[ts.mc_dim];
+    int kdim = frag == CG_MMA_A ? 1 : 0;
+    ts.k_contig = fast_dim == kdim;
+    ts.sw = cg_swizzle_for(ts.cols, cg_elem_bytes((IrElem)t.elem));
+    return ts;
+}
+
+/* ---- the operand tile -> registers half (shared with pipelining) ---- */
+
+/* Lane part of an ldmatrix row address (cg_ldmatrix_lane_row, at run time). */
+static void lane_row(CgCtx *c, CgMmaFrag frag, bool kc, LLVMValueRef *dr, LLVMValueRef *dc)
+{
+    LLVMValueRef r = and_(c, c->lane, 7), m = lshr(c, c->lane, 3);
+    if (frag == CG_MMA_A) {
+        LLVMValueRef dm = mul(c, and_(c, m, 1), 8), dk = mul(c, lshr(c, m, 1), 8);
+        *dr = add(c, r, kc ? dm : dk);
+        *dc = kc ? dk : dm;
+    } else if (kc) {
+        *dr = r;
+        *dc = mul(c, m, 8);
+    } else {
+        *dr = add(c, r, mul(c, m, 8));
+        *dc = cg_i32(c, 0);
+    }
+}
+
+static LLVMValueRef ldmatrix(CgCtx *c, LLVMValueRef ptr, int n, bool trans)
+{
+    char name[64];
+    snprintf(name, sizeof name, "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d%s.b16.p3", n, trans ? ".trans" : "");
+    LLVMTypeRef el[4] = {c->t_i32, c->t_i32, c->t_i32, c->t_i32};
+    LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, el, (unsigned)n, 0);
+    return cg_call(c, name, rt, 1, &c->t_sptr, &ptr);
+}
+
+static void unpack2(CgCtx *c, LLVMValueRef w, LLVMTypeRef et, LLVMValueRef *lo, LLVMValueRef *hi)
+{
+    LLVMValueRef v = LLVMBuildBitCast(c->b, w, LLVMVectorType(et, 2), "");
+    *lo = LLVMBuildExtractElement(c->b, v, cg_i32(c, 0), "");
+    *hi = LLVMBuildExtractElement(c->b, v, cg_i32(c, 1), "");
+}
+
+/* Element offset (memrow, memcol) -> swizzled byte pointer at tile_base. */
+static LLVMValueRef tile_ptr(CgCtx *c, const TileShape *ts, LLVMValueRef tile_base, LLVMValueRef mr, LLVMValueRef mc)
+{
+    LLVMValueRef off = cg_swizzle_offset_ir(c, &ts->sw, mr, mc);
+    off = add(c, tile_base, mul(c, off, ts->sw.elem_bytes));
+    return cg_smem_ptr_abs(c, off);
+}
+
+static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, LLVMValueRef *regs)
+{
+    int M = g->shape[0], K = g->shape[1];
+    LLVMTypeRef et = LLVMTypeOf(regs[0]) ? LLVMTypeOf(regs[0]) : c->t_f16;
+    LLVMValueRef dr, dc, wmi = LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), "");
+    lane_row(c, CG_MMA_A, ts->k_contig, &dr, &dc);
+    for (int om = 0; om < M / (16 * wm); om++)
+        for (int kk = 0; kk < K / 16; kk++) {
+            LLVMValueRef m0 = mul(c, add(c, cg_i32(c, om * wm), wmi), 16), k0 = cg_i32(c, kk * 16);
+            LLVMValueRef mr = add(c, ts->k_contig ? m0 : k0, dr), mc = add(c, ts->k_contig ? k0 : m0, dc);
+            LLVMValueRef q = ldmatrix(c, tile_ptr(c, ts, base, mr, mc), 4, !ts->k_contig);
+            for (int j = 0; j < 4; j++) {
+                LLVMValueRef lo, hi;
+                unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
+                for (int h = 0; h < 2; h++) {
+                    int i = 2 * j + h;
+                    int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
+                    regs[cg_geom_reg_of(g, rd)] = h ? hi : lo;
+                }
+            }
+        }
+}
+
+static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
+                   LLVMValueRef *regs)
+{
+    int K = g->shape[0], N = g->shape[1];
+    LLVMTypeRef et = LLVMTypeOf(regs[0]);
+    LLVMValueRef dr, dc;
+    LLVMValueRef wni = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
+    lane_row(c, CG_MMA_B, ts->k_contig, &dr, &dc);
+    for (int on = 0; on < N / (8 * wn); on++)
+        for (int kk = 0; kk < K / 16; kk += 2) {
+            int n = kk + 1 < K / 16 ? 4 : 2;
+            LLVMValueRef n0 = mul(c, add(c, cg_i32(c, on * wn), wni), 8), k0 = cg_i32(c, kk * 16);
+            LLVMValueRef mr = add(c, ts->k_contig ? n0 : k0, dr), mc = add(c, ts->k_contig ? k0 : n0, dc);
+            LLVMValueRef q = ldmatrix(c, tile_ptr(c, ts, base, mr, mc), n, !ts->k_contig);
+            for (int j = 0; j < n; j++) {
+                LLVMValueRef lo, hi;
+                unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
+                for (int h = 0; h < 2; h++) {
+                    int i = (j & 1) * 2 + h, ks = kk + (j >> 1);
+                    int rd[2] = {(ks * 2 + (i >> 1)) * 2 + (i & 1), on};
+                    regs[cg_geom_reg_of(g, rd)] = h ? hi : lo;
+                }
+            }
+        }
+}
+
+/* Registers of `res` (an A/B-operand layout) from a swizzled tile at byte
+ * offset `base` whose contiguous dim is `fast_dim` of the value. */
+void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, CgTile *out)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    CgGeom g;
+    if (!cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || !cg_geom_of(c, res, &g)) {
+        INTERNAL_ERROR("codegen: ldmatrix into a value without an MMA operand layout");
+        return;
+    }
+    TileShape ts = tile_shape(res->type, frag, fast_dim);
+    LLVMTypeRef et = cg_type(c, (IrElem)res->type.elem);
+    for (int i = 0; i < out->n; i++) out->r[i] = LLVMGetUndef(et);
+    if (frag == CG_MMA_A) load_a(c, &ts, base, &g, wm, out->r);
+    else load_b(c, &ts, base, &g, wm, wn, out->r);
+}
+
+/* ---- registers -> swizzled tile ---- */
+
+/* Store every register of `v` into the tile; runs of consecutive registers
+ * along the fast dim that stay inside one 16-byte chunk go as one vector. */
+static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValueRef base)
+{
+    CgGeom g;
+    if (!cg_geom_of(c, v, &g)) return;
+    CgTile *t = cg_get(c, v);
+    IrElem e = (IrElem)v->type.elem;
+    int eb = cg_elem_bytes(e);
+    LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK];
+    cg_thread_base(c, &g, tb);
+    int fd = g.vdims[ts->mc_dim];
+    int run = g.eff_spt[fd] < ts->sw.vec ? g.eff_spt[fd] : ts->sw.vec;
+    if (g.order[0] != fd) run = 1;
+    for (int i = 0; i < g.nregs; i += run) {
+        cg_reg_index(c, &g, tb, i, idx);
+        LLVMValueRef p = tile_ptr(c, ts, base, idx[ts->mr_dim], idx[ts->mc_dim]);
+        if (run == 1) {
+            LLVMSetAlignment(LLVMBuildStore(c->b, t->r[i], p), (unsigned)eb);
+            continue;
+        }
+        LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(cg_type(c, e), (unsigned)run));
+        for (int k = 0; k < run; k++) vec = LLVMBuildInsertElement(c->b, vec, t->r[i + k], cg_i32(c, k), "");
+        LLVMSetAlignment(LLVMBuildStore(c->b, vec, p), (unsigned)(run * eb));
+    }
+}
+
+/* Which value dim of `v` to make contiguous in SRAM: the source layout's
+ * fastest dim (its stores vectorise). */
+static int fast_dim_of(CgCtx *c, const IrValue *v)
+{
+    CgGeom g;
+    if (!cg_geom_of(c, v, &g)) return 1;
+    for (int i = 0; i < v->type.rank; i++)
+        if (g.vdims[i] == g.order[0]) return i;
+    return 1;
+}
+
+bool cg_mma_operand_bytes(const IrFunc *f, const IrOp *op, int *bytes)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    const IrValue *res = op->res[0];
+    IrElem e = (IrElem)res->type.elem;
+    if (op->op != IR_CONVERT_LAYOUT || (e != IR_F16 && e != IR_BF16)) return false;
+    if (!cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) || frag == CG_MMA_C) return false;
+    *bytes = (int)ir_type_numel(res->type) * 2;
+    return true;
+}
+
+bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
+{
+    IrValue *src = op->args[0], *res = op->res[0];
+    CgGeom g;
+    cg_geom_of(c, res, &g);
+    CgTile *out = cg_set(c, res, g.nregs);
+    int fd = fast_dim_of(c, src);
+    CgMmaFrag frag;
+    int wm, wn;
+    cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn);
+    TileShape ts = tile_shape(res->type, frag, fd);
+    int bytes = (int)ir_type_numel(res->type) * 2;
+    LLVMValueRef base = cg_smem_begin(c, frag == CG_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
+    store_tile(c, src, &ts, base);
+    cg_barrier(c);
+    cg_mma_ldmatrix_tile(c, res, fd, base, out);
+    return true;
+}
+
+/* ---- the dot ---- */
+
+static LLVMValueRef pack2(CgCtx *c, LLVMValueRef lo, LLVMValueRef hi, bool bf)
+{
+    LLVMTypeRef et = LLVMTypeOf(lo);
+    LLVMValueRef v = LLVMGetUndef(LLVMVectorType(et, 2));
+    v = LLVMBuildInsertElement(c->b, v, lo, cg_i32(c, 0), "");
+    v = LLVMBuildInsertElement(c->b, v, hi, cg_i32(c, 1), "");
+    return bf ? LLVMBuildBitCast(c->b, v, c->t_i32, "") : v;
+}
+
+/* Registers of an operand read through the geometry of its MMA operand
+ * layout; the value may sit in an equivalent layout (P = the C layout of a
+ * previous dot, when wn = 1): same registers, same elements. */
+static bool operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g)
+{
+    IrValue *v = op->args[i];
+    int l = cg_layout_mma(c->f, want, wm, wn);
+    if (v->layout != l && !cg_layouts_equivalent(c->f, v->layout, l, v->type)) {
+        INTERNAL_ERROR("codegen: mma operand %d is not in (a layout equivalent to) the operand layout", i);
+        return false;
+    }
+    return cg_geom(c->f, l, v->type, g);
+}
+
+bool cg_lower_dot_mma(CgCtx *c, IrOp *op)
+{
+    IrValue *res = op->res[0];
+    CgMmaFrag frag;
+    int wm, wn;
+    CgGeom ga, gb, gc;
+    if (!cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || frag != CG_MMA_C || !cg_geom_of(c, res, &gc))
+        return false;
+    if (!operand_geom(c, op, 0, CG_MMA_A, wm, wn, &ga) || !operand_geom(c, op, 1, CG_MMA_B, wm, wn, &gb)) return false;
+    bool bf = op->args[0]->type.elem == IR_BF16;
+    int M = gc.shape[0], N = gc.shape[1], K = op->args[0]->type.shape[1];
+    CgTile *ta = cg_get(c, op->args[0]), *tb = cg_get(c, op->args[1]), *tc = cg_get(c, op->args[2]);
+    CgTile *t = cg_set(c, res, gc.nregs);
+    for (int i = 0; i < gc.nregs; i++) t->r[i] = tc->r[i];
+    const char *name = bf ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
+    LLVMTypeRef ht = bf ? c->t_i32 : LLVMVectorType(c->t_f16, 2);
+    LLVMTypeRef pt[10], ft[4] = {c->t_f32, c->t_f32, c->t_f32, c->t_f32};
+    for (int i = 0; i < 6; i++) pt[i] = ht;
+    for (int i = 6; i < 10; i++) pt[i] = c->t_f32;
+    LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, ft, 4, 0);
+    for (int om = 0; om < M / (16 * wm); om++)
+        for (int on = 0; on < N / (8 * wn); on++)
+            for (int kk = 0; kk < K / 16; kk++) {
+                LLVMValueRef args[10];
+                for (int j = 0; j < 4; j++) { /* a{2j}, a{2j+1} */
+                    LLVMValueRef h[2];
+                    for (int s = 0; s < 2; s++) {
+                        int i = 2 * j + s;
+                        int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
+                        h[s] = ta->r[cg_geom_reg_of(&ga, rd)];
+                    }
+                    args[j] = pack2(c, h[0], h[1], bf);
+                }
+                for (int j = 0; j < 2; j++) { /* b{2j}, b{2j+1} */
+                    LLVMValueRef h[2];
+                    for (int s = 0; s < 2; s++) {
+                        int i = 2 * j + s;
+                        int rd[2] = {(kk * 2 + (i >> 1)) * 2 + (i & 1), on};
+                        h[s] = tb->r[cg_geom_reg_of(&gb, rd)];
+                    }
+                    args[4 + j] = pack2(c, h[0], h[1], bf);
+                }
+                int creg[4];
+                for (int i = 0; i < 4; i++) {
+                    int rd[2] = {om * 2 + (i >> 1), on * 2 + (i & 1)};
+                    creg[i] = cg_geom_reg_of(&gc, rd);
+                    args[6 + i] = t->r[creg[i]];
+                }
+                LLVMValueRef d = cg_call(c, name, rt, 10, pt, args);
+                for (int i = 0; i < 4; i++) t->r[creg[i]] = LLVMBuildExtractValue(c->b, d, (unsigned)i, "");
+            }
+    return true;
+}
