@@ -44,6 +44,33 @@ static int cmp_define(const void *a, const void *b)
     return c ? c : strcmp(x->value ? x->value : "", y->value ? y->value : "");
 }
 
+static int cmp_hint(const void *a, const void *b)
+{
+    const KilnParamHint *x = *(const KilnParamHint *const *)a, *y = *(const KilnParamHint *const *)b;
+    int c = strcmp(x->name ? x->name : "", y->name ? y->name : "");
+    return c ? c : (x->divisibility > y->divisibility) - (x->divisibility < y->divisibility);
+}
+
+/* Hints, sorted by name then value (their order does not change the code). */
+static KilnStatus put_hints(RtSha256 *s, const KilnCompileOptions *o)
+{
+    if (o->nhints < 0 || (o->nhints > 0 && !o->hints))
+        return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_key: bad hints");
+    if (o->nhints == 0) return KILN_OK;
+    const KilnParamHint **h = malloc((size_t)o->nhints * sizeof *h);
+    if (!h) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    for (int i = 0; i < o->nhints; i++) h[i] = &o->hints[i];
+    qsort(h, (size_t)o->nhints, sizeof *h, cmp_hint);
+    char num[32];
+    for (int i = 0; i < o->nhints; i++) {
+        put_field(s, "hname", h[i]->name);
+        snprintf(num, sizeof num, "%d", h[i]->divisibility);
+        put_field(s, "hdiv", num);
+    }
+    free(h);
+    return KILN_OK;
+}
+
 KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key_hex[65])
 {
     if (!src || !o || !key_hex) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_key: NULL argument");
@@ -56,7 +83,9 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     RtSha256 s;
     rt_sha256_init(&s);
     char num[96];
-    put_field(&s, "format", "kiln-cache-1");
+    /* format 2: hints are part of the key, and unhinted pointers are no
+     * longer assumed 16-byte aligned (format-1 entries must not be reused) */
+    put_field(&s, "format", "kiln-cache-2");
     put_field(&s, "version", kiln_version());
     put_field(&s, "src", src);
     put_field(&s, "kernel", o->kernel);
@@ -67,6 +96,11 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     put_field(&s, "arch", o->arch ? o->arch : "");
     snprintf(num, sizeof num, "%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt);
     put_field(&s, "sched", num);
+    KilnStatus st = put_hints(&s, o);
+    if (st != KILN_OK) {
+        free(defs);
+        return st;
+    }
     uint8_t d[32];
     rt_sha256_final(&s, d);
     for (int i = 0; i < 32; i++) snprintf(key_hex + 2 * i, 3, "%02x", d[i]);

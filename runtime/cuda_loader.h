@@ -91,6 +91,8 @@ struct KilnModule {
     int ninfos;
     int loose;                    /* signatures read from PTX: sizes only */
     KilnKernel *kernels;          /* one per info, fn resolved on first kiln_kernel_get */
+    struct RtSpec *spec;          /* kiln_module_compile modules: source, options, variants
+                                     (specialize.c); NULL for loaded PTX / cubin */
 };
 
 #define RT_CALL(d, call, name, ...)                                  \

@@ -111,6 +111,17 @@ KilnStatus kiln_module_load_cubin(KilnDevice *dev, const void *image, size_t siz
 KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src,
                                const KilnCompileOptions *opts, KilnModule **out);
 KilnStatus kiln_module_free(KilnModule *m);                 /* NULL is allowed */
+/* Launch-time specialisation of kiln_module_compile modules (default on; the
+ * environment variable KILN_SPECIALIZE=0 makes it default off). At each
+ * launch, the pointer arguments that are 16-byte aligned and the integer
+ * arguments that are multiples of 16 form a key; the first launch with a
+ * key compiles the module's source again with those facts as hints (through
+ * the on-disk cache) and loads that variant, which later launches with the
+ * key reuse. The kernel handle and its info stay the same. Off: every launch
+ * uses the generic kernel. Modules from kiln_module_load_ptx / _cubin never
+ * specialise (the call is a no-op for them). Launch arguments must always
+ * satisfy the module's own KilnCompileOptions.hints (else KILN_ERR_ARGS). */
+KilnStatus kiln_module_set_specialize(KilnModule *m, int on);
 
 /* A kernel of the module by name (NULL: the module's only kernel). The handle
  * belongs to the module: valid until kiln_module_free, never freed alone. */
@@ -167,7 +178,8 @@ KilnStatus kiln_time_launch(KilnKernel *k, const int grid[3], KilnStream *s, con
 /* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
  * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
  * A key is the SHA-256 (hex) of the source text, kernel name, defines (sorted
- * by name), arch, num_warps, num_stages, emit and kiln_version(). Entries are
+ * by name), arch, num_warps, num_stages, emit, hints (sorted by name) and
+ * kiln_version(). Entries are
  * written to a temporary file in the same directory and rename()d into place,
  * so concurrent compilers never see half an entry; an entry that does not
  * verify (bad magic, wrong key, truncated, checksum) is ignored and rebuilt. */

@@ -109,6 +109,7 @@ KilnStatus kiln_module_free(KilnModule *m)
     if (!m) return KILN_OK;
     KilnStatus st = rt_bind(m->dev);
     CUresult r = st == KILN_OK ? m->dev->drv->ModuleUnload(m->mod) : CUDA_SUCCESS;
+    rt_spec_free(m->spec); /* its variants are modules of their own */
     rt_free_infos(m->infos, m->ninfos);
     free(m->kernels);
     free(m);

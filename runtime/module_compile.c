@@ -8,7 +8,9 @@
  * else PTX), key the request (kiln_cache_key), load the cached image when the
  * entry verifies, else compile, store and load. A cubin request that
  * kiln_compile answers with KILN_ERR_UNSUPPORTED (no ptxas after all) falls
- * back to PTX. Cache write failures never fail the compile.
+ * back to PTX. Cache write failures never fail the compile. The module keeps
+ * the source and resolved options (RtSpec) so that kiln_launch can compile
+ * variants specialised on its arguments (specialize.c) the same way.
  */
 #include "cuda_loader.h"
 #include "rt_internal.h"
@@ -73,6 +75,62 @@ static KilnStatus compile_entry(const char *path, const char *src, const KilnCom
     return st;
 }
 
+/* Key, look up, else compile and store; load. `o` is resolved (arch, emit);
+ * a fallback to PTX is written back to it. */
+static KilnStatus compile_load(KilnDevice *dev, const char *path, const char *src, KilnCompileOptions *o,
+                               int may_fall_back, KilnModule **out)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char key[65];
+        KilnStatus st = kiln_cache_key(src, o, key);
+        if (st != KILN_OK) return st;
+        KilnCacheEntry e;
+        if (kiln_cache_lookup(key, &e) == KILN_OK) {
+            st = load_entry(dev, &e, out);
+            kiln_cache_entry_free(&e);
+            if (st == KILN_OK) return KILN_OK;
+            /* a verified entry the driver rejects (driver upgrade?): rebuild it */
+        }
+        st = compile_entry(path, src, o, &e);
+        if (st == KILN_ERR_UNSUPPORTED && o->emit == KILN_EMIT_CUBIN && may_fall_back) {
+            o->emit = KILN_EMIT_PTX; /* no ptxas after all: the driver JIT-compiles PTX */
+            continue;
+        }
+        if (st != KILN_OK) return st;
+        kiln_cache_store(key, &e); /* best effort: a read-only cache dir must not fail the compile */
+        st = load_entry(dev, &e, out);
+        kiln_cache_entry_free(&e);
+        return st;
+    }
+    return kiln_set_error(KILN_ERR_INTERNAL, "kiln_module_compile: no emit mode worked");
+}
+
+/* RtSpec callbacks: a variant is a module of its own with the extra hints. */
+static KilnStatus compile_variant(RtSpec *s, const KilnParamHint *hints, int nhints, KilnKernel **out,
+                                  const KilnKernelInfo **info)
+{
+    KilnCompileOptions o = s->opts;
+    o.hints = hints;
+    o.nhints = nhints;
+    KilnModule *m = NULL;
+    KilnStatus st = compile_load(s->dev, s->path, s->src, &o, 1, &m);
+    if (st == KILN_OK) st = kiln_kernel_get(m, NULL, out);
+    if (st == KILN_OK) *info = kiln_kernel_info(*out);
+    else kiln_module_free(m);
+    return st;
+}
+
+static void release_variant(KilnKernel *k)
+{
+    if (k) kiln_module_free(k->module);
+}
+
+static int specialize_by_default(void)
+{
+    const char *e = getenv("KILN_SPECIALIZE");
+    return !(e && !strcmp(e, "0"));
+}
+
 KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src, const KilnCompileOptions *opts,
                                KilnModule **out)
 {
@@ -83,27 +141,17 @@ KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *sr
     o.dump_after = NULL;
     if (!o.arch) o.arch = dev->info.arch;
     if (o.emit != KILN_EMIT_PTX && o.emit != KILN_EMIT_CUBIN) o.emit = have_ptxas() ? KILN_EMIT_CUBIN : KILN_EMIT_PTX;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        char key[65];
-        KilnStatus st = kiln_cache_key(src, &o, key);
-        if (st != KILN_OK) return st;
-        KilnCacheEntry e;
-        if (kiln_cache_lookup(key, &e) == KILN_OK) {
-            st = load_entry(dev, &e, out);
-            kiln_cache_entry_free(&e);
-            if (st == KILN_OK) return KILN_OK;
-            /* a verified entry the driver rejects (driver upgrade?): rebuild it */
-        }
-        st = compile_entry(path, src, &o, &e);
-        if (st == KILN_ERR_UNSUPPORTED && o.emit == KILN_EMIT_CUBIN && opts->emit != KILN_EMIT_CUBIN) {
-            o.emit = KILN_EMIT_PTX; /* no ptxas after all: the driver JIT-compiles PTX */
-            continue;
-        }
-        if (st != KILN_OK) return st;
-        kiln_cache_store(key, &e); /* best effort: a read-only cache dir must not fail the compile */
-        st = load_entry(dev, &e, out);
-        kiln_cache_entry_free(&e);
-        return st;
+    KilnModule *m = NULL;
+    KilnStatus st = compile_load(dev, path, src, &o, opts->emit != KILN_EMIT_CUBIN, &m);
+    if (st != KILN_OK) return st;
+    /* Keep the request for launch-time specialisation (specialize.c). */
+    m->spec = rt_spec_new(path, src, &o, compile_variant, release_variant);
+    if (!m->spec) {
+        kiln_module_free(m);
+        return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
     }
-    return kiln_set_error(KILN_ERR_INTERNAL, "kiln_module_compile: no emit mode worked");
+    m->spec->dev = dev;
+    m->spec->on = specialize_by_default();
+    *out = m;
+    return KILN_OK;
 }

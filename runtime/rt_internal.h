@@ -8,6 +8,7 @@
 
 #include "kiln.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 
 /* ---- argument checking (launch.c) ---- */
@@ -61,6 +62,72 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
 KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *data, size_t size, KilnCacheEntry *out);
 /* The file name of an entry in `dir` (malloc'd). */
 char *rt_cache_path(const char *dir, const char *key_hex);
+
+/* ---- launch-time specialisation (specialize.c) ---- */
+
+/* Like Triton, a module from kiln_module_compile is recompiled per launch
+ * "key": which pointer arguments are 16-byte aligned and which integer
+ * arguments are multiples of 16. Each key's variant is compiled once (through
+ * the on-disk cache, with those facts as KilnParamHints) and kept. */
+#define RT_SPEC_DIV 16
+#define RT_SPEC_MAX_PARAMS 256
+
+/* Bit i set: parameter i is a pointer / integer whose argument is a multiple
+ * of RT_SPEC_DIV and the module's own hints do not already say so. */
+typedef struct RtSpecKey {
+    uint64_t bits[RT_SPEC_MAX_PARAMS / 64];
+} RtSpecKey;
+
+typedef struct RtSpec RtSpec;
+/* Compile and load the module's source with `hints`; *out is the variant's
+ * only kernel (its module owned by the caller until released), *info its
+ * signature (kernels stay opaque here, so CPU tests can pass fakes). */
+typedef KilnStatus (*RtSpecCompileFn)(RtSpec *spec, const KilnParamHint *hints, int nhints, KilnKernel **out,
+                                      const KilnKernelInfo **info);
+typedef void (*RtSpecReleaseFn)(KilnKernel *k);
+
+typedef struct RtVariant {
+    RtSpecKey key;
+    KilnKernel *kernel;             /* in its own module */
+} RtVariant;
+
+struct RtSpec {
+    pthread_mutex_t lock;           /* guards the variant table */
+    pthread_mutex_t compile_lock;   /* one variant compile at a time: each key compiles once */
+    int on;                         /* kiln_module_set_specialize */
+    char *path, *src;               /* copies */
+    KilnCompileOptions opts;        /* deep copy; arch and emit resolved */
+    RtSpecCompileFn compile;
+    RtSpecReleaseFn release;
+    KilnDevice *dev;                /* the module's device (for compile) */
+    RtVariant *variants;
+    int nvariants, cap;
+    int ncompiles;                  /* variants compiled (tests, stats) */
+};
+
+/* The key of a launch of `info` with `args` (already checked against info). */
+void rt_spec_key(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
+                 int nargs, RtSpecKey *key);
+bool rt_spec_key_empty(const RtSpecKey *key);
+/* The module's hints plus NAME=RT_SPEC_DIV for every key bit (malloc'd;
+ * names point into info). */
+KilnStatus rt_spec_hints(const KilnKernelInfo *info, const RtSpecKey *key, const KilnParamHint *base, int nbase,
+                         KilnParamHint **out, int *n);
+/* A launch must keep the promises the module was compiled with: every hinted
+ * argument must be a multiple of its hint. KILN_ERR_ARGS naming it if not. */
+KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
+                          int nargs);
+/* Same name, parameters, warps and stages (smem may differ per variant). */
+bool rt_infos_match(const KilnKernelInfo *a, const KilnKernelInfo *b);
+/* A new spec owning copies of path, src and opts (NULL on out of memory). */
+RtSpec *rt_spec_new(const char *path, const char *src, const KilnCompileOptions *opts, RtSpecCompileFn compile,
+                    RtSpecReleaseFn release);
+void rt_spec_free(RtSpec *spec);    /* releases every variant */
+/* The kernel to launch for `generic` (whose info it was compiled for) and
+ * `args`: `generic` itself when specialisation is off or the key is empty,
+ * else the key's variant, compiled on first use. Thread-safe. */
+KilnStatus rt_spec_select(RtSpec *spec, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
+                          int nargs, KilnKernel **run);
 
 /* ---- errors (status.c) ---- */
 

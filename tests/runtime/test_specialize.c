@@ -1,0 +1,523 @@
+/* test_specialize.c — launch-time specialisation without a GPU: the key of a
+ * launch (which pointer / integer arguments are multiples of 16) against a
+ * reference over random arguments, the hints a variant is compiled with, the
+ * check that launches keep a module's own hints, the variant table (one
+ * compile per key, reuse, off switch, failures, signature mismatch, threads)
+ * driven through fake compile / release callbacks, and the cache key's
+ * sensitivity to hints.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "rt_internal.h"
+
+/* k(X: *f32, Y: *f16, n: i32, m: u64, s: i64, scale: f32, flag: bool, b: u8) */
+static KilnParam params[8];
+static KilnKernelInfo info;
+
+static void setup(void)
+{
+    static const struct { const char *name; KilnParamKind kind; int bits; } p[8] = {
+        {"X", KILN_PARAM_PTR, 32}, {"Y", KILN_PARAM_PTR, 16}, {"n", KILN_PARAM_I32, 0},
+        {"m", KILN_PARAM_U64, 0},  {"s", KILN_PARAM_I64, 0},  {"scale", KILN_PARAM_F32, 0},
+        {"flag", KILN_PARAM_I1, 0}, {"b", KILN_PARAM_U8, 0},
+    };
+    memset(params, 0, sizeof params);
+    for (int i = 0; i < 8; i++) {
+        strcpy(params[i].name, p[i].name);
+        params[i].kind = p[i].kind;
+        params[i].pointee_bits = p[i].bits;
+    }
+    memset(&info, 0, sizeof info);
+    strcpy(info.name, "k");
+    info.params = params;
+    info.nparams = 8;
+    info.num_warps = 4;
+    info.num_stages = 2;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Random arguments: each value a multiple of 16 about half the time. */
+static void random_args(KilnArg a[8])
+{
+    uint64_t v[8];
+    for (int i = 0; i < 8; i++) {
+        v[i] = rnd() >> (rnd() % 40);
+        if (rnd() & 1) v[i] &= ~(uint64_t)15;
+    }
+    a[0] = kiln_arg_ptr(0x7000000000ull + (v[0] & 0xffffff));
+    a[1] = kiln_arg_ptr(0x7100000000ull + (v[1] & 0xffffff));
+    a[2] = kiln_arg_i32((int32_t)(v[2] & 0xffff) * ((rnd() & 1) ? -1 : 1));
+    a[3] = kiln_arg_u64(v[3]);
+    a[4] = kiln_arg_i64(-(int64_t)(v[4] >> 2));
+    a[5] = kiln_arg_f32(16.0f * (float)(v[5] & 7));   /* floats never count, even "multiples of 16" */
+    a[6] = kiln_arg_bool(0);                          /* nor bools (0 is a multiple of 16) */
+    a[7] = kiln_arg_u8((uint8_t)v[7]);
+}
+
+static bool key_has(const RtSpecKey *k, int i) { return (k->bits[i / 64] >> (i % 64)) & 1; }
+
+START_TEST(key_matches_reference)
+{
+    for (int t = 0; t < 2000; t++) {
+        KilnArg a[8];
+        random_args(a);
+        RtSpecKey key;
+        rt_spec_key(&info, NULL, 0, a, 8, &key);
+        bool any = false;
+        for (int i = 0; i < 8; i++) {
+            bool want;
+            if (i == 0 || i == 1) want = a[i].v.ptr % 16 == 0;
+            else if (i == 2 || i == 4) want = a[i].v.i % 16 == 0;       /* negative values too */
+            else if (i == 3 || i == 7) want = a[i].v.u % 16 == 0;
+            else want = false;
+            ck_assert_msg(key_has(&key, i) == want, "trial %d param %s: key bit %d", t, params[i].name,
+                          key_has(&key, i));
+            any |= want;
+        }
+        ck_assert_int_eq(rt_spec_key_empty(&key), !any);
+        for (int i = 8; i < RT_SPEC_MAX_PARAMS; i++) ck_assert(!key_has(&key, i));
+    }
+}
+END_TEST
+
+START_TEST(key_leaves_out_what_hints_say)
+{
+    KilnArg a[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000100ull);
+    a[2] = kiln_arg_i32(4096);
+    a[3] = kiln_arg_u64(64);
+    KilnParamHint h[] = {{"X", 16}, {"n", 8}, {"m", 32}};
+    RtSpecKey key;
+    rt_spec_key(&info, h, 3, a, 8, &key);
+    ck_assert(!key_has(&key, 0));  /* X=16 already compiled in */
+    ck_assert(key_has(&key, 2));   /* n=8 is weaker than 16 */
+    ck_assert(!key_has(&key, 3));  /* m=32 is stronger */
+}
+END_TEST
+
+START_TEST(variant_hints)
+{
+    RtSpecKey key;
+    memset(&key, 0, sizeof key);
+    key.bits[0] = (1u << 0) | (1u << 2) | (1u << 7);
+    KilnParamHint base[] = {{"m", 32}};
+    KilnParamHint *h = NULL;
+    int n = 0;
+    ck_assert_int_eq(rt_spec_hints(&info, &key, base, 1, &h, &n), KILN_OK);
+    ck_assert_int_eq(n, 4);
+    ck_assert_str_eq(h[0].name, "m");
+    ck_assert_int_eq(h[0].divisibility, 32);
+    const char *want[] = {"X", "n", "b"};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_str_eq(h[1 + i].name, want[i]);
+        ck_assert_int_eq(h[1 + i].divisibility, RT_SPEC_DIV);
+    }
+    free(h);
+}
+END_TEST
+
+START_TEST(launch_must_keep_module_hints)
+{
+    KilnArg a[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000040ull);
+    a[2] = kiln_arg_i32(96);
+    a[3] = kiln_arg_u64(18446744073709551584ull); /* 2^64 - 32 */
+    KilnParamHint h[] = {{"X", 64}, {"n", 32}, {"m", 32}};
+    ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_OK);
+    a[2] = kiln_arg_i32(100);
+    ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_ERR_ARGS);
+    ck_assert_str_eq(kiln_last_error(), "kernel k: argument 3 (n) = 100 is not a multiple of 32, as the module was "
+                                        "compiled to assume (hint n=32)");
+    a[2] = kiln_arg_i32(-64);
+    ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_OK);
+    a[0] = kiln_arg_ptr(0x7000000044ull); /* X + 1 element */
+    ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_ERR_ARGS);
+    ck_assert_str_eq(kiln_last_error(), "kernel k: argument 1 (X) = 0x7000000044 is not 64-byte aligned, as the "
+                                        "module was compiled to assume (hint X=64)");
+    a[0] = kiln_arg_ptr(0x7000000080ull);
+    a[3] = kiln_arg_u64(18446744073709551600ull); /* 2^64 - 16 */
+    ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_ERR_ARGS);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "(m) = 18446744073709551600 is not a multiple of 32"));
+}
+END_TEST
+
+START_TEST(infos_match)
+{
+    KilnParam p2[8];
+    memcpy(p2, params, sizeof p2);
+    KilnKernelInfo b = info;
+    b.params = p2;
+    b.smem_bytes = info.smem_bytes + 4096; /* variants may use other SRAM amounts */
+    ck_assert(rt_infos_match(&info, &b));
+    p2[1].pointee_bits = 32;
+    ck_assert(!rt_infos_match(&info, &b));
+    p2[1].pointee_bits = 16;
+    b.num_warps = 8;
+    ck_assert(!rt_infos_match(&info, &b));
+    b.num_warps = 4;
+    b.nparams = 7;
+    ck_assert(!rt_infos_match(&info, &b));
+}
+END_TEST
+
+/* ---- the variant table, with fake compiles ---- */
+
+typedef struct FakeVariant {
+    KilnParamHint hints[16];
+    char names[16][64];
+    int nhints;
+    KilnKernelInfo info;
+    bool released;
+} FakeVariant;
+
+static FakeVariant fakes[64];
+static int nfakes, nreleased;
+static KilnStatus fail_next;
+static bool wrong_signature;
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static KilnStatus fake_compile(RtSpec *s, const KilnParamHint *hints, int nhints, KilnKernel **out,
+                               const KilnKernelInfo **vinfo)
+{
+    ck_assert_str_eq(s->src, "source text");
+    if (fail_next != KILN_OK) {
+        KilnStatus st = fail_next;
+        fail_next = KILN_OK;
+        return kiln_set_error(st, "fake compile failed");
+    }
+    pthread_mutex_lock(&fake_lock);
+    FakeVariant *f = &fakes[nfakes++];
+    pthread_mutex_unlock(&fake_lock);
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < nhints && i < 16; i++) {
+        snprintf(f->names[i], sizeof f->names[i], "%s", hints[i].name);
+        f->hints[i] = (KilnParamHint){f->names[i], hints[i].divisibility};
+    }
+    f->nhints = nhints;
+    f->info = info;
+    if (wrong_signature) f->info.num_stages = 3;
+    *out = (KilnKernel *)f; /* opaque to the table */
+    *vinfo = &f->info;
+    return KILN_OK;
+}
+
+static void fake_release(KilnKernel *k)
+{
+    FakeVariant *f = (FakeVariant *)k;
+    ck_assert(!f->released);
+    f->released = true;
+    __atomic_add_fetch(&nreleased, 1, __ATOMIC_SEQ_CST);
+}
+
+static RtSpec *new_spec(const KilnParamHint *hints, int nhints)
+{
+    nfakes = nreleased = 0;
+    fail_next = KILN_OK;
+    wrong_signature = false;
+    KilnCompileOptions o = {.kernel = "k", .arch = "sm_90a", .emit = KILN_EMIT_CUBIN, .hints = hints,
+                            .nhints = nhints};
+    RtSpec *s = rt_spec_new("k.tile", "source text", &o, fake_compile, fake_release);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+static KilnKernel *const GENERIC = (KilnKernel *)&info;
+
+/* The fake kernel `k` was compiled with exactly the hints the key of `a` implies. */
+static void check_variant_fits(KilnKernel *k, const KilnArg *a)
+{
+    FakeVariant *f = (FakeVariant *)k;
+    for (int i = 0; i < 8; i++) {
+        bool hinted = false;
+        for (int j = 0; j < f->nhints; j++)
+            if (!strcmp(f->hints[j].name, params[i].name)) hinted = true;
+        bool is_ptr_or_int = i != 5 && i != 6;
+        ck_assert_int_eq(hinted, is_ptr_or_int && (a[i].v.u % 16 == 0));
+    }
+}
+
+START_TEST(select_compiles_once_per_key)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    KilnArg a[8], b[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000000ull); /* key not empty */
+    KilnKernel *k1, *k2;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k1), KILN_OK);
+    ck_assert_ptr_ne(k1, GENERIC);
+    check_variant_fits(k1, a);
+    ck_assert_int_eq(s->ncompiles, 1);
+    /* other values, same key: reused */
+    memcpy(b, a, sizeof b);
+    b[0] = kiln_arg_ptr(a[0].v.ptr + 4096);
+    b[3] = kiln_arg_u64(a[3].v.u % 16 == 0 ? a[3].v.u + 32 : a[3].v.u + 16);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, b, 8, &k2), KILN_OK);
+    ck_assert_ptr_eq(k1, k2);
+    ck_assert_int_eq(s->ncompiles, 1);
+    /* X + 1 element: another key, another variant (or the generic kernel) */
+    b[0] = kiln_arg_ptr(a[0].v.ptr + 4);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, b, 8, &k2), KILN_OK);
+    ck_assert_ptr_ne(k1, k2);
+    if (k2 != GENERIC) check_variant_fits(k2, b);
+    rt_spec_free(s);
+    ck_assert_int_eq(nreleased, nfakes); /* every variant released with the module */
+}
+END_TEST
+
+START_TEST(select_generic_cases)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    KilnArg a[8];
+    random_args(a);
+    /* nothing divisible by 16: the generic kernel, no compile */
+    a[0] = kiln_arg_ptr(0x7000000004ull);
+    a[1] = kiln_arg_ptr(0x7100000002ull);
+    a[2] = kiln_arg_i32(17);
+    a[3] = kiln_arg_u64(3);
+    a[4] = kiln_arg_i64(-9);
+    a[7] = kiln_arg_u8(255);
+    KilnKernel *k;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_eq(k, GENERIC);
+    ck_assert_int_eq(s->ncompiles, 0);
+    /* switched off: generic even for aligned arguments */
+    a[0] = kiln_arg_ptr(0x7000000000ull);
+    s->on = 0;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_eq(k, GENERIC);
+    ck_assert_int_eq(s->ncompiles, 0);
+    s->on = 1;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_ne(k, GENERIC);
+    /* no spec (loaded PTX / cubin): always the kernel itself */
+    ck_assert_int_eq(rt_spec_select(NULL, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_eq(k, GENERIC);
+    rt_spec_free(s);
+}
+END_TEST
+
+START_TEST(select_with_module_hints)
+{
+    KilnParamHint h[] = {{"X", 16}, {"n", 16}};
+    RtSpec *s = new_spec(h, 2);
+    KilnArg a[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000000ull);
+    a[1] = kiln_arg_ptr(0x7100000008ull);
+    a[2] = kiln_arg_i32(64);
+    a[3] = kiln_arg_u64(5);
+    a[4] = kiln_arg_i64(7);
+    a[7] = kiln_arg_u8(1);
+    /* everything the key would say is already compiled in: generic */
+    KilnKernel *k;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_eq(k, GENERIC);
+    /* a broken promise is refused, whatever the switch says */
+    a[2] = kiln_arg_i32(65);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_ERR_ARGS);
+    s->on = 0;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_ERR_ARGS);
+    s->on = 1;
+    /* Y aligned too: a variant with the module's hints plus Y=16 */
+    a[2] = kiln_arg_i32(64);
+    a[1] = kiln_arg_ptr(0x7100000010ull);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_ne(k, GENERIC);
+    FakeVariant *f = (FakeVariant *)k;
+    ck_assert_int_eq(f->nhints, 3);
+    ck_assert_str_eq(f->hints[2].name, "Y");
+    rt_spec_free(s);
+}
+END_TEST
+
+START_TEST(select_failures)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    KilnArg a[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000000ull);
+    KilnKernel *k;
+    fail_next = KILN_ERR_COMPILE;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_ERR_COMPILE);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "fake compile failed (while specialising"));
+    ck_assert_int_eq(s->nvariants, 0);
+    /* the next launch tries again and succeeds */
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_ne(k, GENERIC);
+    ck_assert_int_eq(s->nvariants, 1);
+    /* a variant whose signature differs is released, never used */
+    wrong_signature = true;
+    a[1] = kiln_arg_ptr(a[1].v.ptr % 16 ? a[1].v.ptr & ~15ull : a[1].v.ptr + 2);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_ERR_INTERNAL);
+    ck_assert_int_eq(s->nvariants, 1);
+    ck_assert_int_eq(nreleased, 1);
+    rt_spec_free(s);
+    ck_assert_int_eq(nreleased, 2);
+}
+END_TEST
+
+/* Threads launching with a few keys at once: one compile per key, and each
+ * launch gets the variant of its own key. */
+typedef struct ThreadArg {
+    RtSpec *s;
+    int seed;
+    int errors;
+} ThreadArg;
+
+static void key_args(int which, KilnArg a[8])
+{
+    for (int i = 0; i < 8; i++) a[i] = kiln_arg_u64(1);
+    a[0] = kiln_arg_ptr(0x7000000000ull + ((which & 1) ? 0 : 4));
+    a[1] = kiln_arg_ptr(0x7100000000ull + ((which & 2) ? 0 : 2));
+    a[2] = kiln_arg_i32((which & 4) ? 1024 : 1000);
+    a[3] = kiln_arg_u64(7);
+    a[4] = kiln_arg_i64(-3);
+    a[5] = kiln_arg_f32(1.5f);
+    a[6] = kiln_arg_bool(1);
+    a[7] = kiln_arg_u8(1);
+}
+
+static void *launcher(void *p)
+{
+    ThreadArg *t = p;
+    for (int r = 0; r < 400; r++) {
+        int which = 1 + (r * 7 + t->seed) % 7; /* keys 1..7: never empty */
+        KilnArg a[8];
+        key_args(which, a);
+        KilnKernel *k;
+        if (rt_spec_select(t->s, GENERIC, &info, a, 8, &k) != KILN_OK || k == GENERIC) {
+            t->errors++;
+            continue;
+        }
+        FakeVariant *f = (FakeVariant *)k;
+        int got = 0;
+        for (int j = 0; j < f->nhints; j++)
+            got |= !strcmp(f->hints[j].name, "X") ? 1 : !strcmp(f->hints[j].name, "Y") ? 2 : 4;
+        if (got != which) t->errors++;
+    }
+    return NULL;
+}
+
+START_TEST(select_is_thread_safe)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    pthread_t th[8];
+    ThreadArg ta[8];
+    for (int i = 0; i < 8; i++) {
+        ta[i] = (ThreadArg){s, i * 3, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, launcher, &ta[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(ta[i].errors, 0);
+    }
+    ck_assert_int_eq(s->ncompiles, 7);
+    ck_assert_int_eq(s->nvariants, 7);
+    rt_spec_free(s);
+    ck_assert_int_eq(nreleased, 7);
+}
+END_TEST
+
+START_TEST(spec_copies_the_request)
+{
+    char kernel[] = "k", arch[] = "sm_80", dname[] = "B", dval[] = "128", hname[] = "n";
+    KilnDefine d = {dname, dval};
+    KilnParamHint h = {hname, 32};
+    KilnCompileOptions o = {.kernel = kernel, .defines = &d, .ndefines = 1, .arch = arch, .hints = &h, .nhints = 1,
+                            .dump_after = "all"};
+    char src[] = "source text";
+    RtSpec *s = rt_spec_new("k.tile", src, &o, fake_compile, fake_release);
+    ck_assert_ptr_nonnull(s);
+    strcpy(kernel, "x");
+    strcpy(arch, "zzzzz");
+    strcpy(dval, "999");
+    strcpy(hname, "q");
+    strcpy(src, "garbage....");
+    ck_assert_str_eq(s->opts.kernel, "k");
+    ck_assert_str_eq(s->opts.arch, "sm_80");
+    ck_assert_str_eq(s->opts.defines[0].value, "128");
+    ck_assert_str_eq(s->opts.hints[0].name, "n");
+    ck_assert_int_eq(s->opts.hints[0].divisibility, 32);
+    ck_assert_str_eq(s->src, "source text");
+    ck_assert_ptr_null(s->opts.dump_after);
+    ck_assert_int_eq(s->on, 1);
+    rt_spec_free(s);
+    ck_assert_int_eq(kiln_module_set_specialize(NULL, 0), KILN_ERR_USAGE);
+}
+END_TEST
+
+/* ---- the cache key covers hints ---- */
+
+START_TEST(cache_key_covers_hints)
+{
+    static const char *src = "kernel k(X: *f32, n: i32) { }\n";
+    KilnCompileOptions o = {.kernel = "k", .arch = "sm_90a", .emit = KILN_EMIT_CUBIN};
+    char none[65], k1[65], k2[65];
+    ck_assert_int_eq(kiln_cache_key(src, &o, none), KILN_OK);
+    KilnParamHint h1[] = {{"X", 16}, {"n", 16}};
+    KilnParamHint h2[] = {{"n", 16}, {"X", 16}};
+    o.hints = h1;
+    o.nhints = 2;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k1), KILN_OK);
+    ck_assert_str_ne(none, k1);
+    o.hints = h2; /* order does not matter */
+    ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
+    ck_assert_str_eq(k1, k2);
+    /* every name and value matters */
+    KilnParamHint v[4][2] = {{{"X", 16}, {"n", 32}}, {{"X", 8}, {"n", 16}}, {{"Y", 16}, {"n", 16}},
+                             {{"X", 16}, {"m", 16}}};
+    for (int i = 0; i < 4; i++) {
+        o.hints = v[i];
+        ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
+        ck_assert_msg(strcmp(k1, k2) && strcmp(none, k2), "variant %d collides", i);
+    }
+    o.nhints = 1;
+    o.hints = h1;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
+    ck_assert_str_ne(k1, k2);
+    /* no hints: an empty array and NULL are the same request */
+    o.nhints = 0;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
+    ck_assert_str_eq(none, k2);
+    o.hints = NULL;
+    o.nhints = 3;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_ERR_USAGE);
+}
+END_TEST
+
+static Suite *spec_suite(void)
+{
+    Suite *s = suite_create("runtime_specialize");
+    TCase *tc = tcase_create("all");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, key_matches_reference);
+    tcase_add_test(tc, key_leaves_out_what_hints_say);
+    tcase_add_test(tc, variant_hints);
+    tcase_add_test(tc, launch_must_keep_module_hints);
+    tcase_add_test(tc, infos_match);
+    tcase_add_test(tc, select_compiles_once_per_key);
+    tcase_add_test(tc, select_generic_cases);
+    tcase_add_test(tc, select_with_module_hints);
+    tcase_add_test(tc, select_failures);
+    tcase_add_test(tc, select_is_thread_safe);
+    tcase_add_test(tc, spec_copies_the_request);
+    tcase_add_test(tc, cache_key_covers_hints);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(spec_suite)
