@@ -128,6 +128,8 @@ void rt_spec_free(RtSpec *spec);    /* releases every variant */
  * else the key's variant, compiled on first use. Thread-safe. */
 KilnStatus rt_spec_select(RtSpec *spec, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
                           int nargs, KilnKernel **run);
+/* Variants a module holds (0 for loaded PTX / cubin); GPU tests use it. */
+int rt_module_variants(KilnModule *m);
 
 /* ---- errors (status.c) ---- */
 

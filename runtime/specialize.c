@@ -311,3 +311,12 @@ KilnStatus kiln_module_set_specialize(KilnModule *m, int on)
     }
     return KILN_OK;
 }
+
+int rt_module_variants(KilnModule *m)
+{
+    if (!m || !m->spec) return 0;
+    pthread_mutex_lock(&m->spec->lock);
+    int n = m->spec->nvariants;
+    pthread_mutex_unlock(&m->spec->lock);
+    return n;
+}
