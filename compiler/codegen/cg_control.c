@@ -18,17 +18,51 @@
 
 static IrOp *region_yield(IrBlock *b) { return b->last && b->last->op == IR_YIELD ? b->last : NULL; }
 
+/* SRAM accesses pending when the loop is entered also reach its exit when
+ * it runs zero times: merged back after the loop with everything the loop
+ * touches (its buffers, and its stage buffers when pipelined). */
+typedef struct Pending {
+    CgRange r[CG_MAX_PENDING];
+    int n;
+} Pending;
+
+static void pending_save(const CgCtx *c, Pending *p)
+{
+    p->n = c->npending;
+    memcpy(p->r, c->pending, sizeof(CgRange) * (size_t)p->n);
+}
+
+static void pending_merge(CgCtx *c, const Pending *p, const IrOp *loop, bool stages)
+{
+    for (int i = 0; i < p->n; i++) cg_smem_pending_add(c, p->r[i].lo, p->r[i].hi);
+    cg_smem_pending_span(c, loop, stages);
+}
+
+static bool lower_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
+{
+    /* The prologue writes the stage buffers: earlier users of those bytes
+     * must be done with them first. */
+    for (int i = 0; i < pl->nloads; i++) {
+        const CgSmemBuf *b = pl->loads[i].buf;
+        for (int j = 0; b && j < c->npending; j++)
+            if (c->pending[j].lo < b->offset + b->bytes && b->offset < c->pending[j].hi) {
+                cg_barrier(c);
+                break;
+            }
+    }
+    Pending before;
+    pending_save(c, &before);
+    bool ok = cg_lower_for_pipelined(c, op, pl);
+    pending_merge(c, &before, op, true);
+    return ok;
+}
+
 static bool lower_for(CgCtx *c, IrOp *op)
 {
     CgPipeLoop *pl = cg_pipeline_of_loop(c->tc, op);
-    if (pl) {
-        /* The prologue writes the stage buffers: whatever used their bytes before must be done. */
-        cg_smem_pending_span(c, op, true);
-        if (c->npending) cg_barrier(c);
-        bool ok = cg_lower_for_pipelined(c, op, pl);
-        cg_smem_pending_span(c, op, true);
-        return ok;
-    }
+    if (pl) return lower_pipelined(c, op, pl);
+    Pending before;
+    pending_save(c, &before);
     IrBlock *body = op->regions[0];
     IrElem ie = (IrElem)op->args[0]->type.elem;
     LLVMValueRef lo = cg_get(c, op->args[0])->r[0];
@@ -74,7 +108,7 @@ static bool lower_for(CgCtx *c, IrOp *op)
         for (int r = 0; r < t->n; r++) res->r[r] = t->r[r];
     }
     LLVMPositionBuilderAtEnd(c->b, exit);
-    cg_smem_pending_span(c, op, false);
+    pending_merge(c, &before, op, false);
     return true;
 }
 

@@ -114,6 +114,11 @@ bool cg_mma_choose_warps(int M, int N, int K, int num_warps, int *wm, int *wn);
 bool cg_dot_mma_eligible(const IrOp *op, int sm);
 int  cg_accelerate_dot(IrFunc *f, int sm);                  /* returns the number of dots changed */
 
+/* ---- pass_remove_convert.c ---- */
+/* Rematerialise cheap converted trees, hoist loop-invariant conversions,
+ * fold chains; returns the number of conversions removed or moved. */
+int  cg_remove_converts(IrFunc *f, CgAxisMap *axis);
+
 /* ---- pass_sram_alloc.c: the pass ---- */
 /* Number the ops, collect every buffer (scratch of each op, pipeline stages),
  * place them, and check the architecture's limit (a user error naming the

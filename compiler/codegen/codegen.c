@@ -1,7 +1,7 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
- * Steps: axis info, the GPU passes (accelerate-dot, layout-assign, pipeline,
- * sram-alloc: docs/tensor_cores.md; their result is the GPU IR printed by
+ * Steps: axis info, the GPU passes (accelerate-dot, layout-assign,
+ * remove-convert, pipeline, sram-alloc: docs/tensor_cores.md; their result is the GPU IR printed by
  * --emit gpu-ir), then one pass over the ops in program order that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
  * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
@@ -163,6 +163,8 @@ static bool gpu_passes(IrFunc *f, int sm, CgAxisMap *axis, CgTcState *tc, const 
     dump(o, res, f, tc, "accelerate-dot");
     if (!cg_assign_layouts(f, axis, err)) return false;
     dump(o, res, f, tc, "layout-assign");
+    cg_remove_converts(f, axis);
+    dump(o, res, f, tc, "remove-convert");
     cg_pipeline_plan(f, axis, tc);
     dump(o, res, f, tc, "pipeline");
     if (!cg_sram_alloc(f, sm, tc, err)) return false;

@@ -56,6 +56,23 @@ static void push_demand(LaCtx *c, const IrValue *v, int layout)
     if (c->demand[v->id] < 0) c->demand[v->id] = layout;
 }
 
+/* A tensor-core accumulator or a slice of one (a row statistic of it). */
+static bool mma_derived(const IrFunc *f, int layout)
+{
+    const CgLayout *l = cg_layout_get(f, layout);
+    while (l && l->kind == CG_LAYOUT_SLICE) l = cg_layout_get(f, l->parent);
+    return l && l->mma == (int)CG_MMA_C + 1;
+}
+
+/* The accumulator of a tensor-core dot must be in its MMA layout; that
+ * demand wins over any other (a store after the loop converts once, instead
+ * of the loop converting the accumulator every iteration). */
+static void force_demand(LaCtx *c, const IrValue *v, int layout)
+{
+    if (!is_tile(v) || layout < 0 || v->id >= c->nids) return;
+    c->demand[v->id] = layout;
+}
+
 /* ---- anchors ---- */
 static int mem_layout(LaCtx *c, const IrOp *op)
 {
@@ -183,9 +200,12 @@ static void demand_op(LaCtx *c, IrOp *op)
         for (int i = 0; i < op->nargs; i++) push_demand(c, op->args[i], a);
         return;
     }
-    case IR_DOT:
-        push_demand(c, op->args[2], dot_result_layout(c, op, rd));
+    case IR_DOT: {
+        int l = dot_result_layout(c, op, rd);
+        if (mma_derived(c->f, l)) force_demand(c, op->args[2], l);
+        else push_demand(c, op->args[2], l);
         return;
+    }
     case IR_BROADCAST: push_demand(c, op->args[0], rd); return;
     case IR_EXPAND_DIMS:
         if (rd >= 0 && is_tile(op->args[0])) push_demand(c, op->args[0], cg_layout_slice(c->f, rd, op->attr[0]));
@@ -271,6 +291,13 @@ static int elementwise_layout(LaCtx *c, IrOp *op)
 {
     int want = get_demand(c, op->res[0]);
     int first = -1, first_real = -1;
+    /* Results of tensor-core dots (and their row statistics) pull the
+     * elementwise ops that use them into their layout: softmax on the
+     * accumulator stays in registers, and loop-carried values follow (the
+     * dry run turns what the body yields into the loop arguments' layout). */
+    for (int i = 0; i < op->nargs; i++)
+        if (is_tile(op->args[i]) && !is_source(op->args[i]) && mma_derived(c->f, op->args[i]->layout))
+            return op->args[i]->layout;
     for (int i = 0; i < op->nargs; i++) {
         IrValue *a = op->args[i];
         if (!is_tile(a)) continue;
@@ -400,6 +427,37 @@ static bool check_op(IrOp *op, StrBuf *err)
     return true;
 }
 
+/* After a dry run: values that came out in a tensor-core layout (or a slice
+ * of one) become demands, so that what feeds them (masks, index tiles,
+ * broadcasts of row statistics) is computed in that layout rather than
+ * converted through SRAM. */
+typedef struct Seed {
+    LaCtx *c;
+    int n;
+} Seed;
+
+static void seed_value(Seed *s, const IrValue *v)
+{
+    if (is_tile(v) && v->id < s->c->nids && v->layout >= 0 && mma_derived(s->c->f, v->layout)) {
+        s->c->demand[v->id] = v->layout;
+        s->n++;
+    }
+}
+
+static void seed_op(IrOp *op, void *vctx)
+{
+    Seed *s = vctx;
+    for (int i = 0; i < op->nres; i++) seed_value(s, op->res[i]);
+    for (int r = 0; r < op->nregions; r++)
+        for (int i = 0; i < op->regions[r]->nargs; i++) seed_value(s, op->regions[r]->args[i]);
+}
+
+static void dry_run(LaCtx *c)
+{
+    for (int i = 0; i < c->f->nparams; i++) c->f->params[i]->layout = -1;
+    assign_block(c, c->f->body);
+}
+
 bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
 {
     LaCtx c;
@@ -415,10 +473,26 @@ bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
     ir_walk(f, find_anchor, &c);
     demand_block(&c, f->body);
     /* Dry run: learn which loop arguments should start in their yield's layout. */
-    for (int i = 0; i < f->nparams; i++) f->params[i]->layout = -1;
-    assign_block(&c, f->body);
+    dry_run(&c);
     for (int i = 0; i < c.nids; i++)
         if (c.hint[i] >= 0) c.demand[i] = c.hint[i];
+    /* Tensor-core layouts spread backwards too (see seed_value): demands
+     * again from the dry run's MMA-derived values, then a second dry run. */
+    int *first = ARENA_ARRAY(f->arena, int, c.nids);
+    memcpy(first, c.demand, sizeof(int) * (size_t)c.nids);
+    for (int i = 0; i < c.nids; i++) c.demand[i] = c.hint[i];
+    Seed s = {&c, 0};
+    ir_walk(f, seed_op, &s);
+    if (s.n) {
+        demand_block(&c, f->body);
+        for (int i = 0; i < c.nids; i++)
+            if (c.demand[i] < 0) c.demand[i] = first[i];
+        dry_run(&c);
+        for (int i = 0; i < c.nids; i++)
+            if (c.hint[i] >= 0) c.demand[i] = c.hint[i];
+    } else {
+        memcpy(c.demand, first, sizeof(int) * (size_t)c.nids);
+    }
     c.materialize = true;
     assign_block(&c, f->body);
     for (IrOp *op = f->body->first; op; op = op->next)

@@ -17,8 +17,8 @@
 #include <dirent.h>
 #include <string.h>
 
-static const char *const passes[] = {"accelerate-dot", "layout-assign", "pipeline", "sram-alloc"};
-#define NPASSES 4
+static const char *const passes[] = {"accelerate-dot", "layout-assign", "remove-convert", "pipeline", "sram-alloc"};
+#define NPASSES 5
 
 static bool updating(void)
 {

@@ -1,0 +1,179 @@
+/* pass_remove_convert.c — remove layout conversions that layout assignment
+ * left where a cheaper form exists. Every convert_layout that survives this
+ * pass is a shared-memory round trip (or, to an MMA operand layout, a
+ * swizzled store + ldmatrix), so each one removed saves SRAM, two barriers
+ * and the traffic.
+ *
+ *   1. rematerialisation: a conversion of a value computed only from
+ *      constants, splats, aranges, broadcasts, expand_dims and pure
+ *      elementwise ops of those (index arithmetic, masks built from it) is
+ *      replaced by recomputing that tree in the wanted layout (at most
+ *      REMAT_MAX ops per conversion; scalars and values of other trees are
+ *      shared). The originals become dead and are deleted.
+ *   2. hoisting: a conversion inside a loop whose source is defined outside
+ *      the loop moves before the loop (the loop-invariant Q tile of
+ *      attention is staged for the tensor cores once, not every iteration).
+ *   3. chains: convert(convert(x)) reads x directly, and conversions between
+ *      equivalent layouts (same thread -> element map) are dropped.
+ * The MMA accumulator layout itself is propagated by layout assignment
+ * (pass_layout_assign.c: the dot's accumulator demand wins, and elementwise
+ * ops follow an MMA-derived operand), so softmax on the scores of attention
+ * runs in the accumulator's registers with no conversion at all.
+ *
+ * Example (matmul's k loop, 4 warps):
+ *     %53 = convert_layout %34 : tensor<32xi32> #L9          before
+ *     %35 = expand_dims {axis=0} %53 : tensor<1x32xi32> #L8
+ *     ...
+ *     %60 = arange {start=0, end=32} : tensor<32xi32> #L9     after: the index
+ *     %61 = splat %31 : tensor<32xi32> #L9                    tile recomputed
+ *     %62 = add %61, %60 : tensor<32xi32> #L9                 in #L9
+ */
+#include "cg_internal.h"
+
+#include <string.h>
+
+#define REMAT_MAX 24
+
+typedef struct RcCtx {
+    IrFunc *f;
+    CgAxisMap *axis;
+    int budget;
+    int removed, hoisted;
+} RcCtx;
+
+static bool is_tile(const IrValue *v) { return v && v->type.rank > 0; }
+
+static bool cheap_op(const IrOp *d)
+{
+    if (!d || d->nregions) return false;
+    switch (d->op) {
+    case IR_CONST: case IR_SPLAT: case IR_ARANGE: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_CONVERT_LAYOUT:
+        return true;
+    default:
+        return (ir_op_info[d->op].flags & IRF_ELEMWISE) && (ir_op_info[d->op].flags & IRF_PURE);
+    }
+}
+
+/* Whether `v` can be recomputed in any layout within the budget (dry). */
+static bool can_remat(RcCtx *c, const IrValue *v, int depth)
+{
+    if (!is_tile(v)) return true;
+    const IrOp *d = v->def;
+    if (!cheap_op(d) || depth > REMAT_MAX || --c->budget < 0) return false;
+    for (int i = 0; i < d->nargs; i++)
+        if (!can_remat(c, d->args[i], depth + 1)) return false;
+    return true;
+}
+
+/* `v` in `layout`, recomputed before `pos`. */
+static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
+{
+    if (!is_tile(v)) return v;
+    if (v->layout == layout || cg_layouts_equivalent(c->f, v->layout, layout, v->type)) return v;
+    IrOp *d = v->def;
+    if (d->op == IR_CONVERT_LAYOUT) return remat(c, d->args[0], layout, pos);
+    IrValue *args[4];
+    for (int i = 0; i < d->nargs && i < 4; i++) {
+        int al = layout;
+        if (d->op == IR_EXPAND_DIMS) al = cg_layout_slice(c->f, layout, d->attr[0]);
+        args[i] = remat(c, d->args[i], al, pos);
+    }
+    IrOp *n = ir_op_new(c->f, d->op, d->loc, d->nargs, args, 1, &v->type);
+    n->ival = d->ival;
+    n->fval = d->fval;
+    memcpy(n->attr, d->attr, sizeof d->attr);
+    n->res[0]->layout = layout;
+    n->res[0]->name = v->name;
+    ir_insert_before(pos, n);
+    cg_axis_alias(c->axis, n->res[0], v);
+    return n->res[0];
+}
+
+/* Rematerialisation is only for layouts the shape ops can be built in:
+ * blocked (MMA included) targets, whose slices expand_dims can use. */
+static bool remat_target(const IrFunc *f, int layout)
+{
+    const CgLayout *l = cg_layout_get(f, layout);
+    return l && (l->kind == CG_LAYOUT_BLOCKED || l->kind == CG_LAYOUT_SLICE);
+}
+
+static void visit_block(RcCtx *c, IrBlock *b);
+
+static void visit_convert(RcCtx *c, IrOp *op)
+{
+    IrValue *src = op->args[0], *res = op->res[0];
+    /* chains and no-ops */
+    while (src->def && src->def->op == IR_CONVERT_LAYOUT) src = src->def->args[0];
+    if (src != op->args[0]) ir_op_set_args(c->f, op, 1, &src);
+    if (cg_layouts_equivalent(c->f, src->layout, res->layout, res->type)) {
+        ir_replace_uses(c->f, res, src);
+        c->removed++;
+        return;
+    }
+    c->budget = REMAT_MAX;
+    if (remat_target(c->f, res->layout) && src->def && src->def->op != IR_CONVERT_LAYOUT &&
+        can_remat(c, src, 0)) {
+        IrValue *nv = remat(c, src, res->layout, op);
+        ir_replace_uses(c->f, res, nv);
+        c->removed++;
+    }
+}
+
+static void hoist_invariant(RcCtx *c, IrOp *loop)
+{
+    IrBlock *body = loop->regions[0];
+    for (IrOp *op = body->first, *next; op; op = next) {
+        next = op->next;
+        if (op->op != IR_CONVERT_LAYOUT || !ir_value_defined_outside(op->args[0], loop)) continue;
+        ir_op_unlink(op);
+        ir_insert_before(loop, op);
+        c->hoisted++;
+    }
+}
+
+static void visit_block(RcCtx *c, IrBlock *b)
+{
+    for (IrOp *op = b->first, *next; op; op = next) {
+        next = op->next;
+        for (int r = 0; r < op->nregions; r++) visit_block(c, op->regions[r]);
+        if (op->op == IR_FOR) hoist_invariant(c, op);
+        if (op->op == IR_CONVERT_LAYOUT) visit_convert(c, op);
+    }
+}
+
+typedef struct DeadCtx {
+    IrFunc *f;
+    const int *uses;
+    PtrVec *dead;
+} DeadCtx;
+
+static void collect_dead(IrOp *op, void *vctx)
+{
+    DeadCtx *d = vctx;
+    if (op->nres == 1 && !op->nregions && (ir_op_info[op->op].flags & IRF_PURE) && d->uses[op->res[0]->id] == 0)
+        vec_push(d->f->arena, d->dead, op);
+}
+
+/* Delete pure ops without uses (the converts replaced above and the trees
+ * that only fed them), until nothing changes. */
+static int remove_dead(IrFunc *f)
+{
+    int total = 0;
+    for (bool again = true; again;) {
+        int *uses = ir_use_counts(f);
+        PtrVec dead = {0};
+        ir_walk(f, collect_dead, &(DeadCtx){f, uses, &dead});
+        for (int i = 0; i < dead.len; i++) ir_op_unlink(dead.data[i]);
+        total += dead.len;
+        again = dead.len > 0;
+    }
+    return total;
+}
+
+int cg_remove_converts(IrFunc *f, CgAxisMap *axis)
+{
+    RcCtx c = {f, axis, 0, 0, 0};
+    visit_block(&c, f->body);
+    remove_dead(f);
+    return c.removed + c.hoisted;
+}
