@@ -1,0 +1,181 @@
+/* test_e2e_tc_ptx.c — the tensor-core path through the whole compiler
+ * (kiln_compile), for sm_80 and sm_90a, at several schedules:
+ *   - tools/bench/matmul_tc.tile (row-major, N and K constants) with its
+ *     pointers hinted 16-byte aligned (what the runtime's launch-time
+ *     specialisation gives aligned buffers): the PTX has mma.sync (at least
+ *     the per-iteration count (BM/16wm)(BN/8wn)(BK/16), a multiple of it when
+ *     LLVM unrolls), ldmatrix, and with num_stages = S >= 2 exactly S
+ *     cp.async.commit_group, cp.async.wait_group S-2 in the loop and 0 after
+ *     it, and S times the copies of one issue (none with S = 1);
+ *   - examples/matmul.tile (runtime strides: contiguity along K is unknown,
+ *     so no 16-byte copies) still uses mma.sync and ldmatrix, no cp.async;
+ *   - every PTX is accepted by ptxas (skipped without ptxas);
+ *   - --stats lists the pipeline stage buffers and the total.
+ */
+#include "tests/testutil.h"
+#include "kiln.h"
+#include "compiler/support/support.h"
+
+#include <string.h>
+#include <unistd.h>
+
+static bool have_ptxas(void)
+{
+    const char *env = getenv("KILN_PTXAS");
+    if (env && *env) return access(env, X_OK) == 0;
+    return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 || system("command -v ptxas >/dev/null 2>&1") == 0;
+}
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
+
+static void compile(const char *file, const char *kernel, const Sched *s, int N, int K, const char *arch,
+                    KilnEmit emit, KilnCompileResult *r)
+{
+    char *src = read_file_text(tu_src_path(file), NULL);
+    ck_assert_ptr_nonnull(src);
+    char b[5][16];
+    snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
+    snprintf(b[3], 16, "%d", N), snprintf(b[4], 16, "%d", K);
+    KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", b[3]}, {"K", b[4]}};
+    KilnParamHint h[3] = {{"A", 16}, {"B", 16}, {"C", 16}};
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.kernel = kernel;
+    o.defines = d;
+    o.ndefines = N ? 5 : 3;
+    o.arch = arch;
+    o.num_warps = s->warps;
+    o.num_stages = s->stages;
+    o.emit = emit;
+    o.hints = h;
+    o.nhints = 3;
+    KilnStatus st = kiln_compile(file, src, &o, r);
+    ck_assert_msg(st == KILN_OK, "%s %dx%dx%d w%d s%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, s->stages, arch,
+                  r->diagnostics ? r->diagnostics : kiln_status_name(st));
+    free(src);
+}
+
+static const Sched SCHEDS[] = {
+    {64, 64, 32, 4, 1}, {64, 64, 32, 4, 2}, {64, 64, 32, 4, 3}, {128, 128, 32, 4, 4},
+    {128, 64, 64, 8, 3}, {32, 32, 16, 1, 2}, {64, 128, 32, 4, 3},
+};
+enum { NSCHED = sizeof SCHEDS / sizeof SCHEDS[0] };
+
+static void warps_of(const Sched *s, int *wm, int *wn)
+{
+    *wm = s->bm / 16 < s->warps ? s->bm / 16 : s->warps;
+    *wn = s->warps / *wm;
+    if (s->bn / 8 < *wn) *wn = s->bn / 8;
+}
+
+START_TEST(matmul_tc_pipelined)
+{
+    const char *archs[2] = {"sm_80", "sm_90a"};
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < NSCHED; i++) {
+            const Sched *s = &SCHEDS[i];
+            KilnCompileResult r;
+            compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", s, 512, 1024, archs[a], KILN_EMIT_PTX, &r);
+            const char *ptx = r.output;
+            int wm, wn;
+            warps_of(s, &wm, &wn);
+            int per_iter = (s->bm / (16 * wm)) * (s->bn / (8 * wn)) * (s->bk / 16);
+            int mma = count(ptx, "mma.sync.aligned.m16n8k16");
+            ck_assert_msg(mma >= per_iter && mma % per_iter == 0, "%s sched %d: %d mma.sync, want a multiple of %d",
+                          archs[a], i, mma, per_iter);
+            ck_assert_int_gt(count(ptx, "ldmatrix.sync.aligned"), 0);
+            int copies = s->bm * s->bk / (8 * 32 * s->warps) + s->bk * s->bn / (8 * 32 * s->warps);
+            int cpa = count(ptx, "cp.async.cg.shared.global"), commits = count(ptx, "cp.async.commit_group");
+            if (s->stages == 1) {
+                ck_assert_int_eq(cpa, 0);
+                ck_assert_int_eq(commits, 0);
+            } else {
+                char want[48];
+                snprintf(want, sizeof want, "cp.async.wait_group %d;", s->stages - 2);
+                ck_assert_msg(cpa >= s->stages * copies && cpa % copies == 0,
+                              "%s sched %d: %d cp.async, want a multiple of %d and >= %d", archs[a], i, cpa, copies,
+                              s->stages * copies);
+                ck_assert_msg(commits >= s->stages, "%d commit groups for %d stages", commits, s->stages);
+                ck_assert_ptr_nonnull(strstr(ptx, want));
+                ck_assert_ptr_nonnull(strstr(ptx, "cp.async.wait_group 0;"));
+            }
+            kiln_compile_result_free(&r);
+            if (have_ptxas()) {
+                compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", s, 512, 1024, archs[a], KILN_EMIT_CUBIN, &r);
+                ck_assert_int_gt((int)r.output_size, 0);
+                kiln_compile_result_free(&r);
+            }
+        }
+}
+END_TEST
+
+START_TEST(matmul_tc_bf16_and_ragged_k)
+{
+    /* K = 72: three k-steps of 32 with the last one masked (zero-filled copies). */
+    Sched s = {64, 64, 32, 4, 3};
+    KilnCompileResult r;
+    compile("tools/bench/matmul_tc.tile", "matmul_tc_bf16", &s, 136, 72, "sm_80", KILN_EMIT_PTX, &r);
+    ck_assert_ptr_nonnull(strstr(r.output, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    ck_assert_int_gt(count(r.output, "cp.async.cg.shared.global"), 0);
+    kiln_compile_result_free(&r);
+    if (have_ptxas()) {
+        compile("tools/bench/matmul_tc.tile", "matmul_tc_bf16", &s, 136, 72, "sm_80", KILN_EMIT_CUBIN, &r);
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(examples_matmul_tensor_cores)
+{
+    const char *archs[2] = {"sm_80", "sm_90a"};
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < NSCHED; i++) {
+            KilnCompileResult r;
+            compile("examples/matmul.tile", "matmul", &SCHEDS[i], 0, 0, archs[a], KILN_EMIT_PTX, &r);
+            ck_assert_int_gt(count(r.output, "mma.sync.aligned.m16n8k16"), 0);
+            ck_assert_int_gt(count(r.output, "ldmatrix.sync.aligned"), 0);
+            ck_assert_int_eq(count(r.output, "cp.async.cg"), 0);
+            kiln_compile_result_free(&r);
+            if (have_ptxas()) {
+                compile("examples/matmul.tile", "matmul", &SCHEDS[i], 0, 0, archs[a], KILN_EMIT_CUBIN, &r);
+                kiln_compile_result_free(&r);
+            }
+        }
+}
+END_TEST
+
+START_TEST(stats_list_buffers)
+{
+    Sched s = {128, 128, 32, 4, 3};
+    KilnCompileResult r;
+    compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, 512, 1024, "sm_90a", KILN_EMIT_PTX, &r);
+    ck_assert_ptr_nonnull(r.stats);
+    ck_assert_msg(count(r.stats, "pipeline stages") == 2, "stats:\n%s", r.stats);
+    /* two operands x 3 stages x 8 KB */
+    ck_assert_msg(strstr(r.stats, "24576 bytes"), "stats:\n%s", r.stats);
+    ck_assert_int_ge(r.kernels[0].smem_bytes, 2 * 24576);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("tc_ptx");
+    TCase *tc = tcase_create("ptx");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, matmul_tc_pipelined);
+    tcase_add_test(tc, matmul_tc_bf16_and_ragged_k);
+    tcase_add_test(tc, examples_matmul_tensor_cores);
+    tcase_add_test(tc, stats_list_buffers);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)
