@@ -109,8 +109,8 @@ bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int
 
 /* ---- pass_accelerate_dot.c ---- */
 /* Warps for a dot of C[M,N] += A[M,K] B[K,N] on num_warps warps (false: not
- * tensor-core shaped). */
-bool cg_mma_choose_warps(int M, int N, int K, int num_warps, int *wm, int *wn);
+ * tensor-core shaped); rows_in_warp: the kernel chains dots (attention). */
+bool cg_mma_choose_warps(int M, int N, int K, int num_warps, bool rows_in_warp, int *wm, int *wn);
 bool cg_dot_mma_eligible(const IrOp *op, int sm);
 int  cg_accelerate_dot(IrFunc *f, int sm);                  /* returns the number of dots changed */
 

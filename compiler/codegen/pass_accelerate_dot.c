@@ -10,13 +10,19 @@
  * Everything else (f32 or integer dots, tiny shapes, older GPUs) stays on
  * the FMA path of cg_dot_fma.c.
  *
- * Warps: wm x wn with wm = min(num_warps, M / 16) first — whole warps along M
- * keep every row of the accumulator inside one warp, so row reductions (the
- * softmax of attention) need only in-thread work and two xor shuffles (lanes
- * 1 and 2), and the accumulator of one dot is already the A operand of the
- * next (P @ V) with no data movement — then wn = min(num_warps / wm, N / 8).
- * When wm * wn < num_warps (small tiles) the remaining warps hold copies of
- * the accumulator (replication; only one copy stores).
+ * Warps wm x wn. In a kernel with a *chained* dot — one whose result reaches
+ * (through elementwise ops) a reduction along its rows or the A operand of
+ * another dot, as in attention — every dot takes wm = min(num_warps, M / 16)
+ * first: whole warps along M keep every row of the accumulator inside one
+ * warp, so row reductions (softmax) need only in-thread work and two xor
+ * shuffles (lanes 1 and 2), the accumulator of one dot is already the A
+ * operand of the next (P @ V) with no data movement, and row statistics
+ * broadcast onto the other accumulator without conversion; then
+ * wn = min(num_warps / wm, N / 8). Otherwise (matmul) the split uses as many
+ * warps as the tile has m16 x n8 blocks and, among those, loads the fewest
+ * fragment rows per warp and k step (M / wm of A plus N / wn of B: 128 x 128
+ * on 4 warps is 2 x 2, not 4 x 1). When wm * wn < num_warps (small tiles) the
+ * remaining warps hold copies of the accumulator (only one copy stores).
  *
  * Example (attention, 4 warps, BLOCK_M = 128, BLOCK_N = 64, D = 64):
  *     %s = dot %q, %kt, %zero : tensor<128x64xf32>        before
@@ -26,14 +32,24 @@
 #include "cg_internal.h"
 #include "cg_tc.h"
 
-bool cg_mma_choose_warps(int M, int N, int K, int W, int *wm, int *wn)
+bool cg_mma_choose_warps(int M, int N, int K, int W, bool rows_in_warp, int *wm, int *wn)
 {
     if (M < 16 || N < 8 || K < 16 || M % 16 || N % 8 || K % 16) return false;
-    int m = M / 16 < W ? M / 16 : W;
-    int n = W / m;
-    if (N / 8 < n) n = N / 8;
-    *wm = m;
-    *wn = n < 1 ? 1 : n;
+    int best_m = 1, best_n = 1, best_used = 0, best_cost = 0;
+    for (int m = 1; m <= W && m <= M / 16; m *= 2) {
+        int n = W / m < N / 8 ? W / m : N / 8;
+        if (n < 1) n = 1;
+        /* rows_in_warp: as many warps along M as there are (the last m
+         * tried wins); else use as many warps as possible, then the split
+         * that loads the fewest fragment rows per warp (M/m of A, N/n of B
+         * per k step), ties to more warps along M. */
+        int used = m * n, cost = M / m + N / n;
+        if (rows_in_warp || used > best_used || (used == best_used && cost <= best_cost)) {
+            best_m = m, best_n = n, best_used = used, best_cost = cost;
+        }
+    }
+    *wm = best_m;
+    *wn = best_n;
     return true;
 }
 
@@ -45,9 +61,57 @@ bool cg_dot_mma_eligible(const IrOp *op, int sm)
     return ea == eb && (ea == IR_F16 || ea == IR_BF16) && er == IR_F32;
 }
 
+/* Whether the dot's result (through elementwise ops and casts) reaches a
+ * reduction along its rows or the A operand of another dot: attention's
+ * chain, which wants each row of the accumulator inside one warp. Values are
+ * visited once (`seen`), so the search is linear in uses per value. */
+typedef struct Reach {
+    IrFunc *f;
+    bool *seen;
+    const IrValue *v;
+    bool found;
+} Reach;
+
+static bool reaches_rowwise(IrFunc *f, bool *seen, const IrValue *v);
+
+static void reach_user(IrOp *op, void *vctx)
+{
+    Reach *r = vctx;
+    for (int i = 0; i < op->nargs && !r->found; i++) {
+        if (op->args[i] != r->v) continue;
+        if (op->op == IR_REDUCE && op->attr[0] == op->args[0]->type.rank - 1) r->found = true;
+        else if (op->op == IR_DOT && i == 0) r->found = true;
+        else if (op->nres == 1 && (ir_op_info[op->op].flags & IRF_ELEMWISE) && reaches_rowwise(r->f, r->seen, op->res[0]))
+            r->found = true;
+    }
+}
+
+static bool reaches_rowwise(IrFunc *f, bool *seen, const IrValue *v)
+{
+    if (v->id >= f->next_id || seen[v->id]) return false;
+    seen[v->id] = true;
+    Reach r = {f, seen, v, false};
+    ir_walk(f, reach_user, &r);
+    return r.found;
+}
+
+typedef struct Chain {
+    IrFunc *f;
+    bool chained;
+} Chain;
+
+static void find_chained(IrOp *op, void *vctx)
+{
+    Chain *ch = vctx;
+    if (op->op != IR_DOT || ch->chained) return;
+    bool *seen = ARENA_ARRAY(ch->f->arena, bool, ch->f->next_id);
+    ch->chained = reaches_rowwise(ch->f, seen, op->res[0]);
+}
+
 typedef struct AdCtx {
     IrFunc *f;
     int sm, n;
+    bool rows_in_warp;
 } AdCtx;
 
 static void visit(IrOp *op, void *vctx)
@@ -56,14 +120,18 @@ static void visit(IrOp *op, void *vctx)
     if (!cg_dot_mma_eligible(op, c->sm)) return;
     const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
     int wm, wn;
-    if (!cg_mma_choose_warps(tc->shape[0], tc->shape[1], ta->shape[1], c->f->sched.num_warps, &wm, &wn)) return;
+    if (!cg_mma_choose_warps(tc->shape[0], tc->shape[1], ta->shape[1], c->f->sched.num_warps, c->rows_in_warp,
+                             &wm, &wn))
+        return;
     op->res[0]->layout = cg_layout_mma(c->f, CG_MMA_C, wm, wn);
     c->n++;
 }
 
 int cg_accelerate_dot(IrFunc *f, int sm)
 {
-    AdCtx c = {f, sm, 0};
+    Chain ch = {f, false};
+    ir_walk(f, find_chained, &ch);
+    AdCtx c = {f, sm, 0, ch.chained};
     ir_walk(f, visit, &c);
     return c.n;
 }

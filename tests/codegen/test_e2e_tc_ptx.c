@@ -15,6 +15,7 @@
 #include "tests/testutil.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
+#include "compiler/codegen/cg_tc.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -68,11 +69,10 @@ static const Sched SCHEDS[] = {
 };
 enum { NSCHED = sizeof SCHEDS / sizeof SCHEDS[0] };
 
+/* The warp split pass_accelerate_dot.c picks for a lone (not chained) dot. */
 static void warps_of(const Sched *s, int *wm, int *wn)
 {
-    *wm = s->bm / 16 < s->warps ? s->bm / 16 : s->warps;
-    *wn = s->warps / *wm;
-    if (s->bn / 8 < *wn) *wn = s->bn / 8;
+    ck_assert(cg_mma_choose_warps(s->bm, s->bn, s->bk, s->warps, false, wm, wn));
 }
 
 START_TEST(matmul_tc_pipelined)
