@@ -3,10 +3,13 @@
  * The backend works in three steps:
  *   1. axis info (pass_axis_info.c): divisibility / contiguity / constancy of
  *      integer and pointer tiles, used to vectorise memory accesses;
- *   2. layout assignment (pass_layout_assign.c): every tile value gets a layout
- *      (IrValue.layout indexes IrFunc.layouts, which holds CgLayout pointers);
- *      convert_layout ops go where an operand's layout differs from the one its
- *      user needs. The result is "GPU IR" (printed by layout.c);
+ *   2. the GPU passes (codegen.c runs them in order; docs/tensor_cores.md):
+ *      accelerate-dot (tensor-core layouts for eligible dots), layout
+ *      assignment (pass_layout_assign.c: every tile value gets a layout —
+ *      IrValue.layout indexes IrFunc.layouts, which holds CgLayout pointers —
+ *      and convert_layout ops go where an operand's layout differs from the
+ *      one its user needs), remove-convert, pipeline (cp.async plan) and
+ *      sram-alloc. The result is "GPU IR" (printed by layout.c);
  *   3. lowering to per-thread LLVM IR (cg_*.c) and emission (cg_emit.c).
  *
  * Layouts and axis info are declared in cg_layout.h (no LLVM there).
