@@ -144,9 +144,17 @@ KilnStatus kiln_synchronize(KilnDevice *dev)
     return KILN_OK;
 }
 
+/* attention.c keeps loaded attention variants per device. A weak reference:
+ * programs that only load PTX do not link attention.c (nor the compiler it
+ * pulls in), and then there is nothing to clear. */
+extern KilnStatus kiln_attention_cache_clear(KilnDevice *dev) __attribute__((weak));
+
 KilnStatus kiln_shutdown(KilnDevice *dev)
 {
     if (!dev) return KILN_OK;
+    /* Free this device's cached attention modules while its context is alive,
+     * so none leaks and none is found again by a later device at this address. */
+    if (kiln_attention_cache_clear) kiln_attention_cache_clear(dev);
     CUcontext cur = NULL;
     /* Leave no dangling current context behind on this thread. */
     if (dev->drv->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx) dev->drv->CtxSetCurrent(NULL);
