@@ -766,9 +766,11 @@ START_TEST(ir_text_oob_2d)
     arena_init(&a);
     Diag d;
     IrFunc *f = parse_one(&a, &d, "rows.ir", src);
-    float x[24], y[32];
+    /* Separate heap blocks: on the stack Y may sit right after X, and then
+     * X + 96 is a valid address inside Y (the check is per buffer, by design). */
+    float *x = malloc(24 * sizeof *x), *y = malloc(32 * sizeof *y);
     for (int i = 0; i < 24; i++) x[i] = (float)i + 0.5f;
-    InterpBuffer b[2] = {{x, sizeof x, "X"}, {y, sizeof y, "Y"}};
+    InterpBuffer b[2] = {{x, 24 * sizeof *x, "X"}, {y, 32 * sizeof *y, "Y"}};
     InterpArg args[2] = {{.ptr = x}, {.ptr = y}};
     InterpOptions o = {{1, 1, 1}, b, 2};
     StrBuf err;
@@ -781,13 +783,15 @@ START_TEST(ir_text_oob_2d)
     /* With a 32-float X the same kernel copies X to Y. */
     float x2[32];
     for (int i = 0; i < 32; i++) x2[i] = (float)i * 0.25f + 1.0f, y[i] = NAN;
-    InterpBuffer b2[2] = {{x2, sizeof x2, "X"}, {y, sizeof y, "Y"}};
+    InterpBuffer b2[2] = {{x2, sizeof x2, "X"}, {y, 32 * sizeof *y, "Y"}};
     InterpArg args2[2] = {{.ptr = x2}, {.ptr = y}};
     InterpOptions o2 = {{1, 1, 1}, b2, 2};
     sb_init(&err);
     ck_assert_msg(interp_run(f, args2, 2, &o2, &err) == 0, "%s", err.data);
     for (int i = 0; i < 32; i++) ck_assert_float_eq(y[i], x2[i]);
     sb_free(&err);
+    free(x);
+    free(y);
     diag_free(&d);
     arena_free(&a);
 }
