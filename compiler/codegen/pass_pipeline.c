@@ -35,10 +35,10 @@
  * ops with the induction variable replaced; the body's own copies are dead
  * code unless used elsewhere).
  *
- * Example (matmul, S = 3): loads a [64x32] and b [32x64] of f16 become
- *     2 x 3 buffers of 4 KB; prologue: 2 groups; loop: wait_group(1);
- *     bar.sync; 4 ldmatrix.x4 + 16 mma.sync per warp; 2 x 2 cp.async per
- *     thread; commit.
+ * Example (matmul 64x64x32 on 4 warps as 2 x 2, S = 3): loads a [64x32] and
+ * b [32x64] of f16 become 2 x 3 buffers of 4 KB; prologue: 2 groups; loop:
+ * wait_group(1); bar.sync; 8 ldmatrix.x4 + 16 mma.sync per warp; 2 + 2
+ * cp.async per thread; commit.
  */
 #include "cg_internal.h"
 #include "cg_tc.h"

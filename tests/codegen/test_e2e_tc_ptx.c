@@ -10,7 +10,10 @@
  *   - examples/matmul.tile (runtime strides: contiguity along K is unknown,
  *     so no 16-byte copies) still uses mma.sync and ldmatrix, no cp.async;
  *   - every PTX is accepted by ptxas (skipped without ptxas);
- *   - --stats lists the pipeline stage buffers and the total.
+ *   - --stats lists the pipeline stage buffers and the total;
+ *   - barriers only at SRAM hazards: a kernel's first cross-warp reduction
+ *     needs one bar.sync (between its writes and reads), the same reduction
+ *     in a loop two (the previous iteration still reads the buffer).
  */
 #include "tests/testutil.h"
 #include "kiln.h"
@@ -165,6 +168,39 @@ START_TEST(stats_list_buffers)
 }
 END_TEST
 
+static int barriers_of(const char *name, const char *src)
+{
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.emit = KILN_EMIT_PTX;
+    o.arch = "sm_80";
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile(name, src, &o, &r);
+    ck_assert_msg(st == KILN_OK, "%s: %s", name, r.diagnostics ? r.diagnostics : "");
+    int n = count(r.output, "bar.sync");
+    kiln_compile_result_free(&r);
+    return n;
+}
+
+START_TEST(barriers_only_at_hazards)
+{
+    const char *once = "kernel one(X: *f32, Y: *f32) with (num_warps = 4) {\n"
+                       "    let v = load(X + arange(512));\n"
+                       "    store(Y, sum(v, axis = 0));\n"
+                       "}\n";
+    const char *loop = "kernel loop(X: *f32, Y: *f32, n: i32) with (num_warps = 4) {\n"
+                       "    var acc = 0.0;\n"
+                       "    for i in range(0, n, 1) {\n"
+                       "        let v = load(X + i * 512 + arange(512));\n"
+                       "        acc = acc + sum(v, axis = 0);\n"
+                       "    }\n"
+                       "    store(Y, acc);\n"
+                       "}\n";
+    ck_assert_int_eq(barriers_of("once.tile", once), 1);
+    ck_assert_int_eq(barriers_of("loop.tile", loop), 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tc_ptx");
@@ -174,6 +210,7 @@ static Suite *suite(void)
     tcase_add_test(tc, matmul_tc_bf16_and_ragged_k);
     tcase_add_test(tc, examples_matmul_tensor_cores);
     tcase_add_test(tc, stats_list_buffers);
+    tcase_add_test(tc, barriers_only_at_hazards);
     suite_add_tcase(s, tc);
     return s;
 }
