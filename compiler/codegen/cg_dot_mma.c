@@ -113,10 +113,10 @@ static LLVMValueRef tile_ptr(CgCtx *c, const TileShape *ts, LLVMValueRef tile_ba
     return cg_smem_ptr_abs(c, off);
 }
 
-static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, LLVMValueRef *regs)
+static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, LLVMTypeRef et,
+                   LLVMValueRef *regs)
 {
     int M = g->shape[0], K = g->shape[1];
-    LLVMTypeRef et = LLVMTypeOf(regs[0]) ? LLVMTypeOf(regs[0]) : c->t_f16;
     LLVMValueRef dr, dc, wmi = LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), "");
     lane_row(c, CG_MMA_A, ts->k_contig, &dr, &dc);
     for (int om = 0; om < M / (16 * wm); om++)
@@ -137,10 +137,9 @@ static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
 }
 
 static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
-                   LLVMValueRef *regs)
+                   LLVMTypeRef et, LLVMValueRef *regs)
 {
     int K = g->shape[0], N = g->shape[1];
-    LLVMTypeRef et = LLVMTypeOf(regs[0]);
     LLVMValueRef dr, dc;
     LLVMValueRef wni = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
     lane_row(c, CG_MMA_B, ts->k_contig, &dr, &dc);
@@ -163,8 +162,9 @@ static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
 }
 
 /* Registers of `res` (an A/B-operand layout) from a swizzled tile at byte
- * offset `base` whose contiguous dim is `fast_dim` of the value. */
-void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, CgTile *out)
+ * offset `base` whose contiguous dim is `fast_dim` of the value; the tile
+ * holds `stored` elements (16-bit), converted to res's element if they differ. */
+void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgTile *out)
 {
     CgMmaFrag frag;
     int wm, wn;
@@ -174,10 +174,13 @@ void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueR
         return;
     }
     TileShape ts = tile_shape(res->type, frag, fast_dim);
-    LLVMTypeRef et = cg_type(c, (IrElem)res->type.elem);
+    LLVMTypeRef et = cg_type(c, stored);
     for (int i = 0; i < out->n; i++) out->r[i] = LLVMGetUndef(et);
-    if (frag == CG_MMA_A) load_a(c, &ts, base, &g, wm, out->r);
-    else load_b(c, &ts, base, &g, wm, wn, out->r);
+    if (frag == CG_MMA_A) load_a(c, &ts, base, &g, wm, et, out->r);
+    else load_b(c, &ts, base, &g, wm, wn, et, out->r);
+    IrElem re = (IrElem)res->type.elem;
+    if (stored != re)
+        for (int i = 0; i < out->n; i++) out->r[i] = cg_convert_scalar(c, out->r[i], stored, re);
 }
 
 /* ---- registers -> swizzled tile ---- */
@@ -247,7 +250,7 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
     LLVMValueRef base = cg_smem_begin(c, frag == CG_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
     store_tile(c, src, &ts, base);
     cg_barrier(c);
-    cg_mma_ldmatrix_tile(c, res, fd, base, out);
+    cg_mma_ldmatrix_tile(c, res, fd, base, (IrElem)res->type.elem, out);
     return true;
 }
 

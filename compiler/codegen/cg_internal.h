@@ -128,8 +128,10 @@ LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, 
 bool cg_lower_dot_mma(CgCtx *c, IrOp *op);
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
 /* Registers of `res` (A/B-operand layout) by ldmatrix from a swizzled tile at
- * byte offset `base` whose contiguous dim is value dim `fast_dim`. */
-void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, CgTile *out);
+ * byte offset `base` whose contiguous dim is value dim `fast_dim`, holding
+ * `stored` (16-bit) elements, converted to res's element type. */
+void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored,
+                          CgTile *out);
 bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl);
 bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
 

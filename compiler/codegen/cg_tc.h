@@ -34,6 +34,7 @@ int  cg_sram_limit(int sm);
 /* ---- pass_pipeline.c: the plan ---- */
 typedef struct CgPipeLoad {
     IrOp *load, *convert;  /* the load and its convert_layout to an A/B-operand layout */
+    IrOp *cast;            /* NULL, or an f16 <-> bf16 cast between them (applied after ldmatrix) */
     int fast_dim;          /* value dim contiguous in SRAM (the load layout's fastest) */
     int slot_bytes;        /* one stage */
     CgSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */

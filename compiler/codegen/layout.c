@@ -412,7 +412,9 @@ static void print_notes(StrBuf *out, const IrOp *op, const CgTcState *tc)
         sb_printf(out, "  // cp.async x%d stages", pl->stages);
         if (l->buf && l->buf->offset >= 0)
             sb_printf(out, " -> smem [%d, %d)", l->buf->offset, l->buf->offset + l->buf->bytes);
-    } else if (l)
+    } else if (l && op == l->cast)
+        sb_puts(out, "  // applied after ldmatrix");
+    else if (l)
         sb_puts(out, "  // ldmatrix from the current stage");
     if (op->nres && tc->buf_of && op->res[0]->id < tc->nids && tc->buf_of[op->res[0]->id] >= 0) {
         const CgSmemBuf *b = tc->bufs.data[tc->buf_of[op->res[0]->id]];

@@ -4,7 +4,8 @@
  * Which loads (the plan, cg_pipeline_plan): in a `for` whose step is a
  * positive constant, a load of f16/bf16 directly in the body
  *   - whose only use is a convert_layout to an MMA A/B-operand layout in the
- *     same body (the dot's operand staging, cg_dot_mma.c);
+ *     same body (the dot's operand staging, cg_dot_mma.c), possibly through
+ *     an f16 <-> bf16 cast (then applied to the registers after ldmatrix);
  *   - that moves 16 bytes per access (8 contiguous, 16-byte aligned halves
  *     per the axis info: cg_mem_vec == 8) — cp.async copies 16 bytes;
  *   - with no `other` or other = 0 (masked-off lanes are zero-filled);
@@ -89,12 +90,25 @@ static int fast_value_dim(const IrFunc *f, const IrValue *v)
     return -1;
 }
 
-static bool candidate(IrFunc *f, const CgAxisMap *axis, IrBlock *body, IrOp *ld, const int *uses, IrOp **conv)
+static bool half_cast(const IrOp *op)
+{
+    if (!op || op->op != IR_CAST) return false;
+    IrElem a = (IrElem)op->args[0]->type.elem, b = (IrElem)op->res[0]->type.elem;
+    return (a == IR_F16 || a == IR_BF16) && (b == IR_F16 || b == IR_BF16);
+}
+
+static bool candidate(IrFunc *f, const CgAxisMap *axis, IrBlock *body, IrOp *ld, const int *uses, IrOp **conv,
+                      IrOp **cast)
 {
     if (ld->op != IR_LOAD) return false;
     IrValue *r = ld->res[0];
     if (r->type.rank != 2 || (r->type.elem != IR_F16 && r->type.elem != IR_BF16)) return false;
     IrOp *u = single_user_in(body, r, uses);
+    *cast = NULL;
+    if (half_cast(u) && u->res[0]->layout == r->layout) {
+        *cast = u;
+        u = single_user_in(body, u->res[0], uses);
+    }
     CgMmaFrag frag;
     int wm, wn;
     if (!u || u->op != IR_CONVERT_LAYOUT || !cg_layout_is_mma(f, u->res[0]->layout, &frag, &wm, &wn) ||
@@ -129,8 +143,8 @@ static void plan_loop(IrOp *op, void *vctx)
     pl->stages = S;
     pl->loads = ARENA_ARRAY(f->arena, CgPipeLoad, 8);
     for (IrOp *x = body->first; x && pl->nloads < 8; x = x->next) {
-        IrOp *conv;
-        if (!candidate(f, p->axis, body, x, p->uses, &conv)) continue;
+        IrOp *conv, *cast;
+        if (!candidate(f, p->axis, body, x, p->uses, &conv, &cast)) continue;
         bool ok = true;
         bool *trial = ARENA_ARRAY(f->arena, bool, f->next_id);
         memcpy(trial, in_slice, sizeof(bool) * (size_t)f->next_id);
@@ -140,6 +154,7 @@ static void plan_loop(IrOp *op, void *vctx)
         CgPipeLoad *l = &pl->loads[pl->nloads++];
         l->load = x;
         l->convert = conv;
+        l->cast = cast;
         l->fast_dim = fast_value_dim(f, x->res[0]);
         l->slot_bytes = (int)ir_type_numel(x->res[0]->type) * 2;
     }
@@ -172,7 +187,7 @@ CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **l
     for (int i = 0; tc && i < tc->loops.len; i++) {
         CgPipeLoop *pl = tc->loops.data[i];
         for (int j = 0; j < pl->nloads; j++)
-            if (pl->loads[j].load == op || pl->loads[j].convert == op) {
+            if (pl->loads[j].load == op || pl->loads[j].convert == op || (op && pl->loads[j].cast == op)) {
                 if (loop) *loop = pl;
                 return &pl->loads[j];
             }
@@ -326,6 +341,6 @@ bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
     CgTile *out = cg_set(c, op->res[0], g.nregs);
     LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0),
                                      LLVMBuildMul(c->b, c->pipe_slot, cg_i32(c, l->slot_bytes), ""), "");
-    cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, out);
+    cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, (IrElem)l->load->res[0]->type.elem, out);
     return true;
 }
