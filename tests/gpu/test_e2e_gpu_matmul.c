@@ -59,29 +59,38 @@ static double from_half(uint16_t h, bool bf) { return bf ? interp_bf16_to_f32(h)
 typedef struct Prob {
     int M, N, K;
     bool bf;
+    bool cast_a;       /* A is bf16, converted to f16 in the kernel (matmul_tc_cast); B is f16 */
     uint16_t *a, *b;
     double *ref;
     double max_ref;
     float *interp;
 } Prob;
 
-static void prob_init(Prob *p, int M, int N, int K, bool bf)
+static void prob_init_ex(Prob *p, int M, int N, int K, bool bf, bool cast_a)
 {
     memset(p, 0, sizeof *p);
-    p->M = M, p->N = N, p->K = K, p->bf = bf;
+    p->M = M, p->N = N, p->K = K, p->bf = bf, p->cast_a = cast_a;
+    bool abf = bf || cast_a, bbf = bf && !cast_a;
     p->a = malloc((size_t)M * K * 2);
     p->b = malloc((size_t)K * N * 2);
     p->ref = malloc((size_t)M * N * 8);
-    for (int i = 0; i < M * K; i++) p->a[i] = to_half(rnd(2), bf);
-    for (int i = 0; i < K * N; i++) p->b[i] = to_half(rnd(2), bf);
+    for (int i = 0; i < M * K; i++) p->a[i] = to_half(rnd(2), abf);
+    for (int i = 0; i < K * N; i++) p->b[i] = to_half(rnd(2), bbf);
+    /* With the cast, the kernel multiplies A rounded to f16 (one rounding). */
+    double *av = malloc(sizeof(double) * (size_t)M * K);
+    for (int i = 0; i < M * K; i++)
+        av[i] = cast_a ? from_half(interp_f64_to_f16(from_half(p->a[i], true)), false) : from_half(p->a[i], abf);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0;
-            for (int k = 0; k < K; k++) s += from_half(p->a[i * K + k], bf) * from_half(p->b[k * N + j], bf);
+            for (int k = 0; k < K; k++) s += av[i * K + k] * from_half(p->b[k * N + j], bbf);
             p->ref[i * N + j] = s;
             if (fabs(s) > p->max_ref) p->max_ref = fabs(s);
         }
+    free(av);
 }
+
+static void prob_init(Prob *p, int M, int N, int K, bool bf) { prob_init_ex(p, M, N, K, bf, false); }
 
 static void prob_free(Prob *p)
 {
@@ -206,7 +215,8 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
 {
     Row *row = &g_rows[g_nrows++];
     memset(row, 0, sizeof *row);
-    snprintf(row->what, sizeof row->what, "%s %s", g->strided ? "matmul.tile" : "matmul_tc", p->bf ? "bf16" : "f16");
+    snprintf(row->what, sizeof row->what, "%s %s", g->strided ? "matmul.tile" : "matmul_tc",
+             p->cast_a ? "bf16->f16 x f16" : p->bf ? "bf16" : "f16");
     snprintf(row->shape, sizeof row->shape, "%dx%dx%d", p->M, p->N, p->K);
     snprintf(row->sched, sizeof row->sched, "%dx%dx%d w%d s%d", s->bm, s->bn, s->bk, s->warps, s->stages);
     row->err_ref = row->err_interp = NAN;
@@ -273,6 +283,7 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
 static const Prog TC_F16 = {"tools/bench/matmul_tc.tile", "matmul_tc_f16", false};
 static const Prog TC_BF16 = {"tools/bench/matmul_tc.tile", "matmul_tc_bf16", false};
 static const Prog EXAMPLE = {"examples/matmul.tile", "matmul", true};
+static const Prog TC_CAST = {"tools/bench/matmul_tc.tile", "matmul_tc_cast", false};
 
 static const Sched SCHEDS[] = {
     {64, 64, 32, 4, 1},  {64, 64, 32, 4, 2},   {64, 64, 32, 4, 3},   {64, 64, 32, 4, 4},
@@ -311,6 +322,15 @@ START_TEST(short_loops)
 END_TEST
 START_TEST(examples_matmul) { sweep(&EXAMPLE, 200, 130, 77, false, 0, 5); }
 END_TEST
+/* A loaded as bf16 and cast to f16 before the dot: the cast runs after ldmatrix. */
+START_TEST(cast_operand)
+{
+    Prob p;
+    prob_init_ex(&p, 200, 136, 72, false, true);
+    for (int i = 0; i < 5; i++) run_case(&TC_CAST, &p, &SCHEDS[i]);
+    prob_free(&p);
+}
+END_TEST
 
 static Suite *suite(void)
 {
@@ -324,6 +344,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ragged_unaligned);
     tcase_add_test(tc, short_loops);
     tcase_add_test(tc, examples_matmul);
+    tcase_add_test(tc, cast_operand);
     suite_add_tcase(s, tc);
     return s;
 }
