@@ -14,7 +14,9 @@
  *   - the diagnostics of docs/snippets/wrong.tile are exactly wrong.expected,
  *     which the page quotes;
  *   - docs/snippets/host.c (section 5) passes `cc -fsyntax-only` when a C compiler
- *     is installed.
+ *     is installed;
+ *   - every `$ kiln ...` command on the page still prints what the page shows
+ *     (tests/docs/check_tutorial.py, with the kiln of this build, when python3 is there).
  */
 #include "attention/attn_harness.h"
 
@@ -346,6 +348,26 @@ START_TEST(host_program_compiles)
 }
 END_TEST
 
+/* ---- every command on the page ---- */
+
+START_TEST(page_commands_reproduce)
+{
+    const char *bin = getenv("KILN_BINARY_DIR");
+    char kiln[2048], cmd[4096];
+    snprintf(kiln, sizeof kiln, "%s/kiln", bin ? bin : ".");
+    FILE *f = bin ? fopen(kiln, "rb") : NULL;
+    if (!f || system("command -v python3 >/dev/null 2>&1") != 0) {
+        printf("SKIP: the page's commands need python3 and %s (build target kiln_cli)\n", kiln);
+        if (f) fclose(f);
+        return;
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s'", tu_src_path("tests/docs/check_tutorial.py"), bin,
+             tu_src_path(""));
+    ck_assert_msg(system(cmd) == 0, "docs/tutorial.md shows outputs the commands no longer print (see above)");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tutorial");
@@ -359,6 +381,7 @@ static Suite *suite(void)
     tcase_add_test(tc, attention_variant_on_the_interpreter);
     tcase_add_test(tc, diagnostics_match_the_page);
     tcase_add_test(tc, host_program_compiles);
+    tcase_add_test(tc, page_commands_reproduce);
     suite_add_tcase(s, tc);
     return s;
 }
