@@ -22,6 +22,10 @@ note "== main job (kiln-examples)"
 "$bin/kiln-examples" >"$out/examples.log" 2>&1; note "kiln-examples exit $?"
 grep -E " ok$| FAIL$|FAIL" "$out/examples.log" | tee -a "$summary"
 
+note "== kiln run (GPU path)"
+"$bin/kiln" run examples/vec_add.tile --grid 4 X=rand:1000 Y=rand:1000 Z=zeros:1000 n=1000 >"$out/kiln_run.log" 2>&1
+note "kiln run exit $?: $(head -1 "$out/kiln_run.log")"
+
 note "== GPU suite"
 mkdir -p "$out/suite"
 for t in /tmp/kiln/tests/gpu_test_*; do

@@ -204,9 +204,9 @@ static int run_module(KilnCliArgs *a, IrFunc *f, const char *src)
             rc = interp_run(f, ra.args, f->nparams, &io, &err) ? 1 : 0;
             if (rc) fprintf(stderr, "%s: error: %s\n", a->file, err.data ? err.data : "interpreter failed");
             sb_free(&err);
-            if (!rc) printf("ran %s on the CPU interpreter%s%s, grid %d x %d x %d\n", f->name,
-                            where ? " (" : "", where ? where : "", a->grid[0], a->grid[1], a->grid[2]);
-            if (!rc && where) printf(")\n");
+            if (!rc) printf("ran %s on the CPU interpreter%s%s%s, grid %d x %d x %d\n", f->name,
+                            where ? " (" : "", where ? where : "", where ? ")" : "", a->grid[0], a->grid[1],
+                            a->grid[2]);
         } else if (rc == 0) {
             printf("ran %s on %s, grid %d x %d x %d\n", f->name, where, a->grid[0], a->grid[1], a->grid[2]);
         }
