@@ -14,53 +14,12 @@
 #include "compiler/codegen/codegen.h"
 #include "lang/diag.h"
 
-#include <dirent.h>
+#include "tests/golden.h"
+
 #include <string.h>
 
 static const char *const passes[] = {"accelerate-dot", "layout-assign", "remove-convert", "pipeline", "sram-alloc"};
 #define NPASSES 5
-
-static bool updating(void)
-{
-    const char *u = getenv("KILN_UPDATE_GOLDEN");
-    return u && strcmp(u, "1") == 0;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static int list_cases(const char *dir, char ***out)
-{
-    DIR *d = opendir(dir);
-    int n = 0, cap = 16;
-    char **names = malloc(sizeof(char *) * (size_t)cap);
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            size_t len = strlen(e->d_name);
-            if (len < 4 || strcmp(e->d_name + len - 3, ".ir") != 0) continue;
-            if (n == cap) names = realloc(names, sizeof(char *) * (size_t)(cap *= 2));
-            names[n++] = strndup(e->d_name, len - 3);
-        }
-        closedir(d);
-    }
-    qsort(names, (size_t)n, sizeof(char *), cmp_str);
-    *out = names;
-    return n;
-}
-
-static void first_diff(StrBuf *msg, const char *want, const char *got)
-{
-    int line = 1;
-    const char *w = want, *g = got;
-    while (*w && *w == *g) {
-        if (*w == '\n') line++;
-        w++, g++;
-    }
-    const char *wl = w, *gl = g;
-    while (wl > want && wl[-1] != '\n') wl--;
-    while (gl > got && gl[-1] != '\n') gl--;
-    sb_printf(msg, "  first difference at line %d:\n    expected: %.*s\n    got:      %.*s\n", line,
-              (int)strcspn(wl, "\n"), wl, (int)strcspn(gl, "\n"), gl);
-}
 
 static bool ends_with(const char *s, const char *t)
 {
@@ -133,24 +92,9 @@ static void check_case(const char *pass, const char *name, StrBuf *fails, int *n
         return;
     }
     const char *got = r.dumps.data ? r.dumps.data : "";
-    if (updating()) {
-        FILE *f = fopen(exp_path, "w");
-        if (f) {
-            fputs(got, f);
-            fclose(f);
-        }
-    } else {
-        char *want = read_file_text(exp_path, &len);
-        if (!want) {
-            sb_printf(fails, "%s: missing (run with KILN_UPDATE_GOLDEN=1)\n", exp_path);
-            (*nfail)++;
-        } else if (strcmp(want, got) != 0) {
-            sb_printf(fails, "%s: GPU IR after %s differs\n", path, pass);
-            first_diff(fails, want, got);
-            (*nfail)++;
-        }
-        free(want);
-    }
+    char what[1100];
+    snprintf(what, sizeof what, "%s: GPU IR after %s", path, pass);
+    if (!golden_compare(exp_path, got, what, fails)) (*nfail)++;
     free_res(&r);
     sb_free(&err);
     sb_init(&err);
@@ -172,16 +116,13 @@ START_TEST(golden_cases)
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/%s", tu_src_path("tests/codegen/golden"), passes[p]);
         char **names;
-        int n = list_cases(dir, &names);
+        int n = golden_list_cases(dir, ".ir", &names);
         if (n == 0) {
             sb_printf(&fails, "%s: no cases\n", dir);
             nfail++;
         }
-        for (int i = 0; i < n; i++) {
-            check_case(passes[p], names[i], &fails, &nfail);
-            free(names[i]);
-        }
-        free(names);
+        for (int i = 0; i < n; i++) check_case(passes[p], names[i], &fails, &nfail);
+        golden_free_cases(names, n);
         total += n;
     }
     ck_assert_msg(nfail == 0, "%d of %d golden cases failed:\n%s", nfail, total, fails.data ? fails.data : "");

@@ -135,4 +135,29 @@ static inline void pt_check(PT *t)
     sb_free(&err);
 }
 
+/* The fixture of a pass's unit tests (opt-in, since test_random keeps its PTs
+ * local): PT_FIXTURE declares the PT `t` that setup (the test's own, which
+ * calls pt_init) and teardown give each test; bin() builds a binary op at the
+ * builder. PT_LOOP_FIXTURE is PT_FIXTURE with a whole setup for loop tests:
+ * parameters out (f32*) and n (i32), constants z = 0 and one = 1. */
+#define PT_FIXTURE                                                                           \
+    static PT t;                                                                             \
+    static void teardown(void) { pt_free(&t); }                                              \
+    static inline IrValue *bin(IrOpcode opc, IrType rt, IrValue *a, IrValue *b)              \
+    {                                                                                        \
+        return irb_op2(&t.b, opc, rt, a, b);                                                 \
+    }
+
+#define PT_LOOP_FIXTURE                                                                      \
+    PT_FIXTURE                                                                               \
+    static IrValue *out, *n, *z, *one;                                                       \
+    static void setup(void)                                                                  \
+    {                                                                                        \
+        pt_init(&t);                                                                         \
+        out = param(&t, ir_type_ptr(IR_F32), "out");                                         \
+        n = param(&t, T(IR_I32), "n");                                                       \
+        z = ci(&t, IR_I32, 0);                                                               \
+        one = ci(&t, IR_I32, 1);                                                             \
+    }
+
 #endif

@@ -1,7 +1,7 @@
 /* test_cse.c — unit tests of pass_cse on IR built with the builder. */
 #include "passtest.h"
 
-static PT t;
+PT_FIXTURE
 static IrValue *out;
 
 static void setup(void)
@@ -9,9 +9,6 @@ static void setup(void)
     pt_init(&t);
     out = param(&t, ir_type_ptr(IR_I32), "out");
 }
-static void teardown(void) { pt_free(&t); }
-
-static IrValue *bin(IrOpcode opc, IrType rt, IrValue *a, IrValue *b) { return irb_op2(&t.b, opc, rt, a, b); }
 
 START_TEST(merges_identical_pure_ops)
 {

@@ -1,20 +1,7 @@
 /* test_dce.c — unit tests of pass_dce on IR built with the builder. */
 #include "passtest.h"
 
-static PT t;
-static IrValue *out, *n, *z, *one;
-
-static void setup(void)
-{
-    pt_init(&t);
-    out = param(&t, ir_type_ptr(IR_F32), "out");
-    n = param(&t, T(IR_I32), "n");
-    z = ci(&t, IR_I32, 0);
-    one = ci(&t, IR_I32, 1);
-}
-static void teardown(void) { pt_free(&t); }
-
-static IrValue *bin(IrOpcode opc, IrType rt, IrValue *a, IrValue *b) { return irb_op2(&t.b, opc, rt, a, b); }
+PT_LOOP_FIXTURE
 
 START_TEST(removes_dead_chains_keeps_effects)
 {

@@ -4,7 +4,7 @@
 #include <float.h>
 #include <stdint.h>
 
-static PT t;
+PT_FIXTURE
 static IrValue *sink_ptr;
 
 static void setup(void)
@@ -12,9 +12,6 @@ static void setup(void)
     pt_init(&t);
     sink_ptr = param(&t, ir_type_ptr(IR_F32), "out");
 }
-static void teardown(void) { pt_free(&t); }
-
-static IrValue *bin(IrOpcode opc, IrType rt, IrValue *a, IrValue *b) { return irb_op2(&t.b, opc, rt, a, b); }
 
 /* The folded constant behind v (fails the test when v's op is not a const). */
 static const IrOp *K(IrValue *v)

@@ -15,59 +15,14 @@
 #include "compiler/passes/passes.h"
 #include "lang/diag.h"
 
+#include "golden.h"
+
 #include <dirent.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static const char *const folders[] = {"fold", "cse", "dce", "licm", "pipeline"};
 #define NFOLDERS 5
 #define MIN_CASES 5
-
-static bool updating(void)
-{
-    const char *u = getenv("KILN_UPDATE_GOLDEN");
-    return u && strcmp(u, "1") == 0;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Names of the *.ir files of a folder, sorted; malloc'd. */
-static int list_cases(const char *dir, char ***out)
-{
-    DIR *d = opendir(dir);
-    int n = 0, cap = 16;
-    char **names = malloc(sizeof(char *) * (size_t)cap);
-    if (!d) {
-        *out = names;
-        return 0;
-    }
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 3, ".ir") != 0) continue;
-        if (n == cap) names = realloc(names, sizeof(char *) * (size_t)(cap *= 2));
-        names[n++] = strndup(e->d_name, len - 3);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof(char *), cmp_str);
-    *out = names;
-    return n;
-}
-
-/* The first line where two texts differ, for the failure message. */
-static void first_diff(StrBuf *msg, const char *want, const char *got)
-{
-    int line = 1;
-    const char *w = want, *g = got;
-    while (*w && *w == *g) {
-        if (*w == '\n') line++;
-        w++, g++;
-    }
-    const char *wl = w, *gl = g;
-    while (wl > want && wl[-1] != '\n') wl--;
-    while (gl > got && gl[-1] != '\n') gl--;
-    sb_printf(msg, "  first difference at line %d:\n    expected: %.*s\n    got:      %.*s\n", line,
-              (int)strcspn(wl, "\n"), wl, (int)strcspn(gl, "\n"), gl);
-}
 
 static IrModule *parse_text(Arena *a, const char *path, const char *src, StrBuf *msg)
 {
@@ -155,22 +110,9 @@ static bool run_case(const char *folder, const char *dir, const char *name, StrB
         verify_module(m, in_path, "output", msg)) {
         ir_print_module(&got, m);
         const char *g = got.data ? got.data : "";
-        if (updating()) {
-            FILE *fp = fopen(exp_path, "w");
-            ok = fp && fputs(g, fp) >= 0;
-            if (fp) fclose(fp);
-            if (!ok) sb_printf(msg, "%s: cannot write\n", exp_path);
-        } else {
-            char *want = read_file_text(exp_path, NULL);
-            if (!want) sb_printf(msg, "%s: missing (KILN_UPDATE_GOLDEN=1 writes it)\n", exp_path);
-            else if (strcmp(want, g) != 0) {
-                sb_printf(msg, "%s: output differs from %s\n", in_path, exp_path);
-                first_diff(msg, want, g);
-            } else {
-                ok = expected_round_trips(exp_path, want, msg);
-            }
-            free(want);
-        }
+        char what[1300];
+        snprintf(what, sizeof what, "%s: output", in_path);
+        ok = golden_compare(exp_path, g, what, msg) && (golden_updating() || expected_round_trips(exp_path, g, msg));
     }
     sb_free(&got);
     arena_free(&a);
@@ -186,15 +128,13 @@ START_TEST(golden_folder)
     size_t len = strlen(dir);
     snprintf(dir + len, sizeof dir - len, "/%s", folder);
     char **names;
-    int n = list_cases(dir, &names);
+    int n = golden_list_cases(dir, ".ir", &names);
     StrBuf msg;
     sb_init(&msg);
     int failed = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (!run_case(folder, dir, names[i], &msg)) failed++;
-        free(names[i]);
-    }
-    free(names);
+    golden_free_cases(names, n);
     ck_assert_msg(n >= MIN_CASES, "%s: %d cases, want at least %d", dir, n, MIN_CASES);
     ck_assert_msg(failed == 0, "%d of %d cases failed in %s:\n%s", failed, n, dir, msg.data);
     sb_free(&msg);

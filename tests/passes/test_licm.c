@@ -1,20 +1,7 @@
 /* test_licm.c — unit tests of pass_licm on IR built with the builder. */
 #include "passtest.h"
 
-static PT t;
-static IrValue *out, *n, *z, *one;
-
-static void setup(void)
-{
-    pt_init(&t);
-    out = param(&t, ir_type_ptr(IR_F32), "out");
-    n = param(&t, T(IR_I32), "n");
-    z = ci(&t, IR_I32, 0);
-    one = ci(&t, IR_I32, 1);
-}
-static void teardown(void) { pt_free(&t); }
-
-static IrValue *bin(IrOpcode opc, IrType rt, IrValue *a, IrValue *b) { return irb_op2(&t.b, opc, rt, a, b); }
+PT_LOOP_FIXTURE
 
 /* The block an op lives in now. */
 static IrBlock *home(IrValue *v) { return v->def->parent; }

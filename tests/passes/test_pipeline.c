@@ -1,10 +1,9 @@
 /* test_pipeline.c — the pass table, pass_find, --dump-after and verifier failures. */
 #include "passtest.h"
 
-static PT t;
+PT_FIXTURE
 
 static void setup(void) { pt_init(&t); }
-static void teardown(void) { pt_free(&t); }
 
 /* out[0] = (2 + 3) * x, with a dead op and an invariant in a loop. */
 static void build_small(void)
