@@ -184,6 +184,7 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
     for (int i = 0; i < opts->nhints; i++) {
         hints[i].name = opts->hints[i].name;
         hints[i].divisibility = opts->hints[i].divisibility;
+        hints[i].equals_one = opts->hints[i].equals_one != 0;
     }
     lo.hints = hints;
     lo.nhints = opts->nhints;

@@ -18,10 +18,14 @@ typedef struct LangDefine {
 
 /* A runtime integer parameter's value is a multiple of `divisibility`, or a
  * pointer parameter's address is a multiple of `divisibility` bytes (a power
- * of two). Sets IrValue.divisibility of the parameter in every kernel. */
+ * of two). Sets IrValue.divisibility of the parameter in every kernel.
+ * equals_one: the integer parameter's value is exactly 1 (divisibility 0 or
+ * 1): the parameter stays in the signature, but its uses read an IR constant
+ * 1 of its type, so folding and axis analysis see a unit stride. */
 typedef struct LangHint {
     const char *name;
     int divisibility;
+    bool equals_one;
 } LangHint;
 
 typedef struct LangOptions {

@@ -7,7 +7,9 @@
  * are recorded in IrFunc.consts; `with (num_warps = ..., num_stages = ...)`
  * is evaluated and validated into IrFunc.sched (LangOptions overrides win);
  * LangOptions.hints set IrValue.divisibility of runtime integer / pointer
- * parameters (checked: a power of two, naming a runtime parameter);
+ * parameters (checked: a power of two, naming a runtime parameter), and an
+ * equals-one hint binds an integer parameter's name to an IR constant 1 (the
+ * IrFunc keeps the parameter, unused);
  * the body is lowered by lower_stmt.c and ends with `return`.
  * Invariants: scopes nest file -> kernel params -> blocks; a helper body's
  * scope hangs off the file scope (helpers never see the caller's locals);
@@ -350,18 +352,41 @@ static Val const_param_value(Sema *s, const AstDecl *k, const AstParam *p, Param
     return v;
 }
 
-/* ---- divisibility hints (LangOptions.hints) ---- */
-static bool hint_value_ok(int div) { return div >= 1 && div <= (1 << 30) && is_pow2(div); }
-
-/* The hint for runtime parameter `p` becomes the IR parameter's divisibility
- * (bytes of alignment for pointers), which the backend's axis info reads. */
-static void apply_hint(Sema *s, const AstParam *p, IrValue *pv)
+/* ---- divisibility / equals-one hints (LangOptions.hints) ---- */
+static bool hint_value_ok(const LangHint *h)
 {
+    if (h->equals_one) return h->divisibility == 0 || h->divisibility == 1;
+    return h->divisibility >= 1 && h->divisibility <= (1 << 30) && is_pow2(h->divisibility);
+}
+
+/* The hint as the user wrote it, for messages: "n=16" or "n==1". */
+static const char *hint_text(Sema *s, const LangHint *h)
+{
+    const char *name = h->name ? h->name : "";
+    return h->equals_one ? arena_printf(s->arena, "%s==1", name)
+                         : arena_printf(s->arena, "%s=%d", name, h->divisibility);
+}
+
+/* The hints for runtime parameter `p`: divisibility ones become the IR
+ * parameter's divisibility (bytes of alignment for pointers), which the
+ * backend's axis info reads. Returns true when an equals-one hint applies
+ * (the caller then binds the name to a constant 1). */
+static bool apply_hint(Sema *s, const AstParam *p, IrValue *pv)
+{
+    bool one = false;
+    IrElem e = (IrElem)pv->type.elem;
+    bool is_int = ir_elem_is_int(e) && e != IR_I1;
     for (int i = 0; s->opts && i < s->opts->nhints; i++) {
         const LangHint *h = &s->opts->hints[i];
-        if (!h->name || strcmp(h->name, p->name) || !hint_value_ok(h->divisibility)) continue;
-        IrElem e = (IrElem)pv->type.elem;
-        if (e != IR_PTR && (!ir_elem_is_int(e) || e == IR_I1)) {
+        if (!h->name || strcmp(h->name, p->name) || !hint_value_ok(h)) continue;
+        if (h->equals_one) {
+            if (is_int) one = true;
+            else
+                diag_error(s->diag, p->loc, "hint %s==1: '%s' is a %s parameter; ==1 hints apply to integer "
+                           "parameters", h->name, p->name, e == IR_I1 ? "bool" : sema_type_str(s, pv->type));
+            continue;
+        }
+        if (e != IR_PTR && !is_int) {
             diag_error(s->diag, p->loc,
                        "hint %s=%d: '%s' is a %s parameter; divisibility hints apply to integer and pointer "
                        "parameters", h->name, h->divisibility, p->name, ir_elem_name(e));
@@ -369,6 +394,12 @@ static void apply_hint(Sema *s, const AstParam *p, IrValue *pv)
         }
         if (h->divisibility > pv->divisibility) pv->divisibility = h->divisibility;
     }
+    if (one && pv->divisibility > 1) {
+        diag_error(s->diag, p->loc, "hints %s==1 and %s=%d contradict each other (1 is not a multiple of %d)",
+                   p->name, p->name, pv->divisibility, pv->divisibility);
+        return false;
+    }
+    return one;
 }
 
 /* Every hint must name a runtime parameter of a selected kernel and be a
@@ -379,7 +410,10 @@ static void check_hints(Sema *s, const AstDecl *only)
     for (int i = 0; s->opts && i < s->opts->nhints; i++) {
         const LangHint *h = &s->opts->hints[i];
         const char *name = h->name ? h->name : "";
-        if (!hint_value_ok(h->divisibility))
+        if (!hint_value_ok(h) && h->equals_one)
+            diag_error(s->diag, none, "hint %s==1 with divisibility %d: an equals-one hint carries no "
+                       "divisibility (0 or 1)", name, h->divisibility);
+        else if (!hint_value_ok(h))
             diag_error(s->diag, none, "hint %s=%d: the divisibility must be a power of two between 1 and 2^30",
                        name, h->divisibility);
         bool found = false, is_const = false;
@@ -399,11 +433,11 @@ static void check_hints(Sema *s, const AstDecl *only)
         }
         if (found) continue;
         if (is_const)
-            diag_error(s->diag, none, "hint %s=%d: '%s' is a const parameter (its value is known; hints are for "
-                       "runtime parameters)", name, h->divisibility, name);
+            diag_error(s->diag, none, "hint %s: '%s' is a const parameter (its value is known; hints are for "
+                       "runtime parameters)", hint_text(s, h), name);
         else
-            diag_error(s->diag, none, "hint %s=%d: no runtime parameter is named '%s'%s", name, h->divisibility,
-                       name, best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
+            diag_error(s->diag, none, "hint %s: no runtime parameter is named '%s'%s", hint_text(s, h), name,
+                       best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
     }
 }
 
@@ -428,8 +462,17 @@ static void bind_params(Sema *s, const AstDecl *k)
                 diag_error(s->diag, p->loc, "'%s' is not a const parameter; it cannot be given with -D %s",
                            p->name, p->name);
             IrValue *pv = ir_func_add_param(s->f, t, p->name);
-            apply_hint(s, p, pv);
-            sema_define(s, p->name, SYM_PARAM, val_rt(pv, p->loc), p->loc);
+            Val v = val_rt(pv, p->loc);
+            if (apply_hint(s, p, pv)) {
+                /* n==1: the name reads an IR constant 1 of n's type. It stays a
+                 * runtime value in the language (what compiles does not change
+                 * with a hint), but every pass folds it: n * x -> x, and the
+                 * axis info sees unit strides. The parameter itself stays, so
+                 * the launch ABI is the generic kernel's. */
+                Val one = cv_int(1, (IrElem)t.elem, p->loc);
+                v = val_rt(sema_materialize(s, &one, p->loc), p->loc);
+            }
+            sema_define(s, p->name, SYM_PARAM, v, p->loc);
             continue;
         }
         Val v = const_param_value(s, k, p, pc, t);

@@ -48,10 +48,13 @@ static int cmp_hint(const void *a, const void *b)
 {
     const KilnParamHint *x = *(const KilnParamHint *const *)a, *y = *(const KilnParamHint *const *)b;
     int c = strcmp(x->name ? x->name : "", y->name ? y->name : "");
-    return c ? c : (x->divisibility > y->divisibility) - (x->divisibility < y->divisibility);
+    if (c) return c;
+    c = (x->divisibility > y->divisibility) - (x->divisibility < y->divisibility);
+    return c ? c : (x->equals_one != 0) - (y->equals_one != 0);
 }
 
-/* Hints, sorted by name then value (their order does not change the code). */
+/* Hints, sorted by name then value (their order does not change the code).
+ * An equals-one hint hashes as its own field (n==1 and n=1 differ). */
 static KilnStatus put_hints(RtSha256 *s, const KilnCompileOptions *o)
 {
     if (o->nhints < 0 || (o->nhints > 0 && !o->hints))
@@ -66,6 +69,7 @@ static KilnStatus put_hints(RtSha256 *s, const KilnCompileOptions *o)
         put_field(s, "hname", h[i]->name);
         snprintf(num, sizeof num, "%d", h[i]->divisibility);
         put_field(s, "hdiv", num);
+        if (h[i]->equals_one) put_field(s, "hone", "1");
     }
     free(h);
     return KILN_OK;
@@ -84,8 +88,11 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     rt_sha256_init(&s);
     char num[96];
     /* format 2: hints are part of the key, and unhinted pointers are no
-     * longer assumed 16-byte aligned (format-1 entries must not be reused) */
-    put_field(&s, "format", "kiln-cache-2");
+     * longer assumed 16-byte aligned (format-1 entries must not be reused);
+     * format 3: equals-one hints are part of the key (a format-2 key ignored
+     * them, so a NAME==1 compile could have been stored under the generic
+     * key: such entries must not be reused) */
+    put_field(&s, "format", "kiln-cache-3");
     put_field(&s, "version", kiln_version());
     put_field(&s, "src", src);
     put_field(&s, "kernel", o->kernel);

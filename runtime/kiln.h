@@ -55,10 +55,17 @@ typedef struct KilnDefine {
  * address is a multiple of `divisibility` bytes. A power of two (1 = nothing
  * known). A launch whose argument breaks a hint is refused (KILN_ERR_ARGS).
  * `kiln compile --assume n=16`. kiln_module_compile adds such hints by itself
- * at launch time (see kiln_module_set_specialize). */
+ * at launch time (see kiln_module_set_specialize).
+ *
+ * equals_one != 0: the integer parameter's value IS 1 (`--assume n==1`; then
+ * divisibility must be 0 or 1). The kernel keeps the parameter (same launch
+ * ABI) but every use of it compiles as the constant 1, so a unit stride lets
+ * the backend prove contiguity (vector loads, cp.async pipelining). Integer
+ * parameters only (not bool). Zero-initialised hints ({"n", 16}) leave it off. */
 typedef struct KilnParamHint {
     const char *name;          /* a runtime (non-const) integer or pointer parameter */
     int divisibility;
+    int equals_one;            /* 0: no claim; else the value is exactly 1 */
 } KilnParamHint;
 
 typedef struct KilnCompileOptions {

@@ -66,16 +66,20 @@ char *rt_cache_path(const char *dir, const char *key_hex);
 /* ---- launch-time specialisation (specialize.c) ---- */
 
 /* Like Triton, a module from kiln_module_compile is recompiled per launch
- * "key": which pointer arguments are 16-byte aligned and which integer
- * arguments are multiples of 16. Each key's variant is compiled once (through
- * the on-disk cache, with those facts as KilnParamHints) and kept. */
+ * "key": which pointer arguments are 16-byte aligned, which integer
+ * arguments are multiples of 16 and which integer arguments equal 1. Each
+ * key's variant is compiled once (through the on-disk cache, with those facts
+ * as KilnParamHints) and kept. */
 #define RT_SPEC_DIV 16
 #define RT_SPEC_MAX_PARAMS 256
 
 /* Bit i set: parameter i is a pointer / integer whose argument is a multiple
- * of RT_SPEC_DIV and the module's own hints do not already say so. */
+ * of RT_SPEC_DIV and the module's own hints do not already say so.
+ * ones bit i set: parameter i is an integer whose argument is 1 and the
+ * module's hints do not already say so (never both bits for one i). */
 typedef struct RtSpecKey {
     uint64_t bits[RT_SPEC_MAX_PARAMS / 64];
+    uint64_t ones[RT_SPEC_MAX_PARAMS / 64];
 } RtSpecKey;
 
 typedef struct RtSpec RtSpec;
@@ -109,12 +113,13 @@ struct RtSpec {
 void rt_spec_key(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
                  int nargs, RtSpecKey *key);
 bool rt_spec_key_empty(const RtSpecKey *key);
-/* The module's hints plus NAME=RT_SPEC_DIV for every key bit (malloc'd;
- * names point into info). */
+/* The module's hints plus NAME=RT_SPEC_DIV for every key bit and NAME==1
+ * for every ones bit (malloc'd; names point into info). */
 KilnStatus rt_spec_hints(const KilnKernelInfo *info, const RtSpecKey *key, const KilnParamHint *base, int nbase,
                          KilnParamHint **out, int *n);
 /* A launch must keep the promises the module was compiled with: every hinted
- * argument must be a multiple of its hint. KILN_ERR_ARGS naming it if not. */
+ * argument must be a multiple of its hint, and equal 1 where a hint says
+ * NAME==1. KILN_ERR_ARGS naming it if not. */
 KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
                           int nargs);
 /* Same name, parameters, warps and stages (smem may differ per variant). */

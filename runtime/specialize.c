@@ -4,10 +4,13 @@
  * A module made by kiln_module_compile keeps its source and options (RtSpec).
  * At each launch, rt_spec_select computes a key from the arguments: one bit per
  * pointer argument whose address is a multiple of 16 and per integer argument
- * whose value is a multiple of 16 (bits the module's own hints already imply
- * are left out). An empty key launches the generic kernel. Otherwise the
- * key's variant — the same source compiled with NAME=16 hints for those
- * parameters, so masked loads and stores can use 16-byte vectors — is looked
+ * whose value is a multiple of 16, and a "ones" bit per integer argument equal
+ * to 1 (bits the module's own hints already imply are left out). An empty key
+ * launches the generic kernel. Otherwise the key's variant — the same source
+ * compiled with NAME=16 hints for the first kind of parameter, so masked
+ * loads and stores can use 16-byte vectors, and NAME==1 for the second, so a
+ * unit stride is a constant and the GPU backend can prove contiguity (vector
+ * loads, cp.async pipelining of dot operands) — is looked
  * up in the module's table, or compiled (through the on-disk cache: the hints
  * are part of the cache key), checked to have the generic kernel's signature,
  * and added. Later launches with the same key find it with one mutex-guarded
@@ -24,7 +27,9 @@
  * Example: vec_add(X, Y, Z, n) launched with kiln_malloc'd buffers and
  * n = 1 << 20 has key {X, Y, Z, n}: the first launch compiles the variant
  * with hints X=16 Y=16 Z=16 n=16, the next ones reuse it; n = 1000001 gives
- * key {X, Y, Z}, a second variant.
+ * key {X, Y, Z}, a second variant. examples/matmul.tile launched on row-major
+ * A and B (stride_ak = stride_bn = 1) gets ones {stride_ak, stride_bn, and
+ * stride_cn} besides the 16-bits, and its variant pipelines with cp.async.
  */
 #include "cuda_loader.h"
 #include "rt_internal.h"
@@ -48,6 +53,24 @@ static bool is_int_kind(KilnParamKind k)
  * value's divisibility by a power of two reads the same). */
 static uint64_t arg_bits(const KilnArg *a) { return a->kind == KILN_PARAM_PTR ? a->v.ptr : a->v.u; }
 
+/* The integer argument `a` of kind `k`, as the kernel sees it (truncated to
+ * the parameter's width), is 1. */
+static bool arg_is_one(KilnParamKind k, const KilnArg *a)
+{
+    int bits = k == KILN_PARAM_I8 || k == KILN_PARAM_U8 ? 8 : k == KILN_PARAM_I16 || k == KILN_PARAM_U16 ? 16
+             : k == KILN_PARAM_I32 || k == KILN_PARAM_U32 ? 32 : 64;
+    uint64_t mask = bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    return (a->v.u & mask) == 1;
+}
+
+/* The module was compiled with a NAME==1 hint for `name`. */
+static bool hint_one(const KilnParamHint *hints, int nhints, const char *name)
+{
+    for (int i = 0; i < nhints; i++)
+        if (hints[i].equals_one && hints[i].name && !strcmp(hints[i].name, name)) return true;
+    return false;
+}
+
 /* The largest hint the module was compiled with for `name` (1: none). */
 static int64_t hint_for(const KilnParamHint *hints, int nhints, const char *name)
 {
@@ -65,6 +88,10 @@ void rt_spec_key(const KilnKernelInfo *info, const KilnParamHint *hints, int nhi
     for (int i = 0; i < n && i < RT_SPEC_MAX_PARAMS; i++) {
         const KilnParam *p = &info->params[i];
         if (p->kind != KILN_PARAM_PTR && !is_int_kind(p->kind)) continue;
+        if (is_int_kind(p->kind) && arg_is_one(p->kind, &args[i])) {
+            if (!hint_one(hints, nhints, p->name)) key->ones[i / 64] |= (uint64_t)1 << (i % 64);
+            continue;
+        }
         if (arg_bits(&args[i]) % RT_SPEC_DIV != 0) continue;
         if (hint_for(hints, nhints, p->name) >= RT_SPEC_DIV) continue;
         key->bits[i / 64] |= (uint64_t)1 << (i % 64);
@@ -74,23 +101,26 @@ void rt_spec_key(const KilnKernelInfo *info, const KilnParamHint *hints, int nhi
 bool rt_spec_key_empty(const RtSpecKey *key)
 {
     for (size_t i = 0; i < sizeof key->bits / sizeof key->bits[0]; i++)
-        if (key->bits[i]) return false;
+        if (key->bits[i] || key->ones[i]) return false;
     return true;
 }
 
 static bool key_has(const RtSpecKey *key, int i) { return (key->bits[i / 64] >> (i % 64)) & 1; }
+static bool key_one(const RtSpecKey *key, int i) { return (key->ones[i / 64] >> (i % 64)) & 1; }
 
 KilnStatus rt_spec_hints(const KilnKernelInfo *info, const RtSpecKey *key, const KilnParamHint *base, int nbase,
                          KilnParamHint **out, int *n)
 {
     int extra = 0;
-    for (int i = 0; i < info->nparams && i < RT_SPEC_MAX_PARAMS; i++) extra += key_has(key, i);
+    for (int i = 0; i < info->nparams && i < RT_SPEC_MAX_PARAMS; i++) extra += key_has(key, i) + key_one(key, i);
     *n = 0;
     *out = malloc((size_t)(nbase + extra + 1) * sizeof **out);
     if (!*out) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
     for (int i = 0; i < nbase; i++) (*out)[(*n)++] = base[i];
-    for (int i = 0; i < info->nparams && i < RT_SPEC_MAX_PARAMS; i++)
-        if (key_has(key, i)) (*out)[(*n)++] = (KilnParamHint){info->params[i].name, RT_SPEC_DIV};
+    for (int i = 0; i < info->nparams && i < RT_SPEC_MAX_PARAMS; i++) {
+        if (key_has(key, i)) (*out)[(*n)++] = (KilnParamHint){info->params[i].name, RT_SPEC_DIV, 0};
+        if (key_one(key, i)) (*out)[(*n)++] = (KilnParamHint){info->params[i].name, 1, 1};
+    }
     return KILN_OK;
 }
 
@@ -102,7 +132,8 @@ KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints
         if (p->kind != KILN_PARAM_PTR && !is_int_kind(p->kind)) continue;
         int64_t d = hint_for(hints, nhints, p->name);
         uint64_t v = arg_bits(&args[i]);
-        if (d <= 1 || v % (uint64_t)d == 0) continue;
+        bool one = is_int_kind(p->kind) && hint_one(hints, nhints, p->name);
+        if ((d <= 1 || v % (uint64_t)d == 0) && (!one || arg_is_one(p->kind, &args[i]))) continue;
         if (p->kind == KILN_PARAM_PTR)
             return kiln_set_error(KILN_ERR_ARGS,
                                   "kernel %s: argument %d (%s) = 0x%llx is not %lld-byte aligned, as the module "
@@ -114,6 +145,11 @@ KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints
                            p->kind == KILN_PARAM_U64;
         if (is_unsigned) snprintf(val, sizeof val, "%llu", (unsigned long long)args[i].v.u);
         else snprintf(val, sizeof val, "%lld", (long long)args[i].v.i);
+        if (one && !arg_is_one(p->kind, &args[i]))
+            return kiln_set_error(KILN_ERR_ARGS,
+                                  "kernel %s: argument %d (%s) = %s is not 1, as the module was compiled to "
+                                  "assume (hint %s==1)",
+                                  info->name, i + 1, p->name, val, p->name);
         return kiln_set_error(KILN_ERR_ARGS,
                               "kernel %s: argument %d (%s) = %s is not a multiple of %lld, as the module was "
                               "compiled to assume (hint %s=%lld)",
@@ -165,6 +201,7 @@ static bool copy_opts(KilnCompileOptions *d, const KilnCompileOptions *s)
     for (int i = 0; i < d->nhints; i++) {
         hints[i].name = dup_or_null(s->hints[i].name, &ok);
         hints[i].divisibility = s->hints[i].divisibility;
+        hints[i].equals_one = s->hints[i].equals_one;
     }
     return ok;
 }

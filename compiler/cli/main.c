@@ -33,6 +33,9 @@ static const char usage_text[] =
     "  --assume NAME=DIV          integer parameter NAME is a multiple of DIV, or pointer NAME is\n"
     "                             DIV-byte aligned (a power of two; repeatable): lets masked\n"
     "                             loads/stores use 16-byte vectors\n"
+    "  --assume NAME==1           integer parameter NAME is exactly 1 (repeatable): its uses\n"
+    "                             compile as the constant 1 (a unit stride: vector loads,\n"
+    "                             cp.async pipelining); launches must pass 1\n"
     "  --emit STAGE               ast | ir | gpu-ir | llvm | ptx | cubin   (compile; default ir)\n"
     "  --arch ARCH                sm_80 | sm_86 | sm_89 | sm_90 | sm_90a   (default sm_90a)\n"
     "  --num-warps N              override the kernel's num_warps\n"
@@ -91,13 +94,17 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         } else if (!strcmp(s, "--assume")) {
             NEED_VALUE();
             const char *eq = strchr(v, '=');
+            bool one = eq && eq[1] == '=';   /* NAME==1: the value is exactly 1 */
             char *end = NULL;
-            long n = eq ? (errno = 0, strtol(eq + 1, &end, 10)) : 0;
-            if (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30)
-                return usage_error("--assume expects NAME=DIV with DIV a positive number, got '%s'", v);
+            long n = eq ? (errno = 0, strtol(eq + 1 + one, &end, 10)) : 0;
+            if (one && (eq == v || strcmp(eq + 2, "1")))
+                return usage_error("--assume NAME==1 takes only the value 1, got '%s'", v);
+            if (!one && (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30))
+                return usage_error("--assume expects NAME=DIV with DIV a positive number, or NAME==1, got '%s'", v);
             if (a->nhints == KILN_CLI_MAX_DEFINES) return usage_error("too many --assume options (at most %s)", "64");
             a->hints[a->nhints].name = strndup(v, (size_t)(eq - v));
-            a->hints[a->nhints].divisibility = (int)n;
+            a->hints[a->nhints].divisibility = one ? 1 : (int)n;
+            a->hints[a->nhints].equals_one = one;
             a->nhints++;
         } else if (!strcmp(s, "--emit")) {
             NEED_VALUE();

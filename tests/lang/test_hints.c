@@ -2,7 +2,10 @@
  * runtime parameters land in IrValue.divisibility of the right parameters of
  * every selected kernel, and bad hints (unknown names, const parameters,
  * float or bool parameters, values that are not powers of two) are errors
- * with a useful message.
+ * with a useful message. Equals-one hints (NAME==1): the parameter stays in
+ * the signature but no op reads it any more; its uses read a constant 1 of
+ * its type; on pointer, float, bool and const parameters, with a
+ * divisibility, or next to a NAME=DIV hint they are errors.
  */
 #include "testutil.h"
 
@@ -21,9 +24,16 @@ static const char *const src =
     "}\n"
     "kernel other(P: *i32, count: i64) {\n"
     "    store(P, count);\n"
+    "}\n"
+    "kernel strided(X: *f32, Z: *f32, s: i32, t: u8, n: i32) {\n"
+    "    let offs = arange(64);\n"
+    "    let v = load(X + offs * s, mask = offs < n, other = 0);\n"
+    "    for i in range(0, n, s) { store(Z + i * t, v * 2.0, mask = offs < n); }\n"
     "}\n";
 
-/* Compile `src` with hints "NAME=DIV"... (NULL-terminated); NULL on errors. */
+/* Compile `src` with hints "NAME=DIV" or "NAME==1" (the latter with
+ * divisibility 1, or "NAME==1/DIV" for another one)... (NULL-terminated);
+ * NULL on errors. */
 static IrModule *compile(const char *kernel, const char *const *hints)
 {
     arena_free(&arena);
@@ -35,7 +45,9 @@ static IrModule *compile(const char *kernel, const char *const *hints)
     for (; hints && hints[nh]; nh++) {
         const char *eq = strchr(hints[nh], '=');
         h[nh].name = arena_strndup(&arena, hints[nh], (size_t)(eq - hints[nh]));
-        h[nh].divisibility = atoi(eq + 1);
+        h[nh].equals_one = eq[1] == '=';
+        const char *slash = strchr(eq, '/');
+        h[nh].divisibility = h[nh].equals_one ? (slash ? atoi(slash + 1) : 1) : atoi(eq + 1);
     }
     LangOptions o = {.kernel = kernel, .hints = h, .nhints = nh};
     AstFile *f = ast_parse(&arena, &diag, "t.tile", src);
@@ -52,6 +64,36 @@ static const IrValue *param(const IrModule *m, const char *fn, const char *name)
     }
     ck_abort_msg("no parameter %s.%s", fn, name);
     return NULL;
+}
+
+static const IrFunc *func(const IrModule *m, const char *fn)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        if (!strcmp(m->funcs[i]->name, fn)) return m->funcs[i];
+    ck_abort_msg("no kernel %s", fn);
+    return NULL;
+}
+
+/* Ops of `b` (and nested regions) reading `v`; ops that are a const 1 of
+ * element type `e` go to *ones. */
+static int uses_in(const IrBlock *b, const IrValue *v, IrElem e, int *ones)
+{
+    int n = 0;
+    for (const IrOp *op = b->first; op; op = op->next) {
+        for (int i = 0; i < op->nargs; i++) n += op->args[i] == v;
+        if (op->op == IR_CONST && op->nres == 1 && op->res[0]->type.rank == 0 && op->res[0]->type.elem == e &&
+            op->ival == 1)
+            ++*ones;
+        for (int r = 0; r < op->nregions; r++) n += uses_in(op->regions[r], v, e, ones);
+    }
+    return n;
+}
+
+static int uses(const IrModule *m, const char *fn, const char *name, int *ones)
+{
+    const IrValue *p = param(m, fn, name);
+    *ones = 0;
+    return uses_in(func(m, fn)->body, p, (IrElem)p->type.elem, ones);
 }
 
 static void expect_error(const char *kernel, const char *const *hints, const char *msg)
@@ -144,6 +186,59 @@ START_TEST(hint_error_points_at_the_parameter)
 }
 END_TEST
 
+START_TEST(equals_one_replaces_the_parameter)
+{
+    int ones = 0;
+    /* without the hint s and t are read (s twice: the stride and the step) */
+    IrModule *m = compile("strided", NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(uses(m, "strided", "s", &ones), 2);
+    ck_assert_int_eq(uses(m, "strided", "t", &ones), 1);
+    ck_assert_int_eq(ones, 0);   /* no u8 constant 1 anywhere */
+    const char *h[] = {"s==1", "t==1", NULL};
+    m = compile("strided", h);
+    ck_assert_msg(m, "unexpected errors:\n%s", diag.out.data ? diag.out.data : "");
+    const IrFunc *f = func(m, "strided");
+    ck_assert_int_eq(f->nparams, 5);   /* the signature (launch ABI) is unchanged */
+    ck_assert_str_eq(f->params[2]->name, "s");
+    ck_assert_int_eq(f->params[2]->type.elem, IR_I32);
+    ck_assert_str_eq(f->params[3]->name, "t");
+    ck_assert_int_eq(f->params[3]->type.elem, IR_U8);
+    ck_assert_int_eq(uses(m, "strided", "s", &ones), 0);
+    ck_assert_int_ge(ones, 1);   /* an i32 constant 1 stands in for s */
+    ck_assert_int_eq(uses(m, "strided", "t", &ones), 0);
+    ck_assert_int_eq(ones, 1);   /* and a u8 one for t */
+    ck_assert_int_eq(uses(m, "strided", "n", &ones), 3);   /* other parameters untouched: 2 masks, the bound */
+    ck_assert_int_eq(f->params[2]->divisibility, 1);
+    /* repeated and an explicit divisibility 0 are fine; a divisibility hint on another parameter too */
+    const char *h2[] = {"s==1/0", "s==1", "n=16", "X=16", NULL};
+    m = compile("strided", h2);
+    ck_assert_msg(m, "unexpected errors:\n%s", diag.out.data ? diag.out.data : "");
+    ck_assert_int_eq(uses(m, "strided", "s", &ones), 0);
+    ck_assert_int_eq(param(m, "strided", "n")->divisibility, 16);
+}
+END_TEST
+
+START_TEST(equals_one_errors)
+{
+    const char *h1[] = {"X==1", NULL};
+    expect_error("strided", h1, "t.tile:9:16: error: hint X==1: 'X' is a *f32 parameter; ==1 hints apply to "
+                                "integer parameters");
+    const char *h2[] = {"scale==1", NULL};
+    expect_error("vec_add", h2, "hint scale==1: 'scale' is a f32 parameter; ==1 hints apply to integer");
+    const char *h3[] = {"flag==1", NULL};
+    expect_error("vec_add", h3, "hint flag==1: 'flag' is a bool parameter");
+    const char *h4[] = {"BLOCK==1", NULL};
+    expect_error("vec_add", h4, "t.tile: error: hint BLOCK==1: 'BLOCK' is a const parameter");
+    const char *h5[] = {"countt==1", NULL};
+    expect_error("other", h5, "hint countt==1: no runtime parameter is named 'countt'; did you mean 'count'?");
+    const char *h6[] = {"s==1", "s=16", NULL};
+    expect_error("strided", h6, "hints s==1 and s=16 contradict each other (1 is not a multiple of 16)");
+    const char *h7[] = {"s==1/16", NULL};
+    expect_error("strided", h7, "hint s==1 with divisibility 16: an equals-one hint carries no divisibility");
+}
+END_TEST
+
 static Suite *hints_suite(void)
 {
     Suite *s = suite_create("lang_hints");
@@ -155,6 +250,8 @@ static Suite *hints_suite(void)
     tcase_add_test(tc, unknown_name_suggests);
     tcase_add_test(tc, bad_hints);
     tcase_add_test(tc, hint_error_points_at_the_parameter);
+    tcase_add_test(tc, equals_one_replaces_the_parameter);
+    tcase_add_test(tc, equals_one_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,9 @@
 /* test_specialize.c — launch-time specialisation without a GPU: the key of a
- * launch (which pointer / integer arguments are multiples of 16) against a
- * reference over random arguments, the hints a variant is compiled with, the
- * check that launches keep a module's own hints, the variant table (one
+ * launch (which pointer / integer arguments are multiples of 16, which integer
+ * arguments equal 1) against a reference over random arguments, the hints a
+ * variant is compiled with (NAME=16, NAME==1), the check that launches keep a
+ * module's own hints (a NAME==1 module refuses any other value), the variant
+ * table (one
  * compile per key, reuse, off switch, failures, signature mismatch, threads)
  * driven through fake compile / release callbacks, and the cache key's
  * sensitivity to hints.
@@ -48,47 +50,86 @@ static uint64_t rnd(void)
     return rng;
 }
 
-/* Random arguments: each value a multiple of 16 about half the time. */
+/* Random arguments: each value a multiple of 16 about half the time, and 1
+ * about one time in eight. */
 static void random_args(KilnArg a[8])
 {
     uint64_t v[8];
     for (int i = 0; i < 8; i++) {
         v[i] = rnd() >> (rnd() % 40);
         if (rnd() & 1) v[i] &= ~(uint64_t)15;
+        else if (rnd() % 4 == 0) v[i] = 1;
     }
     a[0] = kiln_arg_ptr(0x7000000000ull + (v[0] & 0xffffff));
     a[1] = kiln_arg_ptr(0x7100000000ull + (v[1] & 0xffffff));
-    a[2] = kiln_arg_i32((int32_t)(v[2] & 0xffff) * ((rnd() & 1) ? -1 : 1));
+    a[2] = kiln_arg_i32((int32_t)(v[2] & 0xffff) * ((v[2] != 1 && (rnd() & 1)) ? -1 : 1));
     a[3] = kiln_arg_u64(v[3]);
-    a[4] = kiln_arg_i64(-(int64_t)(v[4] >> 2));
+    a[4] = kiln_arg_i64(v[4] == 1 ? 1 : -(int64_t)(v[4] >> 2));
     a[5] = kiln_arg_f32(16.0f * (float)(v[5] & 7));   /* floats never count, even "multiples of 16" */
     a[6] = kiln_arg_bool(0);                          /* nor bools (0 is a multiple of 16) */
     a[7] = kiln_arg_u8((uint8_t)v[7]);
 }
 
 static bool key_has(const RtSpecKey *k, int i) { return (k->bits[i / 64] >> (i % 64)) & 1; }
+static bool key_one(const RtSpecKey *k, int i) { return (k->ones[i / 64] >> (i % 64)) & 1; }
 
 START_TEST(key_matches_reference)
 {
+    int nones = 0;
     for (int t = 0; t < 2000; t++) {
         KilnArg a[8];
         random_args(a);
         RtSpecKey key;
         rt_spec_key(&info, NULL, 0, a, 8, &key);
+        for (int i = 0; i < 8; i++) nones += key_one(&key, i);
         bool any = false;
         for (int i = 0; i < 8; i++) {
-            bool want;
+            bool want, one = false;
             if (i == 0 || i == 1) want = a[i].v.ptr % 16 == 0;
-            else if (i == 2 || i == 4) want = a[i].v.i % 16 == 0;       /* negative values too */
-            else if (i == 3 || i == 7) want = a[i].v.u % 16 == 0;
-            else want = false;
+            else if (i == 2 || i == 4) want = a[i].v.i % 16 == 0, one = a[i].v.i == 1; /* negative values too */
+            else if (i == 3 || i == 7) want = a[i].v.u % 16 == 0, one = a[i].v.u == 1;
+            else want = false;                                        /* scale, flag: never */
             ck_assert_msg(key_has(&key, i) == want, "trial %d param %s: key bit %d", t, params[i].name,
                           key_has(&key, i));
-            any |= want;
+            ck_assert_msg(key_one(&key, i) == one, "trial %d param %s: ones bit %d", t, params[i].name,
+                          key_one(&key, i));
+            any |= want || one;
         }
         ck_assert_int_eq(rt_spec_key_empty(&key), !any);
-        for (int i = 8; i < RT_SPEC_MAX_PARAMS; i++) ck_assert(!key_has(&key, i));
+        for (int i = 8; i < RT_SPEC_MAX_PARAMS; i++) ck_assert(!key_has(&key, i) && !key_one(&key, i));
     }
+    ck_assert_int_gt(nones, 100); /* the == 1 case was exercised */
+}
+END_TEST
+
+START_TEST(key_ones_exact_values)
+{
+    KilnArg a[8];
+    random_args(a);
+    a[2] = kiln_arg_i32(1);
+    a[3] = kiln_arg_u64(1);
+    a[4] = kiln_arg_i64(-1);                        /* -1 is not 1 */
+    a[5] = kiln_arg_f32(1.0f);                      /* floats never count */
+    a[6] = kiln_arg_bool(1);                        /* nor bools */
+    a[7] = kiln_arg_u8(1);
+    RtSpecKey key;
+    rt_spec_key(&info, NULL, 0, a, 8, &key);
+    ck_assert(key_one(&key, 2) && key_one(&key, 3) && key_one(&key, 7));
+    ck_assert(!key_one(&key, 4) && !key_one(&key, 5) && !key_one(&key, 6));
+    ck_assert(!key_has(&key, 2) && !key_has(&key, 3) && !key_has(&key, 7));
+    /* a module compiled with n==1 needs no ones bit for n; m=16 says nothing about m == 1 */
+    KilnParamHint h[] = {{"n", 1, 1}, {"m", 16, 0}};
+    a[3] = kiln_arg_u64(1);
+    rt_spec_key(&info, h, 2, a, 8, &key);
+    ck_assert(!key_one(&key, 2));
+    ck_assert(key_one(&key, 3) && key_one(&key, 7));
+    /* only 1 gives the bit: 2, 0, 17 and the u64 2^32 + 1 do not */
+    a[2] = kiln_arg_i32(2);
+    a[3] = kiln_arg_u64(((uint64_t)1 << 32) + 1);
+    a[7] = kiln_arg_u8(0);
+    rt_spec_key(&info, NULL, 0, a, 8, &key);
+    ck_assert(!key_one(&key, 2) && !key_one(&key, 3) && !key_one(&key, 7));
+    ck_assert(key_has(&key, 7)); /* 0 is a multiple of 16 */
 }
 END_TEST
 
@@ -99,7 +140,7 @@ START_TEST(key_leaves_out_what_hints_say)
     a[0] = kiln_arg_ptr(0x7000000100ull);
     a[2] = kiln_arg_i32(4096);
     a[3] = kiln_arg_u64(64);
-    KilnParamHint h[] = {{"X", 16}, {"n", 8}, {"m", 32}};
+    KilnParamHint h[] = {{"X", 16, 0}, {"n", 8, 0}, {"m", 32, 0}};
     RtSpecKey key;
     rt_spec_key(&info, h, 3, a, 8, &key);
     ck_assert(!key_has(&key, 0));  /* X=16 already compiled in */
@@ -113,7 +154,7 @@ START_TEST(variant_hints)
     RtSpecKey key;
     memset(&key, 0, sizeof key);
     key.bits[0] = (1u << 0) | (1u << 2) | (1u << 7);
-    KilnParamHint base[] = {{"m", 32}};
+    KilnParamHint base[] = {{"m", 32, 0}};
     KilnParamHint *h = NULL;
     int n = 0;
     ck_assert_int_eq(rt_spec_hints(&info, &key, base, 1, &h, &n), KILN_OK);
@@ -126,6 +167,44 @@ START_TEST(variant_hints)
         ck_assert_int_eq(h[1 + i].divisibility, RT_SPEC_DIV);
     }
     free(h);
+    /* ones bits become NAME==1 hints, after the divisibility ones of the same index */
+    memset(&key, 0, sizeof key);
+    key.bits[0] = 1u << 0;
+    key.ones[0] = (1u << 2) | (1u << 4);
+    ck_assert_int_eq(rt_spec_hints(&info, &key, NULL, 0, &h, &n), KILN_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(h[0].name, "X");
+    ck_assert_int_eq(h[0].equals_one, 0);
+    ck_assert_int_eq(h[0].divisibility, RT_SPEC_DIV);
+    ck_assert_str_eq(h[1].name, "n");
+    ck_assert_str_eq(h[2].name, "s");
+    for (int i = 1; i < 3; i++) {
+        ck_assert_int_ne(h[i].equals_one, 0);
+        ck_assert_int_eq(h[i].divisibility, 1);
+    }
+    free(h);
+}
+END_TEST
+
+START_TEST(launch_must_pass_one_where_hinted)
+{
+    KilnArg a[8];
+    random_args(a);
+    a[2] = kiln_arg_i32(1);
+    a[3] = kiln_arg_u64(1);
+    KilnParamHint h[] = {{"n", 1, 1}, {"m", 0, 1}};
+    ck_assert_int_eq(rt_check_hints(&info, h, 2, a, 8), KILN_OK);
+    a[2] = kiln_arg_i32(16);
+    ck_assert_int_eq(rt_check_hints(&info, h, 2, a, 8), KILN_ERR_ARGS);
+    ck_assert_str_eq(kiln_last_error(), "kernel k: argument 3 (n) = 16 is not 1, as the module was compiled to "
+                                        "assume (hint n==1)");
+    a[2] = kiln_arg_i32(1);
+    a[3] = kiln_arg_u64(0);
+    ck_assert_int_eq(rt_check_hints(&info, h, 2, a, 8), KILN_ERR_ARGS);
+    ck_assert_str_eq(kiln_last_error(), "kernel k: argument 4 (m) = 0 is not 1, as the module was compiled to "
+                                        "assume (hint m==1)");
+    a[3] = kiln_arg_u64(((uint64_t)1 << 32) + 1); /* a u64: the high bits count */
+    ck_assert_int_eq(rt_check_hints(&info, h, 2, a, 8), KILN_ERR_ARGS);
 }
 END_TEST
 
@@ -136,7 +215,7 @@ START_TEST(launch_must_keep_module_hints)
     a[0] = kiln_arg_ptr(0x7000000040ull);
     a[2] = kiln_arg_i32(96);
     a[3] = kiln_arg_u64(18446744073709551584ull); /* 2^64 - 32 */
-    KilnParamHint h[] = {{"X", 64}, {"n", 32}, {"m", 32}};
+    KilnParamHint h[] = {{"X", 64, 0}, {"n", 32, 0}, {"m", 32, 0}};
     ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_OK);
     a[2] = kiln_arg_i32(100);
     ck_assert_int_eq(rt_check_hints(&info, h, 3, a, 8), KILN_ERR_ARGS);
@@ -205,7 +284,7 @@ static KilnStatus fake_compile(RtSpec *s, const KilnParamHint *hints, int nhints
     memset(f, 0, sizeof *f);
     for (int i = 0; i < nhints && i < 16; i++) {
         snprintf(f->names[i], sizeof f->names[i], "%s", hints[i].name);
-        f->hints[i] = (KilnParamHint){f->names[i], hints[i].divisibility};
+        f->hints[i] = (KilnParamHint){f->names[i], hints[i].divisibility, hints[i].equals_one};
     }
     f->nhints = nhints;
     f->info = info;
@@ -237,16 +316,22 @@ static RtSpec *new_spec(const KilnParamHint *hints, int nhints)
 
 static KilnKernel *const GENERIC = (KilnKernel *)&info;
 
-/* The fake kernel `k` was compiled with exactly the hints the key of `a` implies. */
+/* The fake kernel `k` was compiled with exactly the hints the key of `a`
+ * implies: NAME=16 for multiples of 16, NAME==1 for integers equal to 1. */
 static void check_variant_fits(KilnKernel *k, const KilnArg *a)
 {
     FakeVariant *f = (FakeVariant *)k;
     for (int i = 0; i < 8; i++) {
-        bool hinted = false;
+        bool hinted = false, one = false;
         for (int j = 0; j < f->nhints; j++)
-            if (!strcmp(f->hints[j].name, params[i].name)) hinted = true;
+            if (!strcmp(f->hints[j].name, params[i].name)) {
+                hinted = true;
+                one |= f->hints[j].equals_one != 0;
+            }
         bool is_ptr_or_int = i != 5 && i != 6;
-        ck_assert_int_eq(hinted, is_ptr_or_int && (a[i].v.u % 16 == 0));
+        bool want_one = is_ptr_or_int && i > 1 && a[i].v.u == 1;
+        ck_assert_int_eq(hinted, is_ptr_or_int && (a[i].v.u % 16 == 0 || want_one));
+        ck_assert_int_eq(one, want_one);
     }
 }
 
@@ -312,7 +397,7 @@ END_TEST
 
 START_TEST(select_with_module_hints)
 {
-    KilnParamHint h[] = {{"X", 16}, {"n", 16}};
+    KilnParamHint h[] = {{"X", 16, 0}, {"n", 16, 0}};
     RtSpec *s = new_spec(h, 2);
     KilnArg a[8];
     random_args(a);
@@ -321,7 +406,7 @@ START_TEST(select_with_module_hints)
     a[2] = kiln_arg_i32(64);
     a[3] = kiln_arg_u64(5);
     a[4] = kiln_arg_i64(7);
-    a[7] = kiln_arg_u8(1);
+    a[7] = kiln_arg_u8(3);
     /* everything the key would say is already compiled in: generic */
     KilnKernel *k;
     ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
@@ -370,6 +455,55 @@ START_TEST(select_failures)
 }
 END_TEST
 
+/* A unit-stride launch (examples/matmul.tile on row-major A and B) gets a
+ * variant compiled with NAME==1 for the arguments equal to 1; the same
+ * launch with the stride 2 is another key. A module compiled with n==1
+ * refuses n = 2 whatever the switch. */
+START_TEST(select_equals_one)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    KilnArg a[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000004ull);
+    a[1] = kiln_arg_ptr(0x7100000002ull);
+    a[2] = kiln_arg_i32(1);
+    a[3] = kiln_arg_u64(3);
+    a[4] = kiln_arg_i64(-9);
+    a[7] = kiln_arg_u8(255);
+    KilnKernel *k1, *k2;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k1), KILN_OK);
+    ck_assert_ptr_ne(k1, GENERIC);
+    check_variant_fits(k1, a);
+    FakeVariant *f = (FakeVariant *)k1;
+    ck_assert_int_eq(f->nhints, 1);
+    ck_assert_str_eq(f->hints[0].name, "n");
+    ck_assert_int_ne(f->hints[0].equals_one, 0);
+    a[2] = kiln_arg_i32(2); /* no bit at all: generic */
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k2), KILN_OK);
+    ck_assert_ptr_eq(k2, GENERIC);
+    a[2] = kiln_arg_i32(1);
+    a[4] = kiln_arg_i64(1); /* n and s: another key */
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k2), KILN_OK);
+    ck_assert_ptr_ne(k2, k1);
+    check_variant_fits(k2, a);
+    ck_assert_int_eq(s->ncompiles, 2);
+    a[4] = kiln_arg_i64(-9); /* back to the first key: reused */
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k2), KILN_OK);
+    ck_assert_ptr_eq(k2, k1);
+    ck_assert_int_eq(s->ncompiles, 2);
+    rt_spec_free(s);
+    KilnParamHint h[] = {{"n", 1, 1}};
+    s = new_spec(h, 1);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k1), KILN_OK);
+    ck_assert_ptr_eq(k1, GENERIC); /* n==1 already compiled in */
+    a[2] = kiln_arg_i32(2);
+    s->on = 0;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k1), KILN_ERR_ARGS);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "argument 3 (n) = 2 is not 1"));
+    rt_spec_free(s);
+}
+END_TEST
+
 /* Threads launching with a few keys at once: one compile per key, and each
  * launch gets the variant of its own key. */
 typedef struct ThreadArg {
@@ -388,7 +522,7 @@ static void key_args(int which, KilnArg a[8])
     a[4] = kiln_arg_i64(-3);
     a[5] = kiln_arg_f32(1.5f);
     a[6] = kiln_arg_bool(1);
-    a[7] = kiln_arg_u8(1);
+    a[7] = kiln_arg_u8(3);
 }
 
 static void *launcher(void *p)
@@ -436,7 +570,7 @@ START_TEST(spec_copies_the_request)
 {
     char kernel[] = "k", arch[] = "sm_80", dname[] = "B", dval[] = "128", hname[] = "n";
     KilnDefine d = {dname, dval};
-    KilnParamHint h = {hname, 32};
+    KilnParamHint h = {hname, 32, 7};
     KilnCompileOptions o = {.kernel = kernel, .defines = &d, .ndefines = 1, .arch = arch, .hints = &h, .nhints = 1,
                             .dump_after = "all"};
     char src[] = "source text";
@@ -452,6 +586,7 @@ START_TEST(spec_copies_the_request)
     ck_assert_str_eq(s->opts.defines[0].value, "128");
     ck_assert_str_eq(s->opts.hints[0].name, "n");
     ck_assert_int_eq(s->opts.hints[0].divisibility, 32);
+    ck_assert_int_eq(s->opts.hints[0].equals_one, 7);
     ck_assert_str_eq(s->src, "source text");
     ck_assert_ptr_null(s->opts.dump_after);
     ck_assert_int_eq(s->on, 1);
@@ -468,8 +603,8 @@ START_TEST(cache_key_covers_hints)
     KilnCompileOptions o = {.kernel = "k", .arch = "sm_90a", .emit = KILN_EMIT_CUBIN};
     char none[65], k1[65], k2[65];
     ck_assert_int_eq(kiln_cache_key(src, &o, none), KILN_OK);
-    KilnParamHint h1[] = {{"X", 16}, {"n", 16}};
-    KilnParamHint h2[] = {{"n", 16}, {"X", 16}};
+    KilnParamHint h1[] = {{"X", 16, 0}, {"n", 16, 0}};
+    KilnParamHint h2[] = {{"n", 16, 0}, {"X", 16, 0}};
     o.hints = h1;
     o.nhints = 2;
     ck_assert_int_eq(kiln_cache_key(src, &o, k1), KILN_OK);
@@ -478,8 +613,8 @@ START_TEST(cache_key_covers_hints)
     ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
     ck_assert_str_eq(k1, k2);
     /* every name and value matters */
-    KilnParamHint v[4][2] = {{{"X", 16}, {"n", 32}}, {{"X", 8}, {"n", 16}}, {{"Y", 16}, {"n", 16}},
-                             {{"X", 16}, {"m", 16}}};
+    KilnParamHint v[4][2] = {{{"X", 16, 0}, {"n", 32, 0}}, {{"X", 8, 0}, {"n", 16, 0}}, {{"Y", 16, 0}, {"n", 16, 0}},
+                             {{"X", 16, 0}, {"m", 16, 0}}};
     for (int i = 0; i < 4; i++) {
         o.hints = v[i];
         ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
@@ -496,6 +631,27 @@ START_TEST(cache_key_covers_hints)
     o.hints = NULL;
     o.nhints = 3;
     ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_ERR_USAGE);
+    /* equals_one is its own fact: n==1, n=1 and nothing are three keys */
+    KilnParamHint one[] = {{"n", 1, 1}}, div1[] = {{"n", 1, 0}}, one0[] = {{"n", 0, 1}};
+    char kone[65], kdiv1[65];
+    o.nhints = 1;
+    o.hints = one;
+    ck_assert_int_eq(kiln_cache_key(src, &o, kone), KILN_OK);
+    o.hints = div1;
+    ck_assert_int_eq(kiln_cache_key(src, &o, kdiv1), KILN_OK);
+    ck_assert_str_ne(kone, kdiv1);
+    ck_assert_str_ne(kone, none);
+    o.hints = one0;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
+    ck_assert_str_ne(kone, k2);
+    /* and the order of n==1 and n=16 hints still does not matter */
+    KilnParamHint mix1[] = {{"n", 1, 1}, {"X", 16, 0}}, mix2[] = {{"X", 16, 0}, {"n", 1, 1}};
+    o.nhints = 2;
+    o.hints = mix1;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k1), KILN_OK);
+    o.hints = mix2;
+    ck_assert_int_eq(kiln_cache_key(src, &o, k2), KILN_OK);
+    ck_assert_str_eq(k1, k2);
 }
 END_TEST
 
@@ -505,14 +661,17 @@ static Suite *spec_suite(void)
     TCase *tc = tcase_create("all");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, key_matches_reference);
+    tcase_add_test(tc, key_ones_exact_values);
     tcase_add_test(tc, key_leaves_out_what_hints_say);
     tcase_add_test(tc, variant_hints);
+    tcase_add_test(tc, launch_must_pass_one_where_hinted);
     tcase_add_test(tc, launch_must_keep_module_hints);
     tcase_add_test(tc, infos_match);
     tcase_add_test(tc, select_compiles_once_per_key);
     tcase_add_test(tc, select_generic_cases);
     tcase_add_test(tc, select_with_module_hints);
     tcase_add_test(tc, select_failures);
+    tcase_add_test(tc, select_equals_one);
     tcase_add_test(tc, select_is_thread_safe);
     tcase_add_test(tc, spec_copies_the_request);
     tcase_add_test(tc, cache_key_covers_hints);
