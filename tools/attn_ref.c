@@ -66,6 +66,20 @@ void attn_fill_random(AttnDtype t, void *base, size_t n, uint64_t seed, double l
     }
 }
 
+void attn_fill_strided(AttnDtype t, void *buf, const int64_t st[3], int nb, int nh, int ns, int d, uint64_t seed)
+{
+    size_t n = (size_t)nb * nh * ns * d;
+    void *dense = malloc(n * attn_dtype_size(t) + 2);
+    attn_fill_random(t, dense, n, seed, -1.0, 1.0);
+    size_t k = 0;
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++)
+            for (int s = 0; s < ns; s++)
+                for (int e = 0; e < d; e++)
+                    attn_put(t, buf, (size_t)(b * st[0] + h * st[1] + s * st[2] + e), attn_get(t, dense, k++));
+    free(dense);
+}
+
 void attn_set_strides(AttnProblem *p, AttnLayout layout)
 {
     int64_t d = p->head_dim;

@@ -58,6 +58,10 @@ double attn_round(AttnDtype t, double x);
 /* Deterministic uniform values in [lo, hi), rounded to the dtype, written at
  * every element of a buffer of n elements; `seed` selects the sequence. */
 void attn_fill_random(AttnDtype t, void *base, size_t n, uint64_t seed, double lo, double hi);
+/* attn_fill_random's values in [-1, 1) for the nb x nh x ns x d elements a
+ * tensor with strides st (batch, head, row; elements contiguous) owns in buf;
+ * the rest of buf is left as it is (the tests keep it NaN). */
+void attn_fill_strided(AttnDtype t, void *buf, const int64_t st[3], int nb, int nh, int ns, int d, uint64_t seed);
 
 /* True when query i may see key j (bounds, causal, mask_mod). */
 int attn_visible(const AttnProblem *p, int b, int h, int i, int j);

@@ -95,23 +95,6 @@ static void bind(const IrFunc *f, InterpArg *args, bool *set, const char *name, 
 static InterpArg a_ptr(void *p) { return (InterpArg){.ptr = p}; }
 static InterpArg a_int(int64_t i) { return (InterpArg){.i = i}; }
 
-/* Fill the elements the problem owns (through strides) with random values; the rest stays NaN. */
-static void fill_strided(AttnDtype t, void *buf, const int64_t st[3], int nb, int nh, int ns, int d,
-                         uint64_t seed)
-{
-    size_t n = (size_t)nb * nh * ns * d;
-    void *dense = malloc(n * attn_dtype_size(t) + 1);
-    attn_fill_random(t, dense, n, seed, -1.0, 1.0);
-    size_t k = 0;
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < nh; h++)
-            for (int s = 0; s < ns; s++)
-                for (int e = 0; e < d; e++)
-                    attn_put(t, buf, (size_t)(b * st[0] + h * st[1] + s * st[2] + e),
-                             attn_get(t, dense, k++));
-    free(dense);
-}
-
 typedef struct Run {
     AttnProblem p;
     void *q, *k, *v, *o;
@@ -143,9 +126,10 @@ static void setup(Run *r, const Case *c, uint64_t seed)
     memset(r->v, 0xFF, r->nkv * es);
     memset(r->o, 0xFF, r->nq * es);
     memset(r->lse, 0xFF, r->nlse * sizeof(float));
-    fill_strided(c->dtype, r->q, p->q_stride, c->batch, c->hq, c->sq, c->d, seed);
-    fill_strided(c->dtype, r->k, p->k_stride, c->batch, c->hkv, c->sk, c->d, seed + 1);
-    fill_strided(c->dtype, r->v, p->v_stride, c->batch, c->hkv, c->sk, c->d, seed + 2);
+    /* random values where the problem owns elements (through the strides); the rest stays NaN */
+    attn_fill_strided(c->dtype, r->q, p->q_stride, c->batch, c->hq, c->sq, c->d, seed);
+    attn_fill_strided(c->dtype, r->k, p->k_stride, c->batch, c->hkv, c->sk, c->d, seed + 1);
+    attn_fill_strided(c->dtype, r->v, p->v_stride, c->batch, c->hkv, c->sk, c->d, seed + 2);
 }
 
 static void teardown(Run *r)

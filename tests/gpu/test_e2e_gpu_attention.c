@@ -25,6 +25,7 @@
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
  */
 #include "kiln.h"
+#include "tests/gpu/gpu_util.h"
 #include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
 
 #include <math.h>
@@ -67,13 +68,6 @@ static KilnDevice *g_dev;
 static KilnStream *g_stream;
 static Case *g_cases;
 static int g_ncases;
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 /* ---------------- the cases ---------------- */
 
@@ -119,21 +113,6 @@ static void make_cases(void)
     t->scale = 0.3, t->on_stream = 1;
 }
 
-/* Random values through the strides; everything else stays NaN (0xFF bytes). */
-static void fill_strided(AttnDtype t, void *buf, const int64_t st[3], int nb, int nh, int ns, int d, uint64_t seed)
-{
-    size_t n = (size_t)nb * nh * ns * d;
-    void *dense = malloc(n * attn_dtype_size(t) + 2);
-    attn_fill_random(t, dense, n, seed, -1.0, 1.0);
-    size_t k = 0;
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < nh; h++)
-            for (int s = 0; s < ns; s++)
-                for (int e = 0; e < d; e++)
-                    attn_put(t, buf, (size_t)(b * st[0] + h * st[1] + s * st[2] + e), attn_get(t, dense, k++));
-    free(dense);
-}
-
 static void host_setup(Case *c, uint64_t seed)
 {
     AttnProblem *p = &c->p;
@@ -152,9 +131,10 @@ static void host_setup(Case *c, uint64_t seed)
     memset(c->q, 0xFF, c->nq * es);
     memset(c->k, 0xFF, c->nkv * es);
     memset(c->v, 0xFF, c->nkv * es);
-    fill_strided(c->dtype, c->q, p->q_stride, c->batch, c->hq, c->sq, c->d, seed);
-    fill_strided(c->dtype, c->k, p->k_stride, c->batch, c->hkv, c->sk, c->d, seed + 1);
-    fill_strided(c->dtype, c->v, p->v_stride, c->batch, c->hkv, c->sk, c->d, seed + 2);
+    /* random values through the strides; everything else stays NaN (0xFF bytes) */
+    attn_fill_strided(c->dtype, c->q, p->q_stride, c->batch, c->hq, c->sq, c->d, seed);
+    attn_fill_strided(c->dtype, c->k, p->k_stride, c->batch, c->hkv, c->sk, c->d, seed + 1);
+    attn_fill_strided(c->dtype, c->v, p->v_stride, c->batch, c->hkv, c->sk, c->d, seed + 2);
 }
 
 /* ---------------- running on the GPU ---------------- */
@@ -198,16 +178,16 @@ static void gpu_run(Case *c)
     TRY(kiln_memset(g_dev, ptr[4], 0xFF, lse_bytes));
     KilnAttentionParams a = api_params(c, ptr);
     int cached = kiln_attention_cache_size(g_dev);
-    double t0 = now_ms();
+    double t0 = gu_now_ms();
     TRY(kiln_attention_fwd(g_dev, &a, s));
-    c->first_ms = now_ms() - t0;
+    c->first_ms = gu_now_ms() - t0;
     c->compiled = kiln_attention_cache_size(g_dev) > cached;
     TRY(kiln_event_create(g_dev, &e0));
     TRY(kiln_event_create(g_dev, &e1));
     TRY(kiln_event_record(e0, s));
-    t0 = now_ms();
+    t0 = gu_now_ms();
     TRY(kiln_attention_fwd(g_dev, &a, s));
-    c->call_us = (now_ms() - t0) * 1e3;
+    c->call_us = (gu_now_ms() - t0) * 1e3;
     TRY(kiln_event_record(e1, s));
     TRY(kiln_event_synchronize(e1));
     TRY(kiln_event_elapsed_ms(e0, e1, &c->gpu_ms));
@@ -395,17 +375,17 @@ static int check_cache(void)
     for (int i = 0; i < 5; i++) kiln_malloc(g_dev, bytes[i], &ptr[i]);
     KilnAttentionParams a = api_params(c, ptr);
     const int reps = 200;
-    double t0 = now_ms();
+    double t0 = gu_now_ms();
     KilnStatus st = KILN_OK;
     for (int r = 0; r < reps && st == KILN_OK; r++) st = kiln_attention_fwd(g_dev, &a, NULL);
-    double us = (now_ms() - t0) * 1e3 / reps;
+    double us = (gu_now_ms() - t0) * 1e3 / reps;
     kiln_synchronize(g_dev);
     if (st != KILN_OK || us > 1000) fails++, printf("FAIL: cached calls: %s, %.1f us each\n", kiln_status_name(st), us);
     kiln_attention_cache_clear(g_dev);
     if (kiln_attention_cache_size(g_dev) != 0) fails++, printf("FAIL: cache not empty after clear\n");
-    t0 = now_ms();
+    t0 = gu_now_ms();
     st = kiln_attention_fwd(g_dev, &a, NULL);
-    double disk_ms = now_ms() - t0;
+    double disk_ms = gu_now_ms() - t0;
     kiln_synchronize(g_dev);
     if (st != KILN_OK || kiln_attention_cache_size(g_dev) != 1)
         fails++, printf("FAIL: call after clear: %s (%s), %d cached\n", kiln_status_name(st), kiln_last_error(),
@@ -420,22 +400,12 @@ static int check_cache(void)
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows reach a log even if the run is cut off */
-    KilnStatus st = kiln_init(&g_dev, 0);
-    if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
-        printf("SKIP: no GPU (%s)\n", kiln_last_error());
-        return EXIT_SUCCESS;
-    }
-    if (st != KILN_OK) {
-        printf("FAIL: kiln_init: %s: %s\n", kiln_status_name(st), kiln_last_error());
-        return EXIT_FAILURE;
-    }
     KilnDeviceInfo info;
-    kiln_device_info(g_dev, &info);
-    printf("device: %s (%s, %d SMs, driver %d)\n", info.name, info.arch, info.sm_count, info.driver_version);
-    char dir[] = "/tmp/kiln-attn-cache-XXXXXX";   /* a fresh cache: first calls really compile */
-    if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
+    int up = gu_init(&g_dev, &info);
+    if (up <= 0) return up == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    gu_fresh_cache("/tmp/kiln-attn-cache-XXXXXX");   /* first calls really compile */
     if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
-    double t_start = now_ms();
+    double t_start = gu_now_ms();
     make_cases();
     const char *max_cases = getenv("ATTN_MAX_CASES");   /* a quick partial run */
     if (max_cases && atoi(max_cases) > 0 && atoi(max_cases) < g_ncases) g_ncases = atoi(max_cases);
@@ -456,7 +426,7 @@ int main(void)
         if (c->compiled) compile_ms += c->first_ms;
         publish(i + 1);
     }
-    double gpu_done = now_ms();
+    double gpu_done = gu_now_ms();
     for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
     print_table();
     int fails = 0;
@@ -468,7 +438,7 @@ int main(void)
     printf("summary: %d/%d cases pass, %d check failures; %d variants, %.1f s compiling (first calls that "
            "compiled); GPU phase %.1f s, total %.1f s\n",
            g_ncases - fails, g_ncases, check_fails, distinct_variants(), compile_ms / 1e3,
-           (gpu_done - t_start) / 1e3, (now_ms() - t_start) / 1e3);
+           (gpu_done - t_start) / 1e3, (gu_now_ms() - t_start) / 1e3);
     free(g_cases);
     return fails || check_fails ? EXIT_FAILURE : EXIT_SUCCESS;
 }

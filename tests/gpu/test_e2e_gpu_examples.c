@@ -11,11 +11,7 @@
  * Compiles go through kiln_module_compile with the cache in a fresh temporary
  * directory (and a second compile of each example must hit it).
  */
-#include "tests/testutil.h"
-#include "compiler/interp/interp.h"
-#include "compiler/passes/passes.h"
-#include "lang/lang.h"
-#include "kiln.h"
+#include "tests/gpu/gpu_util.h"
 #include "examples/ref.c"
 
 #include <math.h>
@@ -50,19 +46,7 @@ static Row *row_begin(const char *name, const char *shape)
 }
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
-static float rnd(float scale) /* uniform in [-scale, scale), never 0 */
-{
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    float f = ((float)((g_rng >> 40) & 0xffffff) / 8388608.0f - 1.0f) * scale;
-    return f == 0.0f ? scale * 0.25f : f;
-}
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+static float rnd(float scale) { return gu_rnd(&g_rng, scale); }
 
 /* ---- arguments by parameter name, for both the GPU and the interpreter ---- */
 typedef struct Buf {
@@ -132,16 +116,16 @@ static void run_gpu(Case *c, Row *row)
     ck_assert_msg(src, "cannot read %s", path);
     KilnCompileOptions o = {.kernel = c->kernel, .defines = c->defines, .ndefines = c->ndefines};
     KilnModule *m = NULL;
-    double t0 = now_ms();
+    double t0 = gu_now_ms();
     KilnStatus st = kiln_module_compile(g_dev, c->file, src, &o, &m);
-    row->compile_ms = now_ms() - t0;
+    row->compile_ms = gu_now_ms() - t0;
     if (st != KILN_OK) snprintf(row->why, sizeof row->why, "compile: %s", kiln_status_name(st));
     ck_assert_msg(st == KILN_OK, "%s: kiln_module_compile: %s: %s", c->file, kiln_status_name(st), kiln_last_error());
     /* the same request again must come from the cache */
     KilnModule *m2 = NULL;
-    t0 = now_ms();
+    t0 = gu_now_ms();
     st = kiln_module_compile(g_dev, c->file, src, &o, &m2);
-    row->cached_ms = now_ms() - t0;
+    row->cached_ms = gu_now_ms() - t0;
     ck_assert_msg(st == KILN_OK, "%s: second compile: %s", c->file, kiln_last_error());
     kiln_module_free(m2);
 
@@ -155,7 +139,7 @@ static void run_gpu(Case *c, Row *row)
     for (int i = 0; i < c->nbufs; i++) {
         Buf *b = &c->bufs[i];
         ck_assert_msg(kiln_malloc(g_dev, b->bytes, &b->dev) == KILN_OK, "%s", kiln_last_error());
-        if (b->is_output) ck_assert(kiln_memset(g_dev, b->dev, 0xFF, b->bytes) == KILN_OK); /* NaN poison */
+        if (b->is_output) ck_assert(kiln_memset(g_dev, b->dev, GU_POISON_BYTE, b->bytes) == KILN_OK);
         else ck_assert(kiln_memcpy_htod(g_dev, b->dev, b->host, b->bytes) == KILN_OK);
     }
     for (int p = 0; p < ki->nparams; p++) {
@@ -189,24 +173,15 @@ static void run_interp(Case *c)
     Arena arena;
     arena_init(&arena);
     Diag d;
-    diag_init(&d, c->file, src);
-    AstFile *af = ast_parse(&arena, &d, c->file, src);
-    ck_assert_msg(af && !d.nerrors, "%s", d.out.data ? d.out.data : "");
-    LangDefine defs[8];
-    for (int i = 0; i < c->ndefines; i++) defs[i] = (LangDefine){c->defines[i].name, c->defines[i].value};
-    LangOptions lo = {.kernel = c->kernel, .defines = defs, .ndefines = c->ndefines};
-    IrModule *m = lang_compile(&arena, &d, af, &lo);
-    ck_assert_msg(m && !d.nerrors && m->nfuncs == 1, "%s", d.out.data ? d.out.data : "");
-    IrFunc *f = m->funcs[0];
+    IrFunc *f = gu_interp_kernel(&arena, &d, c->file, src, c->kernel, c->defines, c->ndefines);
     StrBuf err;
     sb_init(&err);
-    ck_assert_msg(pass_pipeline(f, NULL, NULL, &err), "%s", err.data ? err.data : "");
     InterpBuffer ib[8];
     InterpArg args[32];
     for (int i = 0; i < c->nbufs; i++) {
         Buf *b = &c->bufs[i];
         b->interp = malloc(b->bytes);
-        if (b->is_output) memset(b->interp, 0xFF, b->bytes);
+        if (b->is_output) memset(b->interp, GU_POISON_BYTE, b->bytes);
         else memcpy(b->interp, b->host, b->bytes);
         ib[i] = (InterpBuffer){b->interp, b->bytes, b->name};
     }
@@ -242,20 +217,16 @@ static void judge(Row *row, const float *gpu, const float *interp, const double 
 {
     for (int r = 0; r < rows; r++)
         for (int cc = cols; cc < ld; cc++) {
-            uint32_t u;
-            memcpy(&u, &gpu[(size_t)r * ld + cc], 4);
-            if (u != 0xFFFFFFFFu) snprintf(row->why, sizeof row->why, "padding [%d,%d] overwritten", r, cc);
-            ck_assert_msg(u == 0xFFFFFFFFu, "%s: padding [%d, %d] was written", row->name, r, cc);
+            bool kept = gu_is_poison(gpu[(size_t)r * ld + cc]);
+            if (!kept) snprintf(row->why, sizeof row->why, "padding [%d,%d] overwritten", r, cc);
+            ck_assert_msg(kept, "%s: padding [%d, %d] was written", row->name, r, cc);
         }
     RefErr e = ref_compare(ref, gpu, rows, cols, ld);
     double scale = e.max_ref > 1 ? e.max_ref : 1;
     row->err_ref = e.max_abs / scale;
     double worst = 0;
     for (int r = 0; r < rows; r++)
-        for (int cc = 0; cc < cols; cc++) {
-            double dlt = fabs((double)gpu[(size_t)r * ld + cc] - interp[(size_t)r * ld + cc]);
-            if (!(dlt <= worst)) worst = dlt; /* NaN propagates */
-        }
+        for (int cc = 0; cc < cols; cc++) worst = gu_worse(worst, gpu[(size_t)r * ld + cc], interp[(size_t)r * ld + cc]);
     row->err_interp = worst / scale;
     row->tol = tol;
     row->pass = row->err_ref <= tol && row->err_interp <= tol;
@@ -382,26 +353,6 @@ static void print_table(void)
 
 int main(void)
 {
-    KilnStatus st = kiln_init(&g_dev, 0);
-    if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
-        printf("SKIP: no GPU (%s)\n", kiln_last_error());
-        return EXIT_SUCCESS;
-    }
-    if (st != KILN_OK) {
-        printf("FAIL: kiln_init: %s: %s\n", kiln_status_name(st), kiln_last_error());
-        return EXIT_FAILURE;
-    }
-    kiln_device_info(g_dev, &g_info);
-    printf("device: %s (%s, %d SMs, driver %d)\n", g_info.name, g_info.arch, g_info.sm_count, g_info.driver_version);
     /* a fresh cache: the first compile of each example really compiles */
-    char dir[] = "/tmp/kiln-gpu-cache-XXXXXX";
-    if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
-    SRunner *sr = srunner_create(suite());
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    print_table();
-    kiln_shutdown(g_dev);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return gu_main(&g_dev, &g_info, suite, "/tmp/kiln-gpu-cache-XXXXXX", print_table);
 }

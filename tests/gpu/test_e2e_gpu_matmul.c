@@ -19,11 +19,7 @@
  *
  * Without a GPU: "SKIP: no GPU (...)" and success.
  */
-#include "tests/testutil.h"
-#include "compiler/interp/interp.h"
-#include "compiler/passes/passes.h"
-#include "lang/lang.h"
-#include "kiln.h"
+#include "tests/gpu/gpu_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -45,12 +41,7 @@ static Row g_rows[160];
 static int g_nrows;
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float rnd(float scale) /* uniform in [-scale, scale), never 0 */
-{
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    float f = ((float)((g_rng >> 40) & 0xffffff) / 8388608.0f - 1.0f) * scale;
-    return f == 0.0f ? scale * 0.25f : f;
-}
+static float rnd(float scale) { return gu_rnd(&g_rng, scale); }
 
 static uint16_t to_half(float x, bool bf) { return bf ? interp_f32_to_bf16(x) : interp_f32_to_f16(x); }
 static double from_half(uint16_t h, bool bf) { return bf ? interp_bf16_to_f32(h) : interp_f16_to_f32(h); }
@@ -157,24 +148,15 @@ static void run_interp(const Prog *g, Prob *p, const Sched *s)
     Arena arena;
     arena_init(&arena);
     Diag d;
-    diag_init(&d, g->file, src);
-    AstFile *af = ast_parse(&arena, &d, g->file, src);
-    ck_assert_msg(af && !d.nerrors, "%s", d.out.data ? d.out.data : "");
     KilnDefine kd[8];
     char buf[8][16];
     int nd = make_defines(g, p, s, kd, buf);
-    LangDefine defs[8];
-    for (int i = 0; i < nd; i++) defs[i] = (LangDefine){kd[i].name, kd[i].value};
-    LangOptions lo = {.kernel = g->kernel, .defines = defs, .ndefines = nd};
-    IrModule *m = lang_compile(&arena, &d, af, &lo);
-    ck_assert_msg(m && !d.nerrors && m->nfuncs == 1, "%s", d.out.data ? d.out.data : "");
-    IrFunc *f = m->funcs[0];
+    IrFunc *f = gu_interp_kernel(&arena, &d, g->file, src, g->kernel, kd, nd);
     StrBuf err;
     sb_init(&err);
-    ck_assert_msg(pass_pipeline(f, NULL, NULL, &err), "%s", err.data ? err.data : "");
     size_t cb = (size_t)p->M * p->N * 4;
     p->interp = malloc(cb);
-    memset(p->interp, 0xFF, cb);
+    memset(p->interp, GU_POISON_BYTE, cb);
     InterpBuffer ib[3] = {{p->a, (size_t)p->M * p->K * 2, "A"}, {p->b, (size_t)p->K * p->N * 2, "B"},
                           {p->interp, cb, "C"}};
     InterpArg args[16];
@@ -242,7 +224,7 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
     ck_assert(kiln_malloc(g_dev, (cn + TAIL) * 4, &dc) == KILN_OK);
     ck_assert(kiln_memcpy_htod(g_dev, da, p->a, (size_t)p->M * p->K * 2) == KILN_OK);
     ck_assert(kiln_memcpy_htod(g_dev, db, p->b, (size_t)p->K * p->N * 2) == KILN_OK);
-    ck_assert(kiln_memset(g_dev, dc, 0xFF, (cn + TAIL) * 4) == KILN_OK);
+    ck_assert(kiln_memset(g_dev, dc, GU_POISON_BYTE, (cn + TAIL) * 4) == KILN_OK);
     KilnArg args[16];
     for (int i = 0; i < ki->nparams; i++) args[i] = arg_for(ki->params[i].name, p, da, db, dc);
     int grid[3] = {(p->M + s->bm - 1) / s->bm, (p->N + s->bn - 1) / s->bn, 1};
@@ -257,16 +239,12 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
     row->tflops = 2.0 * p->M * p->N * p->K / (ms * 1e-3) / 1e12;
     kiln_free(g_dev, da), kiln_free(g_dev, db), kiln_free(g_dev, dc);
     kiln_module_free(m);
-    for (size_t i = cn; i < cn + TAIL; i++) {
-        uint32_t u;
-        memcpy(&u, &c[i], 4);
-        ck_assert_msg(u == 0xFFFFFFFFu, "%s %s: wrote past C (element %zu)", row->what, row->sched, i);
-    }
+    for (size_t i = cn; i < cn + TAIL; i++)
+        ck_assert_msg(gu_is_poison(c[i]), "%s %s: wrote past C (element %zu)", row->what, row->sched, i);
     double scale = p->max_ref > 1 ? p->max_ref : 1, er = 0, ei = 0;
     for (size_t i = 0; i < cn; i++) {
-        double d1 = fabs((double)c[i] - p->ref[i]), d2 = fabs((double)c[i] - p->interp[i]);
-        if (!(d1 <= er)) er = d1; /* NaN (an element never written) propagates */
-        if (!(d2 <= ei)) ei = d2;
+        er = gu_worse(er, c[i], p->ref[i]);
+        ei = gu_worse(ei, c[i], p->interp[i]);
     }
     row->err_ref = er / scale;
     row->err_interp = ei / scale;
@@ -361,27 +339,4 @@ static void print_table(void)
     }
 }
 
-int main(void)
-{
-    KilnStatus st = kiln_init(&g_dev, 0);
-    if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
-        printf("SKIP: no GPU (%s)\n", kiln_last_error());
-        return EXIT_SUCCESS;
-    }
-    if (st != KILN_OK) {
-        printf("FAIL: kiln_init: %s: %s\n", kiln_status_name(st), kiln_last_error());
-        return EXIT_FAILURE;
-    }
-    kiln_device_info(g_dev, &g_info);
-    printf("device: %s (%s, %d SMs)\n", g_info.name, g_info.arch, g_info.sm_count);
-    char dir[] = "/tmp/kiln-gpu-mm-cache-XXXXXX";
-    if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
-    SRunner *sr = srunner_create(suite());
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    print_table();
-    kiln_shutdown(g_dev);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return gu_main(&g_dev, &g_info, suite, "/tmp/kiln-gpu-mm-cache-XXXXXX", print_table); }

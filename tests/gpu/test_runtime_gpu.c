@@ -10,18 +10,15 @@
 #include <string.h>
 
 #include "kiln.h"
+#define GPU_UTIL_RUNTIME_ONLY /* no compiler headers here */
+#include "tests/gpu/gpu_util.h"
 #include "tests/gpu/runtime_kernels_ptx.h"
 
 static KilnDevice *g_dev;
 static KilnDeviceInfo g_info;
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float rnd(void) /* uniform in [-1, 1), never exactly 0 */
-{
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    float f = (float)((g_rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-    return f == 0.0f ? 0.5f : f;
-}
+static float rnd(void) { return gu_rnd(&g_rng, 1.0f); }
 
 #define OK(call) ck_assert_msg((call) == KILN_OK, "%s: %s", #call, kiln_last_error())
 
@@ -246,25 +243,4 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
-{
-    KilnStatus st = kiln_init(&g_dev, 0);
-    if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
-        printf("SKIP: no GPU (%s)\n", kiln_last_error());
-        return EXIT_SUCCESS;
-    }
-    if (st != KILN_OK) {
-        printf("FAIL: kiln_init: %s: %s\n", kiln_status_name(st), kiln_last_error());
-        return EXIT_FAILURE;
-    }
-    kiln_device_info(g_dev, &g_info);
-    printf("device: %s (sm_%d, %d SMs, %.1f GiB, driver %d)\n", g_info.name, g_info.sm_version, g_info.sm_count,
-           (double)g_info.total_mem / (1 << 30), g_info.driver_version);
-    SRunner *sr = srunner_create(suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kiln_shutdown(g_dev);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return gu_main(&g_dev, &g_info, suite, NULL, NULL); }
