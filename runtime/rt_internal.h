@@ -135,6 +135,13 @@ KilnStatus rt_spec_select(RtSpec *spec, KilnKernel *generic, const KilnKernelInf
                           int nargs, KilnKernel **run);
 /* Variants a module holds (0 for loaded PTX / cubin); GPU tests use it. */
 int rt_module_variants(KilnModule *m);
+/* The compile request of variant `i` of `m` (in creation order): *opts is the
+ * module's (arch and emit resolved) with hints = *hints (malloc'd, the
+ * module's own plus the key's; free it), *path and *src the module's. GPU
+ * tests recompile it to PTX to look at the chosen variant's code.
+ * KILN_ERR_NOT_FOUND when there is no such variant. */
+KilnStatus rt_module_variant_request(KilnModule *m, int i, KilnCompileOptions *opts, KilnParamHint **hints,
+                                     const char **path, const char **src);
 
 /* ---- errors (status.c) ---- */
 

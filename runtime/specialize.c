@@ -357,3 +357,24 @@ int rt_module_variants(KilnModule *m)
     pthread_mutex_unlock(&m->spec->lock);
     return n;
 }
+
+KilnStatus rt_module_variant_request(KilnModule *m, int i, KilnCompileOptions *opts, KilnParamHint **hints,
+                                     const char **path, const char **src)
+{
+    *hints = NULL;
+    if (!m || !m->spec || m->ninfos < 1)
+        return kiln_set_error(KILN_ERR_NOT_FOUND, "the module has no specialised variants");
+    RtSpec *s = m->spec;
+    pthread_mutex_lock(&s->lock);
+    bool have = i >= 0 && i < s->nvariants;
+    RtSpecKey key;
+    if (have) key = s->variants[i].key;
+    pthread_mutex_unlock(&s->lock);
+    if (!have) return kiln_set_error(KILN_ERR_NOT_FOUND, "the module has no variant %d", i);
+    *opts = s->opts;
+    *path = s->path;
+    *src = s->src;
+    KilnStatus st = rt_spec_hints(&m->infos[0], &key, s->opts.hints, s->opts.nhints, hints, &opts->nhints);
+    opts->hints = *hints;
+    return st;
+}
