@@ -38,6 +38,43 @@ static void pending_merge(CgCtx *c, const Pending *p, const IrOp *loop, bool sta
     cg_smem_pending_span(c, loop, stages);
 }
 
+/* The loop-carried values of a `for` (op->args[3..], body->args[1..]): a phi
+ * per register in the loop header (the builder's block), entered from `pre`. */
+void cg_loop_carry_phis(CgCtx *c, IrOp *op, LLVMBasicBlockRef pre)
+{
+    IrBlock *body = op->regions[0];
+    int ncar = op->nargs - 3;
+    for (int i = 0; i < ncar; i++) {
+        CgTile *init = cg_get(c, op->args[3 + i]);
+        CgTile *t = cg_set(c, body->args[i + 1], init->n);
+        for (int r = 0; r < init->n; r++) {
+            t->r[r] = LLVMBuildPhi(c->b, LLVMTypeOf(init->r[r]), "");
+            LLVMAddIncoming(t->r[r], &init->r[r], &pre, 1);
+        }
+    }
+}
+
+/* Closes those phis with the body's yield, reaching the header from `latch`;
+ * the loop's results are the phis (the values after the last iteration). */
+bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch)
+{
+    IrBlock *body = op->regions[0];
+    IrOp *y = region_yield(body);
+    int ncar = op->nargs - 3;
+    for (int i = 0; i < ncar; i++) {
+        CgTile *t = cg_get(c, body->args[i + 1]);
+        CgTile *yv = y && i < y->nargs ? cg_get(c, y->args[i]) : NULL;
+        if (!yv || yv->n != t->n) {
+            INTERNAL_ERROR("codegen: loop-carried value %d changes register count", i);
+            return false;
+        }
+        for (int r = 0; r < t->n; r++) LLVMAddIncoming(t->r[r], &yv->r[r], &latch, 1);
+        CgTile *res = cg_set(c, op->res[i], t->n);
+        for (int r = 0; r < t->n; r++) res->r[r] = t->r[r];
+    }
+    return true;
+}
+
 static bool lower_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
 {
     /* The prologue writes the stage buffers: earlier users of those bytes
@@ -75,38 +112,19 @@ static bool lower_for(CgCtx *c, IrOp *op)
     LLVMPositionBuilderAtEnd(c->b, header);
     LLVMValueRef iv = LLVMBuildPhi(c->b, cg_type(c, ie), "iv");
     cg_set(c, body->args[0], 1)->r[0] = iv;
-    int ncar = op->nargs - 3;
-    for (int i = 0; i < ncar; i++) {
-        CgTile *init = cg_get(c, op->args[3 + i]);
-        CgTile *t = cg_set(c, body->args[i + 1], init->n);
-        for (int r = 0; r < init->n; r++) {
-            t->r[r] = LLVMBuildPhi(c->b, LLVMTypeOf(init->r[r]), "");
-            LLVMAddIncoming(t->r[r], &init->r[r], &pre, 1);
-        }
-    }
+    cg_loop_carry_phis(c, op, pre);
     LLVMValueRef cond = LLVMBuildICmp(c->b, ir_elem_is_signed(ie) ? LLVMIntSLT : LLVMIntULT, iv, hi, "");
     LLVMBuildCondBr(c->b, cond, bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
     /* The previous iteration's SRAM accesses reach this point over the back edge. */
     cg_smem_pending_span(c, op, false);
     if (!cg_lower_block(c, body)) return false;
-    IrOp *y = region_yield(body);
     LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
     LLVMBuildBr(c->b, header);
     LLVMAddIncoming(iv, &lo, &pre, 1);
     LLVMAddIncoming(iv, &next, &latch, 1);
-    for (int i = 0; i < ncar; i++) {
-        CgTile *t = cg_get(c, body->args[i + 1]);
-        CgTile *yv = y && i < y->nargs ? cg_get(c, y->args[i]) : NULL;
-        if (!yv || yv->n != t->n) {
-            INTERNAL_ERROR("codegen: loop-carried value %d changes register count", i);
-            return false;
-        }
-        for (int r = 0; r < t->n; r++) LLVMAddIncoming(t->r[r], &yv->r[r], &latch, 1);
-        CgTile *res = cg_set(c, op->res[i], t->n);
-        for (int r = 0; r < t->n; r++) res->r[r] = t->r[r];
-    }
+    if (!cg_loop_carry_close(c, op, latch)) return false;
     LLVMPositionBuilderAtEnd(c->b, exit);
     pending_merge(c, &before, op, false);
     return true;

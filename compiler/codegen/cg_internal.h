@@ -133,6 +133,10 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
 void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored,
                           CgTile *out);
 bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl);
+/* A for's loop-carried values (cg_control.c, also used by the pipelined loop):
+ * header phis from `pre`, then closed from `latch` with the body's yield. */
+void cg_loop_carry_phis(CgCtx *c, IrOp *op, LLVMBasicBlockRef pre);
+bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch);
 bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
 
 /* ---- cg_emit.c ---- */

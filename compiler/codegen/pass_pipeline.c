@@ -287,15 +287,7 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMValueRef iv = LLVMBuildPhi(c->b, it, "iv");
     LLVMValueRef cnt = LLVMBuildPhi(c->b, c->t_i32, "iter");
     cg_set(c, body->args[0], 1)->r[0] = iv;
-    int ncar = op->nargs - 3;
-    for (int i = 0; i < ncar; i++) {
-        CgTile *init = cg_get(c, op->args[3 + i]);
-        CgTile *t = cg_set(c, body->args[i + 1], init->n);
-        for (int r = 0; r < init->n; r++) {
-            t->r[r] = LLVMBuildPhi(c->b, LLVMTypeOf(init->r[r]), "");
-            LLVMAddIncoming(t->r[r], &init->r[r], &pre, 1);
-        }
-    }
+    cg_loop_carry_phis(c, op, pre);
     LLVMBuildCondBr(c->b, icmp_lt(c, ie, iv, hi), bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
     wait_group(c, S - 2);
@@ -307,7 +299,6 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)(S - 1), 0), ""), "");
     LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, S - 1), ""), cg_i32(c, S), "");
     if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn)) return false;
-    IrOp *y = body->last && body->last->op == IR_YIELD ? body->last : NULL;
     LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
     LLVMValueRef cnext = LLVMBuildAdd(c->b, cnt, cg_i32(c, 1), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
@@ -317,17 +308,7 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMValueRef zero = cg_i32(c, 0);
     LLVMAddIncoming(cnt, &zero, &pre, 1);
     LLVMAddIncoming(cnt, &cnext, &latch, 1);
-    for (int i = 0; i < ncar; i++) {
-        CgTile *t = cg_get(c, body->args[i + 1]);
-        CgTile *yv = y && i < y->nargs ? cg_get(c, y->args[i]) : NULL;
-        if (!yv || yv->n != t->n) {
-            INTERNAL_ERROR("codegen: loop-carried value %d changes register count", i);
-            return false;
-        }
-        for (int r = 0; r < t->n; r++) LLVMAddIncoming(t->r[r], &yv->r[r], &latch, 1);
-        CgTile *res = cg_set(c, op->res[i], t->n);
-        for (int r = 0; r < t->n; r++) res->r[r] = t->r[r];
-    }
+    if (!cg_loop_carry_close(c, op, latch)) return false;
     LLVMPositionBuilderAtEnd(c->b, exit);
     wait_group(c, 0);
     return true;

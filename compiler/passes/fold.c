@@ -42,6 +42,7 @@
  *     %e = mul %x, %pz : f32  (%pz = +0.0)     %e = mul %x, %pz : f32        (NaN, inf: kept)
  */
 #include "passes.h"
+#include "compiler/support/fp16.h"
 
 #include <math.h>
 #include <string.h>
@@ -69,31 +70,12 @@ static int64_t wrap_int(IrElem e, uint64_t v)
     return (int64_t)v;
 }
 
-/* Rounds x to a binary float format with `mant` fraction bits, smallest normal
- * exponent `emin` and largest finite value `maxv`, to nearest even. x / q and
- * r * q are exact (q is a power of two near x), so only rint rounds. */
-static double round_fmt(double x, int mant, int emin, double maxv)
-{
-    if (isnan(x) || isinf(x) || x == 0) return x;
-    int e;
-    (void)frexp(x, &e);
-    int ex = e - 1; /* x = 1.m * 2^ex */
-    if (ex < emin) ex = emin; /* subnormal: fixed quantum */
-    double q = ldexp(1.0, ex - mant);
-    double r = rint(x / q) * q;
-    if (fabs(r) > maxv) return copysign(INFINITY, x);
-    return r;
-}
-
-#define F16_MAX 65504.0
-#define BF16_MAX 3.38953138925153547590e38 /* (2 - 2^-7) * 2^127 */
-
 /* Rounds x to the value set of a float element type. */
 static double round_to(IrElem e, double x)
 {
     switch (e) {
-    case IR_F16: return round_fmt(x, 10, -14, F16_MAX);
-    case IR_BF16: return round_fmt(x, 7, -126, BF16_MAX);
+    case IR_F16: return fp16_to_f32(fp16_from_f64(x));
+    case IR_BF16: return bf16_to_f32(bf16_from_f64(x));
     case IR_F32: return (double)(float)x;
     default: return x;
     }

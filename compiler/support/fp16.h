@@ -1,0 +1,18 @@
+/* fp16.h — IEEE binary16 (f16) and bfloat16 (bf16) encode/decode, round to
+ * nearest even with subnormals, infinities and NaNs (fp16.c). Shared by the
+ * interpreter (interp_f32_to_f16 & co. are these) and the constant folder,
+ * which must round exactly as a run does. */
+#ifndef KILN_FP16_H
+#define KILN_FP16_H
+
+#include <stdint.h>
+
+uint16_t fp16_from_f32(float x);
+float    fp16_to_f32(uint16_t h);
+uint16_t bf16_from_f32(float x);
+float    bf16_to_f32(uint16_t h);
+/* double -> f16 / bf16 with a single rounding (no double rounding through f32). */
+uint16_t fp16_from_f64(double d);
+uint16_t bf16_from_f64(double d);
+
+#endif
