@@ -34,27 +34,32 @@ static void error_prefix(Interp *it, const IrOp *op)
     if (op) sb_printf(it->err, "op '%s': ", ir_op_info[op->op].name);
 }
 
-int it_error(Interp *it, const IrOp *op, const char *fmt, ...)
+/* One error line (tag: "" or "internal error: "); returns 1, the failure code. */
+static int report(Interp *it, const IrOp *op, const char *tag, const char *fmt, va_list ap)
 {
     error_prefix(it, op);
-    va_list ap;
-    va_start(ap, fmt);
+    sb_puts(it->err, tag);
     sb_vprintf(it->err, fmt, ap);
-    va_end(ap);
     sb_putc(it->err, '\n');
     return 1;
 }
 
-int it_internal(Interp *it, const IrOp *op, const char *fmt, ...)
+int it_error(Interp *it, const IrOp *op, const char *fmt, ...)
 {
-    error_prefix(it, op);
-    sb_puts(it->err, "internal error: ");
     va_list ap;
     va_start(ap, fmt);
-    sb_vprintf(it->err, fmt, ap);
+    int rc = report(it, op, "", fmt, ap);
     va_end(ap);
-    sb_putc(it->err, '\n');
-    return 1;
+    return rc;
+}
+
+int it_internal(Interp *it, const IrOp *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = report(it, op, "internal error: ", fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* ---- element helpers ---- */

@@ -45,6 +45,19 @@ static void next_index(int64_t *idx, const int32_t *shape, int r)
     }
 }
 
+/* r (of type rt, row-major) [i] = a[sum over axes of index * st]: a
+ * broadcast or a transpose, depending on the strides st into a. */
+static void gather(IVal *r, const IVal *a, IrType rt, const int64_t *st)
+{
+    int64_t n = ir_type_numel(rt), idx[IR_MAX_RANK] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = 0;
+        for (int d = 0; d < rt.rank; d++) src += idx[d] * st[d];
+        r[i] = a[src];
+        next_index(idx, rt.shape, rt.rank);
+    }
+}
+
 static int exec_broadcast(Interp *it, const IrOp *op, const IVal *a, IVal *r)
 {
     IrType at = op->args[0]->type, rt = op->res[0]->type;
@@ -58,13 +71,7 @@ static int exec_broadcast(Interp *it, const IrOp *op, const IVal *a, IVal *r)
         if (in != out && in != 1) return it_internal(it, op, "cannot broadcast axis %d: %d to %d", d, in, out);
         st[off + d] = in == 1 ? 0 : ast[d];
     }
-    int64_t n = ir_type_numel(rt), idx[IR_MAX_RANK] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        int64_t src = 0;
-        for (int d = 0; d < rt.rank; d++) src += idx[d] * st[d];
-        r[i] = a[src];
-        next_index(idx, rt.shape, rt.rank);
-    }
+    gather(r, a, rt, st);
     return 0;
 }
 
@@ -82,13 +89,7 @@ static int exec_trans(Interp *it, const IrOp *op, const IVal *a, IVal *r)
         seen |= 1u << p;
         st[d] = ast[p]; /* result axis d walks input axis perm[d] */
     }
-    int64_t n = ir_type_numel(rt), idx[IR_MAX_RANK] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        int64_t src = 0;
-        for (int d = 0; d < rt.rank; d++) src += idx[d] * st[d];
-        r[i] = a[src];
-        next_index(idx, rt.shape, rt.rank);
-    }
+    gather(r, a, rt, st);
     return 0;
 }
 
