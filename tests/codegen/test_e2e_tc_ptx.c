@@ -48,7 +48,7 @@ static void compile(const char *file, const char *kernel, const Sched *s, int N,
     snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
     snprintf(b[3], 16, "%d", N), snprintf(b[4], 16, "%d", K);
     KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", b[3]}, {"K", b[4]}};
-    KilnParamHint h[3] = {{"A", 16}, {"B", 16}, {"C", 16}};
+    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
     KilnCompileOptions o;
     memset(&o, 0, sizeof o);
     o.kernel = kernel;

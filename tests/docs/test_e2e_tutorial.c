@@ -116,7 +116,7 @@ START_TEST(matmul_tensor_cores)
     ck_assert_int_gt(count(plain, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"), 0);
     ck_assert_int_gt(count(plain, "ldmatrix.sync.aligned"), 0);
     ck_assert_int_eq(count(plain, "cp.async"), 0);     /* X + 1 is legal: no 16-byte copies */
-    KilnParamHint h[] = {{"A", 16}, {"B", 16}, {"K", 16}, {"N", 16}};
+    KilnParamHint h[] = {{"A", 16, 0}, {"B", 16, 0}, {"K", 16, 0}, {"N", 16, 0}};
     char *aligned = compile_out(f, src, NULL, KILN_EMIT_PTX, NULL, 0, h, 4);
     ck_assert_int_gt(count(aligned, "mma.sync.aligned.m16n8k16"), 0);
     ck_assert_int_gt(count(aligned, "ldmatrix.sync.aligned"), 0);
