@@ -418,7 +418,9 @@ static void check_hints(Sema *s, const AstDecl *only)
                        name, h->divisibility);
         bool found = false, is_const = false;
         const char *best = NULL;
-        int bestd = strlen(name) <= 2 ? 1 : strlen(name) <= 4 ? 2 : 3;
+        /* consider() keeps a candidate only when strictly closer than bestd:
+         * start one past the largest distance worth suggesting. */
+        int bestd = (strlen(name) <= 2 ? 1 : strlen(name) <= 4 ? 2 : 3) + 1;
         for (int j = 0; j < s->file->ndecls && !found; j++) {
             const AstDecl *d = s->file->decls[j];
             if (d->kind != AST_KERNEL || (only && d != only)) continue;

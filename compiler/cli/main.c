@@ -121,6 +121,8 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             errno = 0;
             long n = strtol(v, &end, 10);
             if (*end || errno || n < 0 || n > 1 << 20) return usage_error("bad number '%s'", v);
+            if ((!strcmp(s, "--num-warps") || !strcmp(s, "--num-stages")) && n < 1)
+                return usage_error("%s must be at least 1", s);
             if (!strcmp(s, "--num-warps")) a->opts.num_warps = (int)n;
             else if (!strcmp(s, "--num-stages")) a->opts.num_stages = (int)n;
             else if (!strcmp(s, "--seed")) a->seed = (unsigned)n;

@@ -127,5 +127,13 @@ if [ -f "$w" ] && [ -f "$root/docs/snippets/wrong.expected" ]; then
   fi
 fi
 
+# Schedule overrides must be at least 1; a misspelt hint gets a suggestion.
+if [ -f "$root/examples/vec_add.tile" ]; then
+  expect 2 "--num-stages 0" -- "$kiln" compile --num-stages 0 "$root/examples/vec_add.tile"
+  contains "$tmp/err" "--num-stages must be at least 1" "--num-stages 0 message"
+  expect 1 "misspelt --assume" -- "$kiln" compile --assume nn=16 "$root/examples/vec_add.tile"
+  contains "$tmp/err" "did you mean 'n'?" "--assume suggestion"
+fi
+
 echo "$((n-fail)) passed, $fail failed"
 [ $fail -eq 0 ]
