@@ -2,7 +2,8 @@
 """bench_attention.py — Kiln's FlashAttention forward against its peers, on one GPU.
 
 Providers
-  kiln            lang/lib/attention_fwd.tile through tools/bench/kiln_bench_attn (C, runtime API)
+  kiln            lang/lib/attention_fwd.tile through kiln-bench-attn (tools/bench/kiln_bench_attn.c,
+                  C, runtime API; CMake builds it)
   sdpa_flash      torch SDPA, FLASH_ATTENTION backend (FlashAttention-2)
   sdpa_cudnn      torch SDPA, CUDNN_ATTENTION backend
   sdpa_efficient  torch SDPA, EFFICIENT_ATTENTION backend (xformers/CUTLASS)
@@ -23,8 +24,10 @@ Output (under --out, default $OUT or ./bench_out): attention_bench.json, attenti
 attention_bench.png; the markdown table is printed last. A provider that fails on a shape
 shows "fail" (or "oom") and the run goes on.
 
-  python3 tools/bench/bench_attention.py --kiln-bin build/kiln_bench_attn            # ~5 min
-  python3 tools/bench/bench_attention.py --kiln-bin build/kiln_bench_attn --quick    # ~1 min
+  cmake --build build --target kiln-bench-attn
+  python3 tools/bench/bench_attention.py --kiln-bin build/kiln-bench-attn            # ~5 min
+  python3 tools/bench/bench_attention.py --kiln-bin build/kiln-bench-attn --quick    # ~1 min
+(on a GPU machine: tools/device_pack.sh here, then tools/device_run.sh there.)
 """
 import argparse
 import json
@@ -39,39 +42,18 @@ import time
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.dont_write_bytecode = True  # the tree is shared and copied to the GPU machine
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+from common import ROOT, log  # noqa: E402
 TOKENS, HIDDEN = 16384, 2048
 PROVIDERS = ["kiln", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "naive"]
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------- timing
 
-def bench_ms(fn, target_ms=50.0):
-    """Median time of fn() in ms: one warm-up call, a short estimate, then enough
-    launches to fill ~target_ms, each between its own pair of CUDA events."""
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(3):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    est = max(s.elapsed_time(e) / 3, 1e-3)
-    n = int(min(max(target_ms / est, 5), 1000))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends))
+bench_ms = common.torch_median_ms  # median over ~target_ms of launches, each between CUDA events
 
 
 def flops(b, h, n, d, causal):
@@ -172,14 +154,7 @@ def run_kiln_process(cmd, timeout, env=None):
         stderr, rc = "", -1
     except OSError as exc:
         return [{"error": f"cannot run {cmd[0]}: {exc}"}]
-    recs = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                recs.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
+    recs = common.json_lines(stdout)
     if rc != 0 or any("error" in r for r in recs):
         log("  kiln: " + " ".join(cmd))
         for r in recs:
@@ -363,16 +338,15 @@ def plot(res, providers, path):
 # ---------------------------------------------------------------- main
 
 def find_kiln_bin():
-    for c in (os.environ.get("KILN_BENCH_BIN"), os.path.join(ROOT, "tools/bench/kiln_bench_attn"),
-              os.path.join(ROOT, "build/kiln_bench_attn")):
-        if c and os.path.exists(c):
-            return c
-    return os.path.join(ROOT, "tools/bench/kiln_bench_attn")
+    """$KILN_BENCH_BIN, else the newest build*/kiln-bench-attn (a path that does
+    not exist when there is none: the kiln runs then fail with "cannot run")."""
+    return (common.find_binary("kiln-bench-attn", env_var="KILN_BENCH_BIN")
+            or os.environ.get("KILN_BENCH_BIN") or os.path.join(ROOT, "build", "kiln-bench-attn"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kiln-bin", default=find_kiln_bin(), help="the kiln_bench_attn binary")
+    ap.add_argument("--kiln-bin", default=find_kiln_bin(), help="the kiln-bench-attn binary")
     ap.add_argument("--kiln-cli", default=None, help="the kiln command (times `kiln compile` as a process)")
     ap.add_argument("--src", default=os.path.join(ROOT, "lang/lib/attention_fwd.tile"))
     ap.add_argument("--out", default=os.environ.get("OUT") or "bench_out")

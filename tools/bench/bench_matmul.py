@@ -2,7 +2,8 @@
 """bench_matmul.py — Kiln's tensor-core matmul against torch.matmul (cuBLAS), on one GPU.
 
 Kiln runs tools/bench/matmul_tc.tile (row-major f16/bf16 A and B, f32 C; mma.sync,
-ldmatrix, cp.async pipelining) through the C driver tools/bench/kiln_bench_matmul, one
+ldmatrix, cp.async pipelining) through the C driver kiln-bench-matmul (CMake builds it
+from tools/bench/kiln_bench_matmul.c), one
 process per (dtype, size, schedule); torch.matmul runs the same problem with an f32
 output (A @ B in the input dtype then .float() would measure a different kernel, so the
 torch side is timed as torch.matmul(a, b, out_dtype=...) when available, else
@@ -16,17 +17,20 @@ Kiln's result is checked on sampled elements against float64 by the C driver.
 Output: the JSON records and a markdown table (printed last) under --out (default $OUT
 or ./bench_out): matmul_bench.json, matmul_bench.md.
 
-  bash tools/bench/build_matmul.sh build-tc          # on the build machine
-  python3 tools/bench/bench_matmul.py --kiln-bin tools/bench/kiln_bench_matmul
+  cmake --build build-tc --target kiln-bench-matmul      # on the build machine
+  python3 tools/bench/bench_matmul.py --kiln-bin build-tc/kiln-bench-matmul
+(on a GPU machine: tools/device_pack.sh here, then tools/device_run.sh there.)
 """
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.dont_write_bytecode = True  # the tree is shared and copied to the GPU machine
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+from common import ROOT, log  # noqa: E402
+
 SIZES = [4096, 8192]
 DTYPES = ["f16", "bf16"]
 SCHEDULES = [  # (block_m, block_n, block_k, warps, stages)
@@ -40,10 +44,6 @@ SCHEDULES = [  # (block_m, block_n, block_k, warps, stages)
 ]
 
 
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
 def torch_ms(dtype, size, target_ms):
     import torch
     t = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
@@ -55,24 +55,7 @@ def torch_ms(dtype, size, target_ms):
         fn, what = (lambda: torch.matmul(a, b, out_dtype=torch.float32)), "torch.matmul (f32 out)"
     except (TypeError, RuntimeError):
         fn, what = (lambda: torch.matmul(a, b)), "torch.matmul (%s out)" % dtype
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(3):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    est = max(s.elapsed_time(e) / 3, 1e-3)
-    n = int(min(max(target_ms / est, 5), 500))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    ms = statistics.median(x.elapsed_time(y) for x, y in zip(starts, ends))
+    ms = common.torch_median_ms(fn, target_ms, max_launches=500)
     del a, b
     torch.cuda.empty_cache()
     return ms, what
@@ -83,15 +66,9 @@ def kiln_run(binary, src, dtype, size, sched, target_ms, timeout):
     cmd = [binary, "--src", src, "--dtype", dtype, "--size", str(size), "--block-m", str(bm),
            "--block-n", str(bn), "--block-k", str(bk), "--warps", str(w), "--stages", str(st),
            "--min-ms", str(target_ms)]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": "timeout"}
-    except OSError as exc:
-        return {"error": f"cannot run {binary}: {exc}"}
-    recs = [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip().startswith("{")]
+    recs, rc, err = common.run_json(cmd, timeout=timeout)
     if not recs:
-        return {"error": f"exit {p.returncode}: {p.stderr.strip()[-300:]}"}
+        return {"error": err if rc is None else f"exit {rc}: {err.strip()[-300:]}"}
     if "error" in recs[-1]:
         log("  kiln: " + " ".join(cmd))
         log("    " + recs[-1]["error"][:400])
@@ -115,7 +92,9 @@ def table(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kiln-bin", default=os.path.join(ROOT, "tools", "bench", "kiln_bench_matmul"))
+    ap.add_argument("--kiln-bin", default=common.find_binary("kiln-bench-matmul")
+                    or os.path.join(ROOT, "build", "kiln-bench-matmul"),
+                    help="the kiln-bench-matmul binary (default: the newest build*/kiln-bench-matmul)")
     ap.add_argument("--src", default=os.path.join(ROOT, "tools", "bench", "matmul_tc.tile"))
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.getcwd(), "bench_out"))
     ap.add_argument("--quick", action="store_true", help="first two schedules, 4096 only")

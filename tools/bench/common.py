@@ -1,8 +1,12 @@
 """common.py — helpers shared by the benchmark scripts under tools/bench/.
 
   find_kiln_bench()      the kiln-bench binary: --kiln-bin, $KILN_BENCH, newest build*/kiln-bench
+  find_binary(name)      the newest build*/<name> (kiln-bench-attn, kiln-bench-matmul, ...)
+  json_lines(text)       the lines of a C driver's stdout that are JSON objects
   run_json(cmd)          run a C driver; its JSON lines, exit status and stderr (never raises)
   run_kiln_bench(...)    one kiln-bench measurement as a dict ({"error": ...} on failure)
+  torch_median_ms(fn)    median time of a torch callable over ~target_ms of back-to-back
+                         launches, each between CUDA events (attention and matmul benches)
   cuda_median_ms(fns)    median time of a torch callable, per launch between CUDA events,
                          rotating over several callables (input sets) to defeat the L2,
                          launches queued behind GPU work so host overhead stays out
@@ -36,16 +40,38 @@ def log(*a):
 
 # ---------------------------------------------------------------- the C driver
 
+def find_binary(name, explicit=None, env_var=None, root=ROOT):
+    """Path of a C driver CMake builds (kiln-bench, kiln-bench-attn, kiln-bench-matmul),
+    or None: the explicit path, $<env_var>, else the newest <root>/build*/<name> or
+    <root>/tools/bench/<name>."""
+    for p in (explicit, os.environ.get(env_var) if env_var else None):
+        if p:
+            return os.path.abspath(p) if os.path.isfile(p) and os.access(p, os.X_OK) else None
+    found = [p for p in glob.glob(os.path.join(root, "build*", name))
+             + [os.path.join(root, "tools", "bench", name)]
+             if os.path.isfile(p) and os.access(p, os.X_OK)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
 def find_kiln_bench(explicit=None, root=ROOT):
     """Path of kiln-bench, or None: explicit path, $KILN_BENCH, else the newest
     <root>/build*/kiln-bench or <root>/tools/bench/kiln-bench."""
-    for p in (explicit, os.environ.get("KILN_BENCH")):
-        if p:
-            return os.path.abspath(p) if os.path.isfile(p) and os.access(p, os.X_OK) else None
-    found = [p for p in glob.glob(os.path.join(root, "build*", "kiln-bench"))
-             + [os.path.join(root, "tools", "bench", "kiln-bench")]
-             if os.path.isfile(p) and os.access(p, os.X_OK)]
-    return max(found, key=os.path.getmtime) if found else None
+    return find_binary("kiln-bench", explicit, "KILN_BENCH", root)
+
+
+def json_lines(text):
+    """The lines of `text` that parse as JSON objects, in order."""
+    recs = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                recs.append(rec)
+    return recs
 
 
 def run_json(cmd, timeout=300, env=None):
@@ -58,17 +84,7 @@ def run_json(cmd, timeout=300, env=None):
         return [], None, f"timeout after {timeout} s"
     except OSError as exc:
         return [], None, f"cannot run {cmd[0]}: {exc}"
-    recs = []
-    for line in p.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                recs.append(rec)
-    return recs, p.returncode, p.stderr
+    return json_lines(p.stdout), p.returncode, p.stderr
 
 
 def last_line(text):
@@ -99,6 +115,31 @@ def sets_for(set_bytes, l2_mib=L2_MIB):
     if set_bytes >= want:
         return 1
     return int(min(max(2, math.ceil(want / max(set_bytes, 1))), MAX_SETS))
+
+
+def torch_median_ms(fn, target_ms=50.0, max_launches=1000):
+    """Median time of fn() in ms: one warm-up call, a short estimate, then enough
+    launches to fill ~target_ms (5 to max_launches), each between its own pair of
+    CUDA events."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(3):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    est = max(s.elapsed_time(e) / 3, 1e-3)
+    n = int(min(max(target_ms / est, 5), max_launches))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends))
 
 
 def cuda_median_ms(fns, reps=100, warmup=10, queue_ahead=True):

@@ -5,7 +5,7 @@
  * schedule), many sequence lengths each, so the program compiles once), and by
  * hand:
  *
- *   kiln_bench_attn --src lang/lib/attention_fwd.tile --dtype f16 --head-dim 128 \
+ *   kiln-bench-attn --src lang/lib/attention_fwd.tile --dtype f16 --head-dim 128 \
  *       --heads 16 --tokens 16384 --seqlens 1024,4096 [--causal]
  *
  * Inputs are filled deterministically (uniform in [-1, 1)), or read from raw

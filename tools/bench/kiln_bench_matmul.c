@@ -1,7 +1,7 @@
 /* kiln_bench_matmul.c — times Kiln's tensor-core matmul (tools/bench/matmul_tc.tile)
  * on the GPU through the public API (kiln.h); one JSON object per line on stdout.
  *
- *   kiln_bench_matmul --src tools/bench/matmul_tc.tile --dtype f16 --size 4096 \
+ *   kiln-bench-matmul --src tools/bench/matmul_tc.tile --dtype f16 --size 4096 \
  *       [--m M --n N --k K] [--block-m 128 --block-n 128 --block-k 32] [--warps 4]
  *       [--stages 3] [--min-ms 100]
  *
