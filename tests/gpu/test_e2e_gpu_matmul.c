@@ -128,7 +128,7 @@ static void ptx_counts(const Prog *g, const char *src, const KilnCompileOptions 
     KilnCompileOptions po = *o;
     /* What the runtime's launch-time specialisation knows of our buffers
      * (kiln_malloc'd, so 16-byte aligned): the same facts as hints. */
-    KilnParamHint h[3] = {{"A", 16}, {"B", 16}, {"C", 16}};
+    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
     po.hints = h;
     po.nhints = 3;
     po.emit = KILN_EMIT_PTX;
