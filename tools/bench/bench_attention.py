@@ -39,16 +39,19 @@ import sys
 import tempfile
 import time
 
-import torch
-import torch.nn.functional as F
-
 sys.dont_write_bytecode = True  # the tree is shared and copied to the GPU machine
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 from common import ROOT, log  # noqa: E402
 TOKENS, HIDDEN = 16384, 2048
 PROVIDERS = ["kiln", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "naive"]
-DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = ("f16", "bf16")
+
+
+def torch_dtype(name):
+    """torch is imported only where a GPU run needs it, so --dry-run works without it."""
+    import torch
+    return {"f16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 # ---------------------------------------------------------------- timing
@@ -64,6 +67,7 @@ def flops(b, h, n, d, causal):
 # ---------------------------------------------------------------- torch providers
 
 def naive_attention(q, k, v, causal, scale):
+    import torch
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
     if causal:
         n, m = s.shape[-2], s.shape[-1]
@@ -76,6 +80,7 @@ def naive_attention(q, k, v, causal, scale):
 def torch_fn(provider, q, k, v, causal, scale):
     if provider == "naive":
         return lambda: naive_attention(q, k, v, causal, scale)
+    import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
                "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}[provider]
@@ -87,11 +92,13 @@ def torch_fn(provider, q, k, v, causal, scale):
 
 
 def make_qkv(b, h, n, d, dtype, seed=0):
+    import torch
     g = torch.Generator(device="cuda").manual_seed(seed)
     return [torch.randn(b, h, n, d, device="cuda", dtype=dtype, generator=g) for _ in range(3)]
 
 
 def classify(exc):
+    import torch
     text = str(exc)
     return "oom" if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text else "fail"
 
@@ -99,20 +106,22 @@ def classify(exc):
 def run_torch(provider, dtype, n, d, causal, target_ms):
     b, h = max(TOKENS // n, 1), HIDDEN // d
     try:
-        q, k, v = make_qkv(b, h, n, d, DTYPES[dtype])
+        q, k, v = make_qkv(b, h, n, d, torch_dtype(dtype))
         ms = bench_ms(torch_fn(provider, q, k, v, causal, 1 / math.sqrt(d)), target_ms)
         return {"ms": ms, "tflops": flops(b, h, n, d, causal) / (ms * 1e-3) / 1e12}
     except Exception as exc:  # a provider that cannot run a shape must not stop the run
         log(f"  {provider} {dtype} d={d} causal={causal} N={n}: {type(exc).__name__}: {str(exc)[:200]}")
         return {"error": classify(exc)}
     finally:
+        import torch
         torch.cuda.empty_cache()
 
 
 def torch_peak_extra(provider, dtype, n, d):
     """Bytes allocated beyond Q, K, V during one forward (includes the output)."""
+    import torch
     try:
-        q, k, v = make_qkv(1, HIDDEN // d, n, d, DTYPES[dtype])
+        q, k, v = make_qkv(1, HIDDEN // d, n, d, torch_dtype(dtype))
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
@@ -128,14 +137,16 @@ def torch_peak_extra(provider, dtype, n, d):
 
 # ---------------------------------------------------------------- kiln provider
 
-def kiln_cmd(args, dtype, d, causal, extra):
+def kiln_cmd(args, dtype, d, causal, extra, sched=None):
+    """The C driver's command line; `sched` (BLOCK_M, BLOCK_N, warps, stages) overrides
+    --block-m/--block-n/--warps/--stages (warps or stages 0: the program's own rule)."""
+    bm, bn, warps, stages = sched or (args.block_m, args.block_n if d <= 128 else 32, args.warps, args.stages)
     cmd = [args.kiln_bin, "--src", args.src, "--dtype", dtype, "--head-dim", str(d),
-           "--heads", str(HIDDEN // d), "--layout", "bhsd", "--block-m", str(args.block_m),
-           "--block-n", str(args.block_n if d <= 128 else 32)]
-    if args.warps:
-        cmd += ["--warps", str(args.warps)]
-    if args.stages:
-        cmd += ["--stages", str(args.stages)]
+           "--heads", str(HIDDEN // d), "--layout", "bhsd", "--block-m", str(bm), "--block-n", str(bn)]
+    if warps:
+        cmd += ["--warps", str(warps)]
+    if stages:
+        cmd += ["--stages", str(stages)]
     if causal:
         cmd.append("--causal")
     return cmd + extra
@@ -176,9 +187,10 @@ def run_kiln(args, dtype, d, causal, ns, target_ms):
     return {n: by_n.get(n, {"error": "fail" if "timeout" not in err else "timeout"}) for n in ns}
 
 
-def kiln_check(args, dtype, d, causal, n_q, n_k, b=2, h=4):
+def kiln_check(args, dtype, d, causal, n_q, n_k, b=2, h=4, sched=None):
     """Kiln's O/LSE on a ragged shape against float64 torch, with FlashAttention's rule."""
-    tdt = DTYPES[dtype]
+    import torch
+    tdt = torch_dtype(dtype)
     q, k, v = make_qkv(b, h, max(n_q, n_k), d, tdt, seed=7)
     q, k, v = q[:, :, :n_q].contiguous(), k[:, :, :n_k].contiguous(), v[:, :, :n_k].contiguous()
     scale = 1 / math.sqrt(d)
@@ -187,7 +199,7 @@ def kiln_check(args, dtype, d, causal, n_q, n_k, b=2, h=4):
             t.view(torch.int16).cpu().numpy().tofile(os.path.join(tmp, name + ".bin"))
         recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
             "--batch", str(b), "--heads", str(h), "--seqlens", str(n_q), "--seqlen-k", str(n_k),
-            "--in", tmp, "--out", tmp, "--min-ms", "1"]), timeout=120)
+            "--in", tmp, "--out", tmp, "--min-ms", "1"], sched), timeout=120)
         if not recs or "error" in recs[-1]:
             return {"ok": False, "error": recs[-1].get("error", "fail") if recs else "fail"}
         import numpy as np
@@ -335,6 +347,260 @@ def plot(res, providers, path):
     fig.savefig(path, dpi=110)
 
 
+# ---------------------------------------------------------------- --sweep: tune Kiln's schedule
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages), most promising first: a run cut short by
+# --budget-s drops the tail. The first is the runtime's default (runtime/attention.c,
+# k_tune), so every table has the baseline. Chosen from the offline study
+# (tools/bench/ptx_study.py; docs/perf_notes.md): registers, spills, SRAM and CTAs per SM.
+DEFAULT_SCHED = (128, 64, 8, 2)
+SWEEP_SCHEDULES = {
+    64: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 32, 8, 3),
+         (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 1), (64, 32, 4, 3),
+         (128, 64, 4, 3), (64, 64, 8, 3)],
+    128: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 32, 8, 3), (128, 32, 8, 2), (64, 64, 4, 3),
+          (64, 64, 4, 2), (128, 128, 8, 2), (64, 32, 4, 3), (128, 64, 8, 1), (64, 64, 8, 3),
+          (128, 64, 4, 3), (64, 128, 4, 2)],
+}
+SWEEP_SEQLENS = [4096]
+
+
+def sched_str(sc):
+    return "%dx%d/%d/%d" % tuple(sc)
+
+
+def parse_scheds(text):
+    """"128x64/8/3,64x64/4/2" -> [(128, 64, 8, 3), (64, 64, 4, 2)]"""
+    out = []
+    for item in text.split(","):
+        try:
+            bmbn, w, st = item.strip().split("/")
+            bm, bn = bmbn.split("x")
+            out.append((int(bm), int(bn), int(w), int(st)))
+        except ValueError:
+            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES, e.g. 128x64/8/3")
+    return out
+
+
+class Faker:
+    """--dry-run: plausible fake numbers (deterministic), so the tables and the JSON
+    can be checked without torch or a GPU. A schedule the kiln command rejects
+    (--kiln-cli) shows its compile error, as the C driver would on the GPU."""
+
+    def __init__(self, seed):
+        import random
+        self.rng = random.Random(seed)
+
+    def fa2(self, d, causal):
+        return {"ms": 1.0, "tflops": (300.0 if d == 64 else 350.0) * (0.92 if causal else 1.0)
+                * self.rng.uniform(0.97, 1.03), "fake": True}
+
+    def kiln(self, sched, d, causal):
+        bm, bn, w, st = sched
+        base = 190.0 if d == 64 else 270.0
+        f = (1.0 + 0.15 * (st - 2)) * (1.0 if w * 16 == bm else 0.8) * self.rng.uniform(0.85, 1.15)
+        return {"ms": 1.0, "tflops": base * f * (0.9 if causal else 1.0), "fake": True,
+                "block_m": bm, "block_n": bn, "num_warps": w, "num_stages": st}
+
+
+def dry_compile(args, dtype, d, causal, sched):
+    """With --dry-run and --kiln-cli: compile the schedule as the runtime would for the
+    sweep's shapes (the launch key's hints; tools/bench/ptx_study.py), to PTX."""
+    import ptx_study
+    bm, bn, w, st = sched
+    cmd = [args.kiln_cli, "compile", args.src, "-k", f"attn_fwd_{dtype}", "-D", f"HEAD_DIM={d}",
+           "-D", f"BLOCK_M={bm}", "-D", f"BLOCK_N={bn}", "-D", f"CAUSAL={'true' if causal else 'false'}",
+           "--num-warps", str(w), "--num-stages", str(st), "--emit", "ptx", "-o", os.devnull]
+    for h in ptx_study.ATTN_HINTS:
+        cmd += ["--assume", f"{h}=16"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DISABLE="1"))
+    if p.returncode == 0:
+        return None
+    return next((ln.strip() for ln in p.stderr.splitlines() if "error" in ln), f"exit {p.returncode}")[:300]
+
+
+def sweep_kiln(args, fake, dtype, d, causal, sched, ns, timeout):
+    """{n: record} for one schedule: one C-driver process (one compile) for every N."""
+    if fake:
+        err = dry_compile(args, dtype, d, causal, sched) if args.kiln_cli else None
+        return {n: ({"error": "compile: " + err} if err else fake.kiln(sched, d, causal)) for n in ns}
+    recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
+        "--tokens", str(TOKENS), "--seqlens", ",".join(map(str, ns)), "--min-ms", str(args.sweep_target_ms)],
+        sched), timeout=timeout)
+    by_n = {r["seqlen"]: r for r in recs if "seqlen" in r and "error" not in r}
+    err = next((r["error"] for r in recs if "error" in r), "fail")
+    return {n: by_n.get(n, {"error": err[:300]}) for n in ns}
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def sweep_rank(kiln, ns):
+    """Schedules of one (dtype, d, causal), best first: geometric mean of TFLOP/s over N
+    (a schedule that failed at some N ranks by the N it ran; one that ran none is out)."""
+    scored = []
+    for sc, by_n in kiln.items():
+        t = [by_n[n]["tflops"] for n in ns if "tflops" in by_n.get(n, {})]
+        if t:
+            scored.append((geomean(t), sc))
+    return [sc for _, sc in sorted(scored, key=lambda x: -x[0])]
+
+
+def sweep(args, fake):
+    dtypes = (args.dtypes or "f16").split(",")
+    ds = [int(x) for x in args.head_dims.split(",")]
+    ns = [int(x) for x in args.seqlens.split(",")] if args.seqlens else SWEEP_SEQLENS
+    custom = parse_scheds(args.schedules) if args.schedules else None
+    combos = [(dt, d, causal) for dt in dtypes for d in ds for causal in (False, True)]
+    plan = {}
+    for c in combos:
+        lst = custom or SWEEP_SCHEDULES.get(c[1]) or SWEEP_SCHEDULES[128]
+        plan[c] = list(dict.fromkeys([DEFAULT_SCHED] + lst))        # baseline first, no repeats
+    t0 = time.time()
+    res = {"mode": "sweep", "device": "dry run (fake numbers)" if fake else common.gpu_name(),
+           "dry_run": bool(fake), "seqlens": ns, "budget_s": args.budget_s, "args": vars(args), "combos": []}
+    state = {c: {"fa2": {}, "kiln": {}} for c in combos}
+
+    # FA2 first: a few seconds in all, and the table needs it even when the budget runs out
+    for c in combos:
+        dt, d, causal = c
+        for n in ns:
+            state[c]["fa2"][n] = fake.fa2(d, causal) if fake else run_torch("sdpa_flash", dt, n, d, causal, 25.0)
+
+    # Kiln: round-robin over the combos, so a budget cut drops the same tail everywhere;
+    # keep ~15 s per combo for the correctness checks of the winners.
+    reserve = 0 if args.no_check else 15 * len(combos)
+    durations = []
+    skipped = 0
+    for i in range(max(len(p) for p in plan.values())):
+        for c in combos:
+            if i >= len(plan[c]):
+                continue
+            elapsed = time.time() - t0
+            est = statistics.median(durations) if durations else 10.0
+            if i > 0 and elapsed + est > args.budget_s - reserve:     # the baseline always runs
+                skipped += 1
+                continue
+            sc = plan[c][i]
+            t1 = time.time()
+            timeout = max(30.0, min(args.kiln_timeout, args.budget_s - reserve - elapsed))
+            state[c]["kiln"][sc] = sweep_kiln(args, fake, *c, sc, ns, timeout)
+            durations.append(time.time() - t1)
+            log(f"sweep {c[0]} d={c[1]} causal={c[2]} {sched_str(sc)}: " +
+                ", ".join(f"N={n} {cell(state[c]['kiln'][sc][n])}" for n in ns) + f"  ({durations[-1]:.1f} s)")
+
+    # correctness of each winner on a ragged shape (float64 reference): the fastest
+    # schedule that passes is the one reported; at most 3 tried per combo
+    for c in combos:
+        dt, d, causal = c
+        ranked = sweep_rank(state[c]["kiln"], ns)
+        best, checks = None, []
+        for sc in ranked[:1 if args.no_check else 3]:
+            if args.no_check:
+                best = sc
+                break
+            if fake:
+                ch = {"ok": True, "fake": True}
+            else:
+                try:
+                    ch = kiln_check(args, dt, d, causal, 777, 1000, sched=sc)
+                except Exception as exc:
+                    ch = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            checks.append(dict(ch, schedule=sched_str(sc)))
+            if ch.get("ok"):
+                best = sc
+                break
+        res["combos"].append({
+            "dtype": dt, "d": d, "causal": causal, "fa2": {str(n): v for n, v in state[c]["fa2"].items()},
+            "kiln": {sched_str(sc): {str(n): v for n, v in by_n.items()} for sc, by_n in state[c]["kiln"].items()},
+            "planned": [sched_str(sc) for sc in plan[c]], "ranked": [sched_str(sc) for sc in ranked],
+            "best": sched_str(best) if best else None, "checks": checks})
+    res["skipped_for_budget"] = skipped
+    res["wall_s"] = time.time() - t0
+    return res
+
+
+def sweep_markdown(res):
+    ns = res["seqlens"]
+    lines = [f"Kiln attention schedule sweep ({res['device']}; {TOKENS} tokens per batch, hidden {HIDDEN}, "
+             f"[b, h, s, d]; TFLOP/s; schedule = BLOCK_MxBLOCK_N/warps/stages; default "
+             f"{sched_str(DEFAULT_SCHED)}; {res['wall_s']:.0f} s of a {res['budget_s']:.0f} s budget"
+             + (f", {res['skipped_for_budget']} runs skipped for the budget" if res["skipped_for_budget"] else "")
+             + ")", ""]
+    head = ["dtype", "d", "causal", "N", "FA2", "kiln default", "kiln best", "best schedule", "best/FA2",
+            "default/FA2", "best/default", "check", "tried"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for cb in res["combos"]:
+        for n in ns:
+            key = str(n)
+            fa2 = cb["fa2"].get(key)
+            dflt = cb["kiln"].get(sched_str(DEFAULT_SCHED), {}).get(key)
+            best = cb["kiln"].get(cb["best"], {}).get(key) if cb["best"] else None
+            check = next((("PASS" if ch.get("ok") else "FAIL") for ch in cb["checks"]
+                          if ch.get("schedule") == cb["best"]), "—")
+            if cb["checks"] and not cb["best"]:
+                check = "FAIL (%s)" % ", ".join(ch["schedule"] for ch in cb["checks"])
+            lines.append("| " + " | ".join([
+                cb["dtype"], str(cb["d"]), "yes" if cb["causal"] else "no", key, cell(fa2), cell(dflt), cell(best),
+                cb["best"] or "—", ratio(best, fa2), ratio(dflt, fa2), ratio(best, dflt), check,
+                f"{len(cb['kiln'])}/{len(cb['planned'])}"]) + " |")
+    # every schedule, one column per (dtype, d, causal, N)
+    cols = [(cb, str(n)) for cb in res["combos"] for n in ns]
+    scheds = list(dict.fromkeys(s for cb in res["combos"] for s in cb["planned"]))
+    lines += ["", "Every schedule (TFLOP/s; — not run):", ""]
+    head = ["schedule"] + [f"{cb['dtype']} d{cb['d']}{' causal' if cb['causal'] else ''} N{n}" for cb, n in cols]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for sc in scheds:
+        lines.append("| " + " | ".join([sc] + [cell(cb["kiln"].get(sc, {}).get(n)) if sc in cb["kiln"] else "—"
+                                              for cb, n in cols]) + " |")
+    # the runtime keys its defaults on the head dim only: the best over causal and N
+    lines += ["", "Suggested `k_tune` rows (runtime/attention.c; best geometric mean over causal, N and dtype, "
+              "among checked-or-unchecked schedules that ran everywhere):", "", "```c"]
+    for d in sorted({cb["d"] for cb in res["combos"]}):
+        cbs = [cb for cb in res["combos"] if cb["d"] == d]
+        common_s = set.intersection(*(set(cb["kiln"]) for cb in cbs)) if cbs else set()
+        score = {}
+        for sc in common_s:
+            t = [cb["kiln"][sc].get(str(n), {}).get("tflops") for cb in cbs for n in ns]
+            if all(t):
+                score[sc] = geomean(t)
+        if score:
+            sc = max(score, key=score.get)
+            bm, bn, w, st = (int(x) for x in sc.replace("x", "/").split("/"))
+            lines.append(f"    {{90, {d:3d}, {bm:4d}, {bn:3d}, {w}, {st}}},   /* {score[sc]:.0f} TFLOP/s geomean; "
+                         f"default {score.get(sched_str(DEFAULT_SCHED), 0):.0f} */")
+    lines.append("```")
+    failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()
+              if any("error" in r for r in by_n.values())]
+    if failed:
+        lines += ["", "Failures:", ""]
+        for cb, sc in failed:
+            err = next(r["error"] for r in cb["kiln"][sc].values() if "error" in r)
+            lines.append(f"- {cb['dtype']} d={cb['d']} causal={cb['causal']} {sc}: {err[:200]}")
+    return "\n".join(lines) + "\n"
+
+
+def sweep_main(args):
+    fake = Faker(args.seed) if args.dry_run else None
+    if not fake:
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("no GPU (torch.cuda.is_available() is false); --dry-run checks the script")
+    res = sweep(args, fake)
+    md = sweep_markdown(res)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "attention_sweep.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(args.out, "attention_sweep.md"), "w") as f:
+        f.write(md)
+    log(f"wrote {args.out}/attention_sweep.{{json,md}} in {res['wall_s']:.0f} s")
+    print(md)
+    print("JSON: " + json.dumps({"best": {f"{cb['dtype']} d{cb['d']} causal={cb['causal']}": cb["best"]
+                                          for cb in res["combos"]}}))
+
+
 # ---------------------------------------------------------------- main
 
 def find_kiln_bin():
@@ -366,7 +632,22 @@ def main():
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--sweep", action="store_true",
+                    help="time Kiln over SWEEP_SCHEDULES (or --schedules) for f16, d 64/128, causal and not, "
+                         "N = 4096 (--dtypes/--head-dims/--seqlens change that), next to FA2; best per (d, causal)")
+    ap.add_argument("--schedules", default=None, help="--sweep: BMxBN/WARPS/STAGES,... instead of the built-in list")
+    ap.add_argument("--budget-s", type=float, default=240.0, help="--sweep: wall-clock budget in seconds")
+    ap.add_argument("--sweep-target-ms", type=float, default=25.0, help="--sweep: measurement length per shape")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="--sweep without a GPU or torch: fake timings, real tables; with --kiln-cli each "
+                         "schedule is compiled to PTX with the launch-time hints")
+    ap.add_argument("--seed", type=int, default=0, help="--dry-run: seed of the fake numbers")
     args = ap.parse_args()
+    if args.sweep:
+        return sweep_main(args)
+    if args.dry_run:
+        raise SystemExit("--dry-run goes with --sweep")
+    import torch
 
     providers = [p for p in args.providers.split(",") if p]
     dtypes = (args.dtypes or ("f16" if args.quick else "f16,bf16")).split(",")
