@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with .carry/bundle.tar.xz
 # (tools/device_pack.sh) carried along: the main job on the GPU, the GPU suite,
-# then the benchmarks named in $KILN_BENCH (memory matmul attention; default all),
-# and optionally the fuzzer (KILN_FUZZ_SECONDS, over all cores). Full logs go to
-# $OUT; a short table is printed last.
+# then the benchmarks named in $KILN_BENCH (memory matmul attention; default all;
+# also attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
+# within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
+# (KILN_FUZZ_SECONDS, over all cores). KILN_SUITE=0 skips the main job and the GPU
+# suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). Full logs go
+# to $OUT; a short table is printed last.
 set -uo pipefail
 root=$(pwd)
 out=${OUT:-/tmp/kiln-out}
@@ -18,6 +21,7 @@ note() { echo "$*" | tee -a "$summary"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
 note "GPU: $(sed -n 2p "$out/gpu.txt")   date: $(date -u +%F)"
 
+if [ "${KILN_SUITE:-1}" != 0 ]; then
 note "== main job (kiln-examples)"
 "$bin/kiln-examples" >"$out/examples.log" 2>&1; note "kiln-examples exit $?"
 grep -E " ok$| FAIL$|FAIL" "$out/examples.log" | tee -a "$summary"
@@ -36,6 +40,7 @@ for t in /tmp/kiln/tests/gpu_test_*; do
   note "$(printf '%-36s %s  %ss' "$n" "$([ $rc = 0 ] && echo PASS || echo "FAIL($rc)")" $(( $(date +%s) - s )))"
 done
 grep -h '^ROW ' "$out"/suite/*.log 2>/dev/null | sed 's/^ROW //' >>"$summary"
+fi
 
 benches=${KILN_BENCH-memory matmul attention}
 for b in $benches; do
@@ -44,9 +49,17 @@ for b in $benches; do
     memory) timeout 240 python3 tools/bench/bench_memory.py --kiln-bin "$bin/kiln-bench" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_memory.log" 2>&1 ;;
     matmul) timeout 300 python3 tools/bench/bench_matmul.py --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_matmul.log" 2>&1 ;;
     attention) timeout 420 python3 tools/bench/bench_attention.py --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_attention.log" 2>&1 ;;
+    attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
+        --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} --out "$out" \
+        >"$out/bench_attention-sweep.log" 2>&1 ;;
+    matmul-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_matmul.py --sweep \
+        --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} --out "$out" \
+        >"$out/bench_matmul-sweep.log" 2>&1 ;;
+    *) echo "unknown benchmark '$b' (memory matmul attention attention-sweep matmul-sweep)" >"$out/bench_$b.log"; false ;;
   esac
   note "bench $b exit $?"
-  tail -40 "$out/bench_$b.log" >>"$summary"
+  case $b in *-sweep) n=80 ;; *) n=40 ;; esac
+  tail -$n "$out/bench_$b.log" >>"$summary"
 done
 
 if [ -n "${KILN_FUZZ_SECONDS:-}" ] && [ -x "$bin/fuzz_frontend" ]; then
