@@ -353,14 +353,15 @@ def plot(res, providers, path):
 # --budget-s drops the tail. The first is the runtime's default (runtime/attention.c,
 # k_tune), so every table has the baseline. Chosen from the offline study
 # (tools/bench/ptx_study.py; docs/perf_notes.md): registers, spills, SRAM and CTAs per SM.
+# BLOCK_M 128 on 4 warps is left out: its causal variant does not compile today (perf_notes.md).
 DEFAULT_SCHED = (128, 64, 8, 2)
 SWEEP_SCHEDULES = {
     64: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 32, 8, 3),
          (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 1), (64, 32, 4, 3),
-         (128, 64, 4, 3), (64, 64, 8, 3)],
+         (64, 64, 8, 3)],
     128: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 32, 8, 3), (128, 32, 8, 2), (64, 64, 4, 3),
           (64, 64, 4, 2), (128, 128, 8, 2), (64, 32, 4, 3), (128, 64, 8, 1), (64, 64, 8, 3),
-          (128, 64, 4, 3), (64, 128, 4, 2)],
+          (64, 128, 8, 3)],
 }
 SWEEP_SEQLENS = [4096]
 
