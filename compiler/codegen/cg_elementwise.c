@@ -188,19 +188,37 @@ static LLVMValueRef sreg(CgCtx *c, const char *what, int axis)
     return cg_call(c, name, c->t_i32, 0, NULL, NULL);
 }
 
-static void lower_broadcast(CgCtx *c, IrOp *op, CgTile *t, const CgGeom *go)
+static bool lower_broadcast(CgCtx *c, IrOp *op, CgTile *t, const CgGeom *go)
 {
     IrValue *a = op->args[0];
     CgGeom gi;
     cg_geom_of(c, a, &gi);
     CgTile *src = cg_get(c, a);
+    if (a->type.rank == 0) {
+        for (int i = 0; i < go->nregs; i++) t->r[i] = src->r[0];
+        return true;
+    }
+    if (gi.rank != go->rank) {
+        INTERNAL_ERROR("codegen: broadcast changes the base rank (%d -> %d)", gi.rank, go->rank);
+        return false;
+    }
     for (int i = 0; i < go->nregs; i++) {
         int rd[CG_MAX_RANK];
         cg_geom_reg_dims(go, i, rd);
-        for (int d = 0; d < go->rank; d++)
-            if (gi.nregs_dim[d] == 1) rd[d] = 0;
-        t->r[i] = a->type.rank == 0 ? src->r[0] : src->r[cg_geom_reg_of(&gi, rd)];
+        /* A stretched (size-1) dim can still hold several registers: the
+         * MMA layouts repeat rows per warp (rpw = 2), so a [1, N] tile has
+         * 2 row registers, all copies of row 0, while the [M, N] result has
+         * M / 8 / wm of them. Any register along a size-1 dim is element 0;
+         * wrap the index (elsewhere rd is already in range). */
+        for (int d = 0; d < go->rank; d++) rd[d] %= gi.nregs_dim[d];
+        int r = cg_geom_reg_of(&gi, rd);
+        if (r >= src->n) {
+            INTERNAL_ERROR("codegen: broadcast reads register %d of %d", r, src->n);
+            return false;
+        }
+        t->r[i] = src->r[r];
     }
+    return true;
 }
 
 bool cg_lower_shape_op(CgCtx *c, IrOp *op)
@@ -227,8 +245,7 @@ bool cg_lower_shape_op(CgCtx *c, IrOp *op)
         return true;
     }
     case IR_BROADCAST:
-        lower_broadcast(c, op, t, &g);
-        return true;
+        return lower_broadcast(c, op, t, &g);
     case IR_SPLAT: case IR_EXPAND_DIMS: case IR_TRANS: {
         CgTile *src = cg_get(c, op->args[0]);
         if (op->op != IR_SPLAT && op->args[0]->type.rank > 0 && src->n != g.nregs) {
