@@ -90,8 +90,26 @@ static bool write_file(const char *path, const char *data, size_t n)
     return fclose(fp) == 0 && ok;
 }
 
-/* Runs ptxas on `ptx`; the cubin bytes go to `out`. */
-static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out)
+/* ptxas -v reports what is only known after register allocation; add it to
+ * the --stats lines ("Used 40 registers", "8 bytes spill stores, 8 bytes
+ * spill loads"). A log in another shape adds nothing rather than guessing. */
+static void stats_from_ptxas_log(const char *log, StrBuf *stats)
+{
+    const char *u = log ? strstr(log, "Used ") : NULL;
+    int regs = 0, st = 0, ld = 0;
+    if (u && sscanf(u, "Used %d registers", &regs) == 1) sb_printf(stats, "registers: %d (ptxas)\n", regs);
+    const char *sp = log ? strstr(log, "bytes spill stores") : NULL;
+    if (sp) {
+        const char *b = sp;
+        while (b > log && b[-1] != ',') b--; /* back to the start of "N bytes spill stores" */
+        if (sscanf(b, " %d bytes spill stores, %d bytes spill loads", &st, &ld) == 2)
+            sb_printf(stats, "spills: %d bytes stored, %d bytes loaded\n", st, ld);
+    }
+}
+
+/* Runs ptxas on `ptx`; the cubin bytes go to `out`, its register and spill
+ * report to `stats`. */
+static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out, StrBuf *stats)
 {
     char *ptxas = find_ptxas(c->arena);
     if (!ptxas) {
@@ -114,7 +132,7 @@ static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out)
         if (pid == 0) {
             FILE *lf = freopen(log, "w", stderr);
             if (lf) dup2(fileno(stderr), 1);
-            execl(ptxas, ptxas, arch, "-o", cub, in, (char *)NULL);
+            execl(ptxas, ptxas, "-v", arch, "-o", cub, in, (char *)NULL);
             _exit(127);
         }
         int st = 0;
@@ -140,6 +158,9 @@ static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out)
         } else {
             sb_putn(out, bytes, ln);
             free(bytes);
+            char *msg = read_file_text(log, NULL);
+            stats_from_ptxas_log(msg, stats);
+            free(msg);
         }
     }
     unlink(in);
@@ -206,7 +227,7 @@ bool cg_emit(CgCtx *c, CgResult *res)
     } else if (ok && c->opts->stage == CG_STAGE_CUBIN) {
         StrBuf ptx;
         sb_init(&ptx);
-        ok = emit_ptx(c, tm, &ptx) && run_ptxas(c, ptx.data, ptx.len, &res->out);
+        ok = emit_ptx(c, tm, &ptx) && run_ptxas(c, ptx.data, ptx.len, &res->out, &res->stats);
         sb_free(&ptx);
     }
     LLVMDisposeTargetMachine(tm);

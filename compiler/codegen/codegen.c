@@ -137,11 +137,11 @@ static bool lower_and_emit(CgCtx *c, CgResult *res)
     if (ok && !c->failed && !ice_message()) {
         /* Bodies end with `return`; make sure the last block is terminated anyway. */
         if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildRetVoid(c->b);
+        write_stats(c, res); /* first: emission appends what ptxas reports (registers, spills) */
         ok = cg_emit(c, res);
     } else {
         ok = false;
     }
-    if (ok) write_stats(c, res);
     LLVMDisposeBuilder(c->b);
     LLVMDisposeModule(c->mod);
     LLVMContextDispose(c->ctx);

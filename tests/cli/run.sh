@@ -135,5 +135,12 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   contains "$tmp/err" "did you mean 'n'?" "--assume suggestion"
 fi
 
+# After ptxas, --stats also reports registers and spills.
+if [ -f "$root/examples/vec_add.tile" ] && [ -x /usr/local/cuda/bin/ptxas ]; then
+  expect 0 "cubin --stats" -- "$kiln" compile --emit cubin --stats -o "$tmp/v.cubin" "$root/examples/vec_add.tile"
+  contains "$tmp/err" "registers: " "--stats reports registers after ptxas"
+  contains "$tmp/err" "spills: 0 bytes stored" "--stats reports spills after ptxas"
+fi
+
 echo "$((n-fail)) passed, $fail failed"
 [ $fail -eq 0 ]
