@@ -246,8 +246,9 @@ static Val b_broadcast_to(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *c
 }
 
 /* The source text of an argument, from its first token to the ',' or ')' that
- * ends it, so a failed static_assert can show the condition. NULL if unknown. */
-static const char *arg_text(Sema *s, SrcLoc loc)
+ * ends it, so a failed static_assert can show the condition. NULL if unknown.
+ * Also names static_print's arguments and device_assert's default message. */
+const char *bi_arg_text(Sema *s, SrcLoc loc)
 {
     const char *p = s->diag->src;
     if (!p || loc.line <= 0 || (loc.file && s->diag->file && strcmp(loc.file, s->diag->file) != 0)) return NULL;
@@ -283,7 +284,7 @@ static Val b_static_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *
     if (!cv_truthy(c)) {
         if (a->have[1]) diag_error(s->diag, call->loc, "static assertion failed: %s", a->v[1].s);
         else {
-            const char *text = call->nargs > 0 && !call->args[0].name ? arg_text(s, call->args[0].loc) : NULL;
+            const char *text = call->nargs > 0 && !call->args[0].name ? bi_arg_text(s, call->args[0].loc) : NULL;
             if (text) diag_error(s->diag, call->loc, "static assertion failed: %s", text);
             else diag_error(s->diag, call->loc, "static assertion failed");
         }
@@ -296,33 +297,36 @@ static Val b_static_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *
 }
 
 /* ---- the table ---- */
-#define MATH(n, op) {n, {"x"}, 1, 1, b_math, IR_##op}
+#define MATH(n, op) {n, {"x"}, 1, 1, b_math, IR_##op, 0}
 static const Builtin builtins[] = {
-    {"program_id", {"axis"}, 1, 1, b_program_id, IR_PROGRAM_ID},
-    {"num_programs", {"axis"}, 1, 1, b_program_id, IR_NUM_PROGRAMS},
-    {"arange", {"start", "end"}, 1, 2, b_arange, 0},
-    {"zeros", {"shape", "dtype"}, 2, 2, b_zeros, 0},
-    {"full", {"shape", "value", "dtype"}, 3, 3, b_full, 0},
-    {"load", {"ptr", "mask", "other"}, 1, 3, bi_load, IR_LOAD},
-    {"store", {"ptr", "value", "mask"}, 2, 3, bi_store, IR_STORE},
-    {"atomic_add", {"ptr", "value", "mask"}, 2, 3, bi_store, IR_ATOMIC_ADD},
-    {"dot", {"a", "b", "acc"}, 2, 3, bi_dot, 0},
-    {"sum", {"x", "axis"}, 1, 2, bi_reduce, IR_RED_SUM},
-    {"max", {"x", "axis"}, 1, 2, b_maxmin, IR_RED_MAX},
-    {"min", {"x", "axis"}, 1, 2, b_maxmin, IR_RED_MIN},
-    {"argmax", {"x", "axis"}, 1, 2, bi_reduce, IR_RED_ARGMAX},
-    {"argmin", {"x", "axis"}, 1, 2, bi_reduce, IR_RED_ARGMIN},
-    {"maximum", {"a", "b"}, 2, 2, b_elementwise2, IR_MAX},
-    {"minimum", {"a", "b"}, 2, 2, b_elementwise2, IR_MIN},
+    {"program_id", {"axis"}, 1, 1, b_program_id, IR_PROGRAM_ID, 0},
+    {"num_programs", {"axis"}, 1, 1, b_program_id, IR_NUM_PROGRAMS, 0},
+    {"arange", {"start", "end"}, 1, 2, b_arange, 0, 0},
+    {"zeros", {"shape", "dtype"}, 2, 2, b_zeros, 0, 0},
+    {"full", {"shape", "value", "dtype"}, 3, 3, b_full, 0, 0},
+    /* mask = None, other = None, acc = None, axis = None: as if omitted (Triton's spelling) */
+    {"load", {"ptr", "mask", "other"}, 1, 3, bi_load, IR_LOAD, 6u},
+    {"store", {"ptr", "value", "mask"}, 2, 3, bi_store, IR_STORE, 4u},
+    {"atomic_add", {"ptr", "value", "mask"}, 2, 3, bi_store, IR_ATOMIC_ADD, 4u},
+    {"dot", {"a", "b", "acc"}, 2, 3, bi_dot, 0, 4u},
+    {"sum", {"x", "axis"}, 1, 2, bi_reduce, IR_RED_SUM, 2u},
+    {"max", {"x", "axis"}, 1, 2, b_maxmin, IR_RED_MAX, 2u},
+    {"min", {"x", "axis"}, 1, 2, b_maxmin, IR_RED_MIN, 2u},
+    {"argmax", {"x", "axis"}, 1, 2, bi_reduce, IR_RED_ARGMAX, 2u},
+    {"argmin", {"x", "axis"}, 1, 2, bi_reduce, IR_RED_ARGMIN, 2u},
+    {"maximum", {"a", "b"}, 2, 2, b_elementwise2, IR_MAX, 0},
+    {"minimum", {"a", "b"}, 2, 2, b_elementwise2, IR_MIN, 0},
     MATH("exp", EXP), MATH("exp2", EXP2), MATH("log", LOG), MATH("log2", LOG2), MATH("sqrt", SQRT),
     MATH("rsqrt", RSQRT), MATH("abs", ABS), MATH("tanh", TANH), MATH("sin", SIN), MATH("cos", COS),
     MATH("floor", FLOOR), MATH("ceil", CEIL),
-    {"where", {"cond", "x", "y"}, 3, 3, b_where, 0},
-    {"reshape", {"x", "shape"}, 2, 2, b_reshape, 0},
-    {"trans", {"x"}, 1, 1, b_trans, 0},
-    {"cdiv", {"a", "b"}, 2, 2, b_cdiv, 0},
-    {"broadcast_to", {"x", "shape"}, 2, 2, b_broadcast_to, 0},
-    {"static_assert", {"cond", "msg"}, 1, 2, b_static_assert, 0},
+    {"where", {"cond", "x", "y"}, 3, 3, b_where, 0, 0},
+    {"reshape", {"x", "shape"}, 2, 2, b_reshape, 0, 0},
+    {"trans", {"x"}, 1, 1, b_trans, 0, 0},
+    {"cdiv", {"a", "b"}, 2, 2, b_cdiv, 0, 0},
+    {"broadcast_to", {"x", "shape"}, 2, 2, b_broadcast_to, 0, 0},
+    {"static_assert", {"cond", "msg"}, 1, 2, b_static_assert, 0, 0},
+    {"static_print", {NULL}, 0, 0, NULL, 0, 0},
+    {"device_assert", {"cond", "msg"}, 1, 2, bi_device_assert, 0, 0},
 };
 #define NBUILTINS ((int)(sizeof builtins / sizeof builtins[0]))
 
@@ -403,6 +407,7 @@ static bool bind_args(Sema *s, const Builtin *bi, const AstExpr *call, BArgs *a)
 Val sema_builtin_call(Sema *s, const AstExpr *call)
 {
     const Builtin *bi = find_builtin(call->sval);
+    if (!bi->fn) return bi_static_print(s, call);
     BArgs a;
     if (!bind_args(s, bi, call, &a)) {
         for (int i = 0; i < call->nargs; i++) sema_expr(s, call->args[i].value); /* their own errors */
@@ -414,6 +419,7 @@ Val sema_builtin_call(Sema *s, const AstExpr *call)
         int k = arg->name ? param_index(bi, arg->name) : i;
         a.v[k] = sema_expr(s, arg->value);
         err |= a.v[k].kind == V_ERR;
+        if (a.v[k].kind == V_NONE && (bi->none_ok >> k & 1u)) a.have[k] = a.keyword[k] = false;
     }
     if (err) return val_err();
     return bi->fn(s, bi, &a, call);

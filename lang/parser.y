@@ -311,9 +311,13 @@ args
     | args ',' arg              { $$ = push(p, $1, $3); }
     ;
 
+/* None is a value only as an argument (sum(x, axis = None)) and in an index;
+ * anywhere else it is a syntax error naming 'None'. */
 arg
     : expr                      { $$ = ast_new_arg(p, NULL, $1, @1); }
+    | KW_NONE                   { $$ = ast_new_arg(p, NULL, leaf(p, AST_NONE, @1), @1); }
     | NAME '=' expr             { $$ = ast_new_arg(p, $1, $3, @1); }
+    | NAME '=' KW_NONE          { $$ = ast_new_arg(p, $1, leaf(p, AST_NONE, @3), @1); }
     ;
 
 index_args
@@ -576,6 +580,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, ParseCt
     } else if ((k == KW_KERNEL || k == KW_FN) && ob >= 0 && expects(exp, n, closer)) {
         diag_error(p->diag, p->last_loc, "expected %s before %s", closer, look);
         note_open(p, ob);
+    } else if (k == KW_NONE && expects(exp, n, "identifier")) {
+        diag_error(p->diag, p->last_loc,
+                   "'None' is not a value; it is only allowed in an index (x[:, None]) or as a call "
+                   "argument (axis = None)");
     } else if (expects(exp, n, "identifier") && expects(exp, n, "number") &&
                !expects(exp, n, "'let'")) {
         diag_error(p->diag, p->last_loc, "expected expression%s before %s",

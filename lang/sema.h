@@ -25,7 +25,7 @@ typedef enum ValKind {
     V_FN,       /* a helper function (fn) */
     V_LIST,     /* [a, b, c] — shapes */
     V_STR,      /* "msg" — static_assert messages */
-    V_NONE,     /* None inside an index */
+    V_NONE,     /* None inside an index or as a call argument */
     V_SLICE,    /* ':' inside an index */
 } ValKind;
 
@@ -173,8 +173,9 @@ struct Builtin {
     const char *name;
     const char *params[BUILTIN_MAX_ARGS];
     int nmin, nmax;
-    BuiltinFn fn;
+    BuiltinFn fn;          /* NULL: variadic, bi_static_print takes the call itself */
     int code;              /* opcode or IrReduce, per builtin */
+    unsigned none_ok;      /* bit k: optional parameter k given None counts as omitted */
 };
 /* Argument checks shared by the builtins; each reports and returns false. */
 bool   bi_const_int(Sema *s, const Builtin *bi, BArgs *a, int i, int64_t *out);
@@ -183,5 +184,11 @@ Val    bi_load(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_store(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_dot(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_reduce(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
+/* builtins_debug.c: static_print (variadic, unbound arguments) and device_assert. */
+Val    bi_static_print(Sema *s, const AstExpr *call);
+Val    bi_device_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
+/* The source text of a call argument starting at `loc`, up to the ',' or ')'
+ * that ends it, when it is on one line; NULL otherwise. */
+const char *bi_arg_text(Sema *s, SrcLoc loc);
 
 #endif

@@ -89,8 +89,13 @@ bool sema_want_value(Sema *s, const Val *v)
     case V_STR:
         diag_error(s->diag, v->loc, "a string is only allowed as a static_assert message");
         return false;
-    case V_NONE: case V_SLICE:
-        diag_error(s->diag, v->loc, "'%s' is only allowed inside an index", v->kind == V_NONE ? "None" : ":");
+    case V_NONE:
+        diag_error(s->diag, v->loc,
+                   "'None' is not a value; it only inserts an axis in an index (x[:, None]) or leaves out an "
+                   "optional argument (axis = None)");
+        return false;
+    case V_SLICE:
+        diag_error(s->diag, v->loc, "':' is only allowed inside an index");
         return false;
     case V_VOID:
         diag_error(s->diag, v->loc, "expression has no value");
