@@ -19,7 +19,7 @@ typedef enum AstExprKind {
     AST_FLOAT,    /* fval: 1.5, 1e-3, inf (AST_NAME "inf" is also accepted by sema) */
     AST_BOOL,     /* ival: true / false */
     AST_STRING,   /* sval: "message" (static_assert) */
-    AST_NONE,     /* None, inside an index: x[:, None] */
+    AST_NONE,     /* None: inside an index (x[:, None]) or as a call argument (axis = None) */
     AST_SLICE,    /* ':' inside an index */
     AST_NAME,     /* name */
     AST_UNARY,    /* op lhs:  -x  !x  ~x  +x */
