@@ -113,49 +113,97 @@ static LLVMValueRef tile_ptr(CgCtx *c, const TileShape *ts, LLVMValueRef tile_ba
     return cg_smem_ptr_abs(c, off);
 }
 
-static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, LLVMTypeRef et,
-                   LLVMValueRef *regs)
+/* The ldmatrix addresses of one tile, split into few registers and many
+ * immediates. The swizzle repeats every 8 memrows (per_phase * max_phase == 8
+ * for every tile cg_swizzle_for makes) and every max_phase chunks, so for a
+ * corner (rc + xr, cc + xc) with rc % 8 == 0 and cc = cq + cr, cq a multiple
+ * of max_phase chunks:
+ *     swz(rc + xr, cc + xc) = rc * cols + cq + swz(xr, cr + xc)
+ * The last term (lane and warp dependent, loop-invariant) takes at most
+ * max_phase values per tile; the rest is an immediate. Computing every
+ * address whole made LLVM hoist one invariant register per ldmatrix out of
+ * the key loop (~70 registers at d = 128). */
+typedef struct LdsmAddr {
+    const TileShape *ts;
+    LLVMValueRef base, xr, xc;
+    LLVMValueRef part[8]; /* by cr / vec */
+} LdsmAddr;
+
+static LLVMValueRef ldsm_ptr(CgCtx *c, LdsmAddr *a, int rc, int cc)
 {
-    int M = g->shape[0], K = g->shape[1];
+    const CgSwizzle *sw = &a->ts->sw;
+    int period = sw->vec * sw->max_phase, cr = cc % period;
+    if (rc % 8 || sw->per_phase * sw->max_phase != 8 || cr / sw->vec >= 8)
+        return tile_ptr(c, a->ts, a->base, add(c, cg_i32(c, rc), a->xr), add(c, cg_i32(c, cc), a->xc));
+    LLVMValueRef *p = &a->part[cr / sw->vec];
+    if (!*p) *p = mul(c, cg_swizzle_offset_ir(c, sw, a->xr, add(c, cg_i32(c, cr), a->xc)), sw->elem_bytes);
+    int imm = (rc * sw->cols + cc - cr) * sw->elem_bytes;
+    return cg_smem_ptr_abs(c, add(c, add(c, a->base, *p), cg_i32(c, imm)));
+}
+
+/* Fragment halves as loaded (`stored`) -> the operand's element. */
+typedef struct FragSink {
+    LLVMValueRef *regs;
+    IrElem stored, want;
+} FragSink;
+
+static void sink(CgCtx *c, const FragSink *s, int reg, LLVMValueRef v)
+{
+    s->regs[reg] = s->stored == s->want ? v : cg_convert_scalar(c, v, s->stored, s->want);
+}
+
+/* ldmatrix the A fragments of k16 steps [k_lo, k_hi) of every m16 tile. */
+static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, const FragSink *out,
+                   int k_lo, int k_hi)
+{
+    int M = g->shape[0];
+    LLVMTypeRef et = cg_type(c, out->stored);
     LLVMValueRef dr, dc, wmi = LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), "");
     lane_row(c, CG_MMA_A, ts->k_contig, &dr, &dc);
+    LLVMValueRef w16 = mul(c, wmi, 16);
+    LdsmAddr ad = {ts, base, ts->k_contig ? add(c, w16, dr) : dr, ts->k_contig ? dc : add(c, w16, dc), {0}};
     for (int om = 0; om < M / (16 * wm); om++)
-        for (int kk = 0; kk < K / 16; kk++) {
-            LLVMValueRef m0 = mul(c, add(c, cg_i32(c, om * wm), wmi), 16), k0 = cg_i32(c, kk * 16);
-            LLVMValueRef mr = add(c, ts->k_contig ? m0 : k0, dr), mc = add(c, ts->k_contig ? k0 : m0, dc);
-            LLVMValueRef q = ldmatrix(c, tile_ptr(c, ts, base, mr, mc), 4, !ts->k_contig);
+        for (int kk = k_lo; kk < k_hi; kk++) {
+            int m0 = om * wm * 16, k0 = kk * 16;
+            LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? m0 : k0, ts->k_contig ? k0 : m0), 4,
+                                      !ts->k_contig);
             for (int j = 0; j < 4; j++) {
                 LLVMValueRef lo, hi;
                 unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
                 for (int h = 0; h < 2; h++) {
                     int i = 2 * j + h;
                     int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
-                    regs[cg_geom_reg_of(g, rd)] = h ? hi : lo;
+                    sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
                 }
             }
         }
 }
 
+/* ldmatrix the B fragments of k16 steps [k_lo, k_hi) (k_lo even: one x4
+ * covers two steps) of every n8 tile. */
 static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
-                   LLVMTypeRef et, LLVMValueRef *regs)
+                   const FragSink *out, int k_lo, int k_hi)
 {
-    int K = g->shape[0], N = g->shape[1];
+    int N = g->shape[1];
+    LLVMTypeRef et = cg_type(c, out->stored);
     LLVMValueRef dr, dc;
     LLVMValueRef wni = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
     lane_row(c, CG_MMA_B, ts->k_contig, &dr, &dc);
+    LLVMValueRef w8 = mul(c, wni, 8);
+    LdsmAddr ad = {ts, base, ts->k_contig ? add(c, w8, dr) : dr, ts->k_contig ? dc : add(c, w8, dc), {0}};
     for (int on = 0; on < N / (8 * wn); on++)
-        for (int kk = 0; kk < K / 16; kk += 2) {
-            int n = kk + 1 < K / 16 ? 4 : 2;
-            LLVMValueRef n0 = mul(c, add(c, cg_i32(c, on * wn), wni), 8), k0 = cg_i32(c, kk * 16);
-            LLVMValueRef mr = add(c, ts->k_contig ? n0 : k0, dr), mc = add(c, ts->k_contig ? k0 : n0, dc);
-            LLVMValueRef q = ldmatrix(c, tile_ptr(c, ts, base, mr, mc), n, !ts->k_contig);
+        for (int kk = k_lo; kk < k_hi; kk += 2) {
+            int n = kk + 1 < k_hi ? 4 : 2;
+            int n0 = on * wn * 8, k0 = kk * 16;
+            LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? n0 : k0, ts->k_contig ? k0 : n0), n,
+                                      !ts->k_contig);
             for (int j = 0; j < n; j++) {
                 LLVMValueRef lo, hi;
                 unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
                 for (int h = 0; h < 2; h++) {
                     int i = (j & 1) * 2 + h, ks = kk + (j >> 1);
                     int rd[2] = {(ks * 2 + (i >> 1)) * 2 + (i & 1), on};
-                    regs[cg_geom_reg_of(g, rd)] = h ? hi : lo;
+                    sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
                 }
             }
         }
@@ -174,13 +222,22 @@ void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueR
         return;
     }
     TileShape ts = tile_shape(res->type, frag, fast_dim);
-    LLVMTypeRef et = cg_type(c, stored);
-    for (int i = 0; i < out->n; i++) out->r[i] = LLVMGetUndef(et);
-    if (frag == CG_MMA_A) load_a(c, &ts, base, &g, wm, et, out->r);
-    else load_b(c, &ts, base, &g, wm, wn, et, out->r);
-    IrElem re = (IrElem)res->type.elem;
-    if (stored != re)
-        for (int i = 0; i < out->n; i++) out->r[i] = cg_convert_scalar(c, out->r[i], stored, re);
+    FragSink fs = {out->r, stored, (IrElem)res->type.elem};
+    for (int i = 0; i < out->n; i++) out->r[i] = LLVMGetUndef(cg_type(c, fs.want));
+    int ksteps = res->type.shape[frag == CG_MMA_A ? 1 : 0] / 16;
+    if (frag == CG_MMA_A) load_a(c, &ts, base, &g, wm, &fs, 0, ksteps);
+    else load_b(c, &ts, base, &g, wm, wn, &fs, 0, ksteps);
+}
+
+bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgRange bytes)
+{
+    if (!c->tc || !c->lazy || res->id >= c->tc->nids || !c->tc->deferred[res->id]) return false;
+    CgGeom g;
+    if (!cg_geom_of(c, res, &g)) return false;
+    CgTile *t = cg_set(c, res, g.nregs);
+    for (int i = 0; i < t->n; i++) t->r[i] = NULL; /* only dots read it, from SRAM */
+    c->lazy[res->id] = (CgLazyOperand){base, fast_dim, stored, bytes};
+    return true;
 }
 
 /* ---- registers -> swizzled tile ---- */
@@ -223,18 +280,6 @@ static int fast_dim_of(CgCtx *c, const IrValue *v)
     return 1;
 }
 
-bool cg_mma_operand_bytes(const IrFunc *f, const IrOp *op, int *bytes)
-{
-    CgMmaFrag frag;
-    int wm, wn;
-    const IrValue *res = op->res[0];
-    IrElem e = (IrElem)res->type.elem;
-    if (op->op != IR_CONVERT_LAYOUT || (e != IR_F16 && e != IR_BF16)) return false;
-    if (!cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) || frag == CG_MMA_C) return false;
-    *bytes = (int)ir_type_numel(res->type) * 2;
-    return true;
-}
-
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
@@ -250,6 +295,7 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
     LLVMValueRef base = cg_smem_begin(c, frag == CG_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
     store_tile(c, src, &ts, base);
     cg_barrier(c);
+    if (cg_mma_defer(c, res, fd, base, (IrElem)res->type.elem, c->cur)) return true;
     cg_mma_ldmatrix_tile(c, res, fd, base, (IrElem)res->type.elem, out);
     return true;
 }
@@ -279,56 +325,95 @@ static bool operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int 
     return cg_geom(c->f, l, v->type, g);
 }
 
-bool cg_lower_dot_mma(CgCtx *c, IrOp *op)
+/* The registers of dot operand `i`: its own, or, when deferred, an array the
+ * dot fills one k32 step at a time (load_k_step). */
+typedef struct DotOperand {
+    CgGeom g;
+    LLVMValueRef *r;
+    const CgLazyOperand *lazy;
+    TileShape ts;
+    FragSink sink;
+} DotOperand;
+
+static bool dot_operand(CgCtx *c, IrOp *op, int i, int wm, int wn, DotOperand *d)
 {
-    IrValue *res = op->res[0];
-    CgMmaFrag frag;
-    int wm, wn;
-    CgGeom ga, gb, gc;
-    if (!cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || frag != CG_MMA_C || !cg_geom_of(c, res, &gc))
-        return false;
-    if (!operand_geom(c, op, 0, CG_MMA_A, wm, wn, &ga) || !operand_geom(c, op, 1, CG_MMA_B, wm, wn, &gb)) return false;
-    bool bf = op->args[0]->type.elem == IR_BF16;
-    int M = gc.shape[0], N = gc.shape[1], K = op->args[0]->type.shape[1];
-    CgTile *ta = cg_get(c, op->args[0]), *tb = cg_get(c, op->args[1]), *tc = cg_get(c, op->args[2]);
-    CgTile *t = cg_set(c, res, gc.nregs);
-    for (int i = 0; i < gc.nregs; i++) t->r[i] = tc->r[i];
+    CgMmaFrag want = i == 0 ? CG_MMA_A : CG_MMA_B;
+    if (!operand_geom(c, op, i, want, wm, wn, &d->g)) return false;
+    const IrValue *v = op->args[i];
+    d->lazy = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
+    d->r = cg_get(c, v)->r;
+    if (!d->lazy) return true;
+    d->r = ARENA_ARRAY(c->arena, LLVMValueRef, d->g.nregs);
+    d->ts = tile_shape(v->type, want, d->lazy->fast_dim);
+    d->sink = (FragSink){d->r, d->lazy->stored, (IrElem)v->type.elem};
+    /* The ldmatrix reads happen here: a later writer of these bytes must wait. */
+    cg_smem_pending_add(c, d->lazy->bytes.lo, d->lazy->bytes.hi);
+    return true;
+}
+
+static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b, const CgGeom *gc, CgTile *t,
+                    int om, int on, int kk)
+{
     const char *name = bf ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
     LLVMTypeRef ht = bf ? c->t_i32 : LLVMVectorType(c->t_f16, 2);
     LLVMTypeRef pt[10], ft[4] = {c->t_f32, c->t_f32, c->t_f32, c->t_f32};
     for (int i = 0; i < 6; i++) pt[i] = ht;
     for (int i = 6; i < 10; i++) pt[i] = c->t_f32;
-    LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, ft, 4, 0);
-    for (int om = 0; om < M / (16 * wm); om++)
-        for (int on = 0; on < N / (8 * wn); on++)
-            for (int kk = 0; kk < K / 16; kk++) {
-                LLVMValueRef args[10];
-                for (int j = 0; j < 4; j++) { /* a{2j}, a{2j+1} */
-                    LLVMValueRef h[2];
-                    for (int s = 0; s < 2; s++) {
-                        int i = 2 * j + s;
-                        int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
-                        h[s] = ta->r[cg_geom_reg_of(&ga, rd)];
-                    }
-                    args[j] = pack2(c, h[0], h[1], bf);
-                }
-                for (int j = 0; j < 2; j++) { /* b{2j}, b{2j+1} */
-                    LLVMValueRef h[2];
-                    for (int s = 0; s < 2; s++) {
-                        int i = 2 * j + s;
-                        int rd[2] = {(kk * 2 + (i >> 1)) * 2 + (i & 1), on};
-                        h[s] = tb->r[cg_geom_reg_of(&gb, rd)];
-                    }
-                    args[4 + j] = pack2(c, h[0], h[1], bf);
-                }
-                int creg[4];
-                for (int i = 0; i < 4; i++) {
-                    int rd[2] = {om * 2 + (i >> 1), on * 2 + (i & 1)};
-                    creg[i] = cg_geom_reg_of(&gc, rd);
-                    args[6 + i] = t->r[creg[i]];
-                }
-                LLVMValueRef d = cg_call(c, name, rt, 10, pt, args);
-                for (int i = 0; i < 4; i++) t->r[creg[i]] = LLVMBuildExtractValue(c->b, d, (unsigned)i, "");
-            }
+    LLVMValueRef args[10];
+    for (int j = 0; j < 4; j++) { /* a{2j}, a{2j+1} */
+        LLVMValueRef h[2];
+        for (int s = 0; s < 2; s++) {
+            int i = 2 * j + s;
+            int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
+            h[s] = a->r[cg_geom_reg_of(&a->g, rd)];
+        }
+        args[j] = pack2(c, h[0], h[1], bf);
+    }
+    for (int j = 0; j < 2; j++) { /* b{2j}, b{2j+1} */
+        LLVMValueRef h[2];
+        for (int s = 0; s < 2; s++) {
+            int i = 2 * j + s;
+            int rd[2] = {(kk * 2 + (i >> 1)) * 2 + (i & 1), on};
+            h[s] = b->r[cg_geom_reg_of(&b->g, rd)];
+        }
+        args[4 + j] = pack2(c, h[0], h[1], bf);
+    }
+    int creg[4];
+    for (int i = 0; i < 4; i++) {
+        int rd[2] = {om * 2 + (i >> 1), on * 2 + (i & 1)};
+        creg[i] = cg_geom_reg_of(gc, rd);
+        args[6 + i] = t->r[creg[i]];
+    }
+    LLVMValueRef d = cg_call(c, name, LLVMStructTypeInContext(c->ctx, ft, 4, 0), 10, pt, args);
+    for (int i = 0; i < 4; i++) t->r[creg[i]] = LLVMBuildExtractValue(c->b, d, (unsigned)i, "");
+}
+
+/* C = A B + C, k32 step by k32 step: the deferred operands' fragments of one
+ * step are loaded just before its MMAs, so a warp holds 1/(K/32) of them at a
+ * time (FlashAttention-2 / CUTLASS do the same); each accumulator still sums
+ * its k16 steps in order, so the result does not depend on this. */
+bool cg_lower_dot_mma(CgCtx *c, IrOp *op)
+{
+    IrValue *res = op->res[0];
+    CgMmaFrag frag;
+    int wm, wn;
+    CgGeom gc;
+    DotOperand a, b;
+    if (!cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || frag != CG_MMA_C || !cg_geom_of(c, res, &gc))
+        return false;
+    if (!dot_operand(c, op, 0, wm, wn, &a) || !dot_operand(c, op, 1, wm, wn, &b)) return false;
+    bool bf = op->args[0]->type.elem == IR_BF16;
+    int M = gc.shape[0], N = gc.shape[1], K = op->args[0]->type.shape[1];
+    CgTile *tc = cg_get(c, op->args[2]);
+    CgTile *t = cg_set(c, res, gc.nregs);
+    for (int i = 0; i < gc.nregs; i++) t->r[i] = tc->r[i];
+    for (int k0 = 0; k0 < K / 16; k0 += 2) {
+        int k1 = k0 + 2 < K / 16 ? k0 + 2 : K / 16;
+        if (a.lazy) load_a(c, &a.ts, a.lazy->base, &a.g, wm, &a.sink, k0, k1);
+        if (b.lazy) load_b(c, &b.ts, b.lazy->base, &b.g, wm, wn, &b.sink, k0, k1);
+        for (int kk = k0; kk < k1; kk++)
+            for (int om = 0; om < M / (16 * wm); om++)
+                for (int on = 0; on < N / (8 * wn); on++) mma_one(c, bf, &a, &b, &gc, t, om, on, kk);
+    }
     return true;
 }

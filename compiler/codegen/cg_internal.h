@@ -30,6 +30,14 @@ typedef struct CgTile {
 } CgTile;
 
 typedef struct CgRange { int lo, hi; } CgRange;  /* SRAM bytes [lo, hi) */
+
+/* An MMA operand left in its swizzled SRAM tile (cg_dot_mma.c). */
+typedef struct CgLazyOperand {
+    LLVMValueRef base;  /* i32 byte offset of the tile; NULL: not deferred */
+    int fast_dim;       /* value dim contiguous in SRAM */
+    IrElem stored;      /* element as stored (f16/bf16), converted after ldmatrix */
+    CgRange bytes;      /* the SRAM it is read from (pending reads at the dots) */
+} CgLazyOperand;
 #define CG_MAX_PENDING 64
 
 typedef struct CgCtx {
@@ -60,6 +68,9 @@ typedef struct CgCtx {
     CgRange pending[CG_MAX_PENDING];
     int npending;
     CgRange cur;                 /* lo < 0: the current op has no scratch */
+    /* cg_dot_mma.c: deferred operand tiles (tc->deferred), by value id: the
+     * SRAM tile the dots ldmatrix from, instead of registers */
+    struct CgLazyOperand *lazy;
     /* pass_pipeline.c: the pipelined loop being lowered and its current slot */
     CgPipeLoop *pipe;
     LLVMValueRef pipe_slot;
@@ -132,6 +143,9 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
  * `stored` (16-bit) elements, converted to res's element type. */
 void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored,
                           CgTile *out);
+/* When `res` is deferred (tc->deferred): record its SRAM tile (base, the
+ * bytes it covers) for the dots to ldmatrix from and return true. */
+bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgRange bytes);
 bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl);
 /* A for's loop-carried values (cg_control.c, also used by the pipelined loop):
  * header phis from `pre`, then closed from `latch` with the body's yield. */

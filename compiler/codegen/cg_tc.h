@@ -61,6 +61,10 @@ typedef struct CgTcState {
     PtrVec bufs;           /* CgSmemBuf*: every shared buffer */
     PtrVec spans;          /* CgSpan* */
     int *buf_of;           /* by value id: index in bufs of that op's scratch, -1 none */
+    bool *deferred;        /* by value id: a convert to an MMA operand layout whose every
+                              user is a tensor-core dot: its SRAM tile stays live up to
+                              the dots, which ldmatrix one k32 step at a time
+                              (cg_dot_mma.c), instead of all fragments at the convert */
     int nids;
     int total;             /* bytes of dynamic SRAM */
 } CgTcState;

@@ -203,6 +203,7 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
     c.tc = tc;
     c.axis = axis;
     c.vals = ARENA_ARRAY(f->arena, CgTile, f->next_id + 1);
+    c.lazy = ARENA_ARRAY(f->arena, CgLazyOperand, f->next_id + 1);
     c.uses = ir_use_counts(f);
     bool ok = lower_and_emit(&c, res);
     if (!ok && ice_message()) {

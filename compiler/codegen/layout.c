@@ -420,6 +420,8 @@ static void print_notes(StrBuf *out, const IrOp *op, const CgTcState *tc)
         const CgSmemBuf *b = tc->bufs.data[tc->buf_of[op->res[0]->id]];
         sb_printf(out, "  // smem %s [%d, %d)", b->what, b->offset, b->offset + b->bytes);
     }
+    if (op->nres && tc->deferred && op->res[0]->id < tc->nids && tc->deferred[op->res[0]->id])
+        sb_puts(out, l ? " at its dots, per k32 step" : ", ldmatrix at its dots per k32 step");
 }
 
 static void print_op(StrBuf *out, const IrOp *op, int indent, const CgTcState *tc)

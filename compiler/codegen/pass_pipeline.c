@@ -22,8 +22,9 @@
  *     loop i:    cp.async.wait_group(S-2)   -- the group of iteration i is done
  *                barrier                    -- ... for every thread; and nobody
  *                                              still reads slot (i-1) % S
- *                compute(i)                 -- ldmatrix from slot i % S
  *                issue(i + S - 1) into slot (i + S - 1) % S; commit
+ *                                           -- that slot is (i - 1) % S: free
+ *                compute(i)                 -- ldmatrix from slot i % S
  *     after:     cp.async.wait_group(0)
  * Group accounting: before iteration i, S - 1 + i groups were committed
  * (one per issue, empty ones included), so at most S - 2 may be pending
@@ -38,8 +39,8 @@
  *
  * Example (matmul 64x64x32 on 4 warps as 2 x 2, S = 3): loads a [64x32] and
  * b [32x64] of f16 become 2 x 3 buffers of 4 KB; prologue: 2 groups; loop:
- * wait_group(1); bar.sync; 8 ldmatrix.x4 + 16 mma.sync per warp; 2 + 2
- * cp.async per thread; commit.
+ * wait_group(1); bar.sync; 2 + 2 cp.async per thread; commit; 8 ldmatrix.x4
+ * + 16 mma.sync per warp.
  */
 #include "cg_internal.h"
 #include "cg_tc.h"
@@ -292,13 +293,17 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMPositionBuilderAtEnd(c->b, bb);
     wait_group(c, S - 2);
     cg_barrier(c);
+    /* Issue iteration i + S - 1 before computing iteration i: its slot,
+     * (i - 1) % S, was last read by iteration i - 1, which every thread has
+     * left at the barrier above. So the copies overlap this whole iteration
+     * (with S = 2 too), instead of only the S - 2 iterations after it. */
+    LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)(S - 1), 0), ""), "");
+    LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, S - 1), ""), cg_i32(c, S), "");
+    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn)) return false;
     c->pipe_slot = LLVMBuildURem(c->b, cnt, cg_i32(c, S), "slot");
     c->pipe = pl;
     if (!cg_lower_block(c, body)) return false;
     c->pipe = NULL;
-    LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)(S - 1), 0), ""), "");
-    LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, S - 1), ""), cg_i32(c, S), "");
-    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn)) return false;
     LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
     LLVMValueRef cnext = LLVMBuildAdd(c->b, cnt, cg_i32(c, 1), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
@@ -319,9 +324,12 @@ bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
 {
     CgGeom g;
     cg_geom_of(c, op->res[0], &g);
-    CgTile *out = cg_set(c, op->res[0], g.nregs);
     LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0),
                                      LLVMBuildMul(c->b, c->pipe_slot, cg_i32(c, l->slot_bytes), ""), "");
+    CgRange stages = {l->buf ? l->buf->offset : 0, l->buf ? l->buf->offset + l->buf->bytes : 0};
+    IrElem stored = (IrElem)l->load->res[0]->type.elem;
+    if (cg_mma_defer(c, op->res[0], l->fast_dim, base, stored, stages)) return true;
+    CgTile *out = cg_set(c, op->res[0], g.nregs);
     cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, (IrElem)l->load->res[0]->type.elem, out);
     return true;
 }

@@ -9,8 +9,13 @@
  *     results): live at that op only, [p, p];
  *   - pipeline stage buffers (pass_pipeline.c): written by the prologue just
  *     before the loop and read/written by every iteration, so live over the
- *     whole loop: [for_start - 1, for_end]. A value defined outside a loop
- *     and used inside it likewise extends to the end of the loop.
+ *     whole loop: [for_start - 1, for_end];
+ *   - deferred operand tiles (tc->deferred: a convert to an MMA operand whose
+ *     users are all tensor-core dots): written at the convert, read by
+ *     ldmatrix at each dot, so live from the convert to its last dot. A tile
+ *     written outside a loop and read inside it (attention's Q, hoisted out
+ *     of the key loop) stays live to the end of that loop: every iteration
+ *     reads it again, so Q's fragments need no registers across the loop.
  *
  * Placement (the idea of Triton's Allocation.cpp, written anew): buffers
  * sorted by size, largest first; each goes at the lowest offset (aligned)
@@ -179,6 +184,36 @@ static int op_scratch(SaCtx *s, const IrOp *op, const char **what)
 
 static void number_block(SaCtx *s, IrBlock *b);
 
+static bool is_mma_dot(const IrFunc *f, const IrOp *op)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    return op->op == IR_DOT && op->nres && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag == CG_MMA_C;
+}
+
+/* A dot at position p reads its deferred operand tiles there. */
+static void extend_to_dot(SaCtx *s, const IrOp *op, int p)
+{
+    for (int i = 0; i < 2 && i < op->nargs; i++) {
+        const IrValue *v = op->args[i];
+        int bi = v->id < s->tc->nids && s->tc->deferred[v->id] ? s->tc->buf_of[v->id] : -1;
+        if (bi < 0) continue;
+        CgSmemBuf *b = s->tc->bufs.data[bi];
+        if (b->end < p) b->end = p;
+    }
+}
+
+/* After a region op [p, end]: a buffer that starts before it and is read
+ * inside it is read again by every iteration: live to its end. */
+static void extend_over_region(SaCtx *s, int p, int end)
+{
+    for (int i = 0; i < s->tc->bufs.len; i++) {
+        CgSmemBuf *b = s->tc->bufs.data[i];
+        if (b->start < p && b->end > p && b->end < end) b->end = end;
+    }
+}
+
 static void number_op(SaCtx *s, IrOp *op)
 {
     int p = s->pos++;
@@ -187,13 +222,14 @@ static void number_op(SaCtx *s, IrOp *op)
     if (bytes > 0) {
         /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
          * swizzle's bank arithmetic valid for absolute addresses. */
-        CgSmemBuf *b = add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? 128 : 16, p, p);
+        add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? 128 : 16, p, p);
         s->tc->buf_of[op->res[0]->id] = s->tc->bufs.len - 1;
-        (void)b;
     }
+    if (is_mma_dot(s->f, op)) extend_to_dot(s, op, p);
     for (int r = 0; r < op->nregions; r++) number_block(s, op->regions[r]);
     if (!op->nregions) return;
     int end = s->pos++;
+    extend_over_region(s, p, end);
     CgSpan *sp = ARENA_NEW(s->f->arena, CgSpan);
     sp->op = op;
     sp->start = p;
@@ -219,12 +255,47 @@ static void describe(const IrFunc *f, const CgSmemBuf *b, StrBuf *out)
     (void)f;
 }
 
+static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    if (op->op != IR_CONVERT_LAYOUT || !op->nres) return false;
+    IrElem e = (IrElem)op->res[0]->type.elem;
+    return (e == IR_F16 || e == IR_BF16) && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag != CG_MMA_C;
+}
+
+/* Count, per value, the operand slots (A or B) of tensor-core dots it fills. */
+static void count_dot_uses(const IrFunc *f, const IrBlock *b, int *dot_uses)
+{
+    for (const IrOp *op = b->first; op; op = op->next) {
+        if (is_mma_dot(f, op))
+            for (int i = 0; i < 2 && i < op->nargs; i++) dot_uses[op->args[i]->id]++;
+        for (int r = 0; r < op->nregions; r++) count_dot_uses(f, op->regions[r], dot_uses);
+    }
+}
+
+static void mark_deferred(const IrFunc *f, const IrBlock *b, const int *uses, const int *dot_uses, bool *deferred)
+{
+    for (const IrOp *op = b->first; op; op = op->next) {
+        if (is_mma_operand_convert(f, op)) {
+            int id = op->res[0]->id;
+            deferred[id] = uses[id] > 0 && uses[id] == dot_uses[id];
+        }
+        for (int r = 0; r < op->nregions; r++) mark_deferred(f, op->regions[r], uses, dot_uses, deferred);
+    }
+}
+
 bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
 {
     SaCtx s = {f, tc, ir_use_counts(f), 0};
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
-    for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1;
+    tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
+    int *dot_uses = ARENA_ARRAY(f->arena, int, f->next_id + 1);
+    for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1, tc->deferred[i] = false, dot_uses[i] = 0;
+    count_dot_uses(f, f->body, dot_uses);
+    mark_deferred(f, f->body, s.uses, dot_uses, tc->deferred);
     number_block(&s, f->body);
     tc->total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
     StrBuf why;

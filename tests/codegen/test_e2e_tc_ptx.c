@@ -11,6 +11,10 @@
  *     so no 16-byte copies) still uses mma.sync and ldmatrix, no cp.async;
  *   - every PTX is accepted by ptxas (skipped without ptxas);
  *   - --stats lists the pipeline stage buffers and the total;
+ *   - in the pipelined loop the next copies are issued before the compute
+ *     (the cp.async of the body come before its first ldmatrix), and the
+ *     operands are loaded one k32 step at a time (an mma.sync comes before
+ *     the last ldmatrix of the body, so no warp holds a whole operand);
  *   - barriers only at SRAM hazards: a kernel's first cross-warp reduction
  *     needs one bar.sync (between its writes and reads), the same reduction
  *     in a loop two (the previous iteration still reads the buffer).
@@ -182,6 +186,42 @@ static int barriers_of(const char *name, const char *src)
     return n;
 }
 
+/* The loop body of the pipelined PTX: from the wait_group S-2 to the next label. */
+static const char *loop_body(const char *ptx, int stages, const char **end)
+{
+    char want[48];
+    snprintf(want, sizeof want, "cp.async.wait_group %d;", stages - 2);
+    const char *b = strstr(ptx, want);
+    ck_assert_ptr_nonnull(b);
+    *end = strstr(b, "$L__BB");
+    ck_assert_ptr_nonnull(*end);
+    return b;
+}
+
+static const char *last_in(const char *b, const char *e, const char *what)
+{
+    const char *last = NULL;
+    for (const char *p = b; (p = strstr(p, what)) && p < e; p += strlen(what)) last = p;
+    return last;
+}
+
+START_TEST(issue_first_operands_per_k_step)
+{
+    const Sched cases[] = {{64, 64, 64, 4, 2}, {128, 128, 64, 8, 3}};
+    for (int i = 0; i < 2; i++) {
+        KilnCompileResult r;
+        compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", &cases[i], 512, 1024, "sm_80", KILN_EMIT_PTX, &r);
+        const char *e, *b = loop_body(r.output, cases[i].stages, &e);
+        const char *cp = strstr(b, "cp.async.cg.shared.global"), *ld = strstr(b, "ldmatrix");
+        const char *mma = strstr(b, "mma.sync"), *last_ld = last_in(b, e, "ldmatrix");
+        ck_assert_msg(cp && ld && mma && last_ld && cp < e && ld < e && mma < e, "case %d: loop body incomplete", i);
+        ck_assert_msg(cp < ld, "case %d: the next copies must be issued before this iteration's ldmatrix", i);
+        ck_assert_msg(mma < last_ld, "case %d: all ldmatrix before the first mma (operands not loaded per k step)", i);
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(barriers_only_at_hazards)
 {
     const char *once = "kernel one(X: *f32, Y: *f32) with (num_warps = 4) {\n"
@@ -211,6 +251,7 @@ static Suite *suite(void)
     tcase_add_test(tc, examples_matmul_tensor_cores);
     tcase_add_test(tc, stats_list_buffers);
     tcase_add_test(tc, barriers_only_at_hazards);
+    tcase_add_test(tc, issue_first_operands_per_k_step);
     suite_add_tcase(s, tc);
     return s;
 }
