@@ -174,6 +174,62 @@ KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const Ki
 KilnStatus kiln_time_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args,
                             int nargs, int reps, float *median_ms);
 
+/* ---------------- launching on host buffers (host_launch.c) ---------------- */
+/* For host programs whose data lives in host memory: one call allocates a
+ * device buffer per buffer argument, copies in, launches (kiln_launch: same
+ * checks, same launch-time specialisation), synchronises the device, copies
+ * out and frees everything, on every path. */
+
+typedef enum KilnHostDir {
+    KILN_HOST_IN = 1,      /* copied to the device before the launch */
+    KILN_HOST_OUT = 2,     /* copied back after it; starts on the device as 0xFF bytes (NaN
+                              for floats), so what the kernel does not write comes back as that */
+    KILN_HOST_INOUT = 3,   /* copied in and back */
+} KilnHostDir;
+
+/* One argument: a host buffer (value.kind == KILN_PARAM_PTR; the kernel gets
+ * a device copy of `bytes` bytes at `host`) or a scalar (value; host NULL).
+ * Build them with kiln_host_buf / kiln_host_scalar. */
+typedef struct KilnHostArg {
+    KilnArg value;
+    void *host;
+    size_t bytes;
+    KilnHostDir dir;
+} KilnHostArg;
+
+static inline KilnHostArg kiln_host_buf(void *host, size_t bytes, KilnHostDir dir)
+{
+    KilnHostArg a = {kiln_arg_ptr(0), host, bytes, dir};
+    return a;
+}
+static inline KilnHostArg kiln_host_scalar(KilnArg value)
+{
+    KilnHostArg a = {value, NULL, 0, KILN_HOST_IN};
+    return a;
+}
+
+/* Where kiln_host_launch stopped (callers that word their own messages use it). */
+typedef enum KilnHostStep {
+    KILN_HOST_STEP_NONE,      /* success */
+    KILN_HOST_STEP_CHECK,     /* the kernel or the argument list (nothing touched on the device) */
+    KILN_HOST_STEP_COPY_IN,   /* allocating or filling a device buffer */
+    KILN_HOST_STEP_RUN,       /* kiln_launch (its checks included) or the synchronisation */
+    KILN_HOST_STEP_COPY_OUT,  /* copying a result back (host buffers copied before it hold results) */
+    KILN_HOST_STEP_FREE,      /* freeing a device buffer (every result is in place) */
+} KilnHostStep;
+
+/* The checks kiln_host_launch makes on the list before touching any device:
+ * KILN_OK or KILN_ERR_USAGE naming the argument (a buffer without host memory
+ * or of 0 bytes, a bad direction or kind, a scalar with a host buffer). */
+KilnStatus kiln_host_args_check(const KilnHostArg *args, int nargs);
+/* Run `k` on grid (as kiln_launch) with `args` in parameter order, on the
+ * default stream of the kernel's device; returns after the results are back
+ * in the host buffers. The status and kiln_last_error() are the first failing
+ * call's (kiln_malloc, kiln_launch, a driver error...); *step (may be NULL)
+ * says which phase that was. */
+KilnStatus kiln_host_launch(KilnKernel *k, const int grid[3], const KilnHostArg *args, int nargs,
+                            KilnHostStep *step);
+
 /* ---------------- on-disk cache of compiled kernels ---------------- */
 /* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
  * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
