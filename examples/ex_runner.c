@@ -94,13 +94,15 @@ static int run_cpu(const ExRunner *r, const ExProgram *p, const char *path, cons
     return rc ? 1 : 0;
 }
 
-static KilnArg to_kiln_arg(const ExArg *a, KilnDevPtr dp)
+/* Inputs go in; outputs go both ways: they arrive poisoned from the host, so
+ * unwritten elements stay NaN. */
+static KilnHostArg to_host_arg(const ExArg *a)
 {
     switch (a->kind) {
-    case EX_BUF: return kiln_arg_ptr(dp);
-    case EX_I64: return kiln_arg_i64(a->i);
-    case EX_F32: return kiln_arg_f32((float)a->f);
-    default: return kiln_arg_i32((int32_t)a->i);
+    case EX_BUF: return kiln_host_buf(a->p, a->bytes, a->is_output ? KILN_HOST_INOUT : KILN_HOST_IN);
+    case EX_I64: return kiln_host_scalar(kiln_arg_i64(a->i));
+    case EX_F32: return kiln_host_scalar(kiln_arg_f32((float)a->f));
+    default: return kiln_host_scalar(kiln_arg_i32((int32_t)a->i));
     }
 }
 
@@ -111,39 +113,18 @@ static int run_gpu(ExRunner *r, const ExProgram *p, const char *path, const char
     fill_options(p, &o, defs);
     KilnModule *mod = NULL;
     KilnKernel *k = NULL;
-    KilnDevPtr dp[64] = {0};
-    KilnArg args[64];
+    KilnHostArg *args = calloc((size_t)p->nargs + 1, sizeof *args);
     int rc = 1;
-    if (kiln_module_compile(r->dev, path, src, &o, &mod) != KILN_OK ||
-        kiln_kernel_get(mod, p->kernel, &k) != KILN_OK) {
+    if (!args) fprintf(stderr, "kiln-examples: out of memory\n");
+    else if (kiln_module_compile(r->dev, path, src, &o, &mod) != KILN_OK ||
+             kiln_kernel_get(mod, p->kernel, &k) != KILN_OK)
         fprintf(stderr, "%s\n", kiln_last_error());
-        goto out;
+    else {
+        for (int i = 0; i < p->nargs; i++) args[i] = to_host_arg(&p->args[i]);
+        if (kiln_host_launch(k, p->grid, args, p->nargs, NULL) == KILN_OK) rc = 0;
+        else fprintf(stderr, "%s\n", kiln_last_error());
     }
-    for (int i = 0; i < p->nargs && i < 64; i++) {
-        const ExArg *a = &p->args[i];
-        if (a->kind == EX_BUF) {
-            /* Outputs arrive poisoned from the host, so unwritten elements stay NaN. */
-            if (kiln_malloc(r->dev, a->bytes, &dp[i]) != KILN_OK ||
-                kiln_memcpy_htod(r->dev, dp[i], a->p, a->bytes) != KILN_OK) {
-                fprintf(stderr, "%s\n", kiln_last_error());
-                goto out;
-            }
-        }
-        args[i] = to_kiln_arg(a, dp[i]);
-    }
-    if (kiln_launch(k, p->grid, NULL, args, p->nargs) != KILN_OK || kiln_synchronize(r->dev) != KILN_OK) {
-        fprintf(stderr, "%s\n", kiln_last_error());
-        goto out;
-    }
-    for (int i = 0; i < p->nargs; i++)
-        if (p->args[i].kind == EX_BUF && p->args[i].is_output &&
-            kiln_memcpy_dtoh(r->dev, p->args[i].p, dp[i], p->args[i].bytes) != KILN_OK) {
-            fprintf(stderr, "%s\n", kiln_last_error());
-            goto out;
-        }
-    rc = 0;
-out:
-    for (int i = 0; i < p->nargs && i < 64; i++) kiln_free(r->dev, dp[i]);
+    free(args);
     kiln_module_free(mod);
     return rc;
 }

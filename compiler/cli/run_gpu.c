@@ -1,10 +1,11 @@
 /* run_gpu.c — the GPU path of `kiln run`, through the public runtime API only.
  *
  * The kernel is compiled with kiln_module_compile (so the on-disk cache and
- * launch-time specialisation apply, as for any host program), the generated
- * buffers are copied to the device, outputs come back into the same host
- * buffers, and the caller prints them. No GPU (no driver, no device) is not an
- * error here: it returns -1 with the reason so the interpreter runs instead.
+ * launch-time specialisation apply, as for any host program) and run with
+ * kiln_host_launch: the generated buffers are copied to the device, come back
+ * into the same host buffers, and the caller prints them. No GPU (no driver,
+ * no device) is not an error here: it returns -1 with the reason so the
+ * interpreter runs instead.
  */
 #include <stdio.h>
 #include <string.h>
@@ -30,10 +31,36 @@ static KilnArg scalar_arg(IrType t, const RunBuf *b)
     }
 }
 
+/* What `kiln run` says it was doing when kiln_host_launch stopped at `step`. */
+static const char *step_text(KilnHostStep step)
+{
+    switch (step) {
+    case KILN_HOST_STEP_CHECK: return "passing the arguments";
+    case KILN_HOST_STEP_RUN: return "running the kernel";
+    case KILN_HOST_STEP_COPY_OUT: return "copying the results back";
+    case KILN_HOST_STEP_FREE: return "freeing device memory";
+    default: return "copying the inputs";
+    }
+}
+
 static int fail(const char *what)
 {
     fprintf(stderr, "kiln: %s: %s\n", what, kiln_last_error());
     return 1;
+}
+
+/* The generated buffers and scalars through kiln_host_launch. Every buffer
+ * goes both ways: the caller prints them all afterwards. */
+static int launch(KilnKernel *k, const KilnCliArgs *a, const IrFunc *f, RunArgs *ra)
+{
+    KilnHostArg args[RUN_MAX_PARAMS];
+    for (int i = 0; i < ra->n; i++) {
+        RunBuf *b = &ra->bufs[i];
+        args[i] = b->data ? kiln_host_buf(b->data, b->bytes, KILN_HOST_INOUT)
+                          : kiln_host_scalar(scalar_arg(f->params[i]->type, b));
+    }
+    KilnHostStep step;
+    return kiln_host_launch(k, a->grid, args, ra->n, &step) == KILN_OK ? 0 : fail(step_text(step));
 }
 
 int kiln_cli_run_gpu(KilnCliArgs *a, const IrFunc *f, const char *src, RunArgs *ra, const char **where)
@@ -57,35 +84,10 @@ int kiln_cli_run_gpu(KilnCliArgs *a, const IrFunc *f, const char *src, RunArgs *
     o.emit = KILN_EMIT_PTX; /* the runtime picks cubin/PTX itself */
     KilnModule *mod = NULL;
     KilnKernel *k = NULL;
-    KilnDevPtr dp[RUN_MAX_PARAMS] = {0};
-    KilnArg args[RUN_MAX_PARAMS];
-    int rc = 1;
-    if (kiln_module_compile(dev, a->file, src, &o, &mod) != KILN_OK) { rc = fail("compiling for the GPU"); goto out; }
-    if (kiln_kernel_get(mod, f->name, &k) != KILN_OK) { rc = fail("finding the kernel"); goto out; }
-    for (int i = 0; i < ra->n; i++) {
-        RunBuf *b = &ra->bufs[i];
-        if (!b->data) {
-            args[i] = scalar_arg(f->params[i]->type, b);
-            continue;
-        }
-        if (kiln_malloc(dev, b->bytes, &dp[i]) != KILN_OK || kiln_memcpy_htod(dev, dp[i], b->data, b->bytes) != KILN_OK) {
-            rc = fail("copying the inputs");
-            goto out;
-        }
-        args[i] = kiln_arg_ptr(dp[i]);
-    }
-    if (kiln_launch(k, a->grid, NULL, args, ra->n) != KILN_OK || kiln_synchronize(dev) != KILN_OK) {
-        rc = fail("running the kernel");
-        goto out;
-    }
-    for (int i = 0; i < ra->n; i++)
-        if (ra->bufs[i].data && kiln_memcpy_dtoh(dev, ra->bufs[i].data, dp[i], ra->bufs[i].bytes) != KILN_OK) {
-            rc = fail("copying the results back");
-            goto out;
-        }
-    rc = 0;
-out:
-    for (int i = 0; i < ra->n; i++) kiln_free(dev, dp[i]);
+    int rc;
+    if (kiln_module_compile(dev, a->file, src, &o, &mod) != KILN_OK) rc = fail("compiling for the GPU");
+    else if (kiln_kernel_get(mod, f->name, &k) != KILN_OK) rc = fail("finding the kernel");
+    else rc = launch(k, a, f, ra);
     kiln_module_free(mod);
     kiln_shutdown(dev);
     return rc;
