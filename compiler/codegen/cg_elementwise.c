@@ -4,8 +4,19 @@
  * already have the result's layout (the layout pass made sure), so register i
  * of every operand is the same element; scalar operands are used for every i.
  * f16/bf16 arithmetic is done in f32 and rounded once per op (cvt.rn), as the
- * interpreter does. Transcendentals use the PTX approximations without
- * libdevice: exp2 -> ex2.approx.ftz.f32, exp(x) -> ex2(x * log2 e),
+ * interpreter does (LLVM then narrows it to native f16 ops where exact).
+ * f32/f64 add, sub and mul carry the `contract` fast-math flag, so the NVPTX
+ * backend fuses a * b + c into fma.rn.f32 (one rounding instead of two; what
+ * Triton's default enable_fp_fusion does): results may differ from the
+ * interpreter, which rounds every op, in the last bit. f16/bf16 ops do not
+ * (fusing would skip the rounding to f16 between the mul and the add).
+ * Casts f32 -> f16/bf16 on sm_80+ round two registers at a time, i and i + 1,
+ * with cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32 (llvm.nvvm.ff2f16x2.rn; LLVM 19's
+ * NVPTX has no pattern for a build_vector of two fptruncs): that is the pair
+ * an MMA operand or a vector store packs into one 32-bit register, so the
+ * extracted halves fold back into the cvt's result (attention's P = p.to(f16)).
+ * Transcendentals use the PTX approximations without libdevice:
+ * exp2 -> ex2.approx.ftz.f32, exp(x) -> ex2(x * log2 e),
  * log2 -> lg2.approx.f32, log(x) -> lg2(x) * ln 2, sqrt/rsqrt/sin/cos ->
  * *.approx.f32, tanh -> tanh.approx.f32 (inline PTX, sm_75+); f64 inputs go
  * through the f32 approximations (sqrt stays exact).
@@ -34,7 +45,18 @@ static LLVMValueRef call_f32(CgCtx *c, const char *name, LLVMValueRef x)
     return cg_call(c, name, t, 1, &t, &x);
 }
 
-static LLVMValueRef unary_float(CgCtx *c, IrOpcode op, LLVMValueRef x, bool f64)
+/* With `fuse`, allows the backend to fuse this fmul/fadd/fsub with its
+ * operand or user into an fma (the builder may have folded it to a constant:
+ * no flags then). Not for f16/bf16 arithmetic: LLVM narrows it to native half
+ * ops, and fusing those would skip the rounding to f16 between mul and add. */
+static LLVMValueRef contract(LLVMValueRef v, bool fuse)
+{
+    if (fuse && LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v))
+        LLVMSetFastMathFlags(v, LLVMFastMathAllowContract);
+    return v;
+}
+
+static LLVMValueRef unary_float(CgCtx *c, IrOpcode op, LLVMValueRef x, bool f64, bool fuse)
 {
     LLVMTypeRef t = LLVMTypeOf(x);
     if (op == IR_NEG) return LLVMBuildFNeg(c->b, x, "");
@@ -50,7 +72,9 @@ static LLVMValueRef unary_float(CgCtx *c, IrOpcode op, LLVMValueRef x, bool f64)
         r = call_f32(c, "llvm.nvvm.ex2.approx.ftz.f", LLVMBuildFMul(c->b, x, fconst(c, M_LOG2E), ""));
         break;
     case IR_LOG2: r = call_f32(c, "llvm.nvvm.lg2.approx.f", x); break;
-    case IR_LOG: r = LLVMBuildFMul(c->b, call_f32(c, "llvm.nvvm.lg2.approx.f", x), fconst(c, M_LN2), ""); break;
+    case IR_LOG:
+        r = contract(LLVMBuildFMul(c->b, call_f32(c, "llvm.nvvm.lg2.approx.f", x), fconst(c, M_LN2), ""), fuse);
+        break;
     case IR_SQRT: r = call_f32(c, "llvm.nvvm.sqrt.approx.f", x); break;
     case IR_RSQRT: r = call_f32(c, "llvm.nvvm.rsqrt.approx.f", x); break;
     case IR_SIN: r = call_f32(c, "llvm.nvvm.sin.approx.f", x); break;
@@ -61,15 +85,15 @@ static LLVMValueRef unary_float(CgCtx *c, IrOpcode op, LLVMValueRef x, bool f64)
     return f64 ? LLVMBuildFPExt(c->b, r, c->t_f64, "") : r;
 }
 
-static LLVMValueRef binary_float(CgCtx *c, IrOpcode op, LLVMValueRef a, LLVMValueRef b, bool f64)
+static LLVMValueRef binary_float(CgCtx *c, IrOpcode op, LLVMValueRef a, LLVMValueRef b, bool f64, bool fuse)
 {
     LLVMTypeRef t = LLVMTypeOf(a);
     LLVMTypeRef pt[2] = {t, t};
     LLVMValueRef args[2] = {a, b};
     switch (op) {
-    case IR_ADD: return LLVMBuildFAdd(c->b, a, b, "");
-    case IR_SUB: return LLVMBuildFSub(c->b, a, b, "");
-    case IR_MUL: return LLVMBuildFMul(c->b, a, b, "");
+    case IR_ADD: return contract(LLVMBuildFAdd(c->b, a, b, ""), fuse);
+    case IR_SUB: return contract(LLVMBuildFSub(c->b, a, b, ""), fuse);
+    case IR_MUL: return contract(LLVMBuildFMul(c->b, a, b, ""), fuse);
     case IR_DIV: return LLVMBuildFDiv(c->b, a, b, "");
     case IR_REM: return LLVMBuildFRem(c->b, a, b, "");
     /* minnum/maxnum: like fminf/fmaxf, a NaN operand is ignored (min.f32). */
@@ -116,13 +140,23 @@ static LLVMValueRef compare(CgCtx *c, IrCmp cmp, LLVMValueRef a, LLVMValueRef b,
 
 static bool is_half(IrElem e) { return e == IR_F16 || e == IR_BF16; }
 
-/* One element of a (non-shape) elementwise op. */
-static LLVMValueRef elem(CgCtx *c, IrOp *op, LLVMValueRef *v)
+/* A cast f32 -> f16/bf16, whose registers are rounded in pairs. Not the
+ * f16/bf16 arithmetic: LLVM narrows its fpext/op/fptrunc to native f16
+ * instructions (mul.rn.f16), which a paired cvt would prevent. Casts from f64
+ * stay one direct rounding (through f32 would round twice). */
+static bool cast_f32_to_half(const IrOp *op)
+{
+    return op->op == IR_CAST && op->args[0]->type.elem == IR_F32 && is_half((IrElem)op->res[0]->type.elem);
+}
+
+/* One element of a (non-shape) elementwise op; with `keep_f32`, a cast for
+ * which cast_f32_to_half holds returns its f32 operand, not yet rounded. */
+static LLVMValueRef elem(CgCtx *c, IrOp *op, LLVMValueRef *v, bool keep_f32)
 {
     IrElem e = (IrElem)op->args[0]->type.elem;
     IrElem re = (IrElem)op->res[0]->type.elem;
     switch (op->op) {
-    case IR_CAST: return cg_convert_scalar(c, v[0], e, re);
+    case IR_CAST: return keep_f32 ? v[0] : cg_convert_scalar(c, v[0], e, re);
     case IR_SELECT: return LLVMBuildSelect(c->b, v[0], v[1], v[2], "");
     case IR_ADDPTR: {
         IrElem oe = (IrElem)op->args[1]->type.elem;
@@ -138,7 +172,8 @@ static LLVMValueRef elem(CgCtx *c, IrOp *op, LLVMValueRef *v)
     LLVMValueRef r = NULL;
     if (op->op == IR_CMP) return compare(c, (IrCmp)op->attr[0], x[0], x[1], is_half(e) ? IR_F32 : e);
     if (ir_elem_is_float(e)) {
-        r = n == 1 ? unary_float(c, op->op, x[0], e == IR_F64) : binary_float(c, op->op, x[0], x[1], e == IR_F64);
+        bool f64 = e == IR_F64, fuse = !is_half(e);
+        r = n == 1 ? unary_float(c, op->op, x[0], f64, fuse) : binary_float(c, op->op, x[0], x[1], f64, fuse);
         if (r && is_half(e)) r = LLVMBuildFPTrunc(c->b, r, cg_type(c, e), "");
     } else if (n == 1) {
         LLVMValueRef zero = LLVMConstInt(LLVMTypeOf(x[0]), 0, 0);
@@ -155,18 +190,42 @@ static LLVMValueRef elem(CgCtx *c, IrOp *op, LLVMValueRef *v)
     return r;
 }
 
+/* Rounds the f32 registers r[0..n) to `e` (f16/bf16) in place: pairs
+ * (r[i], r[i + 1]) with one cvt.rn.{f16,bf16}x2.f32 each (sm_80+), whose
+ * halves are then extracted (the extract folds away where the pair is packed
+ * again, as for an MMA operand); a last odd register alone. */
+static void round_pairs(CgCtx *c, LLVMValueRef *r, int n, IrElem e)
+{
+    LLVMTypeRef ht = cg_type(c, e);
+    int i = 0;
+    if (c->sm >= 80) {
+        LLVMTypeRef pt[2] = {c->t_f32, c->t_f32};
+        const char *name = e == IR_BF16 ? "llvm.nvvm.ff2bf16x2.rn" : "llvm.nvvm.ff2f16x2.rn";
+        for (; i + 1 < n; i += 2) {
+            /* cvt.rn.f16x2.f32 d, a, b puts a in the upper half: (hi, lo) */
+            LLVMValueRef args[2] = {r[i + 1], r[i]};
+            LLVMValueRef v = cg_call(c, name, LLVMVectorType(ht, 2), 2, pt, args);
+            r[i] = LLVMBuildExtractElement(c->b, v, cg_i32(c, 0), "");
+            r[i + 1] = LLVMBuildExtractElement(c->b, v, cg_i32(c, 1), "");
+        }
+    }
+    for (; i < n; i++) r[i] = LLVMBuildFPTrunc(c->b, r[i], ht, "");
+}
+
 bool cg_lower_elementwise(CgCtx *c, IrOp *op)
 {
     IrValue *res = op->res[0];
     CgGeom g;
     cg_geom_of(c, res, &g);
     CgTile *t = cg_set(c, res, g.nregs);
+    bool pairs = cast_f32_to_half(op) && g.nregs > 1;
     for (int i = 0; i < g.nregs; i++) {
         LLVMValueRef v[3];
         for (int a = 0; a < op->nargs && a < 3; a++) v[a] = operand(c, op->args[a], i);
-        t->r[i] = elem(c, op, v);
+        t->r[i] = elem(c, op, v, pairs);
         if (!t->r[i]) return false;
     }
+    if (pairs) round_pairs(c, t->r, g.nregs, (IrElem)res->type.elem);
     return true;
 }
 
