@@ -5,7 +5,9 @@
 # also attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
 # within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
 # (KILN_FUZZ_SECONDS, over all cores). KILN_SUITE=0 skips the main job and the GPU
-# suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). Full logs go
+# suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). KILN_MATMUL_ARGS /
+# KILN_ATTN_ARGS go to the matmul / attention scripts only; `profile` runs ncu on Kiln's
+# and FA2's attention kernels (tools/bench/profile_attention.sh; D, N, SCHEDS). Full logs go
 # to $OUT; a short table is printed last.
 set -uo pipefail
 root=$(pwd)
@@ -47,18 +49,19 @@ for b in $benches; do
   note "== bench $b"
   case $b in
     memory) timeout 240 python3 tools/bench/bench_memory.py --kiln-bin "$bin/kiln-bench" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_memory.log" 2>&1 ;;
-    matmul) timeout 300 python3 tools/bench/bench_matmul.py --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_matmul.log" 2>&1 ;;
-    attention) timeout 420 python3 tools/bench/bench_attention.py --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_attention.log" 2>&1 ;;
+    matmul) timeout 300 python3 tools/bench/bench_matmul.py --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} ${KILN_MATMUL_ARGS:-} --out "$out" >"$out/bench_matmul.log" 2>&1 ;;
+    attention) timeout 540 python3 tools/bench/bench_attention.py --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" >"$out/bench_attention.log" 2>&1 ;;
+    profile) timeout 300 bash tools/bench/profile_attention.sh "$bin/kiln-bench-attn" >"$out/bench_profile.log" 2>&1 ;;
     attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
-        --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} --out "$out" \
+        --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" \
         >"$out/bench_attention-sweep.log" 2>&1 ;;
     matmul-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_matmul.py --sweep \
-        --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} --out "$out" \
+        --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} ${KILN_MATMUL_ARGS:-} --out "$out" \
         >"$out/bench_matmul-sweep.log" 2>&1 ;;
-    *) echo "unknown benchmark '$b' (memory matmul attention attention-sweep matmul-sweep)" >"$out/bench_$b.log"; false ;;
+    *) echo "unknown benchmark '$b' (memory matmul attention attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
   esac
   note "bench $b exit $?"
-  case $b in *-sweep) n=80 ;; *) n=40 ;; esac
+  case $b in *-sweep|profile) n=80 ;; *) n=40 ;; esac
   tail -$n "$out/bench_$b.log" >>"$summary"
 done
 
@@ -69,4 +72,9 @@ if [ -n "${KILN_FUZZ_SECONDS:-}" ] && [ -x "$bin/fuzz_frontend" ]; then
       -max_total_time="$KILN_FUZZ_SECONDS" -dict="$root/tests/fuzz/kiln.dict" /tmp/fuzz-corpus ) >"$out/fuzz.log" 2>&1
   note "fuzz exit $? ; $(grep -cE 'ERROR|crash-' "$out/fuzz.log") crash lines; last: $(grep -E '#[0-9]+' "$out/fuzz.log" | tail -1)"
 fi
+# Only a few files come back from $OUT: everything but the summary and the
+# result tables goes into one archive.
+( cd "$out" && tar -czf logs.tgz --exclude=logs.tgz --exclude='*.json' --exclude='*_sweep.md' \
+    --exclude=summary.txt --exclude='*.png' . && find . -mindepth 1 -not -name logs.tgz -not -name '*.json' \
+    -not -name '*_sweep.md' -not -name summary.txt -not -name '*.png' -not -name '*.md' -delete 2>/dev/null )
 echo; echo "=========== summary"; cat "$summary"

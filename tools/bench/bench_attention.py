@@ -140,7 +140,12 @@ def torch_peak_extra(provider, dtype, n, d):
 def kiln_cmd(args, dtype, d, causal, extra, sched=None):
     """The C driver's command line; `sched` (BLOCK_M, BLOCK_N, warps, stages) overrides
     --block-m/--block-n/--warps/--stages (warps or stages 0: the program's own rule)."""
-    bm, bn, warps, stages = sched or (args.block_m, args.block_n if d <= 128 else 32, args.warps, args.stages)
+    if sched is None:  # the runtime's defaults for this head dim (k_tune in runtime/attention.c), or the flags
+        bm, bn, warps, stages = API_SCHED.get(d, (128, 64 if d <= 128 else 32, 0, 0))
+        bm, bn = args.block_m or bm, args.block_n or bn
+        warps, stages = args.warps or warps, args.stages or stages
+    else:
+        bm, bn, warps, stages = sched
     cmd = [args.kiln_bin, "--src", args.src, "--dtype", dtype, "--head-dim", str(d),
            "--heads", str(HIDDEN // d), "--layout", "bhsd", "--block-m", str(bm), "--block-n", str(bn)]
     if warps:
@@ -355,6 +360,9 @@ def plot(res, providers, path):
 # (tools/bench/ptx_study.py; docs/perf_notes.md): registers, spills, SRAM and CTAs per SM.
 # BLOCK_M 128 on 4 warps is left out: its causal variant does not compile today (perf_notes.md).
 DEFAULT_SCHED = (128, 64, 8, 2)
+# What kiln_attention_fwd picks on sm_90 (runtime/attention.c, k_tune): the main benchmark
+# measures these unless --block-m/--block-n/--warps/--stages say otherwise.
+API_SCHED = {64: (128, 128, 8, 2), 128: (128, 64, 8, 2)}
 SWEEP_SCHEDULES = {
     64: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 32, 8, 3),
          (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 1), (64, 32, 4, 3),
@@ -622,8 +630,8 @@ def main():
     ap.add_argument("--dtypes", default=None, help="f16,bf16 (default both; --quick: f16)")
     ap.add_argument("--seqlens", default=None, help="comma list (default 512..16384)")
     ap.add_argument("--head-dims", default="64,128")
-    ap.add_argument("--block-m", type=int, default=128)
-    ap.add_argument("--block-n", type=int, default=64)
+    ap.add_argument("--block-m", type=int, default=0, help="default: the runtime's choice per head dim (API_SCHED)")
+    ap.add_argument("--block-n", type=int, default=0)
     ap.add_argument("--warps", type=int, default=0, help="override the program's num_warps")
     ap.add_argument("--stages", type=int, default=0, help="override the program's num_stages")
     ap.add_argument("--target-ms", type=float, default=50.0, help="measurement length per shape")
