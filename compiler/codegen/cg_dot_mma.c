@@ -209,6 +209,37 @@ static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
         }
 }
 
+/* ldmatrix the B fragments of the one k16 step kk, two n8 tiles (on, on + 1)
+ * per x4: matrix j holds n8 tile on + j / 2, k half j % 2 (CUTLASS's k16 x
+ * n16 B load). Per step a warp holds 2 registers per n8 tile instead of
+ * load_b's 4 (two steps): what lets d = 128 on 32-row warps fit in 255. */
+static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
+                         const FragSink *out, int kk)
+{
+    int N = g->shape[1];
+    LLVMTypeRef et = cg_type(c, out->stored);
+    LLVMValueRef r = and_(c, c->lane, 7), m = lshr(c, c->lane, 3);
+    LLVMValueRef dn = mul(c, lshr(c, m, 1), 8 * wn), dk = mul(c, and_(c, m, 1), 8);
+    LLVMValueRef wni = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
+    LLVMValueRef w8 = mul(c, wni, 8);
+    LdsmAddr ad = {ts, base, ts->k_contig ? add(c, add(c, w8, r), dn) : add(c, r, dk),
+                   ts->k_contig ? dk : add(c, w8, dn), {0}};
+    for (int on = 0; on + 1 < N / (8 * wn); on += 2) {
+        int n0 = on * wn * 8, k0 = kk * 16;
+        LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? n0 : k0, ts->k_contig ? k0 : n0), 4,
+                                  !ts->k_contig);
+        for (int j = 0; j < 4; j++) {
+            LLVMValueRef lo, hi;
+            unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
+            for (int h = 0; h < 2; h++) {
+                int i = (j & 1) * 2 + h;
+                int rd[2] = {(kk * 2 + (i >> 1)) * 2 + (i & 1), on + (j >> 1)};
+                sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
+            }
+        }
+    }
+}
+
 /* Registers of `res` (an A/B-operand layout) from a swizzled tile at byte
  * offset `base` whose contiguous dim is `fast_dim` of the value; the tile
  * holds `stored` elements (16-bit), converted to res's element if they differ. */
@@ -388,8 +419,8 @@ static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b,
     for (int i = 0; i < 4; i++) t->r[creg[i]] = LLVMBuildExtractValue(c->b, d, (unsigned)i, "");
 }
 
-/* C = A B + C, k32 step by k32 step: the deferred operands' fragments of one
- * step are loaded just before its MMAs, so a warp holds 1/(K/32) of them at a
+/* C = A B + C, k16 (or k32) step by step: the deferred operands' fragments
+ * of one step are loaded just before its MMAs, so a warp holds 1/(K/32) of them at a
  * time (FlashAttention-2 / CUTLASS do the same); each accumulator still sums
  * its k16 steps in order, so the result does not depend on this. */
 bool cg_lower_dot_mma(CgCtx *c, IrOp *op)
@@ -407,10 +438,15 @@ bool cg_lower_dot_mma(CgCtx *c, IrOp *op)
     CgTile *tc = cg_get(c, op->args[2]);
     CgTile *t = cg_set(c, res, gc.nregs);
     for (int i = 0; i < gc.nregs; i++) t->r[i] = tc->r[i];
-    for (int k0 = 0; k0 < K / 16; k0 += 2) {
-        int k1 = k0 + 2 < K / 16 ? k0 + 2 : K / 16;
+    /* Deferred B with an even number of n8 tiles per warp: k16 steps with
+     * paired-n loads; else k32 steps. */
+    bool pairs = b.lazy && (N / (8 * wn)) % 2 == 0;
+    int step = pairs ? 1 : 2;
+    for (int k0 = 0; k0 < K / 16; k0 += step) {
+        int k1 = k0 + step < K / 16 ? k0 + step : K / 16;
         if (a.lazy) load_a(c, &a.ts, a.lazy->base, &a.g, wm, &a.sink, k0, k1);
-        if (b.lazy) load_b(c, &b.ts, b.lazy->base, &b.g, wm, wn, &b.sink, k0, k1);
+        if (pairs) load_b_pairs(c, &b.ts, b.lazy->base, &b.g, wm, wn, &b.sink, k0);
+        else if (b.lazy) load_b(c, &b.ts, b.lazy->base, &b.g, wm, wn, &b.sink, k0, k1);
         for (int kk = k0; kk < k1; kk++)
             for (int om = 0; om < M / (16 * wm); om++)
                 for (int on = 0; on < N / (8 * wn); on++) mma_one(c, bf, &a, &b, &gc, t, om, on, kk);

@@ -15,6 +15,12 @@
  *      attention is staged for the tensor cores once, not every iteration).
  *   3. chains: convert(convert(x)) reads x directly, and conversions between
  *      equivalent layouts (same thread -> element map) are dropped.
+ *   4. duplicates: a conversion equal to an earlier one of the same block
+ *      (same source, same layout) reads that one. Hoisting puts one copy of
+ *      attention's Q conversion before each of the two key loops; merged,
+ *      Q's registers die at the first, instead of living through the first
+ *      loop to feed the second (64 registers per thread at d = 128 on
+ *      32-row warps).
  * The MMA accumulator layout itself is propagated by layout assignment
  * (pass_layout_assign.c: the dot's accumulator demand wins, and elementwise
  * ops follow an MMA-derived operand), so softmax on the scores of attention
@@ -141,6 +147,21 @@ static void visit_block(RcCtx *c, IrBlock *b)
     }
 }
 
+static void merge_duplicates(RcCtx *c, IrBlock *b)
+{
+    for (IrOp *op = b->first; op; op = op->next) {
+        for (int r = 0; r < op->nregions; r++) merge_duplicates(c, op->regions[r]);
+        if (op->op != IR_CONVERT_LAYOUT) continue;
+        for (IrOp *e = b->first; e != op; e = e->next)
+            if (e->op == IR_CONVERT_LAYOUT && e->args[0] == op->args[0] &&
+                e->res[0]->layout == op->res[0]->layout && ir_type_eq(e->res[0]->type, op->res[0]->type)) {
+                ir_replace_uses(c->f, op->res[0], e->res[0]);
+                c->removed++;
+                break;
+            }
+    }
+}
+
 typedef struct DeadCtx {
     IrFunc *f;
     const int *uses;
@@ -174,6 +195,7 @@ int cg_remove_converts(IrFunc *f, CgAxisMap *axis)
 {
     RcCtx c = {f, axis, 0, 0, 0};
     visit_block(&c, f->body);
+    merge_duplicates(&c, f->body);
     remove_dead(f);
     return c.removed + c.hoisted;
 }
