@@ -276,7 +276,10 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
     snprintf(d, sizeof d, "%d", k->head_dim);
     snprintf(bm, sizeof bm, "%d", k->block_m);
     snprintf(bn, sizeof bn, "%d", k->block_n);
-    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", k->causal ? "true" : "false"}};
+    /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
+     * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
+    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", k->causal ? "true" : "false"},
+                         {"PLAIN_SCORES", "true"}};
     KilnCompileOptions o = {.kernel = kernel_name(k->dtype), .defines = defs, .ndefines = (int)COUNT(defs),
                             .num_warps = k->num_warps, .num_stages = k->num_stages};
     KilnStatus st = kiln_module_compile(dev, ATTN_PROGRAM, src, &o, mod);

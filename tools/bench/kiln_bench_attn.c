@@ -121,7 +121,7 @@ static int parse_opts(int argc, char **argv, Opts *o)
 
 typedef struct Prog {
     char *src;
-    KilnDefine defs[4];
+    KilnDefine defs[5];
     char dbuf[16], bm[16], bn[16];
     KilnCompileOptions co;
 } Prog;
@@ -135,8 +135,9 @@ static void prog_init(Prog *p, const Opts *o)
     p->defs[1] = (KilnDefine){"BLOCK_M", p->bm};
     p->defs[2] = (KilnDefine){"BLOCK_N", p->bn};
     p->defs[3] = (KilnDefine){"CAUSAL", o->causal ? "true" : "false"};
+    p->defs[4] = (KilnDefine){"PLAIN_SCORES", "true"};  /* as kiln_attention_fwd compiles it */
     p->co = (KilnCompileOptions){.kernel = strcmp(o->dtype, "f16") ? "attn_fwd_bf16" : "attn_fwd_f16",
-                                 .defines = p->defs, .ndefines = 4, .num_warps = o->warps,
+                                 .defines = p->defs, .ndefines = 5, .num_warps = o->warps,
                                  .num_stages = o->stages, .emit = KILN_EMIT_PTX};
 }
 
