@@ -59,9 +59,14 @@ static const AttnTune k_tune[] = {
     /* min_sm  d    BM   BN  warps stages */
     {0,   32,  128, 64, 8, 2},
     {0,   64,  128, 64, 8, 2},
-    {90,  64,  128, 128, 8, 2},  /* H200 sweep 2026-11-22: 261/231 TFLOP/s vs 227/206 at 128x64 */
+    /* H200 sweep 2026-11-22 (bench_attention.py --sweep, N = 4096, f16, TFLOP/s
+     * non-causal/causal; 128x64/8/2 gave 248/216 at d = 64, 293/244 at d = 128):
+     * 32-row warps (128x64 on 4 warps) halve each warp's K/V fragment traffic
+     * per FLOP; at d = 128 they spill, and 64x64 on 4 warps (2 CTAs per SM) wins. */
+    {90,  64,  128, 64, 4, 2},   /* 309/266 */
     {0,   96,  128, 64, 8, 2},
     {0,  128,  128, 64, 8, 2},
+    {90, 128,   64, 64, 4, 2},   /* 316/266 */
     {0,  256,   64, 32, 4, 2},
     {90, 256,   64, 64, 4, 2},
 };

@@ -362,7 +362,7 @@ def plot(res, providers, path):
 DEFAULT_SCHED = (128, 64, 8, 2)
 # What kiln_attention_fwd picks on sm_90 (runtime/attention.c, k_tune): the main benchmark
 # measures these unless --block-m/--block-n/--warps/--stages say otherwise.
-API_SCHED = {64: (128, 128, 8, 2), 128: (128, 64, 8, 2)}
+API_SCHED = {64: (128, 64, 4, 2), 128: (64, 64, 4, 2)}
 SWEEP_SCHEDULES = {
     64: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 32, 8, 3),
          (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 1), (64, 32, 4, 3),
