@@ -64,9 +64,6 @@ const CgLayout *cg_layout_get(const IrFunc *f, int idx);
 int  cg_layout_intern(IrFunc *f, const CgLayout *l);     /* find or add; returns the index */
 int  cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt,
                        const int *order, int num_warps);
-/* The same with at most `fast_lanes` lanes along the fastest dim (rank > 1). */
-int  cg_layout_blocked_lanes(IrFunc *f, int rank, const int32_t *shape, const int *spt,
-                             const int *order, int num_warps, int fast_lanes);
 int  cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps);
 int  cg_layout_slice(IrFunc *f, int parent, int dim);
 int  cg_layout_insert_dim(IrFunc *f, int blocked, int axis); /* blocked with a size-1 dim added */

@@ -83,12 +83,6 @@ static int imax(int a, int b) { return a > b ? a : b; }
 int cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt, const int *order,
                       int num_warps)
 {
-    return cg_layout_blocked_lanes(f, rank, shape, spt, order, num_warps, 32);
-}
-
-int cg_layout_blocked_lanes(IrFunc *f, int rank, const int32_t *shape, const int *spt, const int *order,
-                            int num_warps, int fast_lanes)
-{
     CgLayout l;
     memset(&l, 0, sizeof l);
     l.kind = CG_LAYOUT_BLOCKED;
@@ -102,16 +96,13 @@ int cg_layout_blocked_lanes(IrFunc *f, int rank, const int32_t *shape, const int
     int lanes = 32, warps = num_warps;
     for (int j = 0; j < rank; j++) {
         int d = order[j];
-        int t = imin(j == 0 && rank > 1 ? fast_lanes : lanes, imin(lanes, imax(1, shape[d] / l.spt[d])));
+        int t = imin(lanes, imax(1, shape[d] / l.spt[d]));
         l.tpw[d] = t;
         lanes /= t;
     }
     l.tpw[order[0]] *= lanes;
-    /* Capped lanes (operand tiles): warps go to the slowest dim first, so a
-     * thread's pieces of one row stay in one row. */
-    bool slow_first = fast_lanes < 32 && rank > 1;
-    for (int k = 0; k < rank; k++) {
-        int d = order[slow_first ? rank - 1 - k : k];
+    for (int j = 0; j < rank; j++) {
+        int d = order[j];
         int w = imin(warps, imax(1, shape[d] / (l.spt[d] * l.tpw[d])));
         l.wpc[d] = w;
         warps /= w;

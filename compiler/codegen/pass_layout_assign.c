@@ -40,7 +40,6 @@ typedef struct LaCtx {
     int *demand;          /* by value id, -1 none */
     int *hint;            /* loop-carried block args: start in this layout */
     int *anchor;          /* by op sequence number: load/store/dot layouts */
-    bool *mma_operand;    /* by value id: a load result that feeds a tensor-core dot */
     int nids;
     bool materialize;
     int W;
@@ -104,33 +103,7 @@ static int mem_layout(LaCtx *c, const IrOp *op)
     if (per_thread < vec) vec = per_thread;
     if (vec < 1) vec = 1;
     spt[fd] = (int)vec;
-    /* A 2-D tile for a tensor-core operand, in 16-byte pieces: 4 lanes per
-     * row (64 contiguous bytes, two full sectors) and 8 rows per warp, so a
-     * thread's pieces repeat along the row at constant offsets (immediates)
-     * and it needs one address register per 8 * warps rows, not one per
-     * 16-byte piece: at d = 128 on 4 warps, 4 pointers instead of 16 per K/V
-     * tile (LLVM hoists each out of the key loop; they cost 32 registers). */
-    if (op->op == IR_LOAD && t.rank == 2 && vec * eb == 16 && op->res[0]->id < c->nids &&
-        c->mma_operand[op->res[0]->id])
-        return cg_layout_blocked_lanes(c->f, t.rank, t.shape, spt, order, c->W, 4);
     return cg_layout_blocked(c->f, t.rank, t.shape, spt, order, c->W);
-}
-
-/* Mark load results that reach operand A or B of a tensor-core dot directly
- * or through casts and transposes. */
-static void find_mma_operands(IrOp *op, void *vctx)
-{
-    LaCtx *c = vctx;
-    CgMmaFrag frag;
-    int wm, wn;
-    if (op->op != IR_DOT || !op->nres || op->res[0]->layout < 0 ||
-        !cg_layout_is_mma(c->f, op->res[0]->layout, &frag, &wm, &wn))
-        return;
-    for (int i = 0; i < 2; i++) {
-        const IrValue *v = op->args[i];
-        while (v->def && (v->def->op == IR_CAST || v->def->op == IR_TRANS)) v = v->def->args[0];
-        if (v->def && v->def->op == IR_LOAD && v->id < c->nids) c->mma_operand[v->id] = true;
-    }
 }
 
 /* The FMA dot's result layout: a small square-ish block per thread so that
@@ -496,9 +469,7 @@ bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
     c.demand = ARENA_ARRAY(f->arena, int, c.nids);
     c.hint = ARENA_ARRAY(f->arena, int, c.nids);
     c.anchor = ARENA_ARRAY(f->arena, int, c.nids);
-    c.mma_operand = ARENA_ARRAY(f->arena, bool, c.nids);
     for (int i = 0; i < c.nids; i++) c.demand[i] = c.hint[i] = c.anchor[i] = -1;
-    ir_walk(f, find_mma_operands, &c);
     ir_walk(f, find_anchor, &c);
     demand_block(&c, f->body);
     /* Dry run: learn which loop arguments should start in their yield's layout. */

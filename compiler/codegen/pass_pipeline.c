@@ -212,29 +212,6 @@ static void wait_group(CgCtx *c, int n)
     cg_asm(c, c->t_void, text, "~{memory}", 0, NULL, true);
 }
 
-/* An earlier register of the same row whose address is this one's minus a
- * constant (the pointer tile is contiguous along the whole fast dim, and the
- * layout does not wrap there): the copy can use that register's pointer with
- * an immediate offset. LLVM hoists every copy's loop-invariant address part
- * out of the key loop as its own 64-bit register; sharing one per row is what
- * keeps those registers down (with the 4-lanes-per-row operand layout of
- * pass_layout_assign.c, 2 per K/V tile at d = 128 on 4 warps instead of 8). */
-static int row_leader(const CgGeom *g, const CgAxis *ax, int fast_dim, int i, int eb, int *imm)
-{
-    int fd = g->vdims[fast_dim], rdim = g->vdims[1 - fast_dim];
-    if (ax->contig[fast_dim] < g->shape[fd] || g->cta[fd] > g->shape[fd]) return -1;
-    int rd[CG_MAX_RANK], rj[CG_MAX_RANK];
-    cg_geom_reg_dims(g, i, rd);
-    int row = cg_geom_const_part(g, rdim, rd[rdim]), col = cg_geom_const_part(g, fd, rd[fd]);
-    for (int j = 0; j < i; j += 8) {
-        cg_geom_reg_dims(g, j, rj);
-        if (cg_geom_const_part(g, rdim, rj[rdim]) != row) continue;
-        *imm = (col - cg_geom_const_part(g, fd, rj[fd])) * eb;
-        return *imm > 0 ? j : -1;
-    }
-    return -1;
-}
-
 /* The copies of one load for the iteration whose slice values are lowered. */
 static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LLVMValueRef valid)
 {
@@ -245,7 +222,6 @@ static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LL
     CgTile *mk = ld->nargs > 1 && ld->args[1]->type.rank ? cg_get(c, ld->args[1]) : NULL;
     LLVMValueRef smask = ld->nargs > 1 && !ld->args[1]->type.rank ? cg_get(c, ld->args[1])->r[0] : NULL;
     CgSwizzle sw = cg_swizzle_for(ld->res[0]->type.shape[l->fast_dim], 2);
-    const CgAxis *ax = cg_axis_get(c->axis, ld->args[0]);
     int mr_dim = 1 - l->fast_dim;
     LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK];
     cg_thread_base(c, &g, tb);
@@ -256,16 +232,12 @@ static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LL
         LLVMValueRef pred = LLVMBuildAnd(c->b, valid, cg_reg_owner(c, &g, tb, i), "");
         if (mk) pred = LLVMBuildAnd(c->b, pred, mk->r[i], "");
         if (smask) pred = LLVMBuildAnd(c->b, pred, smask, "");
-        int imm = 0, lead = row_leader(&g, ax, l->fast_dim, i, 2, &imm);
         /* Inline PTX: LLVM 19 cannot select the cp.async intrinsics with
          * 32-bit shared pointers (-nvptx-short-ptr). src-size 0 reads nothing
          * and zero-fills the 16 bytes. */
-        LLVMValueRef args[3] = {LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, off), c->t_i32, ""),
-                                pt->r[lead >= 0 ? lead : i],
+        LLVMValueRef args[3] = {LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, off), c->t_i32, ""), pt->r[i],
                                 LLVMBuildSelect(c->b, pred, cg_i32(c, 16), cg_i32(c, 0), "")};
-        char text[80];
-        snprintf(text, sizeof text, "cp.async.cg.shared.global [$0], [$1+%d], 16, $2;", lead >= 0 ? imm : 0);
-        cg_asm(c, c->t_void, text, "r,l,r,~{memory}", 3, args, true);
+        cg_asm(c, c->t_void, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", 3, args, true);
     }
 }
 
