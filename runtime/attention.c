@@ -23,8 +23,9 @@
  *
  * Example: KilnAttentionParams p = {.dtype = KILN_BF16, .batch = 2, .heads_q = 8,
  * .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .q = q, ...,
- * .causal = 1}; kiln_attention_fwd(dev, &p, NULL) compiles attn_fwd_bf16 with
- * HEAD_DIM=128 CAUSAL=true BLOCK_M=128 BLOCK_N=64 once, then launches 8 x 16 programs.
+ * .causal = 1}; kiln_attention_fwd(dev, &p, NULL) on an sm_90 device compiles
+ * attn_fwd_bf16 with HEAD_DIM=128 CAUSAL=true BLOCK_M=64 BLOCK_N=64 PLAIN_SCORES=true
+ * (4 warps, 2 stages) once, then launches 16 x 16 programs (sm_80: BLOCK_M=128, 8 x 16).
  */
 #include "cuda_loader.h"
 #include "rt_internal.h"
@@ -46,10 +47,11 @@
 /* ---------------- defaults: the one table to tune ---------------- */
 
 /* The last row matching the head dim with min_sm <= the device's sm_version
- * wins. Today these are the program's own defaults (BLOCK_M 128, BLOCK_N 64,
- * 8 warps, 2 stages), except head dim 256, whose 128-row tiles would not fit
- * the shared memory of pre-Hopper parts and spill registers everywhere.
- * Retune after GPU benchmarks (tools/bench/). */
+ * wins. The min_sm 0 rows are the program's own defaults (BLOCK_M 128,
+ * BLOCK_N 64, 8 warps, 2 stages), except head dim 256, whose 128-row tiles
+ * would not fit the shared memory of pre-Hopper parts and spill registers
+ * everywhere; the sm_90 rows come from an H200 sweep (bench_attention.py
+ * --sweep, docs/performance.md). Retune after GPU benchmarks (tools/bench/). */
 typedef struct AttnTune {
     int min_sm, head_dim;
     int block_m, block_n, num_warps, num_stages;
