@@ -179,15 +179,36 @@ static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
         }
 }
 
+/* The n matrices of one B ldmatrix into the operand's registers: matrix j
+ * is k half j % 2 of k16 step kk + j / 2 (pairs: of step kk, n8 tile on + j / 2). */
+static void sink_b(CgCtx *c, LLVMValueRef q, int n, const FragSink *out, const CgGeom *g, int kk, int on, bool pairs)
+{
+    LLVMTypeRef et = cg_type(c, out->stored);
+    for (int j = 0; j < n; j++) {
+        LLVMValueRef lo, hi;
+        unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
+        for (int h = 0; h < 2; h++) {
+            int i = (j & 1) * 2 + h, ks = pairs ? kk : kk + (j >> 1);
+            int rd[2] = {(ks * 2 + (i >> 1)) * 2 + (i & 1), pairs ? on + (j >> 1) : on};
+            sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
+        }
+    }
+}
+
+/* warp_n = (warp / wm) % wn */
+static LLVMValueRef warp_n(CgCtx *c, int wm, int wn)
+{
+    return LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
+}
+
 /* ldmatrix the B fragments of k16 steps [k_lo, k_hi) (k_lo even: one x4
  * covers two steps) of every n8 tile. */
 static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
                    const FragSink *out, int k_lo, int k_hi)
 {
     int N = g->shape[1];
-    LLVMTypeRef et = cg_type(c, out->stored);
     LLVMValueRef dr, dc;
-    LLVMValueRef wni = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
+    LLVMValueRef wni = warp_n(c, wm, wn);
     lane_row(c, CG_MMA_B, ts->k_contig, &dr, &dc);
     LLVMValueRef w8 = mul(c, wni, 8);
     LdsmAddr ad = {ts, base, ts->k_contig ? add(c, w8, dr) : dr, ts->k_contig ? dc : add(c, w8, dc), {0}};
@@ -197,15 +218,7 @@ static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
             int n0 = on * wn * 8, k0 = kk * 16;
             LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? n0 : k0, ts->k_contig ? k0 : n0), n,
                                       !ts->k_contig);
-            for (int j = 0; j < n; j++) {
-                LLVMValueRef lo, hi;
-                unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
-                for (int h = 0; h < 2; h++) {
-                    int i = (j & 1) * 2 + h, ks = kk + (j >> 1);
-                    int rd[2] = {(ks * 2 + (i >> 1)) * 2 + (i & 1), on};
-                    sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
-                }
-            }
+            sink_b(c, q, n, out, g, kk, on, false);
         }
 }
 
@@ -217,10 +230,9 @@ static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const
                          const FragSink *out, int kk)
 {
     int N = g->shape[1];
-    LLVMTypeRef et = cg_type(c, out->stored);
     LLVMValueRef r = and_(c, c->lane, 7), m = lshr(c, c->lane, 3);
     LLVMValueRef dn = mul(c, lshr(c, m, 1), 8 * wn), dk = mul(c, and_(c, m, 1), 8);
-    LLVMValueRef wni = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
+    LLVMValueRef wni = warp_n(c, wm, wn);
     LLVMValueRef w8 = mul(c, wni, 8);
     LdsmAddr ad = {ts, base, ts->k_contig ? add(c, add(c, w8, r), dn) : add(c, r, dk),
                    ts->k_contig ? dk : add(c, w8, dn), {0}};
@@ -228,15 +240,7 @@ static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const
         int n0 = on * wn * 8, k0 = kk * 16;
         LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? n0 : k0, ts->k_contig ? k0 : n0), 4,
                                   !ts->k_contig);
-        for (int j = 0; j < 4; j++) {
-            LLVMValueRef lo, hi;
-            unpack2(c, LLVMBuildExtractValue(c->b, q, (unsigned)j, ""), et, &lo, &hi);
-            for (int h = 0; h < 2; h++) {
-                int i = (j & 1) * 2 + h;
-                int rd[2] = {(kk * 2 + (i >> 1)) * 2 + (i & 1), on + (j >> 1)};
-                sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
-            }
-        }
+        sink_b(c, q, 4, out, g, kk, on, true);
     }
 }
 
