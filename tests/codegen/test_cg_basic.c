@@ -2,18 +2,11 @@
  * layout math on the CPU (every element owned exactly once), layout
  * assignment, vectorisation, and PTX accepted by ptxas for sm_80 and sm_90a. */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "tests/codegen/cg_build.h"
 #include "compiler/codegen/cg_layout.h"
 
 #include <unistd.h>
-
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
 
 /* Compile to `stage`; on failure the test fails with the error text. */
 static char *compile(IrFunc *f, const char *arch, CgStage stage, CgResult *res)
@@ -323,7 +316,7 @@ static void b_matmul(Kb *k, int v)
 
 START_TEST(ptxas_accepts_kernels)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP ptxas_accepts_kernels: ptxas not found (set KILN_PTXAS)\n");
         return;
     }
@@ -422,7 +415,7 @@ static void build_misc(Kb *k, int warps)
 
 START_TEST(misc_ops_through_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP misc_ops_through_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }

@@ -14,6 +14,7 @@
  * multiply per score of the key loop against the hook-ready form.
  */
 #include "attention/attn_harness.h"
+#include "tests/ptx_util.h"
 
 static const KilnDefine plain[] = {{"PLAIN_SCORES", "true"}};
 
@@ -159,19 +160,6 @@ START_TEST(plain_window_zero_scale)
 }
 END_TEST
 
-static KilnStatus compile_status(const char *file, const char *src, const KilnDefine *defs, int ndefs,
-                                 KilnEmit emit, KilnCompileResult *r)
-{
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = "attn_fwd_f16";
-    o.defines = defs;
-    o.ndefines = ndefs;
-    o.arch = "sm_90a";
-    o.emit = emit;
-    return kiln_compile(file, src, &o, r);
-}
-
 START_TEST(plain_refuses_score_mod)
 {
     static const struct {
@@ -184,27 +172,19 @@ START_TEST(plain_refuses_score_mod)
     for (int i = 0; i < 2; i++) {
         char *src = joined(v[i].file);
         KilnCompileResult r;
-        KilnStatus st = compile_status(v[i].file, src, v[i].defs, 3, KILN_EMIT_IR, &r);
+        KilnStatus st = pu_compile_status(v[i].file, src, "attn_fwd_f16", v[i].defs, 3, "sm_90a", KILN_EMIT_IR, &r);
         ck_assert_msg(st != KILN_OK, "%s: PLAIN_SCORES with a score_mod compiled", v[i].file);
         ck_assert_msg(r.diagnostics && strstr(r.diagnostics, "PLAIN_SCORES"), "%s: unexpected diagnostics:\n%s",
                       v[i].file, r.diagnostics ? r.diagnostics : "");
         kiln_compile_result_free(&r);
         /* the same hook without the flag still compiles */
-        st = compile_status(v[i].file, src, v[i].defs, 2, KILN_EMIT_IR, &r);
+        st = pu_compile_status(v[i].file, src, "attn_fwd_f16", v[i].defs, 2, "sm_90a", KILN_EMIT_IR, &r);
         ck_assert_msg(st == KILN_OK, "%s: %s", v[i].file, r.diagnostics ? r.diagnostics : "");
         kiln_compile_result_free(&r);
         free(src);
     }
 }
 END_TEST
-
-static int count_substr(const char *s, size_t n, const char *needle)
-{
-    int c = 0;
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++) c += memcmp(s + i, needle, k) == 0;
-    return c;
-}
 
 /* 128 x 64 scores over 256 threads: 32 per thread in 2 rows; the plain form
  * has no multiply for them (the hook-ready one multiplies every score for the
@@ -217,10 +197,11 @@ START_TEST(plain_saves_a_multiply_per_score)
         KilnDefine defs[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
                              {"PLAIN_SCORES", p ? "true" : "false"}};
         KilnCompileResult r;
-        KilnStatus st = compile_status("lang/lib/attention_fwd.tile", src, defs, 5, KILN_EMIT_PTX, &r);
+        KilnStatus st = pu_compile_status("lang/lib/attention_fwd.tile", src, "attn_fwd_f16", defs, 5, "sm_90a",
+                                          KILN_EMIT_PTX, &r);
         ck_assert_msg(st == KILN_OK, "PLAIN_SCORES=%d: %s", p, r.diagnostics ? r.diagnostics : "");
-        muls[p] = count_substr(r.output, r.output_size, "mul.rn.f32");
-        ck_assert_int_ge(count_substr(r.output, r.output_size, "fma.rn.f32"), 32);
+        muls[p] = pu_count_n(r.output, r.output_size, "mul.rn.f32");
+        ck_assert_int_ge(pu_count_n(r.output, r.output_size, "fma.rn.f32"), 32);
         kiln_compile_result_free(&r);
     }
     ck_assert_msg(muls[1] <= muls[0] - 30, "mul.rn.f32: %d plain, %d hook-ready: want 30 fewer", muls[1], muls[0]);

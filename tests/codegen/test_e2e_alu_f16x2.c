@@ -10,6 +10,7 @@
  * PTX is checked (no GPU here); ptxas must accept the dot chain when present.
  */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
 
@@ -40,45 +41,12 @@ static const char *SRC =
     "    store(Z + offs, (x * 3.0).to(bf16), mask = m);\n"
     "}\n";
 
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
-
-static int count_substr(const char *s, size_t n, const char *needle)
-{
-    int c = 0;
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++) c += memcmp(s + i, needle, k) == 0;
-    return c;
-}
-
-static KilnCompileResult compile(const char *file, const char *src, const char *kernel, KilnDefine *defs,
-                                 int ndefs, const char *arch, KilnEmit emit)
-{
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = kernel;
-    o.defines = defs;
-    o.ndefines = ndefs;
-    o.arch = arch;
-    o.emit = emit;
-    KilnCompileResult r;
-    KilnStatus st = kiln_compile(file, src, &o, &r);
-    ck_assert_msg(st == KILN_OK, "%s: %s\n%s", kernel, kiln_status_name(st), r.diagnostics ? r.diagnostics : "");
-    ck_assert_ptr_nonnull(r.output);
-    return r;
-}
-
 /* `pairs` paired conversions at least, and no scalar one. */
 static void expect_pairs(const KilnCompileResult *r, const char *what, bool bf, int pairs)
 {
     const char *x2 = bf ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32";
     const char *x1 = bf ? "cvt.rn.bf16.f32" : "cvt.rn.f16.f32";
-    int n2 = count_substr(r->output, r->output_size, x2), n1 = count_substr(r->output, r->output_size, x1);
+    int n2 = pu_count_n(r->output, r->output_size, x2), n1 = pu_count_n(r->output, r->output_size, x1);
     ck_assert_msg(n2 >= pairs && n1 == 0, "%s: %d %s (want >= %d) and %d %s (want 0):\n%.*s", what, n2, x2, pairs,
                   n1, x1, (int)r->output_size, r->output);
 }
@@ -89,9 +57,9 @@ START_TEST(dot_operand_from_f32_is_paired)
     static const char *archs[] = {"sm_80", "sm_90a"};
     for (int a = 0; a < 2; a++)
         for (int bf = 0; bf < 2; bf++) {
-            KilnCompileResult r = compile("chain.tile", SRC, bf ? "chain_bf16" : "chain_f16", NULL, 0, archs[a],
-                                          KILN_EMIT_PTX);
-            ck_assert_int_gt(count_substr(r.output, r.output_size, "mma.sync.aligned.m16n8k16"), 0);
+            KilnCompileResult r =
+                pu_compile("chain.tile", SRC, bf ? "chain_bf16" : "chain_f16", NULL, 0, archs[a], KILN_EMIT_PTX);
+            ck_assert_int_gt(pu_count_n(r.output, r.output_size, "mma.sync.aligned.m16n8k16"), 0);
             expect_pairs(&r, archs[a], bf, 16);
             kiln_compile_result_free(&r);
         }
@@ -101,7 +69,7 @@ END_TEST
 /* 1024 values over 128 threads: 8 per thread, 4 pairs each for f16 and bf16. */
 START_TEST(cast_before_store_is_paired)
 {
-    KilnCompileResult r = compile("chain.tile", SRC, "cast_store", NULL, 0, "sm_80", KILN_EMIT_PTX);
+    KilnCompileResult r = pu_compile("chain.tile", SRC, "cast_store", NULL, 0, "sm_80", KILN_EMIT_PTX);
     expect_pairs(&r, "f16 store", false, 4);
     expect_pairs(&r, "bf16 store", true, 4);
     kiln_compile_result_free(&r);
@@ -112,23 +80,23 @@ END_TEST
 START_TEST(single_register_stays_scalar)
 {
     KilnDefine d[] = {{"BLOCK", "128"}};
-    KilnCompileResult r = compile("chain.tile", SRC, "cast_store", d, 1, "sm_80", KILN_EMIT_PTX);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "cvt.rn.f16.f32"), 1);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "cvt.rn.bf16.f32"), 1);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "x2.f32"), 0);
+    KilnCompileResult r = pu_compile("chain.tile", SRC, "cast_store", d, 1, "sm_80", KILN_EMIT_PTX);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "cvt.rn.f16.f32"), 1);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "cvt.rn.bf16.f32"), 1);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "x2.f32"), 0);
     kiln_compile_result_free(&r);
 }
 END_TEST
 
 START_TEST(dot_chain_accepted_by_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP dot_chain_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }
     for (int bf = 0; bf < 2; bf++) {
         KilnCompileResult r =
-            compile("chain.tile", SRC, bf ? "chain_bf16" : "chain_f16", NULL, 0, "sm_80", KILN_EMIT_CUBIN);
+            pu_compile("chain.tile", SRC, bf ? "chain_bf16" : "chain_f16", NULL, 0, "sm_80", KILN_EMIT_CUBIN);
         ck_assert_int_gt((int)r.output_size, 4);
         ck_assert_msg(memcmp(r.output, "\177ELF", 4) == 0, "cubin is not ELF");
         kiln_compile_result_free(&r);
@@ -144,8 +112,8 @@ START_TEST(attention_p_and_o_are_paired)
     ck_assert_ptr_nonnull(src);
     for (int bf = 0; bf < 2; bf++) {
         KilnDefine d[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "true"}};
-        KilnCompileResult r = compile("lang/lib/attention_fwd.tile", src, bf ? "attn_fwd_bf16" : "attn_fwd_f16",
-                                      d, 4, "sm_90a", KILN_EMIT_PTX);
+        KilnCompileResult r = pu_compile("lang/lib/attention_fwd.tile", src, bf ? "attn_fwd_bf16" : "attn_fwd_f16",
+                                         d, 4, "sm_90a", KILN_EMIT_PTX);
         expect_pairs(&r, bf ? "attn_fwd_bf16" : "attn_fwd_f16", bf, 3 * 16);
         kiln_compile_result_free(&r);
     }

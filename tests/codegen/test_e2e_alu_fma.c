@@ -11,6 +11,7 @@
  * (no GPU here); ptxas must accept the f32 kernel when it is installed.
  */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
 
@@ -38,51 +39,18 @@ static const char *SRC =
     "    madd(A, B, C, Y, n, BLOCK, NEG);\n"
     "}\n";
 
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
-
-static int count_substr(const char *s, size_t n, const char *needle)
-{
-    int c = 0;
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++) c += memcmp(s + i, needle, k) == 0;
-    return c;
-}
-
-static KilnCompileResult compile(const char *file, const char *src, const char *kernel, KilnDefine *defs,
-                                 int ndefs, const char *arch, KilnEmit emit)
-{
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = kernel;
-    o.defines = defs;
-    o.ndefines = ndefs;
-    o.arch = arch;
-    o.emit = emit;
-    KilnCompileResult r;
-    KilnStatus st = kiln_compile(file, src, &o, &r);
-    ck_assert_msg(st == KILN_OK, "%s: %s\n%s", kernel, kiln_status_name(st), r.diagnostics ? r.diagnostics : "");
-    ck_assert_ptr_nonnull(r.output);
-    return r;
-}
-
 /* f32: every multiply-add of the kernel is one fma.rn.f32; no mul/add/sub is
  * left (the address arithmetic is integer). */
 static void check_f32(const char *arch, bool neg)
 {
     KilnDefine d[] = {{"NEG", neg ? "true" : "false"}};
-    KilnCompileResult r = compile("madd.tile", SRC, "madd_f32", d, 1, arch, KILN_EMIT_PTX);
-    int fma = count_substr(r.output, r.output_size, "fma.rn.f32");
+    KilnCompileResult r = pu_compile("madd.tile", SRC, "madd_f32", d, 1, arch, KILN_EMIT_PTX);
+    int fma = pu_count_n(r.output, r.output_size, "fma.rn.f32");
     ck_assert_msg(fma >= 1, "%s NEG=%d: no fma.rn.f32 in the PTX of a * b %c c:\n%.*s", arch, neg, neg ? '-' : '+',
                   (int)r.output_size, r.output);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "mul.rn.f32"), 0);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "add.rn.f32"), 0);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "sub.rn.f32"), 0);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "mul.rn.f32"), 0);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "add.rn.f32"), 0);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "sub.rn.f32"), 0);
     kiln_compile_result_free(&r);
 }
 
@@ -106,12 +74,12 @@ START_TEST(f16_mul_add_keeps_its_rounding)
 {
     for (int neg = 0; neg < 2; neg++) {
         KilnDefine d[] = {{"NEG", neg ? "true" : "false"}};
-        KilnCompileResult r = compile("madd.tile", SRC, "madd_f16", d, 1, "sm_80", KILN_EMIT_PTX);
-        ck_assert_msg(count_substr(r.output, r.output_size, "fma.rn") == 0,
+        KilnCompileResult r = pu_compile("madd.tile", SRC, "madd_f16", d, 1, "sm_80", KILN_EMIT_PTX);
+        ck_assert_msg(pu_count_n(r.output, r.output_size, "fma.rn") == 0,
                       "NEG=%d: f16 a * b %c c fused (skips the rounding to f16):\n%.*s", neg, neg ? '-' : '+',
                       (int)r.output_size, r.output);
-        ck_assert_int_gt(count_substr(r.output, r.output_size, "mul.rn.f16") +
-                             count_substr(r.output, r.output_size, "mul.rn.f32"),
+        ck_assert_int_gt(pu_count_n(r.output, r.output_size, "mul.rn.f16") +
+                             pu_count_n(r.output, r.output_size, "mul.rn.f32"),
                          0);
         kiln_compile_result_free(&r);
     }
@@ -120,12 +88,12 @@ END_TEST
 
 START_TEST(f32_fma_accepted_by_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP f32_fma_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }
     KilnDefine d[] = {{"NEG", "true"}};
-    KilnCompileResult r = compile("madd.tile", SRC, "madd_f32", d, 1, "sm_90a", KILN_EMIT_CUBIN);
+    KilnCompileResult r = pu_compile("madd.tile", SRC, "madd_f32", d, 1, "sm_90a", KILN_EMIT_CUBIN);
     ck_assert_int_gt((int)r.output_size, 4);
     ck_assert_msg(memcmp(r.output, "\177ELF", 4) == 0, "cubin is not ELF");
     kiln_compile_result_free(&r);
@@ -142,9 +110,9 @@ START_TEST(attention_scores_use_fma)
     static const char *dims[] = {"64", "128"};
     for (int i = 0; i < 2; i++) {
         KilnDefine d[] = {{"HEAD_DIM", dims[i]}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"}};
-        KilnCompileResult r = compile("lang/lib/attention_fwd.tile", src, "attn_fwd_f16", d, 4, "sm_90a",
-                                      KILN_EMIT_PTX);
-        int fma = count_substr(r.output, r.output_size, "fma.rn.f32");
+        KilnCompileResult r = pu_compile("lang/lib/attention_fwd.tile", src, "attn_fwd_f16", d, 4, "sm_90a",
+                                         KILN_EMIT_PTX);
+        int fma = pu_count_n(r.output, r.output_size, "fma.rn.f32");
         ck_assert_msg(fma >= 32, "HEAD_DIM %s: %d fma.rn.f32 in the attention PTX, want >= 32 (one per score)",
                       dims[i], fma);
         kiln_compile_result_free(&r);

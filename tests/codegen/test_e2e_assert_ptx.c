@@ -4,6 +4,7 @@
  * traps on failure, and ptxas accepts it (skipped with a message when ptxas is
  * absent). */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 
 #include <stdbool.h>
@@ -27,14 +28,6 @@ static const char *SRC =
     "    store(Y + offs, acc, mask = mask);\n"
     "}\n";
 
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
-
 static KilnCompileResult compile(KilnEmit emit)
 {
     KilnCompileOptions o;
@@ -47,20 +40,12 @@ static KilnCompileResult compile(KilnEmit emit)
     return r;
 }
 
-static int count_substr(const char *s, size_t n, const char *needle)
-{
-    int c = 0;
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++) c += memcmp(s + i, needle, k) == 0;
-    return c;
-}
-
 START_TEST(assert_kept_by_passes)
 {
     KilnCompileResult r = compile(KILN_EMIT_IR);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "assert "), 3);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "\"NaN input\""), 1);
-    ck_assert_int_eq(count_substr(r.output, r.output_size, "\"n > 0\""), 1);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "assert "), 3);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "\"NaN input\""), 1);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "\"n > 0\""), 1);
     kiln_compile_result_free(&r);
 }
 END_TEST
@@ -68,7 +53,7 @@ END_TEST
 START_TEST(assert_traps_in_ptx)
 {
     KilnCompileResult r = compile(KILN_EMIT_PTX);
-    ck_assert_msg(count_substr(r.output, r.output_size, "trap;") >= 3, "PTX without trap:\n%.*s",
+    ck_assert_msg(pu_count_n(r.output, r.output_size, "trap;") >= 3, "PTX without trap:\n%.*s",
                   (int)r.output_size, r.output);
     kiln_compile_result_free(&r);
 }
@@ -76,7 +61,7 @@ END_TEST
 
 START_TEST(assert_accepted_by_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP assert_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }

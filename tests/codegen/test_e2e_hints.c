@@ -18,6 +18,7 @@
  *     float64 reference.
  */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/driver.h"
 #include "compiler/interp/interp.h"
@@ -72,13 +73,6 @@ static void compile(const char *src, const char *const *hints, KilnEmit emit, co
     ck_assert_msg(st == KILN_OK, "%s\n%s", kiln_status_name(st), r->diagnostics ? r->diagnostics : "");
 }
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 START_TEST(vec_add_v4_with_hints)
 {
     load_src();
@@ -86,8 +80,8 @@ START_TEST(vec_add_v4_with_hints)
     KilnCompileResult r;
     compile(vec_add_src, h, KILN_EMIT_PTX, "sm_80", &r);
     /* BLOCK = 1024 with 4 warps: 8 elements per thread, two 16-byte loads per operand. */
-    ck_assert_msg(count(r.output, "ld.global.v4.b32") == 4, "expected 4 ld.global.v4.b32:\n%s", r.output);
-    ck_assert_msg(count(r.output, "st.global.v4.b32") == 2, "expected 2 st.global.v4.b32:\n%s", r.output);
+    ck_assert_msg(pu_count(r.output, "ld.global.v4.b32") == 4, "expected 4 ld.global.v4.b32:\n%s", r.output);
+    ck_assert_msg(pu_count(r.output, "st.global.v4.b32") == 2, "expected 2 st.global.v4.b32:\n%s", r.output);
     kiln_compile_result_free(&r);
 }
 END_TEST
@@ -105,14 +99,14 @@ START_TEST(vec_add_scalar_without_hints)
         compile(vec_add_src, cases[i], KILN_EMIT_PTX, "sm_80", &r);
         ck_assert_msg(!strstr(r.output, ".v4") && !strstr(r.output, ".v2"), "case %d: vector access:\n%s", i,
                       r.output);
-        ck_assert_int_gt(count(r.output, "ld.global.b32"), 0);
+        ck_assert_int_gt(pu_count(r.output, "ld.global.b32"), 0);
         kiln_compile_result_free(&r);
     }
     /* X's loads may be vectorised; Y's and Z's may not. */
     KilnCompileResult r;
     compile(vec_add_src, n_and_x, KILN_EMIT_PTX, "sm_80", &r);
-    ck_assert_msg(count(r.output, "ld.global.v4.b32") == 2, "expected X's 2 vector loads only:\n%s", r.output);
-    ck_assert_int_eq(count(r.output, "st.global.v4"), 0);
+    ck_assert_msg(pu_count(r.output, "ld.global.v4.b32") == 2, "expected X's 2 vector loads only:\n%s", r.output);
+    ck_assert_int_eq(pu_count(r.output, "st.global.v4"), 0);
     kiln_compile_result_free(&r);
 }
 END_TEST
@@ -128,7 +122,7 @@ START_TEST(offset_base_not_vectorised)
     static const char *const h[] = {"X=16", "Z=16", NULL};
     KilnCompileResult r;
     compile(src, h, KILN_EMIT_PTX, "sm_80", &r);
-    ck_assert_msg(count(r.output, "st.global.v4") > 0, "Z's stores should be vectorised:\n%s", r.output);
+    ck_assert_msg(pu_count(r.output, "st.global.v4") > 0, "Z's stores should be vectorised:\n%s", r.output);
     ck_assert_msg(!strstr(r.output, "ld.global.v4") && !strstr(r.output, "ld.global.nc.v4") &&
                       !strstr(r.output, "ld.global.v2") && !strstr(r.output, "ld.global.nc.v2"),
                   "loads from X + 1 must stay scalar:\n%s", r.output);
@@ -140,17 +134,9 @@ START_TEST(offset_base_not_vectorised)
 }
 END_TEST
 
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
-
 START_TEST(hinted_kernel_passes_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "test_e2e_hints: ptxas not found, cubin check skipped\n");
         return;
     }
@@ -186,9 +172,9 @@ START_TEST(matmul_unit_strides_pipeline_with_cp_async)
     for (int i = 0; i < 2; i++) {
         KilnCompileResult r;
         compile(matmul_src, matmul_full, KILN_EMIT_PTX, arch[i], &r);
-        int n = count(r.output, "cp.async");
+        int n = pu_count(r.output, "cp.async");
         ck_assert_msg(n > 0, "%s: no cp.async with stride_ak==1, stride_bn==1:\n%s", arch[i], r.output);
-        ck_assert_msg(count(r.output, "mma.sync") > 0 && count(r.output, "ldmatrix") > 0, "%s: no mma/ldmatrix",
+        ck_assert_msg(pu_count(r.output, "mma.sync") > 0 && pu_count(r.output, "ldmatrix") > 0, "%s: no mma/ldmatrix",
                       arch[i]);
         kiln_compile_result_free(&r);
         /* the generic kernel, and the one with only divisibility facts, cannot pipeline:
@@ -196,8 +182,8 @@ START_TEST(matmul_unit_strides_pipeline_with_cp_async)
         const char *const *without[] = {NULL, matmul_div_only};
         for (int w = 0; w < 2; w++) {
             compile(matmul_src, without[w], KILN_EMIT_PTX, arch[i], &r);
-            ck_assert_msg(count(r.output, "cp.async") == 0, "%s case %d: unexpected cp.async", arch[i], w);
-            ck_assert_int_gt(count(r.output, "mma.sync"), 0);
+            ck_assert_msg(pu_count(r.output, "cp.async") == 0, "%s case %d: unexpected cp.async", arch[i], w);
+            ck_assert_int_gt(pu_count(r.output, "mma.sync"), 0);
             kiln_compile_result_free(&r);
         }
     }
@@ -206,7 +192,7 @@ END_TEST
 
 START_TEST(matmul_unit_strides_pass_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "test_e2e_hints: ptxas not found, matmul cubin check skipped\n");
         return;
     }

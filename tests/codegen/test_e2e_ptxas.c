@@ -3,20 +3,13 @@
  * ptxas accepts (a cubin that is an ELF file), and GPU IR in which every tile
  * value has a layout. Skips (with a message) when ptxas is absent. */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
 
 #include <dirent.h>
 #include <string.h>
 #include <unistd.h>
-
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
 
 static int ncompiled;
 
@@ -97,7 +90,7 @@ static int compile_dir(const char *rel)
 
 START_TEST(examples_accepted_by_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP examples_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }
@@ -110,7 +103,7 @@ END_TEST
 
 START_TEST(shipped_programs_accepted_by_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP shipped_programs_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }

@@ -16,6 +16,7 @@
  * skipped when ptxas is absent).
  */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
 
@@ -24,14 +25,6 @@
 #include <unistd.h>
 
 static char *attn_src;
-
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
-}
 
 /* The hints kiln_module_compile derives at launch for contiguous, aligned
  * tensors whose sizes are multiples of 16. */
@@ -121,7 +114,7 @@ END_TEST
 /* The schedules that used to fail, and the shipped default, through ptxas. */
 START_TEST(block_m128_four_warps_accepted_by_ptxas)
 {
-    if (!have_ptxas()) {
+    if (!pu_have_ptxas()) {
         fprintf(stderr, "SKIP block_m128_four_warps_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
         return;
     }

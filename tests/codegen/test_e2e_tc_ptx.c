@@ -20,26 +20,13 @@
  *     in a loop two (the previous iteration still reads the buffer).
  */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
 #include "compiler/codegen/cg_tc.h"
 
 #include <string.h>
 #include <unistd.h>
-
-static bool have_ptxas(void)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 || system("command -v ptxas >/dev/null 2>&1") == 0;
-}
-
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
-    return n;
-}
 
 typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
 
@@ -94,12 +81,12 @@ START_TEST(matmul_tc_pipelined)
             int wm, wn;
             warps_of(s, &wm, &wn);
             int per_iter = (s->bm / (16 * wm)) * (s->bn / (8 * wn)) * (s->bk / 16);
-            int mma = count(ptx, "mma.sync.aligned.m16n8k16");
+            int mma = pu_count(ptx, "mma.sync.aligned.m16n8k16");
             ck_assert_msg(mma >= per_iter && mma % per_iter == 0, "%s sched %d: %d mma.sync, want a multiple of %d",
                           archs[a], i, mma, per_iter);
-            ck_assert_int_gt(count(ptx, "ldmatrix.sync.aligned"), 0);
+            ck_assert_int_gt(pu_count(ptx, "ldmatrix.sync.aligned"), 0);
             int copies = s->bm * s->bk / (8 * 32 * s->warps) + s->bk * s->bn / (8 * 32 * s->warps);
-            int cpa = count(ptx, "cp.async.cg.shared.global"), commits = count(ptx, "cp.async.commit_group");
+            int cpa = pu_count(ptx, "cp.async.cg.shared.global"), commits = pu_count(ptx, "cp.async.commit_group");
             if (s->stages == 1) {
                 ck_assert_int_eq(cpa, 0);
                 ck_assert_int_eq(commits, 0);
@@ -114,7 +101,7 @@ START_TEST(matmul_tc_pipelined)
                 ck_assert_ptr_nonnull(strstr(ptx, "cp.async.wait_group 0;"));
             }
             kiln_compile_result_free(&r);
-            if (have_ptxas()) {
+            if (pu_have_ptxas()) {
                 compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", s, 512, 1024, archs[a], KILN_EMIT_CUBIN, &r);
                 ck_assert_int_gt((int)r.output_size, 0);
                 kiln_compile_result_free(&r);
@@ -130,9 +117,9 @@ START_TEST(matmul_tc_bf16_and_ragged_k)
     KilnCompileResult r;
     compile("tools/bench/matmul_tc.tile", "matmul_tc_bf16", &s, 136, 72, "sm_80", KILN_EMIT_PTX, &r);
     ck_assert_ptr_nonnull(strstr(r.output, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
-    ck_assert_int_gt(count(r.output, "cp.async.cg.shared.global"), 0);
+    ck_assert_int_gt(pu_count(r.output, "cp.async.cg.shared.global"), 0);
     kiln_compile_result_free(&r);
-    if (have_ptxas()) {
+    if (pu_have_ptxas()) {
         compile("tools/bench/matmul_tc.tile", "matmul_tc_bf16", &s, 136, 72, "sm_80", KILN_EMIT_CUBIN, &r);
         kiln_compile_result_free(&r);
     }
@@ -146,11 +133,11 @@ START_TEST(examples_matmul_tensor_cores)
         for (int i = 0; i < NSCHED; i++) {
             KilnCompileResult r;
             compile("examples/matmul.tile", "matmul", &SCHEDS[i], 0, 0, archs[a], KILN_EMIT_PTX, &r);
-            ck_assert_int_gt(count(r.output, "mma.sync.aligned.m16n8k16"), 0);
-            ck_assert_int_gt(count(r.output, "ldmatrix.sync.aligned"), 0);
-            ck_assert_int_eq(count(r.output, "cp.async.cg"), 0);
+            ck_assert_int_gt(pu_count(r.output, "mma.sync.aligned.m16n8k16"), 0);
+            ck_assert_int_gt(pu_count(r.output, "ldmatrix.sync.aligned"), 0);
+            ck_assert_int_eq(pu_count(r.output, "cp.async.cg"), 0);
             kiln_compile_result_free(&r);
-            if (have_ptxas()) {
+            if (pu_have_ptxas()) {
                 compile("examples/matmul.tile", "matmul", &SCHEDS[i], 0, 0, archs[a], KILN_EMIT_CUBIN, &r);
                 kiln_compile_result_free(&r);
             }
@@ -164,7 +151,7 @@ START_TEST(stats_list_buffers)
     KilnCompileResult r;
     compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, 512, 1024, "sm_90a", KILN_EMIT_PTX, &r);
     ck_assert_ptr_nonnull(r.stats);
-    ck_assert_msg(count(r.stats, "pipeline stages") == 2, "stats:\n%s", r.stats);
+    ck_assert_msg(pu_count(r.stats, "pipeline stages") == 2, "stats:\n%s", r.stats);
     /* two operands x 3 stages x 8 KB */
     ck_assert_msg(strstr(r.stats, "24576 bytes"), "stats:\n%s", r.stats);
     ck_assert_int_ge(r.kernels[0].smem_bytes, 2 * 24576);
@@ -181,7 +168,7 @@ static int barriers_of(const char *name, const char *src)
     KilnCompileResult r;
     KilnStatus st = kiln_compile(name, src, &o, &r);
     ck_assert_msg(st == KILN_OK, "%s: %s", name, r.diagnostics ? r.diagnostics : "");
-    int n = count(r.output, "bar.sync");
+    int n = pu_count(r.output, "bar.sync");
     kiln_compile_result_free(&r);
     return n;
 }

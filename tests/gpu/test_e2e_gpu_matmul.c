@@ -20,6 +20,7 @@
  * Without a GPU: "SKIP: no GPU (...)" and success.
  */
 #include "tests/gpu/gpu_util.h"
+#include "tests/ptx_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -107,13 +108,6 @@ static int make_defines(const Prog *g, const Prob *p, const Sched *s, KilnDefine
     return n;
 }
 
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
-    return n;
-}
-
 static char *read_src(const char *rel)
 {
     size_t len;
@@ -136,9 +130,9 @@ static void ptx_counts(const Prog *g, const char *src, const KilnCompileOptions 
     KilnCompileResult r;
     KilnStatus st = kiln_compile(g->file, src, &po, &r);
     ck_assert_msg(st == KILN_OK, "%s: %s", g->file, r.diagnostics ? r.diagnostics : "");
-    row->mma = count(r.output, "mma.sync");
-    row->ldm = count(r.output, "ldmatrix");
-    row->cpa = count(r.output, "cp.async.cg");
+    row->mma = pu_count(r.output, "mma.sync");
+    row->ldm = pu_count(r.output, "ldmatrix");
+    row->cpa = pu_count(r.output, "cp.async.cg");
     kiln_compile_result_free(&r);
 }
 

@@ -1,0 +1,72 @@
+/* ptx_util.h — what the PTX-level tests share: whether ptxas is there (tests
+ * that assemble skip without it), counting instructions in emitted text, and
+ * a kiln_compile wrapper for the common case (file, kernel, defines, arch,
+ * emit). Header-only, static inline: a test that does not call a helper does
+ * not link what it needs (test_cg_basic.c links only kiln_codegen).
+ */
+#ifndef KILN_TESTS_PTX_UTIL_H
+#define KILN_TESTS_PTX_UTIL_H
+
+#include "tests/testutil.h"
+#include "kiln.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Whether ptxas can be run: $KILN_PTXAS when set (and only it: a wrong path
+ * there means skip, not some other ptxas), else /usr/local/cuda/bin/ptxas,
+ * else one on PATH: the order cg_emit.c looks in, so a test that skips here
+ * would have failed in cg_compile for want of ptxas. */
+static inline bool pu_have_ptxas(void)
+{
+    const char *env = getenv("KILN_PTXAS");
+    if (env && *env) return access(env, X_OK) == 0;
+    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
+    return system("command -v ptxas >/dev/null 2>&1") == 0;
+}
+
+/* Occurrences of `needle` in the first `n` bytes of `s` (overlapping ones
+ * too): for a KilnCompileResult's output with its output_size, which need not
+ * be NUL-terminated where it ends. */
+static inline int pu_count_n(const char *s, size_t n, const char *needle)
+{
+    int c = 0;
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++) c += memcmp(s + i, needle, k) == 0;
+    return c;
+}
+
+/* Occurrences of `what` in the NUL-terminated `text` (overlapping ones too):
+ * for stats text and outputs known to end in a NUL. */
+static inline int pu_count(const char *text, const char *what) { return pu_count_n(text, strlen(text), what); }
+
+/* kiln_compile of `src` (named `file` in diagnostics) with only these options
+ * set; the status is the caller's to judge (tests that expect a refusal). */
+static inline KilnStatus pu_compile_status(const char *file, const char *src, const char *kernel,
+                                           const KilnDefine *defs, int ndefs, const char *arch, KilnEmit emit,
+                                           KilnCompileResult *r)
+{
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.kernel = kernel;
+    o.defines = defs;
+    o.ndefines = ndefs;
+    o.arch = arch;
+    o.emit = emit;
+    return kiln_compile(file, src, &o, r);
+}
+
+/* The same, failing the test unless it compiles and has output. */
+static inline KilnCompileResult pu_compile(const char *file, const char *src, const char *kernel,
+                                           const KilnDefine *defs, int ndefs, const char *arch, KilnEmit emit)
+{
+    KilnCompileResult r;
+    KilnStatus st = pu_compile_status(file, src, kernel, defs, ndefs, arch, emit, &r);
+    ck_assert_msg(st == KILN_OK, "%s: %s\n%s", kernel, kiln_status_name(st), r.diagnostics ? r.diagnostics : "");
+    ck_assert_ptr_nonnull(r.output);
+    return r;
+}
+
+#endif
