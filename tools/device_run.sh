@@ -74,7 +74,8 @@ if [ -n "${KILN_FUZZ_SECONDS:-}" ] && [ -x "$bin/fuzz_frontend" ]; then
 fi
 # Only a few files come back from $OUT: everything but the summary and the
 # result tables goes into one archive.
-( cd "$out" && tar -czf logs.tgz --exclude=logs.tgz --exclude='*.json' --exclude='*_sweep.md' \
-    --exclude=summary.txt --exclude='*.png' . && find . -mindepth 1 -not -name logs.tgz -not -name '*.json' \
-    -not -name '*_sweep.md' -not -name summary.txt -not -name '*.png' -not -name '*.md' -delete 2>/dev/null )
+# (The archive is written outside $OUT first: tar refuses a folder that changes as it reads it.)
+( cd "$out" && tar -czf /tmp/kiln-logs.tgz --exclude='*.json' --exclude='*.md' --exclude=summary.txt \
+    --exclude='*.png' . && mv /tmp/kiln-logs.tgz logs.tgz && find . -mindepth 1 -not -name logs.tgz \
+    -not -name '*.json' -not -name summary.txt -not -name '*.png' -not -name '*.md' -delete 2>/dev/null )
 echo; echo "=========== summary"; cat "$summary"
