@@ -10,6 +10,13 @@
  * f16/bf16 go through a swizzled tile and ldmatrix instead (cg_dot_mma.c),
  * and those of pipelined loads read the loop's stage buffer.
  *
+ * A conversion's scratch rows (last dim) of 64 bytes or more are padded by 16
+ * bytes: in the row-major tile every row then starts 4 banks after the one
+ * above, so an MMA accumulator's 8 rows per store instruction (attention's O
+ * epilogue) hit 32 different banks instead of one (8-way conflicts; ncu on
+ * the H200 counted 3.7 M of them per attention kernel vs FA2's 0.1 M).
+ * Reshape keeps unpadded row-major order (its two sides have other shapes).
+ *
  * Example: tensor<64xf32> from #slice<dim=1, parent=#L0> to #blocked<spt=[1]...>:
  * 256 bytes of scratch, two barriers, one st.shared and one ld.shared per
  * register (replicas write the same value to the same address).
@@ -21,7 +28,24 @@ static LLVMValueRef store_form(CgCtx *c, LLVMValueRef v, IrElem e)
     return e == IR_I1 ? LLVMBuildZExt(c->b, v, c->t_i8, "") : v;
 }
 
-void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only)
+/* Byte offset of element `idx` in a row-major tile whose rows (last dim)
+ * are followed by row_pad bytes. */
+static LLVMValueRef tile_offset(CgCtx *c, IrType type, LLVMValueRef *idx, int eb, int row_pad)
+{
+    LLVMValueRef flat = cg_flat_index(c, type, idx);
+    LLVMValueRef off = LLVMBuildMul(c->b, flat, cg_i32(c, eb), "");
+    if (!row_pad || type.rank < 1) return off;
+    LLVMValueRef row = LLVMBuildUDiv(c->b, flat, cg_i32(c, type.shape[type.rank - 1]), "");
+    return LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, row, cg_i32(c, row_pad), ""), "");
+}
+
+static int row_pad_of(const IrOp *op, IrType t)
+{
+    if (op->op != IR_CONVERT_LAYOUT || t.rank < 2) return 0;
+    return t.shape[t.rank - 1] * cg_elem_bytes((IrElem)t.elem) >= 64 ? 16 : 0;
+}
+
+void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only, int row_pad)
 {
     IrElem e = (IrElem)type.elem;
     int eb = cg_elem_bytes(e);
@@ -33,10 +57,11 @@ void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool ow
     LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
     cg_thread_base(c, &g, base);
     bool redirect = owners_only && cg_geom_replicated(&g);
-    LLVMValueRef trash = cg_i32(c, (int)ir_type_numel(type) * eb);
+    int rows = type.rank ? (int)(ir_type_numel(type) / type.shape[type.rank - 1]) : 1;
+    LLVMValueRef trash = cg_i32(c, (int)ir_type_numel(type) * eb + rows * row_pad);
     for (int i = 0; i < g.nregs && i < t->n; i++) {
         cg_reg_index(c, &g, base, i, idx);
-        LLVMValueRef off = LLVMBuildMul(c->b, cg_flat_index(c, type, idx), cg_i32(c, eb), "");
+        LLVMValueRef off = tile_offset(c, type, idx, eb, row_pad);
         /* Replicas that must not write go to a slot just past the tile. */
         if (redirect) off = LLVMBuildSelect(c->b, cg_reg_owner(c, &g, base, i), off, trash, "");
         LLVMValueRef st = LLVMBuildStore(c->b, store_form(c, t->r[i], e), cg_smem_ptr(c, off));
@@ -44,7 +69,7 @@ void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool ow
     }
 }
 
-void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out)
+void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_pad)
 {
     IrElem e = (IrElem)type.elem;
     int eb = cg_elem_bytes(e);
@@ -57,7 +82,7 @@ void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out)
     cg_thread_base(c, &g, base);
     for (int i = 0; i < g.nregs && i < out->n; i++) {
         cg_reg_index(c, &g, base, i, idx);
-        LLVMValueRef off = LLVMBuildMul(c->b, cg_flat_index(c, type, idx), cg_i32(c, eb), "");
+        LLVMValueRef off = tile_offset(c, type, idx, eb, row_pad);
         LLVMValueRef v = LLVMBuildLoad2(c->b, cg_mem_type(c, e), cg_smem_ptr(c, off), "");
         LLVMSetAlignment(v, (unsigned)eb);
         out->r[i] = e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstInt(c->t_i8, 0, 0), "") : v;
@@ -82,7 +107,9 @@ int cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
         *what = "reshape";
     }
     int eb = cg_elem_bytes((IrElem)res->type.elem);
-    return (int)(res->type.rank ? ir_type_numel(res->type) : 1) * eb;
+    int64_t n = res->type.rank ? ir_type_numel(res->type) : 1;
+    int pad = row_pad_of(op, res->type);
+    return (int)(n * eb + (pad ? n / res->type.shape[res->type.rank - 1] * pad : 0));
 }
 
 bool cg_lower_convert(CgCtx *c, IrOp *op)
@@ -106,13 +133,14 @@ bool cg_lower_convert(CgCtx *c, IrOp *op)
     int bytes = cg_convert_scratch_bytes(c->f, op, &what);
     if (what[0] == 'm') return cg_lower_convert_mma_operand(c, op);
     cg_smem_begin(c, what, res, bytes);
-    cg_tile_to_smem(c, src->type, in, src->layout, false);
+    int pad = row_pad_of(op, res->type);
+    cg_tile_to_smem(c, src->type, in, src->layout, false, pad);
     cg_barrier(c);
     if (res->type.rank == 0) {
         LLVMValueRef v = LLVMBuildLoad2(c->b, cg_mem_type(c, (IrElem)res->type.elem), cg_smem_ptr(c, cg_i32(c, 0)), "");
         t->r[0] = res->type.elem == IR_I1 ? LLVMBuildTrunc(c->b, v, c->t_i1, "") : v;
         return true;
     }
-    cg_tile_from_smem(c, res->type, res->layout, t);
+    cg_tile_from_smem(c, res->type, res->layout, t, pad);
     return true;
 }

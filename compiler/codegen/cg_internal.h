@@ -123,10 +123,11 @@ bool cg_lower_reduce(CgCtx *c, IrOp *op);                    /* cg_reduce.c */
 bool cg_lower_convert(CgCtx *c, IrOp *op);                   /* cg_convert.c (+ reshape) */
 bool cg_lower_dot(CgCtx *c, IrOp *op);                       /* cg_dot_fma.c */
 bool cg_lower_control(CgCtx *c, IrOp *op);                   /* cg_control.c */
-/* Store / load a tile through the scratch buffer by row-major element index
- * (the caller places the barriers). owners_only: replicas do not write. */
-void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only);
-void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out);
+/* Store / load a tile through the scratch buffer by row-major element index,
+ * each row (last dim) followed by row_pad bytes (the caller places the
+ * barriers). owners_only: replicas do not write. */
+void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only, int row_pad);
+void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_pad);
 
 /* Scratch bytes each op family's lowering will ask for (0: none), for the
  * allocator; `what` names the buffer in --stats. */

@@ -315,9 +315,9 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
         cg_barrier(c);
         t->r[0] = LLVMBuildLoad2(c->b, cg_type(c, e), cg_smem_ptr(c, cg_i32(c, 0)), "");
     } else {
-        cg_tile_to_smem(c, res->type, t, res->layout, true);
+        cg_tile_to_smem(c, res->type, t, res->layout, true, 0);
         cg_barrier(c);
-        cg_tile_from_smem(c, res->type, res->layout, t);
+        cg_tile_from_smem(c, res->type, res->layout, t, 0);
     }
     return true;
 }
