@@ -330,6 +330,6 @@ bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
     IrElem stored = (IrElem)l->load->res[0]->type.elem;
     if (cg_mma_defer(c, op->res[0], l->fast_dim, base, stored, stages)) return true;
     CgTile *out = cg_set(c, op->res[0], g.nregs);
-    cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, (IrElem)l->load->res[0]->type.elem, out);
+    cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, stored, out);
     return true;
 }
