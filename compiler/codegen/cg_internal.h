@@ -154,6 +154,14 @@ void cg_loop_carry_phis(CgCtx *c, IrOp *op, LLVMBasicBlockRef pre);
 bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch);
 bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
 
+/* ---- cg_affine.c ---- */
+/* When the pointer tile `ptrs` is affine in its indices, set coef[d] (i64
+ * elements per index step along value dim d; NULL = 0) and return true. */
+bool cg_affine_coefs(CgCtx *c, const IrValue *ptrs, LLVMValueRef *coef);
+/* Bytes from register `from`'s element to register `to`'s (i64), for a tile
+ * of geometry g (not replicated) with those coefs. */
+LLVMValueRef cg_affine_step(CgCtx *c, const CgGeom *g, const LLVMValueRef *coef, int from, int to, int elem_bytes);
+
 /* ---- cg_emit.c ---- */
 bool cg_llvm_init(StrBuf *err);
 bool cg_emit(CgCtx *c, CgResult *res);

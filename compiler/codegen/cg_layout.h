@@ -73,6 +73,9 @@ bool cg_geom(const IrFunc *f, int layout, IrType t, CgGeom *g);
 void cg_geom_reg_dims(const CgGeom *g, int reg, int *rd);  /* per base-dim register indices */
 int  cg_geom_reg_of(const CgGeom *g, const int *rd);
 int  cg_geom_const_part(const CgGeom *g, int d, int rd);   /* index part from the register */
+/* Per value dim: element index of register `to` minus that of `from` (one
+ * thread; exact when the tile is not replicated, see cg_geom_replicated). */
+void cg_geom_reg_delta(const CgGeom *g, int from, int to, int *delta);
 void cg_geom_thread_base(const CgGeom *g, int tid, int *base); /* index part from the thread */
 void cg_geom_index(const CgGeom *g, int tid, int reg, int *idx); /* base-dim element index */
 bool cg_geom_owner(const CgGeom *g, int tid, int reg);     /* the one copy that writes */

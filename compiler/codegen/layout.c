@@ -254,6 +254,17 @@ int cg_geom_const_part(const CgGeom *g, int d, int rd)
     return (rd / (es * r)) * g->cta[d] + ((rd / es) % r) * g->spt[d] * g->tpw[d] + rd % es;
 }
 
+void cg_geom_reg_delta(const CgGeom *g, int from, int to, int *delta)
+{
+    int rf[CG_MAX_RANK], rt[CG_MAX_RANK];
+    cg_geom_reg_dims(g, from, rf);
+    cg_geom_reg_dims(g, to, rt);
+    for (int i = 0; i < g->vrank; i++) {
+        int d = g->vdims[i];
+        delta[i] = cg_geom_const_part(g, d, rt[d]) - cg_geom_const_part(g, d, rf[d]);
+    }
+}
+
 int cg_geom_warp_owner(const CgGeom *g, int warp)
 {
     int w = 0;

@@ -212,7 +212,26 @@ static void wait_group(CgCtx *c, int n)
     cg_asm(c, c->t_void, text, "~{memory}", 0, NULL, true);
 }
 
-/* The copies of one load for the iteration whose slice values are lowered. */
+/* Bytes from chunk `from`'s SRAM slot to chunk `to`'s when the swizzle moves
+ * them by a constant: rows a multiple of its period (per_phase * max_phase)
+ * apart and columns a multiple of max_phase chunks apart (the XOR only touches
+ * the low chunk bits). Then `to` is addressed as [from's register + immediate]. */
+static bool swizzle_shift(const CgGeom *g, const CgSwizzle *sw, int mr_dim, int mc_dim, int from, int to, int *bytes)
+{
+    int dv[CG_MAX_RANK];
+    cg_geom_reg_delta(g, from, to, dv);
+    int dr = dv[mr_dim], dc = dv[mc_dim];
+    if (dr % (sw->per_phase * sw->max_phase) || dc % (sw->max_phase * sw->vec)) return false;
+    *bytes = (dr * sw->cols + dc) * sw->elem_bytes;
+    return true;
+}
+
+/* The copies of one load for the iteration whose slice values are lowered.
+ * Both addresses of a chunk are derived from a few registers where the tile
+ * allows: the global one walks an affine pointer tile from its first chunk by
+ * invariant steps (cg_affine.c says why; the add is opaque to LLVM, or its LICM
+ * would re-associate the walk and hoist one 64-bit pointer per chunk again), the
+ * SRAM one is an immediate from an earlier chunk's (swizzle_shift). */
 static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LLVMValueRef valid)
 {
     IrOp *ld = l->load;
@@ -222,22 +241,38 @@ static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LL
     CgTile *mk = ld->nargs > 1 && ld->args[1]->type.rank ? cg_get(c, ld->args[1]) : NULL;
     LLVMValueRef smask = ld->nargs > 1 && !ld->args[1]->type.rank ? cg_get(c, ld->args[1])->r[0] : NULL;
     CgSwizzle sw = cg_swizzle_for(ld->res[0]->type.shape[l->fast_dim], 2);
-    int mr_dim = 1 - l->fast_dim;
-    LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK];
+    int mr_dim = 1 - l->fast_dim, anchor = -1;
+    bool exact = !cg_geom_replicated(&g);        /* register index = thread base + constant */
+    LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK], coef[CG_MAX_RANK];
+    bool walk = exact && cg_affine_coefs(c, ld->args[0], coef);
+    LLVMValueRef src = pt->r[0], dst = NULL;
     cg_thread_base(c, &g, tb);
     for (int i = 0; i < g.nregs; i += 8) {
-        cg_reg_index(c, &g, tb, i, idx);
-        LLVMValueRef off = cg_swizzle_offset_ir(c, &sw, idx[mr_dim], idx[l->fast_dim]);
-        off = LLVMBuildAdd(c->b, slot_base, LLVMBuildMul(c->b, off, cg_i32(c, 2), ""), "");
+        if (walk && i) {
+            LLVMValueRef sa[2] = {src, cg_affine_step(c, &g, coef, i - 8, i, 2)};
+            src = cg_asm(c, LLVMTypeOf(src), "add.s64 $0, $1, $2;", "=l,l,l", 2, sa, false);
+        } else if (!walk) {
+            src = pt->r[i];
+        }
+        int imm = 0;
+        if (!exact || anchor < 0 || !swizzle_shift(&g, &sw, mr_dim, l->fast_dim, anchor, i, &imm)) {
+            cg_reg_index(c, &g, tb, i, idx);
+            LLVMValueRef off = cg_swizzle_offset_ir(c, &sw, idx[mr_dim], idx[l->fast_dim]);
+            off = LLVMBuildAdd(c->b, slot_base, LLVMBuildMul(c->b, off, cg_i32(c, 2), ""), "");
+            dst = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, off), c->t_i32, "");
+            anchor = i;
+            imm = 0;
+        }
         LLVMValueRef pred = LLVMBuildAnd(c->b, valid, cg_reg_owner(c, &g, tb, i), "");
         if (mk) pred = LLVMBuildAnd(c->b, pred, mk->r[i], "");
         if (smask) pred = LLVMBuildAnd(c->b, pred, smask, "");
         /* Inline PTX: LLVM 19 cannot select the cp.async intrinsics with
          * 32-bit shared pointers (-nvptx-short-ptr). src-size 0 reads nothing
          * and zero-fills the 16 bytes. */
-        LLVMValueRef args[3] = {LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, off), c->t_i32, ""), pt->r[i],
-                                LLVMBuildSelect(c->b, pred, cg_i32(c, 16), cg_i32(c, 0), "")};
-        cg_asm(c, c->t_void, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", 3, args, true);
+        char text[80];
+        snprintf(text, sizeof text, "cp.async.cg.shared.global [$0+%d], [$1], 16, $2;", imm);
+        LLVMValueRef args[3] = {dst, src, LLVMBuildSelect(c->b, pred, cg_i32(c, 16), cg_i32(c, 0), "")};
+        cg_asm(c, c->t_void, text, "r,l,r,~{memory}", 3, args, true);
     }
 }
 

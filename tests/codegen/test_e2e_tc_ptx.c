@@ -15,6 +15,10 @@
  *     (the cp.async of the body come before its first ldmatrix), and the
  *     operands are loaded one k32 step at a time (an mma.sync comes before
  *     the last ldmatrix of the body, so no warp holds a whole operand);
+ *   - the copies of an affine pointer tile walk from one pointer (cg_affine.c):
+ *     in the pipelined loop every copy but the first of each tile is addressed
+ *     by an opaque `add.s64` from the one before, SRAM slots as [reg+imm];
+ *     a gathered tile (rows from a loaded index) keeps a pointer per copy;
  *   - barriers only at SRAM hazards: a kernel's first cross-warp reduction
  *     needs one bar.sync (between its writes and reads), the same reduction
  *     in a loop two (the previous iteration still reads the buffer).
@@ -209,6 +213,59 @@ START_TEST(issue_first_operands_per_k_step)
 }
 END_TEST
 
+/* Inline-asm pointer steps (cg_affine.c's walk) in [b, e). */
+static int walk_steps(const char *b, const char *e)
+{
+    int n = 0;
+    for (const char *p = b; (p = strstr(p, "add.s64 %rd")) && p < e; p++) {
+        const char *q = p;          /* the walk's add is inline asm: its line follows the marker */
+        while (q > b && q[-1] != '\n') q--;
+        n += q - b > 20 && strncmp(q - 20, "// begin inline asm\n", 20) == 0;
+    }
+    return n;
+}
+
+START_TEST(copies_walk_from_one_pointer)
+{
+    const Sched s = {128, 128, 32, 4, 3};
+    KilnCompileResult r;
+    compile("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, 1024, 1024, "sm_80", KILN_EMIT_PTX, &r);
+    const char *e, *b = loop_body(r.output, s.stages, &e);
+    int copies = pu_count_n(b, (size_t)(e - b), "cp.async.cg.shared.global");
+    /* A 128x32 and a 32x128 f16 tile: 4 + 4 copies of 16 bytes per thread. */
+    ck_assert_int_eq(copies, 8);
+    ck_assert_int_eq(walk_steps(b, e), copies - 2);
+    ck_assert_int_eq(pu_count_n(b, (size_t)(e - b), "+0], ["), 2);   /* one SRAM register per tile */
+    kiln_compile_result_free(&r);
+
+    const char *gather =
+        "kernel gather_mm(A: *f16, B: *f16, C: *f32, rows: *i32) with (num_warps = 4, num_stages = 2) {\n"
+        "    let r = load(rows + arange(64));\n"
+        "    let offs_k = arange(32);\n"
+        "    var acc = zeros([64, 64], f32);\n"
+        "    for k0 in range(0, 256, 32) {\n"
+        "        let a = load(A + r.to(i64)[:, None] * 256 + (k0 + offs_k)[None, :]);\n"
+        "        let b = load(B + (k0 + offs_k).to(i64)[:, None] * 64 + arange(64)[None, :]);\n"
+        "        acc = dot(a, b, acc);\n"
+        "    }\n"
+        "    store(C + arange(64)[:, None] * 64 + arange(64)[None, :], acc);\n"
+        "}\n";
+    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.emit = KILN_EMIT_PTX;
+    o.arch = "sm_80";
+    o.hints = h;
+    o.nhints = 3;
+    ck_assert_msg(kiln_compile("gather.tile", gather, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    b = loop_body(r.output, 2, &e);
+    /* A: 64x32 (2 copies per thread, a pointer each); B: 32x64, affine (2 copies, 1 step). */
+    ck_assert_int_eq(pu_count_n(b, (size_t)(e - b), "cp.async.cg.shared.global"), 4);
+    ck_assert_int_eq(walk_steps(b, e), 1);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(barriers_only_at_hazards)
 {
     const char *once = "kernel one(X: *f32, Y: *f32) with (num_warps = 4) {\n"
@@ -239,6 +296,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stats_list_buffers);
     tcase_add_test(tc, barriers_only_at_hazards);
     tcase_add_test(tc, issue_first_operands_per_k_step);
+    tcase_add_test(tc, copies_walk_from_one_pointer);
     suite_add_tcase(s, tc);
     return s;
 }
