@@ -141,7 +141,7 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None):
     """The C driver's command line; `sched` (BLOCK_M, BLOCK_N, warps, stages) overrides
     --block-m/--block-n/--warps/--stages (warps or stages 0: the program's own rule)."""
     if sched is None:  # the runtime's defaults for this head dim (k_tune in runtime/attention.c), or the flags
-        bm, bn, warps, stages = API_SCHED.get(d, (128, 64 if d <= 128 else 32, 0, 0))
+        bm, bn, warps, stages = API_SCHED.get((d, bool(causal)), (128, 64 if d <= 128 else 32, 0, 0))
         bm, bn = args.block_m or bm, args.block_n or bn
         warps, stages = args.warps or warps, args.stages or stages
     else:
@@ -362,7 +362,9 @@ def plot(res, providers, path):
 DEFAULT_SCHED = (128, 64, 8, 2)
 # What kiln_attention_fwd picks on sm_90 (runtime/attention.c, k_tune): the main benchmark
 # measures these unless --block-m/--block-n/--warps/--stages say otherwise.
-API_SCHED = {64: (128, 64, 4, 2), 128: (64, 64, 4, 2)}
+# (head dim, causal) -> the runtime's sm_90 defaults (k_tune in runtime/attention.c)
+API_SCHED = {(64, False): (128, 64, 4, 2), (64, True): (128, 64, 4, 2),
+             (128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 2)}
 SWEEP_SCHEDULES = {
     64: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 32, 8, 3),
          (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 1), (64, 32, 4, 3),

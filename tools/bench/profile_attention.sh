@@ -13,11 +13,14 @@ mkdir -p "$out"
 d=${D:-128}; n=${N:-4096}; h=$((2048 / d)); b=$((16384 / n))
 scheds=${SCHEDS:-128x64/8/2}
 sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy
-          --section LaunchStats --section MemoryWorkloadAnalysis --section InstructionStats --section SchedulerStats)
+          --section LaunchStats --section MemoryWorkloadAnalysis --section InstructionStats --section SchedulerStats
+          --section SourceCounters)
 metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
 report() {  # name: turn the .ncu-rep into text
   ncu --import "$out/$1.ncu-rep" --page details >"$out/$1.details.txt" 2>&1
   ncu --import "$out/$1.ncu-rep" --page raw >"$out/$1.raw.txt" 2>&1
+  # per-SASS-instruction stall samples (SourceCounters): which instructions the warps wait at
+  ncu --import "$out/$1.ncu-rep" --page source --csv --print-source sass >"$out/$1.sass.csv" 2>&1
   rm -f "$out/$1.ncu-rep"
 }
 for s in $scheds; do
