@@ -223,10 +223,11 @@ void cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages)
     if (!sp) return;
     for (int i = 0; i < tc->bufs.len; i++) {
         const CgSmemBuf *b = tc->bufs.data[i];
-        bool inside = b->start > sp->start && b->end < sp->end;
-        bool stage = b->start == sp->start && b->end == sp->end;
-        if (inside || (with_stages && stage)) cg_smem_pending_add(c, b->offset, b->offset + b->bytes);
+        if (b->start > sp->start && b->end < sp->end) cg_smem_pending_add(c, b->offset, b->offset + b->bytes);
     }
+    const CgPipeLoop *pl = with_stages ? cg_pipeline_of_loop(tc, region_op) : NULL;
+    for (int i = 0; pl && i < pl->nloads; i++)
+        if (pl->loads[i].buf) cg_smem_pending_add(c, pl->loads[i].buf->offset, pl->loads[i].buf->offset + pl->loads[i].buf->bytes);
 }
 
 LLVMValueRef cg_smem_begin(CgCtx *c, const char *what, const IrValue *v, int bytes)

@@ -77,16 +77,7 @@ bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch)
 
 static bool lower_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
 {
-    /* The prologue writes the stage buffers: earlier users of those bytes
-     * must be done with them first. */
-    for (int i = 0; i < pl->nloads; i++) {
-        const CgSmemBuf *b = pl->loads[i].buf;
-        for (int j = 0; b && j < c->npending; j++)
-            if (c->pending[j].lo < b->offset + b->bytes && b->offset < c->pending[j].hi) {
-                cg_barrier(c);
-                break;
-            }
-    }
+    if (!cg_pipeline_prologue(c, pl)) return false;   /* at the loop unless issued earlier */
     Pending before;
     pending_save(c, &before);
     bool ok = cg_lower_for_pipelined(c, op, pl);

@@ -148,6 +148,9 @@ void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueR
  * bytes it covers) for the dots to ldmatrix from and return true. */
 bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgRange bytes);
 bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl);
+/* The copies of iterations 0 .. S-2 of a pipelined loop, once (at its
+ * issue_at op, or at the loop). */
+bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl);
 /* A for's loop-carried values (cg_control.c, also used by the pipelined loop):
  * header phis from `pre`, then closed from `latch` with the body's yield. */
 void cg_loop_carry_phis(CgCtx *c, IrOp *op, LLVMBasicBlockRef pre);

@@ -47,6 +47,15 @@ typedef struct CgPipeLoop {
     int nloads;
     IrOp **slice;          /* body ops the loads' operands depend on, in body order */
     int nslice;
+    /* Where the prologue (the copies of iterations 0 .. S-2) is issued: before
+     * this op of the loop's block, the earliest point where everything the
+     * copies need is defined and no write to memory or region op intervenes
+     * (attention issues its first K/V copies before it loads Q); the loop
+     * itself when nothing earlier qualifies. issue_pos: its position in the
+     * SRAM allocator's numbering (the stage buffers are live from there). */
+    IrOp *issue_at;
+    int issue_pos;
+    bool issued;           /* lowering: the prologue is out */
 } CgPipeLoop;
 
 /* Op positions of a region op (for, if): [start, end]. */

@@ -50,6 +50,10 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
 bool cg_lower_block(CgCtx *c, IrBlock *blk)
 {
     for (IrOp *op = blk->first; op; op = op->next) {
+        for (int i = 0; c->tc && i < c->tc->loops.len; i++) {   /* a loop's copies issued early */
+            CgPipeLoop *pl = c->tc->loops.data[i];
+            if (pl->issue_at == op && pl->loop != op && !cg_pipeline_prologue(c, pl)) return false;
+        }
         if (!cg_lower_op(c, op) || c->failed) return false;
         if (ice_message()) return false;
     }

@@ -129,6 +129,43 @@ typedef struct PlanCtx {
     const int *uses;
 } PlanCtx;
 
+/* Whether `v` is needed by the prologue: a loop bound, or an operand from
+ * outside the loop of a slice op or a pipelined load. */
+static bool needed_by_prologue(const IrOp *loop, const IrBlock *body, const bool *in_slice, int nids,
+                               const CgPipeLoop *pl, const IrValue *v)
+{
+    for (int i = 0; i < 3; i++)
+        if (loop->args[i] == v) return true;
+    for (const IrOp *x = body->first; x; x = x->next) {
+        bool load = false;
+        for (int j = 0; j < pl->nloads; j++) load |= pl->loads[j].load == x;
+        if (!load && !(x->nres && x->res[0]->id < nids && in_slice[x->res[0]->id])) continue;
+        for (int i = 0; i < x->nargs; i++)
+            if (x->args[i] == v) return true;
+    }
+    return false;
+}
+
+/* The earliest op of the loop's block before which the prologue can go:
+ * walking back from the loop, stop at a region op (another loop's copies and
+ * waits, branches), a write to memory (the copies read global memory, which
+ * must not move above a store) and the definition of anything the prologue
+ * needs. Loads and pure ops may be crossed: the Q load of attention then
+ * overlaps the first K/V copies instead of preceding them. */
+static IrOp *issue_point(IrOp *loop, const IrBlock *body, const bool *in_slice, int nids, const CgPipeLoop *pl)
+{
+    IrOp *at = loop;
+    for (IrOp *x = loop->prev; x; x = x->prev) {
+        if (x->nregions || (ir_op_info[x->op].flags & IRF_MEM_WRITE)) break;
+        bool needed = false;
+        for (int r = 0; r < x->nres && !needed; r++)
+            needed = needed_by_prologue(loop, body, in_slice, nids, pl, x->res[r]);
+        if (needed) break;
+        at = x;
+    }
+    return at;
+}
+
 static void plan_loop(IrOp *op, void *vctx)
 {
     PlanCtx *p = vctx;
@@ -160,6 +197,7 @@ static void plan_loop(IrOp *op, void *vctx)
         l->slot_bytes = (int)ir_type_numel(x->res[0]->type) * 2;
     }
     if (!pl->nloads) return;
+    pl->issue_at = issue_point(op, body, in_slice, f->next_id, pl);
     int n = 0;
     for (IrOp *x = body->first; x; x = x->next)
         if (x->nres && x->res[0]->id < f->next_id && in_slice[x->res[0]->id]) n++;
@@ -302,6 +340,33 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     return true;
 }
 
+bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
+{
+    if (pl->issued) return true;
+    pl->issued = true;
+    IrOp *op = pl->loop;
+    IrElem ie = (IrElem)op->args[0]->type.elem;
+    LLVMTypeRef it = cg_type(c, ie);
+    LLVMValueRef lo = cg_get(c, op->args[0])->r[0], hi = cg_get(c, op->args[1])->r[0];
+    LLVMValueRef step = cg_get(c, op->args[2])->r[0];
+    /* The copies overwrite the stage buffers: earlier users of those bytes
+     * must be done with them first. */
+    for (int i = 0; i < pl->nloads; i++) {
+        const CgSmemBuf *b = pl->loads[i].buf;
+        for (int j = 0; b && j < c->npending; j++)
+            if (c->pending[j].lo < b->offset + b->bytes && b->offset < c->pending[j].hi) {
+                cg_barrier(c);
+                break;
+            }
+    }
+    /* iterations 0 .. S-2 */
+    for (int j = 0; j < pl->stages - 1; j++) {
+        LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
+        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j))) return false;
+    }
+    return true;
+}
+
 bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
 {
     IrBlock *body = op->regions[0];
@@ -310,11 +375,7 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     int S = pl->stages;
     LLVMValueRef lo = cg_get(c, op->args[0])->r[0], hi = cg_get(c, op->args[1])->r[0];
     LLVMValueRef step = cg_get(c, op->args[2])->r[0];
-    /* prologue: iterations 0 .. S-2 */
-    for (int j = 0; j < S - 1; j++) {
-        LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
-        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j))) return false;
-    }
+    if (!cg_pipeline_prologue(c, pl)) return false;   /* unless issued earlier (issue_at) */
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
     LLVMBasicBlockRef header = cg_block(c, "pipe_header"), bb = cg_block(c, "pipe_body"),
                       exit = cg_block(c, "pipe_exit");

@@ -7,9 +7,10 @@
  *   - scratch of one op (layout conversions, dot operand staging through
  *     swizzled SRAM, cross-warp reductions, reshapes, shared atomic
  *     results): live at that op only, [p, p];
- *   - pipeline stage buffers (pass_pipeline.c): written by the prologue just
- *     before the loop and read/written by every iteration, so live over the
- *     whole loop: [for_start - 1, for_end];
+ *   - pipeline stage buffers (pass_pipeline.c): written by the prologue (at
+ *     the loop, or earlier at its issue_at op) and read/written by every
+ *     iteration, so live from the prologue over the whole loop:
+ *     [issue_pos or for_start, for_end];
  *   - deferred operand tiles (tc->deferred: a convert to an MMA operand whose
  *     users are all tensor-core dots): written at the convert, read by
  *     ldmatrix at each dot, so live from the convert to its last dot. A tile
@@ -217,6 +218,10 @@ static void extend_over_region(SaCtx *s, int p, int end)
 static void number_op(SaCtx *s, IrOp *op)
 {
     int p = s->pos++;
+    for (int i = 0; i < s->tc->loops.len; i++) {
+        CgPipeLoop *pl = s->tc->loops.data[i];
+        if (pl->issue_at == op) pl->issue_pos = p;
+    }
     const char *what = NULL;
     int bytes = op->nres ? op_scratch(s, op, &what) : 0;
     if (bytes > 0) {
@@ -238,7 +243,7 @@ static void number_op(SaCtx *s, IrOp *op)
     CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++)
         pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load->res[0],
-                                   pl->loads[i].slot_bytes * pl->stages, 128, p, end);
+                                   pl->loads[i].slot_bytes * pl->stages, 128, pl->issue_pos, end);
 }
 
 static void number_block(SaCtx *s, IrBlock *b)

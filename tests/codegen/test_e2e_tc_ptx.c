@@ -19,6 +19,9 @@
  *     in the pipelined loop every copy but the first of each tile is addressed
  *     by an opaque `add.s64` from the one before, SRAM slots as [reg+imm];
  *     a gathered tile (rows from a loaded index) keeps a pointer per copy;
+ *   - a loop's first copies go out where what they need is known: attention's
+ *     K/V prologue precedes its Q load (and --stats shows the stage buffers live
+ *     from there); a store before the loop keeps them below it;
  *   - barriers only at SRAM hazards: a kernel's first cross-warp reduction
  *     needs one bar.sync (between its writes and reads), the same reduction
  *     in a loop two (the previous iteration still reads the buffer).
@@ -266,6 +269,66 @@ START_TEST(copies_walk_from_one_pointer)
 }
 END_TEST
 
+/* Offset in `ptx` of the first `what`, or -1. */
+static long first_at(const char *ptx, const char *what)
+{
+    const char *p = strstr(ptx, what);
+    return p ? p - ptx : -1;
+}
+
+START_TEST(prologue_before_independent_loads)
+{
+    char *src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    ck_assert_ptr_nonnull(src);
+    KilnDefine d[5] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
+                       {"PLAIN_SCORES", "true"}};
+    const char *ptrs[] = {"Q", "K", "V", "O", "LSE"};
+    KilnParamHint h[5];
+    for (int i = 0; i < 5; i++) h[i] = (KilnParamHint){ptrs[i], 16, 0};
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.kernel = "attn_fwd_f16";
+    o.defines = d;
+    o.ndefines = 5;
+    o.arch = "sm_80";
+    o.num_warps = 4;
+    o.num_stages = 2;
+    o.emit = KILN_EMIT_PTX;
+    o.hints = h;
+    o.nhints = 5;
+    KilnCompileResult r;
+    ck_assert_msg(kiln_compile("attention_fwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    long cp = first_at(r.output, "cp.async.cg.shared.global"), q = first_at(r.output, "ld.global");
+    ck_assert_msg(cp >= 0 && q >= 0 && cp < q, "the K/V prologue (at %ld) must precede the Q load (at %ld)", cp, q);
+    kiln_compile_result_free(&r);
+    free(src);
+
+    const char *stored =
+        "kernel st_mm(A: *f16, B: *f16, C: *f32, D: *f32) with (num_warps = 4, num_stages = 2) {\n"
+        "    store(D + arange(64), zeros([64], f32) + 1.0);\n"
+        "    let offs_k = arange(32);\n"
+        "    var acc = zeros([64, 64], f32);\n"
+        "    for k0 in range(0, 256, 32) {\n"
+        "        let a = load(A + arange(64).to(i64)[:, None] * 256 + (k0 + offs_k)[None, :]);\n"
+        "        let b = load(B + (k0 + offs_k).to(i64)[:, None] * 64 + arange(64)[None, :]);\n"
+        "        acc = dot(a, b, acc);\n"
+        "    }\n"
+        "    store(C + arange(64)[:, None] * 64 + arange(64)[None, :], acc);\n"
+        "}\n";
+    KilnParamHint h2[4] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}, {"D", 16, 0}};
+    memset(&o, 0, sizeof o);
+    o.emit = KILN_EMIT_PTX;
+    o.arch = "sm_80";
+    o.hints = h2;
+    o.nhints = 4;
+    ck_assert_msg(kiln_compile("stored.tile", stored, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    cp = first_at(r.output, "cp.async.cg.shared.global");
+    long st = first_at(r.output, "st.global");
+    ck_assert_msg(cp >= 0 && st >= 0 && st < cp, "copies (at %ld) moved above the store (at %ld)", cp, st);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(barriers_only_at_hazards)
 {
     const char *once = "kernel one(X: *f32, Y: *f32) with (num_warps = 4) {\n"
@@ -297,6 +360,7 @@ static Suite *suite(void)
     tcase_add_test(tc, barriers_only_at_hazards);
     tcase_add_test(tc, issue_first_operands_per_k_step);
     tcase_add_test(tc, copies_walk_from_one_pointer);
+    tcase_add_test(tc, prologue_before_independent_loads);
     suite_add_tcase(s, tc);
     return s;
 }
