@@ -46,35 +46,39 @@
 
 /* ---------------- defaults: the one table to tune ---------------- */
 
-/* The last row matching the head dim and the masking (causal -1: either) with
- * min_sm <= the device's sm_version wins. The min_sm 0 rows are the program's
+/* The last row matching the head dim, the masking (causal -1: either) and the
+ * query length (max_n 0: any, else seqlen_q <= max_n) with min_sm <= the
+ * device's sm_version wins. The min_sm 0 rows are the program's
  * own defaults (BLOCK_M 128, BLOCK_N 64, 8 warps, 2 stages), except head dim
  * 256, whose 128-row tiles would not fit the shared memory of pre-Hopper parts
  * and spill registers everywhere; the sm_90 rows come from H200 sweeps
  * (bench_attention.py --sweep, docs/performance.md). Retune after GPU
  * benchmarks (tools/bench/). */
 typedef struct AttnTune {
-    int min_sm, head_dim, causal;
+    int min_sm, head_dim, causal, max_n;
     int block_m, block_n, num_warps, num_stages;
 } AttnTune;
 
 static const AttnTune k_tune[] = {
-    /* min_sm  d  causal BM   BN  warps stages */
-    {0,   32,  -1, 128, 64, 8, 2},
-    {0,   64,  -1, 128, 64, 8, 2},
+    /* min_sm  d  causal max_n  BM   BN  warps stages */
+    {0,   32,  -1, 0, 128, 64, 8, 2},
+    {0,   64,  -1, 0, 128, 64, 8, 2},
     /* H200 sweeps 2026-11-22 (bench_attention.py --sweep, N = 4096, f16, TFLOP/s
      * non-causal/causal; 128x64/8/2: 239/214 at d = 64, 290/260 at d = 128):
      * 32-row warps (128x64 on 4 warps) halve each warp's K/V fragment traffic per
      * FLOP. At d = 128 they spill a little (232 bytes since the copies walk from
      * one pointer, cg_affine.c) yet win without the mask; causal, whose diagonal
      * blocks cost more at 128 rows, keeps 64x64 on 4 warps. */
-    {90,  64,  -1, 128, 64, 4, 2},   /* 307/273 */
-    {0,   96,  -1, 128, 64, 8, 2},
-    {0,  128,  -1, 128, 64, 8, 2},
-    {90, 128,   0, 128, 64, 4, 2},   /* 322 (64x64/4/2: 311) */
-    {90, 128,   1,  64, 64, 4, 2},   /* 280 (128x64/4/2: 270) */
-    {0,  256,  -1,  64, 32, 4, 2},
-    {90, 256,  -1,  64, 64, 4, 2},
+    {90,  64,  -1, 0, 128, 64, 4, 2},    /* 307/273 */
+    /* causal short sequences: fewer, costlier diagonal blocks per CTA and more CTAs
+     * (N = 512 / 1024 / 2048: 64x64/4/2 158 / 205 / 239, 128x64/4/2 142 / 197 / 242) */
+    {90,  64,   1, 1024, 64, 64, 4, 2},
+    {0,   96,  -1, 0, 128, 64, 8, 2},
+    {0,  128,  -1, 0, 128, 64, 8, 2},
+    {90, 128,   0, 0, 128, 64, 4, 2},    /* 322 (64x64/4/2: 311) */
+    {90, 128,   1, 0,  64, 64, 4, 2},    /* 280 (128x64/4/2: 270) */
+    {0,  256,  -1, 0,  64, 32, 4, 2},
+    {90, 256,  -1, 0,  64, 64, 4, 2},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
@@ -224,7 +228,8 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     const AttnTune *t = NULL;
     for (size_t i = 0; i < COUNT(k_tune); i++)
         if (k_tune[i].head_dim == p->head_dim && k_tune[i].min_sm <= dev->info.sm_version &&
-            (k_tune[i].causal < 0 || k_tune[i].causal == (p->causal != 0)))
+            (k_tune[i].causal < 0 || k_tune[i].causal == (p->causal != 0)) &&
+            (!k_tune[i].max_n || p->seqlen_q <= k_tune[i].max_n))
             t = &k_tune[i];
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = &k_tune[0];

@@ -137,11 +137,11 @@ def torch_peak_extra(provider, dtype, n, d):
 
 # ---------------------------------------------------------------- kiln provider
 
-def kiln_cmd(args, dtype, d, causal, extra, sched=None):
+def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
     """The C driver's command line; `sched` (BLOCK_M, BLOCK_N, warps, stages) overrides
     --block-m/--block-n/--warps/--stages (warps or stages 0: the program's own rule)."""
-    if sched is None:  # the runtime's defaults for this head dim (k_tune in runtime/attention.c), or the flags
-        bm, bn, warps, stages = API_SCHED.get((d, bool(causal)), (128, 64 if d <= 128 else 32, 0, 0))
+    if sched is None:  # the runtime's defaults for this shape (k_tune in runtime/attention.c), or the flags
+        bm, bn, warps, stages = api_sched(d, causal, n)
         bm, bn = args.block_m or bm, args.block_n or bn
         warps, stages = args.warps or warps, args.stages or stages
     else:
@@ -184,12 +184,24 @@ def run_kiln_process(cmd, timeout, env=None):
 
 
 def run_kiln(args, dtype, d, causal, ns, target_ms):
-    recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
-        "--tokens", str(TOKENS), "--seqlens", ",".join(map(str, ns)), "--min-ms", str(target_ms)]),
-        timeout=args.kiln_timeout)
-    by_n = {r["seqlen"]: r for r in recs if "seqlen" in r and "error" not in r}
-    err = next((r["error"] for r in recs if "error" in r), "fail")
-    return {n: by_n.get(n, {"error": "fail" if "timeout" not in err else "timeout"}) for n in ns}
+    """One process per schedule the runtime would pick (k_tune depends on N for some shapes)."""
+    groups = {}
+    for n in ns:
+        groups.setdefault(kiln_cmd_key(args, d, causal, n), []).append(n)
+    out = {}
+    for group in groups.values():
+        recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
+            "--tokens", str(TOKENS), "--seqlens", ",".join(map(str, group)), "--min-ms", str(target_ms)],
+            n=group[0]), timeout=args.kiln_timeout)
+        by_n = {r["seqlen"]: r for r in recs if "seqlen" in r and "error" not in r}
+        err = next((r["error"] for r in recs if "error" in r), "fail")
+        out.update({n: by_n.get(n, {"error": "fail" if "timeout" not in err else "timeout"}) for n in group})
+    return out
+
+
+def kiln_cmd_key(args, d, causal, n):
+    """What of kiln_cmd depends on N: the runtime's schedule, unless the flags fix it."""
+    return tuple(kiln_cmd(args, "f16", d, causal, [], n=n))
 
 
 def kiln_check(args, dtype, d, causal, n_q, n_k, b=2, h=4, sched=None):
@@ -204,7 +216,7 @@ def kiln_check(args, dtype, d, causal, n_q, n_k, b=2, h=4, sched=None):
             t.view(torch.int16).cpu().numpy().tofile(os.path.join(tmp, name + ".bin"))
         recs = run_kiln_process(kiln_cmd(args, dtype, d, causal, [
             "--batch", str(b), "--heads", str(h), "--seqlens", str(n_q), "--seqlen-k", str(n_k),
-            "--in", tmp, "--out", tmp, "--min-ms", "1"], sched), timeout=120)
+            "--in", tmp, "--out", tmp, "--min-ms", "1"], sched, n=n_q), timeout=120)
         if not recs or "error" in recs[-1]:
             return {"ok": False, "error": recs[-1].get("error", "fail") if recs else "fail"}
         import numpy as np
@@ -362,9 +374,19 @@ def plot(res, providers, path):
 DEFAULT_SCHED = (128, 64, 8, 2)
 # What kiln_attention_fwd picks on sm_90 (runtime/attention.c, k_tune): the main benchmark
 # measures these unless --block-m/--block-n/--warps/--stages say otherwise.
-# (head dim, causal) -> the runtime's sm_90 defaults (k_tune in runtime/attention.c)
+# (head dim, causal) -> the runtime's sm_90 defaults (k_tune in runtime/attention.c), and the
+# rows that apply up to a query length: (head dim, causal, max N) -> schedule
 API_SCHED = {(64, False): (128, 64, 4, 2), (64, True): (128, 64, 4, 2),
              (128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 2)}
+API_SCHED_SHORT = {(64, True, 1024): (64, 64, 4, 2)}
+
+
+def api_sched(d, causal, n):
+    """The schedule kiln_attention_fwd picks on sm_90 for this head dim, masking and query length."""
+    for (dd, cc, max_n), sc in API_SCHED_SHORT.items():
+        if dd == d and cc == bool(causal) and n <= max_n:
+            return sc
+    return API_SCHED.get((d, bool(causal)), (128, 64 if d <= 128 else 32, 0, 0))
 SWEEP_SCHEDULES = {
     64: [DEFAULT_SCHED, (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3), (128, 32, 8, 3),
          (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 1), (64, 32, 4, 3),
