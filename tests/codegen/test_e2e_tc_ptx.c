@@ -282,9 +282,13 @@ START_TEST(prologue_before_independent_loads)
     ck_assert_ptr_nonnull(src);
     KilnDefine d[5] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
                        {"PLAIN_SCORES", "true"}};
-    const char *ptrs[] = {"Q", "K", "V", "O", "LSE"};
-    KilnParamHint h[5];
-    for (int i = 0; i < 5; i++) h[i] = (KilnParamHint){ptrs[i], 16, 0};
+    /* what the runtime's launch-time specialisation derives for aligned, dense tensors */
+    const char *hinted[] = {"Q", "K", "V", "O", "LSE", "stride_qb", "stride_qh", "stride_qm", "stride_kb",
+                            "stride_kh", "stride_kn", "stride_vb", "stride_vh", "stride_vn", "stride_ob",
+                            "stride_oh", "stride_om", "heads", "heads_kv", "seqlen_q", "seqlen_k"};
+    enum { NH = sizeof hinted / sizeof hinted[0] };
+    KilnParamHint h[NH];
+    for (int i = 0; i < NH; i++) h[i] = (KilnParamHint){hinted[i], 16, 0};
     KilnCompileOptions o;
     memset(&o, 0, sizeof o);
     o.kernel = "attn_fwd_f16";
@@ -295,7 +299,7 @@ START_TEST(prologue_before_independent_loads)
     o.num_stages = 2;
     o.emit = KILN_EMIT_PTX;
     o.hints = h;
-    o.nhints = 5;
+    o.nhints = NH;
     KilnCompileResult r;
     ck_assert_msg(kiln_compile("attention_fwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
     long cp = first_at(r.output, "cp.async.cg.shared.global"), q = first_at(r.output, "ld.global");
