@@ -42,6 +42,21 @@ static inline int pu_count_n(const char *s, size_t n, const char *needle)
  * for stats text and outputs known to end in a NUL. */
 static inline int pu_count(const char *text, const char *what) { return pu_count_n(text, strlen(text), what); }
 
+/* The hints kiln_module_compile derives at launch for lang/lib/attention_fwd.tile's
+ * parameters when the tensors are contiguous, 16-byte aligned and their sizes multiples of
+ * 16 (the benchmark's case): fills h (PU_ATTN_NHINTS entries). */
+enum { PU_ATTN_NHINTS = 21 };
+static inline void pu_attention_hints(KilnParamHint *h)
+{
+    static const char *const names[PU_ATTN_NHINTS] = {
+        "Q", "K", "V", "O", "LSE",
+        "stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn",
+        "stride_vb", "stride_vh", "stride_vn", "stride_ob", "stride_oh", "stride_om",
+        "seqlen_q", "seqlen_k", "heads", "heads_kv",
+    };
+    for (int i = 0; i < PU_ATTN_NHINTS; i++) h[i] = (KilnParamHint){names[i], 16, 0};
+}
+
 /* kiln_compile of `src` (named `file` in diagnostics) with only these options
  * set; the status is the caller's to judge (tests that expect a refusal). */
 static inline KilnStatus pu_compile_status(const char *file, const char *src, const char *kernel,

@@ -26,16 +26,6 @@
 
 static char *attn_src;
 
-/* The hints kiln_module_compile derives at launch for contiguous, aligned
- * tensors whose sizes are multiples of 16. */
-static const char *const hint_names[] = {
-    "Q", "K", "V", "O", "LSE",
-    "stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn",
-    "stride_vb", "stride_vh", "stride_vn", "stride_ob", "stride_oh", "stride_om",
-    "seqlen_q", "seqlen_k", "heads", "heads_kv",
-};
-#define NHINTS ((int)(sizeof hint_names / sizeof hint_names[0]))
-
 typedef struct Sched {
     int bm, bn, warps, stages;
     bool causal, hints;
@@ -50,8 +40,8 @@ static void compile_sched(const Sched *s, KilnEmit emit)
     snprintf(bn, sizeof bn, "%d", s->bn);
     KilnDefine defs[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
                          {"CAUSAL", s->causal ? "true" : "false"}};
-    KilnParamHint h[NHINTS];
-    for (int i = 0; i < NHINTS; i++) h[i] = (KilnParamHint){hint_names[i], 16, 0};
+    KilnParamHint h[PU_ATTN_NHINTS];
+    pu_attention_hints(h);
     KilnCompileOptions o;
     memset(&o, 0, sizeof o);
     o.kernel = "attn_fwd_f16";
@@ -62,7 +52,7 @@ static void compile_sched(const Sched *s, KilnEmit emit)
     o.num_stages = s->stages;
     o.emit = emit;
     o.hints = s->hints ? h : NULL;
-    o.nhints = s->hints ? NHINTS : 0;
+    o.nhints = s->hints ? PU_ATTN_NHINTS : 0;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
     ck_assert_msg(st == KILN_OK, "BLOCK_M %d BLOCK_N %d warps %d stages %d causal %d hints %d: %s\n%s", s->bm,

@@ -282,13 +282,8 @@ START_TEST(prologue_before_independent_loads)
     ck_assert_ptr_nonnull(src);
     KilnDefine d[5] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
                        {"PLAIN_SCORES", "true"}};
-    /* what the runtime's launch-time specialisation derives for aligned, dense tensors */
-    const char *hinted[] = {"Q", "K", "V", "O", "LSE", "stride_qb", "stride_qh", "stride_qm", "stride_kb",
-                            "stride_kh", "stride_kn", "stride_vb", "stride_vh", "stride_vn", "stride_ob",
-                            "stride_oh", "stride_om", "heads", "heads_kv", "seqlen_q", "seqlen_k"};
-    enum { NH = sizeof hinted / sizeof hinted[0] };
-    KilnParamHint h[NH];
-    for (int i = 0; i < NH; i++) h[i] = (KilnParamHint){hinted[i], 16, 0};
+    KilnParamHint h[PU_ATTN_NHINTS];     /* as the runtime specialises for aligned, dense tensors */
+    pu_attention_hints(h);
     KilnCompileOptions o;
     memset(&o, 0, sizeof o);
     o.kernel = "attn_fwd_f16";
@@ -299,7 +294,7 @@ START_TEST(prologue_before_independent_loads)
     o.num_stages = 2;
     o.emit = KILN_EMIT_PTX;
     o.hints = h;
-    o.nhints = NH;
+    o.nhints = PU_ATTN_NHINTS;
     KilnCompileResult r;
     ck_assert_msg(kiln_compile("attention_fwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
     long cp = first_at(r.output, "cp.async.cg.shared.global"), q = first_at(r.output, "ld.global");
