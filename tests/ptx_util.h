@@ -57,6 +57,26 @@ static inline void pu_attention_hints(KilnParamHint *h)
     for (int i = 0; i < PU_ATTN_NHINTS; i++) h[i] = (KilnParamHint){names[i], 16, 0};
 }
 
+/* Options compiling attn_fwd_f16 of lang/lib/attention_fwd.tile; with `h` (room for
+ * PU_ATTN_NHINTS) the launch-time hints above, without it none. */
+static inline void pu_attention_options(KilnCompileOptions *o, const KilnDefine *defs, int ndefs, const char *arch,
+                                        int warps, int stages, KilnEmit emit, KilnParamHint *h)
+{
+    memset(o, 0, sizeof *o);
+    o->kernel = "attn_fwd_f16";
+    o->defines = defs;
+    o->ndefines = ndefs;
+    o->arch = arch;
+    o->num_warps = warps;
+    o->num_stages = stages;
+    o->emit = emit;
+    if (h) {
+        pu_attention_hints(h);
+        o->hints = h;
+        o->nhints = PU_ATTN_NHINTS;
+    }
+}
+
 /* kiln_compile of `src` (named `file` in diagnostics) with only these options
  * set; the status is the caller's to judge (tests that expect a refusal). */
 static inline KilnStatus pu_compile_status(const char *file, const char *src, const char *kernel,

@@ -41,18 +41,8 @@ static void compile_sched(const Sched *s, KilnEmit emit)
     KilnDefine defs[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
                          {"CAUSAL", s->causal ? "true" : "false"}};
     KilnParamHint h[PU_ATTN_NHINTS];
-    pu_attention_hints(h);
     KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = "attn_fwd_f16";
-    o.defines = defs;
-    o.ndefines = 4;
-    o.arch = "sm_90a";
-    o.num_warps = s->warps;
-    o.num_stages = s->stages;
-    o.emit = emit;
-    o.hints = s->hints ? h : NULL;
-    o.nhints = s->hints ? PU_ATTN_NHINTS : 0;
+    pu_attention_options(&o, defs, 4, "sm_90a", s->warps, s->stages, emit, s->hints ? h : NULL);
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
     ck_assert_msg(st == KILN_OK, "BLOCK_M %d BLOCK_N %d warps %d stages %d causal %d hints %d: %s\n%s", s->bm,

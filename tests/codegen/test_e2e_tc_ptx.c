@@ -283,18 +283,8 @@ START_TEST(prologue_before_independent_loads)
     KilnDefine d[5] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
                        {"PLAIN_SCORES", "true"}};
     KilnParamHint h[PU_ATTN_NHINTS];     /* as the runtime specialises for aligned, dense tensors */
-    pu_attention_hints(h);
     KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = "attn_fwd_f16";
-    o.defines = d;
-    o.ndefines = 5;
-    o.arch = "sm_80";
-    o.num_warps = 4;
-    o.num_stages = 2;
-    o.emit = KILN_EMIT_PTX;
-    o.hints = h;
-    o.nhints = PU_ATTN_NHINTS;
+    pu_attention_options(&o, d, 5, "sm_80", 4, 2, KILN_EMIT_PTX, h);
     KilnCompileResult r;
     ck_assert_msg(kiln_compile("attention_fwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
     long cp = first_at(r.output, "cp.async.cg.shared.global"), q = first_at(r.output, "ld.global");
