@@ -101,7 +101,8 @@ static KilnStatus run_backend(IrFunc *f, const KilnCompileOptions *o, KilnCompil
         [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
         [KILN_EMIT_PTX] = CG_STAGE_PTX, [KILN_EMIT_CUBIN] = CG_STAGE_CUBIN,
     };
-    CgOptions co = {.arch = arch_or_default(o->arch), .stage = stages[o->emit], .dump_after = o->dump_after};
+    CgOptions co = {.arch = arch_or_default(o->arch), .stage = stages[o->emit], .dump_after = o->dump_after,
+                    .no_wgmma = o->no_wgmma != 0};
     CgResult cr;
     memset(&cr, 0, sizeof cr);
     StrBuf err;

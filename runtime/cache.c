@@ -101,7 +101,8 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
         put_field(&s, "dvalue", defs[i]->value);
     }
     put_field(&s, "arch", o->arch ? o->arch : "");
-    snprintf(num, sizeof num, "%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt);
+    snprintf(num, sizeof num, "%d/%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt,
+             o->no_wgmma != 0);
     put_field(&s, "sched", num);
     KilnStatus st = put_hints(&s, o);
     if (st != KILN_OK) {

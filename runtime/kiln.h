@@ -80,6 +80,8 @@ typedef struct KilnCompileOptions {
     int no_opt;                /* skip the target-independent passes */
     const KilnParamHint *hints;  /* divisibility / alignment facts (see KilnParamHint) */
     int nhints;
+    int no_wgmma;              /* sm_90a: nonzero keeps every dot on mma.sync (else dots that
+                                  qualify use wgmma, docs/tensor_cores.md) */
 } KilnCompileOptions;
 
 typedef enum KilnParamKind {

@@ -43,6 +43,7 @@ static const char usage_text[] =
     "  --dump-after PASS|all      print the IR after a pass (to stderr)\n"
     "  --stats                    print warps and SRAM use (to stderr)\n"
     "  -O0                        skip the target-independent passes\n"
+    "  --no-wgmma                 sm_90a: keep every dot on mma.sync (no warpgroup MMA)\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
     "\n"
     "run options:\n"
@@ -130,6 +131,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         } else if (!strcmp(s, "--dump-after")) { NEED_VALUE(); a->opts.dump_after = v; }
         else if (!strcmp(s, "--stats")) a->stats = true;
         else if (!strcmp(s, "-O0")) a->opts.no_opt = 1;
+        else if (!strcmp(s, "--no-wgmma")) a->opts.no_wgmma = 1;
         else if (!strcmp(s, "--cpu")) a->cpu = true;
         else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }
         else if (!strcmp(s, "--grid")) {

@@ -50,8 +50,8 @@ LLVMValueRef cg_call(CgCtx *c, const char *name, LLVMTypeRef ret, int n, LLVMTyp
 LLVMValueRef cg_asm(CgCtx *c, LLVMTypeRef ret, const char *text, const char *cons, int n,
                     LLVMValueRef *args, bool side_effects)
 {
-    LLVMTypeRef ptys[16];
-    for (int i = 0; i < n && i < 16; i++) ptys[i] = LLVMTypeOf(args[i]);
+    LLVMTypeRef small[16], *ptys = n <= 16 ? small : ARENA_ARRAY(c->arena, LLVMTypeRef, n);
+    for (int i = 0; i < n; i++) ptys[i] = LLVMTypeOf(args[i]);
     LLVMTypeRef ft = LLVMFunctionType(ret, ptys, (unsigned)n, 0);
     LLVMValueRef a = LLVMGetInlineAsm(ft, text, strlen(text), cons, strlen(cons), side_effects, 0,
                                       LLVMInlineAsmDialectATT, 0);

@@ -41,11 +41,15 @@ static LLVMValueRef mul(CgCtx *c, LLVMValueRef v, int m) { return LLVMBuildMul(c
  * the chunk starts this is used with, else the in-chunk part is added. */
 LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col)
 {
-    LLVMValueRef chunk = LLVMBuildUDiv(c->b, col, cg_i32(c, s->vec), "");
+    LLVMValueRef blk = cg_i32(c, s->blk);
+    LLVMValueRef cin = s->blk == s->cols ? col : LLVMBuildURem(c->b, col, blk, "");
+    LLVMValueRef chunk = LLVMBuildUDiv(c->b, cin, cg_i32(c, s->vec), "");
     LLVMValueRef phase = and_(c, LLVMBuildUDiv(c->b, r, cg_i32(c, s->per_phase), ""), s->max_phase - 1);
     chunk = LLVMBuildXor(c->b, chunk, phase, "");
-    LLVMValueRef in = LLVMBuildURem(c->b, col, cg_i32(c, s->vec), "");
-    return add(c, add(c, mul(c, r, s->cols), mul(c, chunk, s->vec)), in);
+    LLVMValueRef in = LLVMBuildURem(c->b, cin, cg_i32(c, s->vec), "");
+    LLVMValueRef off = add(c, add(c, mul(c, r, s->blk), mul(c, chunk, s->vec)), in);
+    if (s->blk == s->cols) return off;
+    return add(c, off, mul(c, LLVMBuildUDiv(c->b, col, blk, ""), s->rows * s->blk));
 }
 
 /* The tile's stored shape: memrow/memcol dims of the [R, C] operand value. */
@@ -66,7 +70,7 @@ static TileShape tile_shape(IrType t, CgMmaFrag frag, int fast_dim)
     ts.cols = t.shape[ts.mc_dim];
     int kdim = frag == CG_MMA_A ? 1 : 0;
     ts.k_contig = fast_dim == kdim;
-    ts.sw = cg_swizzle_for(ts.cols, cg_elem_bytes((IrElem)t.elem));
+    ts.sw = cg_swizzle_for(ts.rows, ts.cols, cg_elem_bytes((IrElem)t.elem));
     return ts;
 }
 
@@ -137,7 +141,7 @@ static LLVMValueRef ldsm_ptr(CgCtx *c, LdsmAddr *a, int rc, int cc)
         return tile_ptr(c, a->ts, a->base, add(c, cg_i32(c, rc), a->xr), add(c, cg_i32(c, cc), a->xc));
     LLVMValueRef *p = &a->part[cr / sw->vec];
     if (!*p) *p = mul(c, cg_swizzle_offset_ir(c, sw, a->xr, add(c, cg_i32(c, cr), a->xc)), sw->elem_bytes);
-    int imm = (rc * sw->cols + cc - cr) * sw->elem_bytes;
+    int imm = cg_swizzle_offset(sw, rc, cc - cr) * sw->elem_bytes; /* no XOR at (8k, q * period) */
     return cg_smem_ptr_abs(c, add(c, add(c, a->base, *p), cg_i32(c, imm)));
 }
 
@@ -329,6 +333,7 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
     int bytes = (int)ir_type_numel(res->type) * 2;
     LLVMValueRef base = cg_smem_begin(c, frag == CG_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
     store_tile(c, src, &ts, base);
+    cg_fence_proxy_async(c);
     cg_barrier(c);
     if (cg_mma_defer(c, res, fd, base, (IrElem)res->type.elem, c->cur)) return true;
     cg_mma_ldmatrix_tile(c, res, fd, base, (IrElem)res->type.elem, out);
@@ -349,7 +354,7 @@ static LLVMValueRef pack2(CgCtx *c, LLVMValueRef lo, LLVMValueRef hi, bool bf)
 /* Registers of an operand read through the geometry of its MMA operand
  * layout; the value may sit in an equivalent layout (P = the C layout of a
  * previous dot, when wn = 1): same registers, same elements. */
-static bool operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g)
+bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g)
 {
     IrValue *v = op->args[i];
     int l = cg_layout_mma(c->f, want, wm, wn);
@@ -373,7 +378,7 @@ typedef struct DotOperand {
 static bool dot_operand(CgCtx *c, IrOp *op, int i, int wm, int wn, DotOperand *d)
 {
     CgMmaFrag want = i == 0 ? CG_MMA_A : CG_MMA_B;
-    if (!operand_geom(c, op, i, want, wm, wn, &d->g)) return false;
+    if (!cg_mma_operand_geom(c, op, i, want, wm, wn, &d->g)) return false;
     const IrValue *v = op->args[i];
     d->lazy = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
     d->r = cg_get(c, v)->r;
@@ -386,6 +391,19 @@ static bool dot_operand(CgCtx *c, IrOp *op, int i, int wm, int wn, DotOperand *d
     return true;
 }
 
+void cg_mma_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, bool bf, LLVMValueRef out[4])
+{
+    for (int j = 0; j < 4; j++) { /* a{2j}, a{2j+1} */
+        LLVMValueRef h[2];
+        for (int s = 0; s < 2; s++) {
+            int i = 2 * j + s;
+            int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
+            h[s] = r[cg_geom_reg_of(g, rd)];
+        }
+        out[j] = pack2(c, h[0], h[1], bf);
+    }
+}
+
 static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b, const CgGeom *gc, CgTile *t,
                     int om, int on, int kk)
 {
@@ -395,15 +413,7 @@ static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b,
     for (int i = 0; i < 6; i++) pt[i] = ht;
     for (int i = 6; i < 10; i++) pt[i] = c->t_f32;
     LLVMValueRef args[10];
-    for (int j = 0; j < 4; j++) { /* a{2j}, a{2j+1} */
-        LLVMValueRef h[2];
-        for (int s = 0; s < 2; s++) {
-            int i = 2 * j + s;
-            int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
-            h[s] = a->r[cg_geom_reg_of(&a->g, rd)];
-        }
-        args[j] = pack2(c, h[0], h[1], bf);
-    }
+    cg_mma_a_frag(c, &a->g, a->r, om, kk, bf, args);
     for (int j = 0; j < 2; j++) { /* b{2j}, b{2j+1} */
         LLVMValueRef h[2];
         for (int s = 0; s < 2; s++) {

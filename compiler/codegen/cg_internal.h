@@ -138,6 +138,20 @@ int  cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses); 
 /* ---- tensor cores (cg_dot_mma.c) and pipelining (pass_pipeline.c) ---- */
 LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col);
 bool cg_lower_dot_mma(CgCtx *c, IrOp *op);
+/* The geometry of dot operand `i` read in MMA operand layout `want` (the
+ * value may sit in an equivalent layout: P in the C layout of a dot). */
+bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g);
+/* The four 32-bit A registers {a0a1, a2a3, a4a5, a6a7} (<2 x half>, or i32
+ * for bf16) of m16 tile om, k16 step kk of an A operand in registers `r`
+ * with geometry `g`: mma.m16n8k16's A fragment, which is also each warp's
+ * part of wgmma.m64nNk16's register A. */
+void cg_mma_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, bool bf, LLVMValueRef out[4]);
+/* wgmma (cg_dot_wgmma.c): false when the dot does not qualify (nothing
+ * emitted; the caller lowers it with mma.sync). */
+bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op);
+/* After generic-proxy writes of operand tiles (st.shared, cp.async), before
+ * the barrier: makes them visible to wgmma (no-op unless tc->wgmma). */
+void cg_fence_proxy_async(CgCtx *c);
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
 /* Registers of `res` (A/B-operand layout) by ldmatrix from a swizzled tile at
  * byte offset `base` whose contiguous dim is value dim `fast_dim`, holding

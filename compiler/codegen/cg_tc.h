@@ -76,6 +76,8 @@ typedef struct CgTcState {
                               (cg_dot_mma.c), instead of all fragments at the convert */
     int nids;
     int total;             /* bytes of dynamic SRAM */
+    bool wgmma;            /* sm_90a: dots may lower to wgmma (cg_dot_wgmma.c); operand
+                              tiles and stages are then 1024-byte aligned */
 } CgTcState;
 
 int         cg_pipeline_plan(IrFunc *f, const CgAxisMap *axis, CgTcState *tc);
@@ -91,16 +93,35 @@ typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;
  * 16x16 A, 16x8 B (row = k) or 16x8 C tile. A: i in 0..7, B: 0..3, C: 0..3. */
 void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col);
 
-/* Swizzled row-major SRAM tile with `cols` elements per row: 16-byte chunks
- * (vec elements) of row r are permuted by XOR with (r / per_phase) % max_phase:
+/* Swizzled SRAM tile of `rows` x `cols` elements: 16-byte chunks (vec
+ * elements) of row r are permuted by XOR with (r / per_phase) % max_phase:
  *     col' = ((c / vec) ^ ((r / per_phase) % max_phase)) * vec + c % vec
  * so the 8 rows an ldmatrix 8x8 matrix (or a 16-byte store phase) touches
- * fall in 8 different 16-byte bank groups. */
+ * fall in 8 different 16-byte bank groups. Rows wider than 128 bytes (a
+ * multiple of it) are stored as column blocks of 128 bytes (`blk` elements),
+ * one block after another ([cols / blk][rows][blk]): each 8 rows x 128 bytes
+ * is then one atom of wgmma's 128-byte swizzle (cg_dot_wgmma.c reads these
+ * tiles through descriptors; ldmatrix and cp.async do not care). */
 typedef struct CgSwizzle {
-    int cols, vec, per_phase, max_phase, elem_bytes;
+    int rows, cols, blk, vec, per_phase, max_phase, elem_bytes;
 } CgSwizzle;
-CgSwizzle cg_swizzle_for(int cols, int elem_bytes);
+CgSwizzle cg_swizzle_for(int rows, int cols, int elem_bytes);
 int       cg_swizzle_offset(const CgSwizzle *s, int r, int c); /* element offset in the tile */
+/* Element offset between (r, c) and (r + dr, c + dc) when the swizzle moves
+ * them by a constant: dr a multiple of per_phase * max_phase, dc of
+ * max_phase * vec (false otherwise). */
+bool      cg_swizzle_shift(const CgSwizzle *s, int dr, int dc, int *elems);
+
+/* wgmma's view of such a tile (cg_dot_wgmma.c; PTX ISA "matrix descriptor"):
+ * usable when its rows are 128-byte blocks (blk * elem_bytes == 128, the
+ * 128-byte swizzle mode). K-major: the contiguous dim is K (rows are M or N);
+ * else MN-major (rows are K). lbo/sbo: the descriptor's leading / stride
+ * byte offsets; cg_wgmma_offset: bytes from the tile's start to the first
+ * element of the instruction that covers MN index mn0 (a multiple of 64 for
+ * MN-major, of 8 for K-major) and k16 step kk. */
+bool cg_wgmma_tile_ok(const CgSwizzle *s);
+void cg_wgmma_strides(const CgSwizzle *s, bool k_major, int *lbo, int *sbo);
+int  cg_wgmma_offset(const CgSwizzle *s, bool k_major, int mn0, int kk);
 
 /* ldmatrix.x4 addressing. The operand tile sits in SRAM with either K
  * contiguous (k_contig) or the other dim (M of A, N of B) contiguous; "memrow"

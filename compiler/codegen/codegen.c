@@ -115,7 +115,7 @@ static void build_kernel(CgCtx *c)
     annotate_kernel(c);
     c->smem = LLVMAddGlobalInAddressSpace(c->mod, LLVMArrayType2(c->t_i8, 0), "smem", 3);
     LLVMSetLinkage(c->smem, LLVMExternalLinkage);
-    LLVMSetAlignment(c->smem, 16);
+    LLVMSetAlignment(c->smem, c->tc && c->tc->wgmma ? 1024 : 16); /* wgmma: swizzle atoms at 1024 */
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "entry");
     LLVMPositionBuilderAtEnd(c->b, entry);
     c->tid = cg_call(c, "llvm.nvvm.read.ptx.sreg.tid.x", c->t_i32, 0, NULL, NULL);
@@ -197,6 +197,7 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
     res->num_warps = W;
     CgAxisMap *axis = cg_axis_info(f);
     CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
+    tc->wgmma = c.sm == 90 && opts->arch[strlen(opts->arch) - 1] == 'a' && !opts->no_wgmma;
     if (!gpu_passes(f, c.sm, axis, tc, opts, res, err)) return false;
     res->smem_bytes = tc->total;
     if (opts->stage == CG_STAGE_GPU_IR) {

@@ -12,6 +12,7 @@ typedef struct CgOptions {
     const char *arch;          /* "sm_80", "sm_90", "sm_90a" */
     CgStage stage;
     const char *dump_after;    /* GPU passes to dump after (NULL, "all" or a name) */
+    bool no_wgmma;             /* sm_90a: keep every dot on mma.sync */
 } CgOptions;
 
 typedef struct CgResult {

@@ -28,7 +28,10 @@
  * the chunk index is XORed with (r / per_phase) % max_phase, max_phase =
  * min(8, chunks per row). The 8 rows of an ldmatrix matrix then touch 8
  * different 16-byte bank groups (conflict free), as do 8 consecutive threads
- * storing 16 bytes each from a coalesced blocked layout.
+ * storing 16 bytes each from a coalesced blocked layout. Rows of 256 bytes or
+ * more are cut into 128-byte column blocks stored one after another, so that
+ * every 8 rows x 128 bytes form one 128-byte swizzle atom of wgmma (1024-byte
+ * aligned by pass_sram_alloc.c); the bank arithmetic is the same.
  */
 #include "cg_tc.h"
 
@@ -53,11 +56,13 @@ void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col)
     }
 }
 
-CgSwizzle cg_swizzle_for(int cols, int elem_bytes)
+CgSwizzle cg_swizzle_for(int rows, int cols, int elem_bytes)
 {
     CgSwizzle s;
     s.elem_bytes = elem_bytes;
+    s.rows = rows;
     s.cols = cols;
+    s.blk = cols * elem_bytes > 128 && cols * elem_bytes % 128 == 0 ? 128 / elem_bytes : cols;
     s.vec = 16 / elem_bytes;
     int row_bytes = cols * elem_bytes;
     s.per_phase = row_bytes >= 128 ? 1 : 128 / row_bytes;
@@ -68,8 +73,34 @@ CgSwizzle cg_swizzle_for(int cols, int elem_bytes)
 
 int cg_swizzle_offset(const CgSwizzle *s, int r, int c)
 {
-    int chunk = (c / s->vec) ^ ((r / s->per_phase) % s->max_phase);
-    return r * s->cols + chunk * s->vec + c % s->vec;
+    int in = c % s->blk;
+    int chunk = (in / s->vec) ^ ((r / s->per_phase) % s->max_phase);
+    return c / s->blk * s->rows * s->blk + r * s->blk + chunk * s->vec + in % s->vec;
+}
+
+bool cg_swizzle_shift(const CgSwizzle *s, int dr, int dc, int *elems)
+{
+    if (dr % (s->per_phase * s->max_phase) || dc % (s->max_phase * s->vec)) return false;
+    /* dc is a whole number of blocks when the tile is blocked (blk is
+     * max_phase chunks then), else it stays inside the row */
+    *elems = dc / s->blk * s->rows * s->blk + dr * s->blk + dc % s->blk;
+    return true;
+}
+
+bool cg_wgmma_tile_ok(const CgSwizzle *s) { return s->blk * s->elem_bytes == 128; }
+
+void cg_wgmma_strides(const CgSwizzle *s, bool k_major, int *lbo, int *sbo)
+{
+    int row = s->blk * s->elem_bytes;      /* 128 */
+    *sbo = 8 * row;                        /* the next 8 rows (K-major: of M/N; MN-major: of K) */
+    *lbo = k_major ? 16 : s->rows * row;   /* K-major: unused (encodes as 1); MN-major: next column block */
+}
+
+int cg_wgmma_offset(const CgSwizzle *s, bool k_major, int mn0, int kk)
+{
+    int k0 = 16 * kk;
+    if (k_major) return cg_swizzle_offset(s, mn0, k0) * s->elem_bytes; /* mn0 % 8 == 0: no XOR */
+    return cg_swizzle_offset(s, k0, mn0) * s->elem_bytes;
 }
 
 void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol)

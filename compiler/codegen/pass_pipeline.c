@@ -251,16 +251,14 @@ static void wait_group(CgCtx *c, int n)
 }
 
 /* Bytes from chunk `from`'s SRAM slot to chunk `to`'s when the swizzle moves
- * them by a constant: rows a multiple of its period (per_phase * max_phase)
- * apart and columns a multiple of max_phase chunks apart (the XOR only touches
- * the low chunk bits). Then `to` is addressed as [from's register + immediate]. */
+ * them by a constant (cg_swizzle_shift). Then `to` is addressed as [from's
+ * register + immediate]. */
 static bool swizzle_shift(const CgGeom *g, const CgSwizzle *sw, int mr_dim, int mc_dim, int from, int to, int *bytes)
 {
     int dv[CG_MAX_RANK];
     cg_geom_reg_delta(g, from, to, dv);
-    int dr = dv[mr_dim], dc = dv[mc_dim];
-    if (dr % (sw->per_phase * sw->max_phase) || dc % (sw->max_phase * sw->vec)) return false;
-    *bytes = (dr * sw->cols + dc) * sw->elem_bytes;
+    if (!cg_swizzle_shift(sw, dv[mr_dim], dv[mc_dim], bytes)) return false;
+    *bytes *= sw->elem_bytes;
     return true;
 }
 
@@ -278,8 +276,8 @@ static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LL
     CgTile *pt = cg_get(c, ld->args[0]);
     CgTile *mk = ld->nargs > 1 && ld->args[1]->type.rank ? cg_get(c, ld->args[1]) : NULL;
     LLVMValueRef smask = ld->nargs > 1 && !ld->args[1]->type.rank ? cg_get(c, ld->args[1])->r[0] : NULL;
-    CgSwizzle sw = cg_swizzle_for(ld->res[0]->type.shape[l->fast_dim], 2);
     int mr_dim = 1 - l->fast_dim, anchor = -1;
+    CgSwizzle sw = cg_swizzle_for(ld->res[0]->type.shape[mr_dim], ld->res[0]->type.shape[l->fast_dim], 2);
     bool exact = !cg_geom_replicated(&g);        /* register index = thread base + constant */
     LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK], coef[CG_MAX_RANK];
     bool walk = exact && cg_affine_coefs(c, ld->args[0], coef);
@@ -388,6 +386,7 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMBuildCondBr(c->b, icmp_lt(c, ie, iv, hi), bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
     wait_group(c, S - 2);
+    cg_fence_proxy_async(c);
     cg_barrier(c);
     /* Issue iteration i + S - 1 before computing iteration i: its slot,
      * (i - 1) % S, was last read by iteration i - 1, which every thread has

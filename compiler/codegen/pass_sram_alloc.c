@@ -215,6 +215,8 @@ static void extend_over_region(SaCtx *s, int p, int end)
     }
 }
 
+static int operand_align(const SaCtx *s) { return s->tc->wgmma ? 1024 : 128; }
+
 static void number_op(SaCtx *s, IrOp *op)
 {
     int p = s->pos++;
@@ -226,8 +228,9 @@ static void number_op(SaCtx *s, IrOp *op)
     int bytes = op->nres ? op_scratch(s, op, &what) : 0;
     if (bytes > 0) {
         /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
-         * swizzle's bank arithmetic valid for absolute addresses. */
-        add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? 128 : 16, p, p);
+         * swizzle's bank arithmetic valid for absolute addresses; wgmma's
+         * 128-byte swizzle atoms start at 1024-byte boundaries. */
+        add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? operand_align(s) : 16, p, p);
         s->tc->buf_of[op->res[0]->id] = s->tc->bufs.len - 1;
     }
     if (is_mma_dot(s->f, op)) extend_to_dot(s, op, p);
@@ -243,7 +246,7 @@ static void number_op(SaCtx *s, IrOp *op)
     CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++)
         pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load->res[0],
-                                   pl->loads[i].slot_bytes * pl->stages, 128, pl->issue_pos, end);
+                                   pl->loads[i].slot_bytes * pl->stages, operand_align(s), pl->issue_pos, end);
 }
 
 static void number_block(SaCtx *s, IrBlock *b)

@@ -11,7 +11,7 @@
 /* Compile to `stage`; on failure the test fails with the error text. */
 static char *compile(IrFunc *f, const char *arch, CgStage stage, CgResult *res)
 {
-    CgOptions o = {arch, stage, NULL};
+    CgOptions o = {.arch = arch, .stage = stage};
     StrBuf err;
     sb_init(&err);
     memset(res, 0, sizeof *res);
@@ -281,7 +281,7 @@ START_TEST(bad_arch_is_an_error)
 {
     Kb k;
     build_vec_add(&k, 16, 256);
-    CgOptions o = {"gfx90a", CG_STAGE_PTX, NULL};
+    CgOptions o = {.arch = "gfx90a", .stage = CG_STAGE_PTX};
     CgResult r;
     memset(&r, 0, sizeof r);
     StrBuf err;

@@ -59,7 +59,7 @@ START_TEST(dot_operand_from_f32_is_paired)
         for (int bf = 0; bf < 2; bf++) {
             KilnCompileResult r =
                 pu_compile("chain.tile", SRC, bf ? "chain_bf16" : "chain_f16", NULL, 0, archs[a], KILN_EMIT_PTX);
-            ck_assert_int_gt(pu_count_n(r.output, r.output_size, "mma.sync.aligned.m16n8k16"), 0);
+            ck_assert_int_gt(pu_count_n(r.output, r.output_size, a ? "wgmma.mma_async" : "mma.sync.aligned.m16n8k16"), 0);
             expect_pairs(&r, archs[a], bf, 16);
             kiln_compile_result_free(&r);
         }

@@ -52,7 +52,8 @@ static void compile_sched(const Sched *s, KilnEmit emit)
     ck_assert_int_eq(r.kernels[0].num_warps, s->warps);
     if (emit == KILN_EMIT_PTX) {
         ck_assert_ptr_nonnull(r.output);
-        ck_assert_msg(strstr(r.output, ".entry attn_fwd_f16") && strstr(r.output, "mma.sync.aligned.m16n8k16"),
+        ck_assert_msg(strstr(r.output, ".entry attn_fwd_f16") &&
+                          (strstr(r.output, "mma.sync.aligned.m16n8k16") || strstr(r.output, "wgmma.mma_async")),
                       "BLOCK_M %d BLOCK_N %d warps %d: PTX without the kernel or its mma", s->bm, s->bn,
                       s->warps);
         /* cp.async exactly where the hints make the K/V rows provably

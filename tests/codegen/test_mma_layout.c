@@ -61,7 +61,7 @@ static int val(int row, int col) { return row * 1000 + col; }
  * cg_ldmatrix_lane_row (k_contig: K is memcol). */
 static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0, int c0)
 {
-    CgSwizzle sw = cg_swizzle_for(mcols, 2);
+    CgSwizzle sw = cg_swizzle_for(mrows, mcols, 2);
     int n = mrows * mcols;
     int *mem = malloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++) mem[i] = -1;
@@ -146,7 +146,7 @@ END_TEST
 START_TEST(swizzled_stores_conflict_free)
 {
     for (int cols = 8; cols <= 256; cols *= 2) {
-        CgSwizzle sw = cg_swizzle_for(cols, 2);
+        CgSwizzle sw = cg_swizzle_for(32, cols, 2);
         int chunks = cols / 8;
         for (int first = 0; first < 256; first += 8) {
             int used = 0;
@@ -163,23 +163,85 @@ END_TEST
 
 START_TEST(swizzle_parameters)
 {
-    CgSwizzle s = cg_swizzle_for(64, 2); /* 128-byte rows */
+    CgSwizzle s = cg_swizzle_for(16, 64, 2); /* 128-byte rows */
     ck_assert_int_eq(s.vec, 8);
     ck_assert_int_eq(s.per_phase, 1);
     ck_assert_int_eq(s.max_phase, 8);
-    s = cg_swizzle_for(32, 2);
+    s = cg_swizzle_for(16, 32, 2);
     ck_assert_int_eq(s.per_phase, 2);
     ck_assert_int_eq(s.max_phase, 4);
-    s = cg_swizzle_for(16, 2);
+    s = cg_swizzle_for(16, 16, 2);
     ck_assert_int_eq(s.per_phase, 4);
     ck_assert_int_eq(s.max_phase, 2);
     /* row 3 of a 128-byte-row tile: chunk c goes to c ^ 3 */
-    s = cg_swizzle_for(64, 2);
+    s = cg_swizzle_for(16, 64, 2);
     ck_assert_int_eq(cg_swizzle_offset(&s, 3, 0), 3 * 64 + 3 * 8);
     ck_assert_int_eq(cg_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
+    /* 256-byte rows: two 128-byte column blocks of 64 rows each */
+    s = cg_swizzle_for(64, 128, 2);
+    ck_assert_int_eq(s.blk, 64);
+    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
+    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 70), 64 * 64 + 3 * 64 + (0 ^ 3) * 8 + 6);
+    int e;
+    ck_assert(cg_swizzle_shift(&s, 8, 64, &e));
+    ck_assert_int_eq(e, cg_swizzle_offset(&s, 11, 64 + 17) - cg_swizzle_offset(&s, 3, 17));
+    ck_assert(!cg_swizzle_shift(&s, 4, 0, &e));
+    ck_assert(!cg_swizzle_shift(&s, 0, 32, &e));
+    /* 192-byte rows are not blocked (not a multiple of 128 bytes) */
+    ck_assert_int_eq(cg_swizzle_for(16, 96, 2).blk, 96);
 }
 END_TEST
 
+/* wgmma reads a tile through a descriptor as the PTX ISA's canonical layouts
+ * with the 128-byte swizzle: K-major ((8,m),(T,2k)):((8T,SBO),(1,T)),
+ * MN-major ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) (T = 8 16-bit elements), then
+ * byte address bits [4:6] ^= bits [7:9]. Every element an instruction reads
+ * must be where cg_swizzle_offset stored it. */
+static int hw_addr(int start, int lin)
+{
+    int a = start + lin;
+    return a ^ (((a >> 7) & 7) << 4);
+}
+
+static void check_wgmma_view(int rows, int cols, bool k_major, int n_inst)
+{
+    CgSwizzle sw = cg_swizzle_for(rows, cols, 2);
+    ck_assert(cg_wgmma_tile_ok(&sw));
+    int lbo, sbo;
+    cg_wgmma_strides(&sw, k_major, &lbo, &sbo);
+    int kdim = k_major ? cols : rows, mndim = k_major ? rows : cols;
+    for (int mn0 = 0; mn0 < mndim; mn0 += n_inst)
+        for (int kk = 0; kk < kdim / 16; kk++) {
+            int start = cg_wgmma_offset(&sw, k_major, mn0, kk);
+            for (int mn = 0; mn < n_inst; mn++)
+                for (int k = 0; k < 16; k++) {
+                    int lin = k_major ? (mn % 8) * 128 + (mn / 8) * sbo + k * 2
+                                      : (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo;
+                    int want = k_major ? cg_swizzle_offset(&sw, mn0 + mn, 16 * kk + k)
+                                       : cg_swizzle_offset(&sw, 16 * kk + k, mn0 + mn);
+                    CHECK(hw_addr(start, lin) == want * 2, "%dx%d %s mn %d k %d: wgmma reads byte %d, stored at %d",
+                          rows, cols, k_major ? "K-major" : "MN-major", mn0 + mn, 16 * kk + k, hw_addr(start, lin),
+                          want * 2);
+                }
+        }
+}
+
+START_TEST(wgmma_descriptors_match_the_tiles)
+{
+    /* Q / K tiles (K-major, rows = M or N): d 64, 128, 256; 64-row instructions of A, all rows of B */
+    check_wgmma_view(128, 64, true, 64);
+    check_wgmma_view(128, 128, true, 64);
+    check_wgmma_view(64, 256, true, 64);
+    check_wgmma_view(64, 128, true, 64);
+    /* V tiles (MN-major: rows = K keys, columns = N = d): one instruction over all of N */
+    check_wgmma_view(64, 64, false, 64);
+    check_wgmma_view(64, 128, false, 128);
+    check_wgmma_view(32, 256, false, 256);
+    /* rows of 64 bytes are not 128-byte swizzle atoms */
+    CgSwizzle s = cg_swizzle_for(64, 32, 2);
+    ck_assert(!cg_wgmma_tile_ok(&s));
+}
+END_TEST
 
 /* ---- the MMA layouts in the generalised geometry (layout.c) ---- */
 
@@ -303,6 +365,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ldmatrix_gives_mma_fragments);
     tcase_add_test(tc, swizzled_stores_conflict_free);
     tcase_add_test(tc, swizzle_parameters);
+    tcase_add_test(tc, wgmma_descriptors_match_the_tiles);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("geometry");
     tcase_add_test(tg, mma_layouts_match_isa);

@@ -1,0 +1,259 @@
+/* cg_dot_wgmma.c — dot on Hopper's warpgroup tensor cores (wgmma.mma_async,
+ * sm_90a), its operands read from SRAM through matrix descriptors.
+ *
+ * When (else the dot goes to mma.sync, cg_dot_mma.c): the target is sm_90a
+ * (CgTcState.wgmma); the dot is f16/bf16 -> f32 in the MMA C layout with every
+ * warp along M (wm = num_warps, a multiple of 4; wn = 1) and M a multiple of
+ * 16 * wm; B is a deferred operand tile (cg_mma_defer: a staged convert or a
+ * pipelined load) stored as it is used (no cast on the way), whose rows are
+ * whole 128-byte blocks; A is such a tile too, or in registers (P of
+ * attention). N <= 256.
+ *
+ * Why the existing layouts fit: wgmma.m64nNk16 gives each warp of a
+ * warpgroup 16 accumulator rows, laid out per 8 columns as mma.m16n8k16's C
+ * fragment, and its register A is mma's A fragment per warp. With wm =
+ * num_warps, warp w owns the m16 tiles om * wm + w, so warpgroup g = w / 4
+ * owns the 64 rows starting at 16 * (om * wm + 4g): one wgmma per (om, k16
+ * step) per warpgroup, on the registers the mma.sync lowering uses. The
+ * softmax and everything else around the dot are unchanged.
+ *
+ * SRAM: layout_mma.c's swizzled tiles (16-byte chunk ^ row % 8 within 128-byte
+ * column blocks), 1024-byte aligned (pass_sram_alloc.c): every 8 rows x 128
+ * bytes is one atom of wgmma's 128-byte swizzle. Descriptors (PTX ISA, matrix
+ * descriptor format): K-major (K contiguous): start = the k step's block +
+ * 128 B * first row + 32 B * (k step % 4), SBO = 1024 (8 rows), LBO unused;
+ * MN-major (transposed): start = 16 rows * 128 B * k step, LBO = the column
+ * block stride (rows * 128 B), SBO = 1024.
+ *
+ * Order: wgmma.fence; the wgmmas of every k16 step (each accumulator sums its
+ * steps in order); commit; wait 0: synchronous per dot (the other CTA on the
+ * SM fills the gaps). The registers a wgmma reads or writes pass through the
+ * fence and the wait as tied asm operands, so LLVM can neither sink their
+ * producers below the fence nor hoist their users above the wait. Tiles
+ * written by st.shared or cp.async are made visible to wgmma's async proxy by
+ * fence.proxy.async before the barrier that precedes the dot.
+ *
+ * Example: attention, d = 128, 128 x 64 tile, 4 warps (one warpgroup):
+ *   S = Q K^T:  2 (om) x 8 (k16) wgmma.m64n64k16, A and B from SRAM, K-major
+ *   O += P V:   2 x 4 wgmma.m64n128k16, P from registers, V N-major (trans-b)
+ */
+#include "cg_internal.h"
+#include "cg_tc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* An operand tile in SRAM, as the descriptors see it. */
+typedef struct WgTile {
+    LLVMValueRef desc;  /* i64 descriptor of the tile's first byte (this warpgroup's rows for A) */
+    CgSwizzle sw;
+    bool k_major;
+} WgTile;
+
+/* ((x & 0x3FFFF) >> 4): the descriptor's 14-bit fields */
+static uint64_t enc(int bytes) { return (uint64_t)((bytes & 0x3FFFF) >> 4); }
+
+/* The deferred tile of dot operand `i` (A: i = 0), or false. `mn_rt`: runtime
+ * MN offset (rows of A for this warpgroup), a multiple of 64. */
+static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, WgTile *t)
+{
+    const CgLazyOperand *lz = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
+    if (!lz || lz->stored != (IrElem)v->type.elem || v->type.rank != 2) return false;
+    int fd = lz->fast_dim;
+    t->sw = cg_swizzle_for(v->type.shape[1 - fd], v->type.shape[fd], 2);
+    if (!cg_wgmma_tile_ok(&t->sw)) return false;
+    t->k_major = fd == (is_a ? 1 : 0);
+    if (!t->k_major && v->type.shape[fd] > 64 && v->type.shape[fd] % 64) return false;
+    LLVMValueRef addr = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, lz->base), c->t_i32, "");
+    if (mn_rt) { /* a multiple of 64 rows: linear in the offset */
+        int per = cg_wgmma_offset(&t->sw, t->k_major, 64, 0) / 64;
+        addr = LLVMBuildAdd(c->b, addr, LLVMBuildMul(c->b, mn_rt, cg_i32(c, per), ""), "");
+    }
+    LLVMValueRef lo = LLVMBuildLShr(c->b, LLVMBuildAnd(c->b, addr, cg_i32(c, 0x3FFFF), ""), cg_i32(c, 4), "");
+    int lbo, sbo;
+    cg_wgmma_strides(&t->sw, t->k_major, &lbo, &sbo);
+    uint64_t fixed = enc(lbo) << 16 | enc(sbo) << 32 | (uint64_t)1 << 62; /* 1: 128-byte swizzle */
+    t->desc = LLVMBuildOr(c->b, LLVMBuildZExt(c->b, lo, c->t_i64, ""), LLVMConstInt(c->t_i64, fixed, 0), "desc");
+    /* The reads happen at the dot: a later writer of these bytes must wait. */
+    cg_smem_pending_add(c, lz->bytes.lo, lz->bytes.hi);
+    return true;
+}
+
+static LLVMValueRef desc_at(CgCtx *c, const WgTile *t, int mn0, int kk)
+{
+    int off = cg_wgmma_offset(&t->sw, t->k_major, mn0, kk);
+    if (!off) return t->desc;
+    return LLVMBuildAdd(c->b, t->desc, LLVMConstInt(c->t_i64, (unsigned long long)(off >> 4), 0), "");
+}
+
+static char cons_of(CgCtx *c, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    return t == c->t_f32 ? 'f' : t == c->t_i64 ? 'l' : 'r';
+}
+
+/* An asm statement through which the `nt` values `tied` pass ($0.. out, tied
+ * to the inputs that follow), followed by `nx` plain inputs; the tied values
+ * are replaced by the statement's outputs. */
+static void tied_asm(CgCtx *c, const char *text, LLVMValueRef *tied, int nt, LLVMValueRef *extra, int nx)
+{
+    StrBuf cons;
+    sb_init(&cons);
+    LLVMTypeRef *ot = ARENA_ARRAY(c->arena, LLVMTypeRef, nt + 1);
+    LLVMValueRef *args = ARENA_ARRAY(c->arena, LLVMValueRef, nt + nx + 1);
+    for (int i = 0; i < nt; i++) {
+        sb_printf(&cons, "%s=%c", i ? "," : "", cons_of(c, tied[i]));
+        ot[i] = LLVMTypeOf(tied[i]);
+        args[i] = tied[i];
+    }
+    for (int i = 0; i < nt; i++) sb_printf(&cons, ",%d", i);
+    for (int i = 0; i < nx; i++) {
+        sb_printf(&cons, ",%c", cons_of(c, extra[i]));
+        args[nt + i] = extra[i];
+    }
+    sb_puts(&cons, ",~{memory}");
+    LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, ot, (unsigned)nt, 0);
+    LLVMValueRef r = cg_asm(c, rt, text, cons.data, nt + nx, args, true);
+    for (int i = 0; i < nt; i++) tied[i] = LLVMBuildExtractValue(c->b, r, (unsigned)i, "");
+    sb_free(&cons);
+}
+
+void cg_fence_proxy_async(CgCtx *c)
+{
+    if (c->tc && c->tc->wgmma) cg_asm(c, c->t_void, "fence.proxy.async.shared::cta;", "~{memory}", 0, NULL, true);
+}
+
+/* Is `v` a constant zero tile (the accumulator of a plain dot)? */
+static bool is_zero(const IrValue *v)
+{
+    const IrOp *d = v->def;
+    return d && d->op == IR_CONST && d->fval == 0.0;
+}
+
+typedef struct WgDot {
+    int N, reps, kt;        /* n, m16 tiles per warp (= m64 blocks per warpgroup), k16 steps */
+    bool bf, a_regs, zero;
+    const char *ty;
+    WgTile a, b;
+    CgGeom ga, gc;
+    LLVMValueRef *ar;       /* A in registers: the operand's registers */
+    LLVMValueRef **d;       /* [rep][N / 2]: accumulator registers of each m64 block */
+    LLVMValueRef *afrag;    /* [rep][kt][4]: packed A fragments (a_regs) */
+} WgDot;
+
+static void emit_one(CgCtx *c, WgDot *w, int r, int kk, int wm)
+{
+    int R = w->N / 2;
+    StrBuf t;
+    sb_init(&t);
+    sb_printf(&t, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", w->N, w->ty, w->ty);
+    for (int i = 0; i < R; i++) sb_printf(&t, "%s$%d", i ? ", " : "", i);
+    LLVMValueRef x[5];
+    int nx = 0;
+    if (w->a_regs) {
+        sb_printf(&t, "}, {$%d, $%d, $%d, $%d}, ", 2 * R, 2 * R + 1, 2 * R + 2, 2 * R + 3);
+        for (int j = 0; j < 4; j++) x[nx++] = w->afrag[(r * w->kt + kk) * 4 + j];
+    } else {
+        sb_printf(&t, "}, $%d, ", 2 * R);
+        x[nx++] = desc_at(c, &w->a, 16 * r * wm, kk);
+    }
+    sb_printf(&t, "$%d, %d, 1, 1, ", 2 * R + nx, w->zero && kk == 0 ? 0 : 1);
+    if (!w->a_regs) sb_printf(&t, "%d, ", w->a.k_major ? 0 : 1);
+    sb_printf(&t, "%d;", w->b.k_major ? 0 : 1);
+    x[nx++] = desc_at(c, &w->b, 0, kk);
+    tied_asm(c, t.data, w->d[r], R, x, nx);
+    sb_free(&t);
+}
+
+/* Every register the dot's wgmmas use, in one list (fence and wait). */
+static LLVMValueRef *all_regs(CgCtx *c, WgDot *w, bool with_a, int *n)
+{
+    int R = w->N / 2, na = with_a && w->a_regs ? w->reps * w->kt * 4 : 0;
+    LLVMValueRef *v = ARENA_ARRAY(c->arena, LLVMValueRef, w->reps * R + na + 1);
+    *n = 0;
+    for (int r = 0; r < w->reps; r++)
+        for (int i = 0; i < R; i++) v[(*n)++] = w->d[r][i];
+    for (int i = 0; i < na; i++) v[(*n)++] = w->afrag[i];
+    return v;
+}
+
+static void scatter_regs(WgDot *w, LLVMValueRef *v, bool with_a)
+{
+    int R = w->N / 2, n = 0;
+    for (int r = 0; r < w->reps; r++)
+        for (int i = 0; i < R; i++) w->d[r][i] = v[n++];
+    for (int i = 0; with_a && w->a_regs && i < w->reps * w->kt * 4; i++) w->afrag[i] = v[n++];
+}
+
+/* Shape and operand checks; fills w (no code for a dot that does not qualify
+ * except the descriptors' arithmetic, which is dead then). */
+static bool qualify(CgCtx *c, IrOp *op, int wm, WgDot *w)
+{
+    IrValue *res = op->res[0], *A = op->args[0], *B = op->args[1];
+    int W = c->f->sched.num_warps;
+    if (wm != W || W % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
+    if (A->type.elem != IR_F16 && A->type.elem != IR_BF16) return false;
+    w->N = res->type.shape[1];
+    w->reps = res->type.shape[0] / (16 * wm);
+    w->kt = A->type.shape[1] / 16;
+    if (w->N % 8 || w->N > 256 || w->reps < 1 || res->type.shape[0] % (16 * wm) || w->kt < 1) return false;
+    w->bf = A->type.elem == IR_BF16;
+    w->ty = w->bf ? "bf16" : "f16";
+    w->zero = is_zero(op->args[2]);
+    LLVMValueRef wg = LLVMBuildUDiv(c->b, c->warp, cg_i32(c, 4), "");
+    LLVMValueRef mn_rt = LLVMBuildMul(c->b, wg, cg_i32(c, 64), "");
+    if (!wg_tile(c, B, false, NULL, &w->b)) return false;
+    w->a_regs = !(c->lazy && c->lazy[A->id].base);
+    if (!w->a_regs) return wg_tile(c, A, true, mn_rt, &w->a);
+    if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, 1, &w->ga)) return false;
+    w->ar = cg_get(c, A)->r;
+    return true;
+}
+
+bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    WgDot w;
+    memset(&w, 0, sizeof w);
+    if (!c->tc || !c->tc->wgmma) return false;
+    if (!cg_layout_is_mma(c->f, op->res[0]->layout, &frag, &wm, &wn) || frag != CG_MMA_C || wn != 1) return false;
+    if (!qualify(c, op, wm, &w) || !cg_geom_of(c, op->res[0], &w.gc)) return false;
+    CgTile *tc = cg_get(c, op->args[2]);
+    CgTile *t = cg_set(c, op->res[0], w.gc.nregs);
+    int R = w.N / 2;
+    w.d = ARENA_ARRAY(c->arena, LLVMValueRef *, w.reps);
+    for (int r = 0; r < w.reps; r++) {
+        w.d[r] = ARENA_ARRAY(c->arena, LLVMValueRef, R);
+        for (int on = 0; on < w.N / 8; on++)
+            for (int i = 0; i < 4; i++) {
+                int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)};
+                w.d[r][on * 4 + i] = w.zero ? LLVMGetUndef(c->t_f32) : tc->r[cg_geom_reg_of(&w.gc, rd)];
+            }
+    }
+    if (w.a_regs) {
+        w.afrag = ARENA_ARRAY(c->arena, LLVMValueRef, w.reps * w.kt * 4);
+        for (int r = 0; r < w.reps; r++)
+            for (int kk = 0; kk < w.kt; kk++) {
+                LLVMValueRef *f = &w.afrag[(r * w.kt + kk) * 4];
+                cg_mma_a_frag(c, &w.ga, w.ar, r, kk, w.bf, f);
+                for (int j = 0; j < 4; j++) f[j] = LLVMBuildBitCast(c->b, f[j], c->t_i32, "");
+            }
+    }
+    int n;
+    LLVMValueRef *v = all_regs(c, &w, true, &n);
+    tied_asm(c, "wgmma.fence.sync.aligned;", v, n, NULL, 0);
+    scatter_regs(&w, v, true);
+    for (int kk = 0; kk < w.kt; kk++)
+        for (int r = 0; r < w.reps; r++) emit_one(c, &w, r, kk, wm);
+    v = all_regs(c, &w, false, &n);
+    tied_asm(c, "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", v, n, NULL, 0);
+    scatter_regs(&w, v, false);
+    for (int r = 0; r < w.reps; r++)
+        for (int on = 0; on < w.N / 8; on++)
+            for (int i = 0; i < 4; i++) {
+                int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)};
+                t->r[cg_geom_reg_of(&w.gc, rd)] = w.d[r][on * 4 + i];
+            }
+    return true;
+}
