@@ -211,6 +211,7 @@ typedef struct AttnKey {
     const KilnDevice *dev;
     int dtype, head_dim, causal;
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
+    int no_wgmma;
 } AttnKey;
 
 typedef struct AttnEntry {
@@ -234,7 +235,8 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = &k_tune[0];
     bool own_tiles = p->block_m || p->block_n;
-    AttnKey k = {.dev = dev, .dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0};
+    AttnKey k = {.dev = dev, .dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
+                 .no_wgmma = p->no_wgmma != 0};
     k.block_m = p->block_m ? p->block_m : t->block_m;
     k.block_n = p->block_n ? p->block_n : t->block_n;
     /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
@@ -247,14 +249,14 @@ static bool key_eq(const AttnKey *a, const AttnKey *b)
 {
     return a->dev == b->dev && a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
            a->block_m == b->block_m && a->block_n == b->block_n && a->num_warps == b->num_warps &&
-           a->num_stages == b->num_stages;
+           a->num_stages == b->num_stages && a->no_wgmma == b->no_wgmma;
 }
 
 static unsigned key_hash(const AttnKey *k)
 {
     uint64_t h = 1469598103934665603ull;
     int64_t f[] = {(int64_t)(uintptr_t)k->dev, k->dtype, k->head_dim, k->causal,
-                   k->block_m, k->block_n, k->num_warps, k->num_stages};
+                   k->block_m, k->block_n, k->num_warps, k->num_stages, k->no_wgmma};
     for (size_t i = 0; i < COUNT(f); i++) h = (h ^ (uint64_t)f[i]) * 1099511628211ull;
     return (unsigned)(h ^ (h >> 32)) % ATTN_BUCKETS;
 }
@@ -272,9 +274,9 @@ static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fw
 /* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2" */
 static void describe(const AttnKey *k, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s HEAD_DIM=%d CAUSAL=%s BLOCK_M=%d BLOCK_N=%d num_warps=%d num_stages=%d",
+    snprintf(buf, n, "%s HEAD_DIM=%d CAUSAL=%s BLOCK_M=%d BLOCK_N=%d num_warps=%d num_stages=%d%s",
              kernel_name(k->dtype), k->head_dim, k->causal ? "true" : "false", k->block_m, k->block_n,
-             k->num_warps, k->num_stages);
+             k->num_warps, k->num_stages, k->no_wgmma ? " no_wgmma" : "");
 }
 
 const char *kiln_lib_source(const char *path)
@@ -299,7 +301,7 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
     KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", k->causal ? "true" : "false"},
                          {"PLAIN_SCORES", "true"}};
     KilnCompileOptions o = {.kernel = kernel_name(k->dtype), .defines = defs, .ndefines = (int)COUNT(defs),
-                            .num_warps = k->num_warps, .num_stages = k->num_stages};
+                            .num_warps = k->num_warps, .num_stages = k->num_stages, .no_wgmma = k->no_wgmma};
     KilnStatus st = kiln_module_compile(dev, ATTN_PROGRAM, src, &o, mod);
     if (st == KILN_OK) {
         st = kiln_kernel_get(*mod, o.kernel, kern);

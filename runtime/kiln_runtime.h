@@ -287,6 +287,7 @@ typedef struct KilnAttentionParams {
      * num_stages: [1, 8]. Setting block_m or block_n alone leaves num_warps/num_stages
      * to the program's own rule for those tiles. */
     int block_m, block_n, num_warps, num_stages;
+    int no_wgmma;                      /* nonzero: mma.sync even where sm_90a's wgmma applies */
 } KilnAttentionParams;
 
 /* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /

@@ -145,7 +145,7 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
         bm, bn = args.block_m or bm, args.block_n or bn
         warps, stages = args.warps or warps, args.stages or stages
     else:
-        bm, bn, warps, stages = sched
+        bm, bn, warps, stages = sched[:4]
     cmd = [args.kiln_bin, "--src", args.src, "--dtype", dtype, "--head-dim", str(d),
            "--heads", str(HIDDEN // d), "--layout", "bhsd", "--block-m", str(bm), "--block-n", str(bn)]
     if warps:
@@ -154,6 +154,8 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
         cmd += ["--stages", str(stages)]
     if causal:
         cmd.append("--causal")
+    if sched is not None and len(sched) > 4 and sched[4] == "sync":
+        cmd.append("--no-wgmma")                # mma.sync even where sm_90a's wgmma applies
     return cmd + extra
 
 
@@ -399,19 +401,22 @@ SWEEP_SEQLENS = [4096]
 
 
 def sched_str(sc):
-    return "%dx%d/%d/%d" % tuple(sc)
+    return "%dx%d/%d/%d" % tuple(sc[:4]) + ("/" + sc[4] if len(sc) > 4 else "")
 
 
 def parse_scheds(text):
-    """"128x64/8/3,64x64/4/2" -> [(128, 64, 8, 3), (64, 64, 4, 2)]"""
+    """"128x64/8/3,64x64/4/2/sync" -> [(128, 64, 8, 3), (64, 64, 4, 2, "sync")]; "/sync": mma.sync
+    even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma)"""
     out = []
     for item in text.split(","):
         try:
-            bmbn, w, st = item.strip().split("/")
+            parts = item.strip().split("/")
+            mode = parts.pop() if parts[-1] == "sync" else None
+            bmbn, w, st = parts
             bm, bn = bmbn.split("x")
-            out.append((int(bm), int(bn), int(w), int(st)))
+            out.append((int(bm), int(bn), int(w), int(st)) + ((mode,) if mode else ()))
         except ValueError:
-            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES, e.g. 128x64/8/3")
+            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync], e.g. 128x64/8/3")
     return out
 
 
@@ -440,10 +445,12 @@ def dry_compile(args, dtype, d, causal, sched):
     """With --dry-run and --kiln-cli: compile the schedule as the runtime would for the
     sweep's shapes (the launch key's hints; tools/bench/ptx_study.py), to PTX."""
     import ptx_study
-    bm, bn, w, st = sched
+    bm, bn, w, st = sched[:4]
     cmd = [args.kiln_cli, "compile", args.src, "-k", f"attn_fwd_{dtype}", "-D", f"HEAD_DIM={d}",
            "-D", f"BLOCK_M={bm}", "-D", f"BLOCK_N={bn}", "-D", f"CAUSAL={'true' if causal else 'false'}",
            "--num-warps", str(w), "--num-stages", str(st), "--emit", "ptx", "-o", os.devnull]
+    if len(sched) > 4 and sched[4] == "sync":
+        cmd.append("--no-wgmma")
     for h in ptx_study.ATTN_HINTS:
         cmd += ["--assume", f"{h}=16"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DISABLE="1"))
