@@ -63,20 +63,20 @@ static const AttnTune k_tune[] = {
     /* min_sm  d  causal max_n  BM   BN  warps stages */
     {0,   32,  -1, 0, 128, 64, 8, 2},
     {0,   64,  -1, 0, 128, 64, 8, 2},
-    /* H200 sweeps 2026-11-22 (bench_attention.py --sweep, N = 4096, f16, TFLOP/s
-     * non-causal/causal; 128x64/8/2: 239/214 at d = 64, 290/260 at d = 128):
-     * 32-row warps (128x64 on 4 warps) halve each warp's K/V fragment traffic per
-     * FLOP. At d = 128 they spill a little (232 bytes since the copies walk from
-     * one pointer, cg_affine.c) yet win without the mask; causal, whose diagonal
-     * blocks cost more at 128 rows, keeps 64x64 on 4 warps. */
-    {90,  64,  -1, 0, 128, 64, 4, 2},    /* 307/273 */
-    /* causal short sequences: fewer, costlier diagonal blocks per CTA and more CTAs
-     * (N = 512 / 1024 / 2048: 64x64/4/2 158 / 205 / 239, 128x64/4/2 142 / 197 / 242) */
-    {90,  64,   1, 1024, 64, 64, 4, 2},
+    /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
+     * f16, TFLOP/s at N = 512 / 1024 / 4096 / 16384, docs/performance.md). One
+     * warpgroup per CTA throughout: 4 warps, so two CTAs share an SM and one's
+     * softmax overlaps the other's wgmma. d = 64: 64-row blocks (16 rows per warp,
+     * small register files); 128 keys per block without the mask, 64 with it up
+     * to N = 2048 (the diagonal blocks cost less). */
+    {90,  64,  -1, 0,    64, 128, 4, 2},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
+    {90,  64,   1, 2048, 64,  64, 4, 2},   /* causal 209/286 (64x128: 181/260) */
     {0,   96,  -1, 0, 128, 64, 8, 2},
     {0,  128,  -1, 0, 128, 64, 8, 2},
-    {90, 128,   0, 0, 128, 64, 4, 2},    /* 322 (64x64/4/2: 311) */
-    {90, 128,   1, 0,  64, 64, 4, 2},    /* 280 (128x64/4/2: 270) */
+    /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
+     * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
+    {90, 128,  -1, 0,   128,  64, 4, 2},   /* 326/418/526/566; causal 170/268/442/517 */
+    {90, 128,   1, 1024, 64,  64, 4, 2},   /* causal 196/278 */
     {0,  256,  -1, 0,  64, 32, 4, 2},
     {90, 256,  -1, 0,  64, 64, 4, 2},
 };

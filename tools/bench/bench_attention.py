@@ -378,9 +378,9 @@ DEFAULT_SCHED = (128, 64, 8, 2)
 # measures these unless --block-m/--block-n/--warps/--stages say otherwise.
 # (head dim, causal) -> the runtime's sm_90 defaults (k_tune in runtime/attention.c), and the
 # rows that apply up to a query length: (head dim, causal, max N) -> schedule
-API_SCHED = {(64, False): (128, 64, 4, 2), (64, True): (128, 64, 4, 2),
-             (128, False): (128, 64, 4, 2), (128, True): (64, 64, 4, 2)}
-API_SCHED_SHORT = {(64, True, 1024): (64, 64, 4, 2)}
+API_SCHED = {(64, False): (64, 128, 4, 2), (64, True): (64, 128, 4, 2),
+             (128, False): (128, 64, 4, 2), (128, True): (128, 64, 4, 2)}
+API_SCHED_SHORT = {(64, True, 2048): (64, 64, 4, 2), (128, True, 1024): (64, 64, 4, 2)}
 
 
 def api_sched(d, causal, n):
