@@ -11,9 +11,10 @@
 
 static char *attn_src;
 
-/* attention_fwd.tile at head dim d, tiles bm x bn, with the runtime's hints. */
-static KilnCompileResult attention(const char *d, const char *bm, const char *bn, const char *causal, int warps,
-                                   const char *arch, int no_wgmma)
+/* attention_fwd.tile's `kernel` at head dim d, tiles bm x bn, with the runtime's hints. */
+static KilnCompileResult compile_attention(const char *kernel, const char *d, const char *bm, const char *bn,
+                                           const char *causal, int warps, const char *arch, int no_wgmma,
+                                           KilnEmit emit)
 {
     if (!attn_src) attn_src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(attn_src);
@@ -21,12 +22,19 @@ static KilnCompileResult attention(const char *d, const char *bm, const char *bn
                          {"PLAIN_SCORES", "true"}};
     KilnParamHint h[PU_ATTN_NHINTS];
     KilnCompileOptions o;
-    pu_attention_options(&o, defs, 5, arch, warps, 2, KILN_EMIT_PTX, h);
+    pu_attention_options(&o, defs, 5, arch, warps, 2, emit, h);
+    o.kernel = kernel;
     o.no_wgmma = no_wgmma;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
     ck_assert_msg(st == KILN_OK, "d %s %sx%s %s: %s", d, bm, bn, arch, r.diagnostics ? r.diagnostics : "");
     return r;
+}
+
+static KilnCompileResult attention(const char *d, const char *bm, const char *bn, const char *causal, int warps,
+                                   const char *arch, int no_wgmma)
+{
+    return compile_attention("attn_fwd_f16", d, bm, bn, causal, warps, arch, no_wgmma, KILN_EMIT_PTX);
 }
 
 static int count(const KilnCompileResult *r, const char *what) { return pu_count_n(r->output, r->output_size, what); }
@@ -90,17 +98,8 @@ START_TEST(ptxas_accepts_wgmma)
         {"256", "64", "32", "true", "4"}, {"96", "64", "64", "false", "4"},
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        if (!attn_src) attn_src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
-        KilnDefine defs[] = {{"HEAD_DIM", cfg[i][0]}, {"BLOCK_M", cfg[i][1]}, {"BLOCK_N", cfg[i][2]},
-                             {"CAUSAL", cfg[i][3]}, {"PLAIN_SCORES", "true"}};
-        KilnParamHint h[PU_ATTN_NHINTS];
-        KilnCompileOptions o;
-        pu_attention_options(&o, defs, 5, "sm_90a", atoi(cfg[i][4]), 2, KILN_EMIT_CUBIN, h);
-        o.kernel = i % 2 ? "attn_fwd_bf16" : "attn_fwd_f16";
-        KilnCompileResult r;
-        KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
-        ck_assert_msg(st == KILN_OK, "d %s %sx%s: %s", cfg[i][0], cfg[i][1], cfg[i][2],
-                      r.diagnostics ? r.diagnostics : "");
+        KilnCompileResult r = compile_attention(i % 2 ? "attn_fwd_bf16" : "attn_fwd_f16", cfg[i][0], cfg[i][1],
+                                                cfg[i][2], cfg[i][3], atoi(cfg[i][4]), "sm_90a", 0, KILN_EMIT_CUBIN);
         ck_assert_int_gt((int)r.output_size, 0);
         kiln_compile_result_free(&r);
     }
