@@ -228,6 +228,13 @@ static int walk_steps(const char *b, const char *e)
     return n;
 }
 
+/* PTX for sm_80 of a one-kernel source with these launch hints (must compile). */
+static void sm80_ptx_hinted(const char *file, const char *src, const KilnParamHint *h, int nh, KilnCompileResult *r)
+{
+    KilnCompileOptions o = {.emit = KILN_EMIT_PTX, .arch = "sm_80", .hints = h, .nhints = nh};
+    ck_assert_msg(kiln_compile(file, src, &o, r) == KILN_OK, "%s", r->diagnostics ? r->diagnostics : "");
+}
+
 START_TEST(copies_walk_from_one_pointer)
 {
     const Sched s = {128, 128, 32, 4, 3};
@@ -254,13 +261,7 @@ START_TEST(copies_walk_from_one_pointer)
         "    store(C + arange(64)[:, None] * 64 + arange(64)[None, :], acc);\n"
         "}\n";
     KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.emit = KILN_EMIT_PTX;
-    o.arch = "sm_80";
-    o.hints = h;
-    o.nhints = 3;
-    ck_assert_msg(kiln_compile("gather.tile", gather, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    sm80_ptx_hinted("gather.tile", gather, h, 3, &r);
     b = loop_body(r.output, 2, &e);
     /* A: 64x32 (2 copies per thread, a pointer each); B: 32x64, affine (2 copies, 1 step). */
     ck_assert_int_eq(pu_count_n(b, (size_t)(e - b), "cp.async.cg.shared.global"), 4);
@@ -305,12 +306,7 @@ START_TEST(prologue_before_independent_loads)
         "    store(C + arange(64)[:, None] * 64 + arange(64)[None, :], acc);\n"
         "}\n";
     KilnParamHint h2[4] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}, {"D", 16, 0}};
-    memset(&o, 0, sizeof o);
-    o.emit = KILN_EMIT_PTX;
-    o.arch = "sm_80";
-    o.hints = h2;
-    o.nhints = 4;
-    ck_assert_msg(kiln_compile("stored.tile", stored, &o, &r) == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    sm80_ptx_hinted("stored.tile", stored, h2, 4, &r);
     cp = first_at(r.output, "cp.async.cg.shared.global");
     long st = first_at(r.output, "st.global");
     ck_assert_msg(cp >= 0 && st >= 0 && st < cp, "copies (at %ld) moved above the store (at %ld)", cp, st);
