@@ -4,7 +4,7 @@
 
 #include "kiln.h"
 #include "ir/ir.h"
-#include "../lang/diag.h"
+#include "support/diag.h"
 
 /* Steps 1-3 of kiln_compile (parse, sema + lowering, target-independent passes).
  * For emit == KILN_EMIT_AST the AST text goes to `out` and *mod_out stays NULL.

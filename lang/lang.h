@@ -8,7 +8,7 @@
 #define KILN_LANG_H
 
 #include "ast.h"
-#include "diag.h"
+#include "../compiler/support/diag.h"
 #include "../compiler/ir/ir.h"
 
 typedef struct LangDefine {

@@ -25,7 +25,7 @@
  *   }
  */
 #include "ir.h"
-#include "../../lang/diag.h"
+#include "../support/diag.h"
 
 #include <errno.h>
 #include <limits.h>

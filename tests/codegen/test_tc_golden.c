@@ -12,7 +12,7 @@
  */
 #include "tests/testutil.h"
 #include "compiler/codegen/codegen.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 
 #include "tests/golden.h"
 

@@ -10,7 +10,7 @@
  * when KILN_FUZZ_TRAP_ICE=1, since it is a compiler bug, not a user error.
  */
 #include "lang/ast.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 
 #if !defined(KILN_HAVE_SEMA) && !defined(KILN_NO_SEMA) && defined(__has_include)
 #if __has_include("lang/sema.h")

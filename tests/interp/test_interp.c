@@ -5,7 +5,7 @@
  * loops with carried values, if, dot, reduce, shape ops, atomics, assert. */
 #include "tests/testutil.h"
 #include "compiler/interp/interp.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 
 #include <math.h>
 #include <string.h>

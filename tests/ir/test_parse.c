@@ -2,7 +2,7 @@
  * the caret under the offending column (IR files are test inputs, so a typo
  * in one must be found at once). The first error stops the parse. */
 #include "compiler/ir/ir.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 #include "testutil.h"
 
 #include <string.h>

@@ -3,7 +3,7 @@
  * without locations; IR built in C prints to an exact expected text; float
  * constants survive print/parse bit for bit. */
 #include "compiler/ir/ir.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 #include "testutil.h"
 
 #include <dirent.h>

@@ -4,7 +4,7 @@
  * values from a sibling region, duplicate ids, mismatched region arguments),
  * built in C. Each case names the op, its LINE:COL and the problem. */
 #include "compiler/ir/ir.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 #include "testutil.h"
 
 #include <string.h>

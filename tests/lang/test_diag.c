@@ -16,7 +16,7 @@
 #include "testutil.h"
 
 #include "lang/ast.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 
 /* Sema (lang_compile) lives in lang/sema*.c; run it when it is there. */
 #if !defined(KILN_HAVE_SEMA) && !defined(KILN_NO_SEMA) && defined(__has_include)

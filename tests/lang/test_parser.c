@@ -4,7 +4,7 @@
 #include "testutil.h"
 
 #include "lang/ast.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 
 #include <string.h>
 

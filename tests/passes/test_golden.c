@@ -13,7 +13,7 @@
  */
 #include "testutil.h"
 #include "compiler/passes/passes.h"
-#include "lang/diag.h"
+#include "compiler/support/diag.h"
 
 #include "golden.h"
 

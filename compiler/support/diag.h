@@ -9,7 +9,7 @@
 #ifndef KILN_DIAG_H
 #define KILN_DIAG_H
 
-#include "../compiler/support/support.h"
+#include "support.h"
 
 #define DIAG_MAX_ERRORS 20
 
