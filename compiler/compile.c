@@ -17,6 +17,7 @@
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "support/target.h"
 #include "../lang/lang.h"
 #include "driver.h"
 
@@ -67,14 +68,6 @@ static void describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
     }
 }
 
-static const char *arch_or_default(const char *arch) { return arch ? arch : "sm_90a"; }
-
-static bool arch_valid(const char *arch)
-{
-    return !strcmp(arch, "sm_80") || !strcmp(arch, "sm_86") || !strcmp(arch, "sm_89") ||
-           !strcmp(arch, "sm_90") || !strcmp(arch, "sm_90a");
-}
-
 /* Keep only the kernel the caller asked for; GPU stages need exactly one. */
 static KilnStatus select_kernels(IrModule *m, const KilnCompileOptions *o, Diag *d)
 {
@@ -95,13 +88,14 @@ static KilnStatus select_kernels(IrModule *m, const KilnCompileOptions *o, Diag 
     return KILN_OK;
 }
 
-static KilnStatus run_backend(IrFunc *f, const KilnCompileOptions *o, KilnCompileResult *r, Diag *d)
+static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptions *o, KilnCompileResult *r,
+                              Diag *d)
 {
     static const CgStage stages[] = {
         [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
         [KILN_EMIT_PTX] = CG_STAGE_PTX, [KILN_EMIT_CUBIN] = CG_STAGE_CUBIN,
     };
-    CgOptions co = {.arch = arch_or_default(o->arch), .stage = stages[o->emit], .dump_after = o->dump_after,
+    CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
                     .no_wgmma = o->no_wgmma != 0};
     CgResult cr;
     memset(&cr, 0, sizeof cr);
@@ -219,12 +213,17 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     memset(r, 0, sizeof *r);
     if (!src || !opts) return KILN_ERR_USAGE;
     if (opts->emit < KILN_EMIT_AST || opts->emit > KILN_EMIT_CUBIN) return KILN_ERR_USAGE;
-    const char *arch = arch_or_default(opts->arch);
     Diag d;
     diag_init(&d, path ? path : "<input>", src);
     KilnStatus st = KILN_OK;
-    if (!arch_valid(arch)) {
-        diag_error(&d, (SrcLoc){0}, "unknown architecture '%s' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)", arch);
+    /* The one place the arch string is read: everything below gets the Target. */
+    const Target *target = tgt_parse(opts->arch);
+    if (!target) {
+        StrBuf names;
+        sb_init(&names);
+        tgt_list_names(&names);
+        diag_error(&d, (SrcLoc){0}, "unknown architecture '%s' (expected %s)", opts->arch, names.data);
+        sb_free(&names);
         st = finish(KILN_ERR_USAGE, &d, r);
         diag_free(&d);
         return st;
@@ -245,7 +244,7 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
             for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
         } else if (r->kernels) {
             r->dumps = dup_or_null(&dumps);
-            st = run_backend(m->funcs[0], opts, r, &d); /* 4. the GPU backend */
+            st = run_backend(m->funcs[0], target, opts, r, &d); /* 4. the GPU backend */
         }
     }
     if (st == KILN_OK && !r->output) {

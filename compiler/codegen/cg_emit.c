@@ -2,7 +2,7 @@
  *
  * Order: LLVMVerifyModule (a failure is an internal error carrying the
  * verifier's message), the target machine (nvptx64-nvidia-cuda, CPU =
- * opts->arch, +ptx80 so that PTX ISA 8.0 is emitted: sm_90a needs it),
+ * the target's name, features = its PTX ISA, "+ptx80": sm_90a needs 8.0),
  * LLVM's "default<O3>" pipeline, then by stage: the module text, PTX through
  * LLVMTargetMachineEmitToMemoryBuffer, or a cubin from ptxas (KILN_PTXAS, else
  * /usr/local/cuda/bin/ptxas, else `ptxas` on PATH) run on a temporary file.
@@ -59,7 +59,7 @@ static LLVMTargetMachineRef make_tm(CgCtx *c)
         LLVMDisposeMessage(msg);
         return NULL;
     }
-    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->arch, "+ptx80", LLVMCodeGenLevelAggressive,
+    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->target->name, c->opts->target->ptx_features, LLVMCodeGenLevelAggressive,
                                    LLVMRelocDefault, LLVMCodeModelDefault);
 }
 
@@ -127,7 +127,7 @@ static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out, StrBuf *
     char *log = arena_printf(c->arena, "%s/ptxas.log", dir);
     bool ok = write_file(in, ptx, n);
     if (ok) {
-        char *arch = arena_printf(c->arena, "-arch=%s", c->opts->arch);
+        char *arch = arena_printf(c->arena, "-arch=%s", c->opts->target->name);
         pid_t pid = fork();
         if (pid == 0) {
             FILE *lf = freopen(log, "w", stderr);

@@ -60,17 +60,6 @@ bool cg_lower_block(CgCtx *c, IrBlock *blk)
     return true;
 }
 
-static bool parse_arch(const char *arch, int *sm)
-{
-    int n = 0;
-    char tail[8] = "";
-    if (!arch || sscanf(arch, "sm_%d%7s", &n, tail) < 1) return false;
-    if (tail[0] && strcmp(tail, "a") != 0) return false;
-    if (n < 70 || n > 120) return false;
-    *sm = n;
-    return true;
-}
-
 static void init_types(CgCtx *c)
 {
     c->t_void = LLVMVoidTypeInContext(c->ctx);
@@ -160,10 +149,10 @@ static void dump(const CgOptions *o, CgResult *res, const IrFunc *f, const CgTcS
 }
 
 /* The GPU passes, in order; each can be dumped by name (--dump-after). */
-static bool gpu_passes(IrFunc *f, int sm, CgAxisMap *axis, CgTcState *tc, const CgOptions *o, CgResult *res,
+static bool gpu_passes(IrFunc *f, const Target *t, CgAxisMap *axis, CgTcState *tc, const CgOptions *o, CgResult *res,
                        StrBuf *err)
 {
-    cg_accelerate_dot(f, sm);
+    cg_accelerate_dot(f, t->sm);
     dump(o, res, f, tc, "accelerate-dot");
     if (!cg_assign_layouts(f, axis, err)) return false;
     dump(o, res, f, tc, "layout-assign");
@@ -171,7 +160,7 @@ static bool gpu_passes(IrFunc *f, int sm, CgAxisMap *axis, CgTcState *tc, const 
     dump(o, res, f, tc, "remove-convert");
     cg_pipeline_plan(f, axis, tc);
     dump(o, res, f, tc, "pipeline");
-    if (!cg_sram_alloc(f, sm, tc, err)) return false;
+    if (!cg_sram_alloc(f, t, tc, err)) return false;
     dump(o, res, f, tc, "sram-alloc");
     return true;
 }
@@ -184,11 +173,11 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
     c.opts = opts;
     c.arena = f->arena;
     c.err = err;
-    if (!parse_arch(opts->arch, &c.sm)) {
-        sb_printf(err, "error: unknown GPU architecture '%s' (expected sm_80, sm_90, sm_90a, ...)\n",
-                  opts->arch ? opts->arch : "(none)");
+    if (!opts->target) {
+        sb_puts(err, "internal error: cg_compile: no target\n");
         return false;
     }
+    c.sm = opts->target->sm;
     int W = f->sched.num_warps;
     if (W < 1 || W > 32 || !is_pow2(W)) {
         sb_printf(err, "error: num_warps must be a power of two between 1 and 32 (got %d)\n", W);
@@ -197,8 +186,8 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
     res->num_warps = W;
     CgAxisMap *axis = cg_axis_info(f);
     CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
-    tc->wgmma = c.sm == 90 && opts->arch[strlen(opts->arch) - 1] == 'a' && !opts->no_wgmma;
-    if (!gpu_passes(f, c.sm, axis, tc, opts, res, err)) return false;
+    tc->wgmma = opts->target->wgmma && !opts->no_wgmma;
+    if (!gpu_passes(f, opts->target, axis, tc, opts, res, err)) return false;
     res->smem_bytes = tc->total;
     if (opts->stage == CG_STAGE_GPU_IR) {
         cg_print_gpu_ir_tc(&res->out, f, tc);

@@ -5,11 +5,12 @@
 #define KILN_CODEGEN_H
 
 #include "../ir/ir.h"
+#include "../support/target.h"
 
 typedef enum CgStage { CG_STAGE_GPU_IR, CG_STAGE_LLVM, CG_STAGE_PTX, CG_STAGE_CUBIN } CgStage;
 
 typedef struct CgOptions {
-    const char *arch;          /* "sm_80", "sm_90", "sm_90a" */
+    const Target *target;      /* tgt_parse("sm_90a"), ...: never NULL */
     CgStage stage;
     const char *dump_after;    /* GPU passes to dump after (NULL, "all" or a name) */
     bool no_wgmma;             /* sm_90a: keep every dot on mma.sync */

@@ -30,9 +30,9 @@
  * Example (positions, bytes):  A [0,9] 32K   B [2,2] 8K   C [11,11] 16K
  *   A -> 0;  C -> 0 (not live with A);  B -> 32K (live with A).  Total 40K.
  *
- * Limits: a kernel whose total exceeds the architecture's dynamic SRAM per CTA
- * (cg_sram_limit: 163 KB on sm_80, 99 KB on sm_86/89, 227 KB on sm_90) is a
- * compile error naming the buffers.
+ * Limits: a kernel whose total exceeds the target's dynamic SRAM per CTA
+ * (Target.sram_limit, compiler/support/target.c) is a compile error naming
+ * the buffers.
  */
 #include "cg_internal.h"
 
@@ -130,14 +130,6 @@ bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why)
         }
     }
     return true;
-}
-
-int cg_sram_limit(int sm)
-{
-    if (sm >= 90) return 227 * 1024;
-    if (sm == 86 || sm == 89) return 99 * 1024;
-    if (sm >= 80) return 163 * 1024;
-    return 96 * 1024;
 }
 
 /* ---- the pass over the GPU IR ---- */
@@ -294,7 +286,7 @@ static void mark_deferred(const IrFunc *f, const IrBlock *b, const int *uses, co
     }
 }
 
-bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
+bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, StrBuf *err)
 {
     SaCtx s = {f, tc, ir_use_counts(f), 0};
     tc->nids = f->next_id;
@@ -314,10 +306,9 @@ bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
         return false;
     }
     sb_free(&why);
-    int limit = cg_sram_limit(sm);
-    if (tc->total <= limit) return true;
+    if (tc->total <= t->sram_limit) return true;
     sb_printf(err, "error: kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n", f->name,
-              tc->total, sm, limit);
+              tc->total, t->sm, t->sram_limit);
     for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], err);
     sb_printf(err, "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)\n",
               f->sched.num_stages);

@@ -59,6 +59,8 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   expect 0 "emit ptx" -- "$kiln" compile --emit ptx --arch sm_80 "$root/examples/vec_add.tile"
   contains "$tmp/out" ".entry vec_add" "PTX has the kernel entry"
   expect 2 "bad arch" -- "$kiln" compile --emit ptx --arch sm_12 "$root/examples/vec_add.tile"
+  contains "$tmp/err" "error: unknown architecture 'sm_12' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)" "bad arch message"
+  [ "$(grep -c error "$tmp/err")" = 1 ] || { echo "FAIL: bad arch: not exactly one error line"; fail=$((fail+1)); }
 fi
 
 # Schedules, hints, GPU IR and --stats (the options docs/tutorial.md shows).

@@ -163,14 +163,6 @@ START_TEST(random_sets)
 }
 END_TEST
 
-START_TEST(limits)
-{
-    ck_assert_int_eq(cg_sram_limit(80), 163 * 1024);
-    ck_assert_int_eq(cg_sram_limit(86), 99 * 1024);
-    ck_assert_int_eq(cg_sram_limit(90), 227 * 1024);
-}
-END_TEST
-
 static Suite *suite(void)
 {
     Suite *s = suite_create("sram_alloc");
@@ -182,7 +174,6 @@ static Suite *suite(void)
     tcase_add_test(tc, alignment);
     tcase_add_test(tc, check_detects_interference);
     tcase_add_test(tc, random_sets);
-    tcase_add_test(tc, limits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -41,7 +41,7 @@ static bool run(const char *path, const char *src, const char *pass, const char 
     diag_free(&d);
     memset(res, 0, sizeof *res);
     if (ok) {
-        CgOptions o = {.arch = arch, .stage = stage, .dump_after = pass};
+        CgOptions o = {.target = tgt_parse(arch), .stage = stage, .dump_after = pass};
         ok = cg_compile(m->funcs[0], &o, res, err);
     }
     arena_free(&a);
