@@ -14,29 +14,18 @@
  */
 #include "cuda_loader.h"
 #include "rt_internal.h"
+#include "compiler/support/ptxas.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+/* Whether a cubin can be made here: the same locator the backend runs. */
 static int have_ptxas(void)
 {
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return 1;
-    const char *path = getenv("PATH");
-    if (!path) return 0;
-    char dir[4096];
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        if (n > 0 && n < sizeof dir - 8) {
-            memcpy(dir, path, n);
-            strcpy(dir + n, "/ptxas");
-            if (access(dir, X_OK) == 0) return 1;
-        }
-        path += n + (path[n] == ':');
-    }
-    return 0;
+    char *p = ptxas_find(NULL);
+    int found = p != NULL;
+    free(p);
+    return found;
 }
 
 static KilnStatus load_entry(KilnDevice *dev, const KilnCacheEntry *e, KilnModule **out)

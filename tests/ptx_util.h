@@ -9,22 +9,21 @@
 
 #include "tests/testutil.h"
 #include "kiln.h"
+#include "compiler/support/ptxas.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Whether ptxas can be run: $KILN_PTXAS when set (and only it: a wrong path
- * there means skip, not some other ptxas), else /usr/local/cuda/bin/ptxas,
- * else one on PATH: the order cg_emit.c looks in, so a test that skips here
- * would have failed in cg_compile for want of ptxas. */
+/* Whether ptxas can be run: the locator the backend uses (ptxas_find), so a
+ * test that skips here would have failed in cg_compile for want of ptxas. */
 static inline bool pu_have_ptxas(void)
 {
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return access(env, X_OK) == 0;
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return true;
-    return system("command -v ptxas >/dev/null 2>&1") == 0;
+    char *p = ptxas_find(NULL);
+    bool found = p != NULL;
+    free(p);
+    return found;
 }
 
 /* Occurrences of `needle` in the first `n` bytes of `s` (overlapping ones

@@ -4,25 +4,21 @@
  * verifier's message), the target machine (nvptx64-nvidia-cuda, CPU =
  * the target's name, features = its PTX ISA, "+ptx80": sm_90a needs 8.0),
  * LLVM's "default<O3>" pipeline, then by stage: the module text, PTX through
- * LLVMTargetMachineEmitToMemoryBuffer, or a cubin from ptxas (KILN_PTXAS, else
- * /usr/local/cuda/bin/ptxas, else `ptxas` on PATH) run on a temporary file.
+ * LLVMTargetMachineEmitToMemoryBuffer, or a cubin from ptxas (ptxas_run,
+ * compiler/support/ptxas.c, which also finds it).
  * LLVM is initialised once per process (pthread_once); -nvptx-short-ptr makes
  * shared-memory pointers 32-bit.
  */
 #include "cg_internal.h"
+#include "../support/ptxas.h"
 
-#include <errno.h>
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define CG_TRIPLE "nvptx64-nvidia-cuda"
 
@@ -63,32 +59,7 @@ static LLVMTargetMachineRef make_tm(CgCtx *c)
                                    LLVMRelocDefault, LLVMCodeModelDefault);
 }
 
-/* ---- ptxas ---- */
-static bool is_exec(const char *p) { return p && access(p, X_OK) == 0; }
-
-static char *find_ptxas(Arena *a)
-{
-    const char *env = getenv("KILN_PTXAS");
-    if (env && *env) return arena_strdup(a, env);
-    if (is_exec("/usr/local/cuda/bin/ptxas")) return arena_strdup(a, "/usr/local/cuda/bin/ptxas");
-    const char *path = getenv("PATH");
-    while (path && *path) {
-        const char *end = strchr(path, ':');
-        size_t n = end ? (size_t)(end - path) : strlen(path);
-        char *cand = arena_printf(a, "%.*s/ptxas", (int)n, path);
-        if (n && is_exec(cand)) return cand;
-        path = end ? end + 1 : NULL;
-    }
-    return NULL;
-}
-
-static bool write_file(const char *path, const char *data, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return false;
-    bool ok = fwrite(data, 1, n, fp) == n;
-    return fclose(fp) == 0 && ok;
-}
+/* ---- ptxas (compiler/support/ptxas.c) ---- */
 
 /* ptxas -v reports what is only known after register allocation; add it to
  * the --stats lines ("Used 40 registers", "8 bytes spill stores, 8 bytes
@@ -111,62 +82,18 @@ static void stats_from_ptxas_log(const char *log, StrBuf *stats)
  * report to `stats`. */
 static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out, StrBuf *stats)
 {
-    char *ptxas = find_ptxas(c->arena);
-    if (!ptxas) {
-        sb_puts(c->err, "error: ptxas not found: install the CUDA toolkit (/usr/local/cuda/bin/ptxas), put "
-                        "ptxas on PATH or set KILN_PTXAS\n");
-        return false;
-    }
-    char dir[] = "/tmp/kiln-ptxas-XXXXXX";
-    if (!mkdtemp(dir)) {
-        sb_printf(c->err, "error: cannot create a temporary directory: %s\n", strerror(errno));
-        return false;
-    }
-    char *in = arena_printf(c->arena, "%s/kernel.ptx", dir);
-    char *cub = arena_printf(c->arena, "%s/kernel.cubin", dir);
-    char *log = arena_printf(c->arena, "%s/ptxas.log", dir);
-    bool ok = write_file(in, ptx, n);
+    StrBuf log, why;
+    sb_init(&log);
+    sb_init(&why);
+    bool ok = ptxas_run(ptx, n, c->opts->target->name, out, &log, &why) == PTXAS_OK;
     if (ok) {
-        char *arch = arena_printf(c->arena, "-arch=%s", c->opts->target->name);
-        pid_t pid = fork();
-        if (pid == 0) {
-            FILE *lf = freopen(log, "w", stderr);
-            if (lf) dup2(fileno(stderr), 1);
-            execl(ptxas, ptxas, "-v", arch, "-o", cub, in, (char *)NULL);
-            _exit(127);
-        }
-        int st = 0;
-        ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok) {
-            size_t ln = 0;
-            char *msg = read_file_text(log, &ln);
-            if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
-                sb_printf(c->err, "error: cannot run ptxas at '%s'\n", ptxas);
-            else
-                sb_printf(c->err, "error: ptxas (%s %s) rejected the kernel:\n%s", ptxas, arch, msg ? msg : "");
-            free(msg);
-        }
+        stats_from_ptxas_log(log.data, stats);
     } else {
-        sb_printf(c->err, "error: cannot write %s\n", in);
+        while (why.len && why.data[why.len - 1] == '\n') why.data[--why.len] = 0;
+        sb_printf(c->err, "error: %s\n", why.data ? why.data : "ptxas failed");
     }
-    if (ok) {
-        size_t ln = 0;
-        char *bytes = read_file_text(cub, &ln);
-        if (!bytes) {
-            sb_printf(c->err, "error: ptxas wrote no cubin at %s\n", cub);
-            ok = false;
-        } else {
-            sb_putn(out, bytes, ln);
-            free(bytes);
-            char *msg = read_file_text(log, NULL);
-            stats_from_ptxas_log(msg, stats);
-            free(msg);
-        }
-    }
-    unlink(in);
-    unlink(cub);
-    unlink(log);
-    rmdir(dir);
+    sb_free(&log);
+    sb_free(&why);
     return ok;
 }
 

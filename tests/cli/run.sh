@@ -61,6 +61,16 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   expect 2 "bad arch" -- "$kiln" compile --emit ptx --arch sm_12 "$root/examples/vec_add.tile"
   contains "$tmp/err" "error: unknown architecture 'sm_12' (expected sm_80, sm_86, sm_89, sm_90 or sm_90a)" "bad arch message"
   [ "$(grep -c error "$tmp/err")" = 1 ] || { echo "FAIL: bad arch: not exactly one error line"; fail=$((fail+1)); }
+  # --emit cubin runs the ptxas that KILN_PTXAS names (compiler/support/ptxas.c): a fake one
+  # that records its arguments and reports registers like ptxas -v.
+  printf '#!/bin/sh\nprintf "%%s " "$@" > "%s/args"\necho CUBIN > "$4"\necho "ptxas info : Used 40 registers" >&2\n' "$tmp" > "$tmp/fake-ptxas"
+  chmod +x "$tmp/fake-ptxas"
+  KILN_PTXAS="$tmp/fake-ptxas" expect 0 "emit cubin with KILN_PTXAS" -- "$kiln" compile --emit cubin --arch sm_80 --stats -o "$tmp/v.cubin" "$root/examples/vec_add.tile"
+  contains "$tmp/v.cubin" "CUBIN" "the cubin is what ptxas wrote"
+  contains "$tmp/args" "-v -arch=sm_80 -o " "ptxas arguments"
+  contains "$tmp/err" "registers: 40 (ptxas)" "--stats reads the ptxas log"
+  KILN_PTXAS="$tmp/no-such-ptxas" expect 1 "emit cubin without ptxas" -- "$kiln" compile --emit cubin --arch sm_80 "$root/examples/vec_add.tile"
+  contains "$tmp/err" "error: ptxas not found: KILN_PTXAS=$tmp/no-such-ptxas is not an executable file" "ptxas not found message"
 fi
 
 # Schedules, hints, GPU IR and --stats (the options docs/tutorial.md shows).
