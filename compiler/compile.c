@@ -99,18 +99,14 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
                     .no_wgmma = o->no_wgmma != 0};
     CgResult cr;
     memset(&cr, 0, sizeof cr);
-    StrBuf err;
-    sb_init(&err);
-    bool ok = cg_compile(f, &co, &cr, &err);
+    /* The backend reports into the same Diag as the front end, at the op or
+     * kernel it is about; the kinds of its errors give the status. */
+    int internal = d->ninternal, unsupported = d->nunsupported;
+    bool ok = cg_compile(f, &co, &cr, d);
     KilnStatus st = KILN_OK;
     if (!ok) {
-        /* The backend reports user-facing limits ("error: ...") and bugs alike;
-         * both surface as diagnostics against the kernel. */
-        const char *msg = err.data ? err.data : "code generation failed";
-        if (!strncmp(msg, "error: ", 7)) msg += 7;
-        diag_error(d, f->loc, "%s", msg);
-        st = strstr(msg, "internal error") ? KILN_ERR_INTERNAL
-             : strstr(msg, "ptxas not found") ? KILN_ERR_UNSUPPORTED : KILN_ERR_COMPILE;
+        st = d->ninternal > internal ? KILN_ERR_INTERNAL
+             : d->nunsupported > unsupported ? KILN_ERR_UNSUPPORTED : KILN_ERR_COMPILE;
     } else {
         r->output_size = cr.out.len;
         r->output = malloc(cr.out.len + 1);
@@ -133,13 +129,13 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
     sb_free(&cr.out);
     sb_free(&cr.dumps);
     sb_free(&cr.stats);
-    sb_free(&err);
     return st;
 }
 
 static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
 {
     if (diag_flush_ice(d) && st == KILN_OK) st = KILN_ERR_INTERNAL;
+    if (st == KILN_OK && d->ninternal) st = KILN_ERR_INTERNAL;
     if (st == KILN_OK && d->nerrors) st = KILN_ERR_COMPILE;
     r->diagnostics = dup_or_null(&d->out);
     return st;
@@ -190,7 +186,7 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
     /* 3. target-independent passes, verifier between each */
     for (int i = 0; i < m->nfuncs; i++) {
         if (!ir_verify(m->funcs[i], &err)) {
-            diag_error(d, m->funcs[i]->loc, "internal error: IR from the front end is invalid:\n%s", err.data);
+            diag_report(d, DIAG_INTERNAL, m->funcs[i]->loc, "IR from the front end is invalid:\n%s", err.data);
             st = KILN_ERR_INTERNAL;
             goto done;
         }

@@ -251,14 +251,10 @@ void cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...)
 {
     if (c->failed) return;
     c->failed = true;
-    if (op && op->loc.line) sb_printf(c->err, "%s:%d:%d: ", op->loc.file ? op->loc.file : "?", op->loc.line,
-                                      op->loc.col);
-    sb_puts(c->err, "error: ");
     va_list ap;
     va_start(ap, fmt);
-    sb_vprintf(c->err, fmt, ap);
+    diag_vreport(c->diag, DIAG_USER, op && op->loc.line ? op->loc : c->f->loc, fmt, ap);
     va_end(ap);
-    sb_puts(c->err, "\n");
 }
 
 static LLVMValueRef float_to_float(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to)

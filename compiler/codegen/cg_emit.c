@@ -34,13 +34,13 @@ static void llvm_init_once(void)
     LLVMParseCommandLineOptions(2, argv, NULL);
 }
 
-bool cg_llvm_init(StrBuf *err)
+bool cg_llvm_init(Diag *d, SrcLoc loc)
 {
     pthread_once(&init_once, llvm_init_once);
     LLVMTargetRef t;
     char *msg = NULL;
     if (LLVMGetTargetFromTriple(CG_TRIPLE, &t, &msg)) {
-        sb_printf(err, "internal error: codegen: no NVPTX target in this LLVM: %s\n", msg ? msg : "");
+        diag_report(d, DIAG_INTERNAL, loc, "codegen: no NVPTX target in this LLVM: %s", msg ? msg : "");
         LLVMDisposeMessage(msg);
         return false;
     }
@@ -85,13 +85,18 @@ static bool run_ptxas(CgCtx *c, const char *ptx, size_t n, StrBuf *out, StrBuf *
     StrBuf log, why;
     sb_init(&log);
     sb_init(&why);
-    bool ok = ptxas_run(ptx, n, c->opts->target->name, out, &log, &why) == PTXAS_OK;
-    if (ok) {
+    PtxasStatus st = ptxas_run(ptx, n, c->opts->target->name, out, &log, &why);
+    if (st == PTXAS_OK) {
         stats_from_ptxas_log(log.data, stats);
     } else {
+        /* No ptxas: this machine cannot make cubins (the JIT then falls back to
+         * PTX). ptxas refusing PTX the backend made is a bug of ours; failing
+         * to start it or to write its files is the environment's problem. */
+        DiagKind kind = st == PTXAS_NOT_FOUND ? DIAG_UNSUPPORTED : st == PTXAS_REJECTED ? DIAG_INTERNAL : DIAG_USER;
         while (why.len && why.data[why.len - 1] == '\n') why.data[--why.len] = 0;
-        sb_printf(c->err, "error: %s\n", why.data ? why.data : "ptxas failed");
+        diag_report(c->diag, kind, c->f->loc, "%s", why.data ? why.data : "ptxas failed");
     }
+    bool ok = st == PTXAS_OK;
     sb_free(&log);
     sb_free(&why);
     return ok;
@@ -102,7 +107,7 @@ static bool emit_ptx(CgCtx *c, LLVMTargetMachineRef tm, StrBuf *out)
     char *msg = NULL;
     LLVMMemoryBufferRef buf = NULL;
     if (LLVMTargetMachineEmitToMemoryBuffer(tm, c->mod, LLVMAssemblyFile, &msg, &buf)) {
-        sb_printf(c->err, "internal error: codegen: PTX emission failed: %s\n", msg ? msg : "");
+        diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen: PTX emission failed: %s", msg ? msg : "");
         LLVMDisposeMessage(msg);
         return false;
     }
@@ -115,7 +120,7 @@ bool cg_emit(CgCtx *c, CgResult *res)
 {
     char *msg = NULL;
     if (LLVMVerifyModule(c->mod, LLVMReturnStatusAction, &msg)) {
-        sb_printf(c->err, "internal error: codegen produced invalid LLVM IR: %s\n", msg ? msg : "");
+        diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen produced invalid LLVM IR: %s", msg ? msg : "");
         LLVMDisposeMessage(msg);
         return false;
     }
@@ -128,7 +133,7 @@ bool cg_emit(CgCtx *c, CgResult *res)
     }
     LLVMTargetMachineRef tm = make_tm(c);
     if (!tm) {
-        sb_puts(c->err, "internal error: codegen: cannot create the NVPTX target machine\n");
+        diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen: cannot create the NVPTX target machine");
         return false;
     }
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
@@ -141,7 +146,7 @@ bool cg_emit(CgCtx *c, CgResult *res)
     bool ok = true;
     if (e) {
         char *em = LLVMGetErrorMessage(e);
-        sb_printf(c->err, "internal error: codegen: LLVM O3 pipeline failed: %s\n", em);
+        diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen: LLVM O3 pipeline failed: %s", em);
         LLVMDisposeErrorMessage(em);
         ok = false;
     }

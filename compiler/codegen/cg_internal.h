@@ -44,7 +44,7 @@ typedef struct CgCtx {
     IrFunc *f;
     const CgOptions *opts;
     Arena *arena;
-    StrBuf *err;
+    Diag *diag;                  /* where errors go (cg_fail, cg_emit) */
     int sm;                      /* 80, 90 */
     bool failed;
     LLVMContextRef ctx;
@@ -180,7 +180,7 @@ bool cg_affine_coefs(CgCtx *c, const IrValue *ptrs, LLVMValueRef *coef);
 LLVMValueRef cg_affine_step(CgCtx *c, const CgGeom *g, const LLVMValueRef *coef, int from, int to, int elem_bytes);
 
 /* ---- cg_emit.c ---- */
-bool cg_llvm_init(StrBuf *err);
+bool cg_llvm_init(Diag *d, SrcLoc loc);
 bool cg_emit(CgCtx *c, CgResult *res);
 
 #endif

@@ -156,7 +156,7 @@ int  cg_remove_converts(IrFunc *f, CgAxisMap *axis);
 /* Number the ops, collect every buffer (scratch of each op, pipeline stages),
  * place them, and check the architecture's limit (a user error naming the
  * buffers). Fills tc->bufs, buf_of, spans and total. */
-bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, StrBuf *err);
+bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, Diag *d);
 void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out);
 /* GPU IR with the passes' decisions as comments (pipelined loads, SRAM). */
 void cg_print_gpu_ir_tc(StrBuf *out, const IrFunc *f, const CgTcState *tc);

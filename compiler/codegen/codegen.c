@@ -150,61 +150,58 @@ static void dump(const CgOptions *o, CgResult *res, const IrFunc *f, const CgTcS
 
 /* The GPU passes, in order; each can be dumped by name (--dump-after). */
 static bool gpu_passes(IrFunc *f, const Target *t, CgAxisMap *axis, CgTcState *tc, const CgOptions *o, CgResult *res,
-                       StrBuf *err)
+                       Diag *d)
 {
     cg_accelerate_dot(f, t->sm);
     dump(o, res, f, tc, "accelerate-dot");
-    if (!cg_assign_layouts(f, axis, err)) return false;
+    if (!cg_assign_layouts(f, axis, d)) return false;
     dump(o, res, f, tc, "layout-assign");
     cg_remove_converts(f, axis);
     dump(o, res, f, tc, "remove-convert");
     cg_pipeline_plan(f, axis, tc);
     dump(o, res, f, tc, "pipeline");
-    if (!cg_sram_alloc(f, t, tc, err)) return false;
+    if (!cg_sram_alloc(f, t, tc, d)) return false;
     dump(o, res, f, tc, "sram-alloc");
     return true;
 }
 
-bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err)
+bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d)
 {
     CgCtx c;
     memset(&c, 0, sizeof c);
     c.f = f;
     c.opts = opts;
     c.arena = f->arena;
-    c.err = err;
+    c.diag = d;
     if (!opts->target) {
-        sb_puts(err, "internal error: cg_compile: no target\n");
+        diag_report(d, DIAG_INTERNAL, f->loc, "cg_compile: no target");
         return false;
     }
     c.sm = opts->target->sm;
     int W = f->sched.num_warps;
     if (W < 1 || W > 32 || !is_pow2(W)) {
-        sb_printf(err, "error: num_warps must be a power of two between 1 and 32 (got %d)\n", W);
+        diag_report(d, DIAG_USER, f->loc, "num_warps must be a power of two between 1 and 32 (got %d)", W);
         return false;
     }
     res->num_warps = W;
     CgAxisMap *axis = cg_axis_info(f);
     CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
     tc->wgmma = opts->target->wgmma && !opts->no_wgmma;
-    if (!gpu_passes(f, opts->target, axis, tc, opts, res, err)) return false;
+    if (!gpu_passes(f, opts->target, axis, tc, opts, res, d)) return false;
     res->smem_bytes = tc->total;
     if (opts->stage == CG_STAGE_GPU_IR) {
         cg_print_gpu_ir_tc(&res->out, f, tc);
         return true;
     }
-    if (!cg_llvm_init(err)) return false;
+    if (!cg_llvm_init(d, f->loc)) return false;
     c.tc = tc;
     c.axis = axis;
     c.vals = ARENA_ARRAY(f->arena, CgTile, f->next_id + 1);
     c.lazy = ARENA_ARRAY(f->arena, CgLazyOperand, f->next_id + 1);
     c.uses = ir_use_counts(f);
+    int before = d->nerrors;
     bool ok = lower_and_emit(&c, res);
-    if (!ok && ice_message()) {
-        sb_printf(err, "%s\n", ice_message());
-        ice_clear();
-    } else if (!ok && err->len == 0) {
-        sb_puts(err, "internal error: codegen failed without a message\n");
-    }
+    if (!ok && !diag_flush_ice(d) && d->nerrors == before)
+        diag_report(d, DIAG_INTERNAL, f->loc, "codegen failed without a message");
     return ok;
 }

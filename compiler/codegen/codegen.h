@@ -5,6 +5,7 @@
 #define KILN_CODEGEN_H
 
 #include "../ir/ir.h"
+#include "../support/diag.h"
 #include "../support/target.h"
 
 typedef enum CgStage { CG_STAGE_GPU_IR, CG_STAGE_LLVM, CG_STAGE_PTX, CG_STAGE_CUBIN } CgStage;
@@ -25,8 +26,10 @@ typedef struct CgResult {
 } CgResult;
 
 /* Lower one kernel (already through the target-independent passes). Returns
- * false with the reason in `err`: user-facing problems as "error: ...", bugs as
- * "internal error: ...". */
-bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err);
+ * false with the reasons reported to `d` at the kernel's or the op's source
+ * location, each with its kind: DIAG_USER for limits the program exceeds
+ * (num_warps, shared memory, an op the target lacks), DIAG_UNSUPPORTED when
+ * ptxas is missing, DIAG_INTERNAL for bugs. */
+bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d);
 
 #endif

@@ -413,17 +413,17 @@ static void assign_block(LaCtx *c, IrBlock *b)
     for (IrOp *op = b->first; op; op = op->next) assign_op(c, op);
 }
 
-static bool check_op(IrOp *op, StrBuf *err)
+static bool check_op(IrOp *op, Diag *d)
 {
     for (int i = 0; i < op->nres; i++)
         if (is_tile(op->res[i]) && op->res[i]->layout < 0) {
-            sb_printf(err, "internal error: %s:%d: no layout for the result of '%s'\n",
-                      op->loc.file ? op->loc.file : "?", op->loc.line, ir_op_info[op->op].name);
+            diag_report(d, DIAG_INTERNAL, op->loc, "layout-assign: no layout for the result of '%s'",
+                        ir_op_info[op->op].name);
             return false;
         }
     for (int r = 0; r < op->nregions; r++)
         for (IrOp *o = op->regions[r]->first; o; o = o->next)
-            if (!check_op(o, err)) return false;
+            if (!check_op(o, d)) return false;
     return true;
 }
 
@@ -458,7 +458,7 @@ static void dry_run(LaCtx *c)
     assign_block(c, c->f->body);
 }
 
-bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
+bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, Diag *d)
 {
     LaCtx c;
     memset(&c, 0, sizeof c);
@@ -496,6 +496,6 @@ bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
     c.materialize = true;
     assign_block(&c, f->body);
     for (IrOp *op = f->body->first; op; op = op->next)
-        if (!check_op(op, err)) return false;
+        if (!check_op(op, d)) return false;
     return true;
 }

@@ -286,7 +286,7 @@ static void mark_deferred(const IrFunc *f, const IrBlock *b, const int *uses, co
     }
 }
 
-bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, StrBuf *err)
+bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, Diag *d)
 {
     SaCtx s = {f, tc, ir_use_counts(f), 0};
     tc->nids = f->next_id;
@@ -301,17 +301,22 @@ bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, StrBuf *err)
     StrBuf why;
     sb_init(&why);
     if (!cg_sram_check((CgSmemBuf *const *)tc->bufs.data, tc->bufs.len, &why)) {
-        sb_printf(err, "internal error: SRAM allocation of %s: %s\n", f->name, why.data);
+        diag_report(d, DIAG_INTERNAL, f->loc, "SRAM allocation of %s: %s", f->name, why.data);
         sb_free(&why);
         return false;
     }
+    if (tc->total <= t->sram_limit) {
+        sb_free(&why);
+        return true;
+    }
+    /* One error at the kernel: the limit, then each buffer, then the advice. */
+    why.len = 0;
+    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], &why);
+    diag_report(d, DIAG_USER, f->loc,
+                "kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n%s"
+                "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)",
+                f->name, tc->total, t->sm, t->sram_limit, why.data ? why.data : "", f->sched.num_stages);
     sb_free(&why);
-    if (tc->total <= t->sram_limit) return true;
-    sb_printf(err, "error: kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n", f->name,
-              tc->total, t->sm, t->sram_limit);
-    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], err);
-    sb_printf(err, "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)\n",
-              f->sched.num_stages);
     return false;
 }
 

@@ -31,21 +31,23 @@ static void show_line(Diag *d, int line, int col)
     sb_puts(&d->out, "^\n");
 }
 
-static void emit(Diag *d, const char *kind, SrcLoc loc, const char *fmt, va_list ap)
+static void emit(Diag *d, const char *kind, const char *prefix, SrcLoc loc, const char *fmt, va_list ap)
 {
     const char *file = loc.file ? loc.file : d->file;
     if (loc.line > 0)
-        sb_printf(&d->out, "%s:%d:%d: %s: ", file, loc.line, loc.col, kind);
+        sb_printf(&d->out, "%s:%d:%d: %s: %s", file, loc.line, loc.col, kind, prefix);
     else
-        sb_printf(&d->out, "%s: %s: ", file, kind);
+        sb_printf(&d->out, "%s: %s: %s", file, kind, prefix);
     sb_vprintf(&d->out, fmt, ap);
     sb_putc(&d->out, '\n');
     /* Only show the line when it comes from the file whose text we hold. */
     if (!loc.file || !d->file || strcmp(loc.file, d->file) == 0) show_line(d, loc.line, loc.col);
 }
 
-void diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap)
+void diag_vreport(Diag *d, DiagKind kind, SrcLoc loc, const char *fmt, va_list ap)
 {
+    if (kind == DIAG_INTERNAL) d->ninternal++;
+    if (kind == DIAG_UNSUPPORTED) d->nunsupported++;
     if (d->nerrors >= DIAG_MAX_ERRORS) {
         if (!d->truncated) {
             sb_printf(&d->out, "%s: error: too many errors, stopping\n", d->file);
@@ -55,7 +57,17 @@ void diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap)
         return;
     }
     d->nerrors++;
-    emit(d, "error", loc, fmt, ap);
+    emit(d, "error", kind == DIAG_INTERNAL ? "internal error: " : "", loc, fmt, ap);
+}
+
+void diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap) { diag_vreport(d, DIAG_USER, loc, fmt, ap); }
+
+void diag_report(Diag *d, DiagKind kind, SrcLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vreport(d, kind, loc, fmt, ap);
+    va_end(ap);
 }
 
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
@@ -71,7 +83,7 @@ void diag_warning(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     d->nwarnings++;
-    emit(d, "warning", loc, fmt, ap);
+    emit(d, "warning", "", loc, fmt, ap);
     va_end(ap);
 }
 
@@ -81,7 +93,7 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     d->nnotes++;
-    emit(d, "note", loc, fmt, ap);
+    emit(d, "note", "", loc, fmt, ap);
     va_end(ap);
 }
 
@@ -91,6 +103,7 @@ bool diag_flush_ice(Diag *d)
     if (!m) return false;
     sb_printf(&d->out, "%s: error: %s (please report this bug)\n", d->file, m);
     d->nerrors++;
+    d->ninternal++;
     ice_clear();
     return true;
 }

@@ -13,15 +13,15 @@ static char *compile(IrFunc *f, const char *arch, CgStage stage, CgResult *res)
 {
     CgOptions o = {.target = tgt_parse(arch), .stage = stage};
     ck_assert_msg(o.target != NULL, "unknown arch %s", arch);
-    StrBuf err;
-    sb_init(&err);
+    Diag d;
+    diag_init(&d, f->name, NULL);
     memset(res, 0, sizeof *res);
     sb_init(&res->out);
     sb_init(&res->dumps);
     sb_init(&res->stats);
-    bool ok = cg_compile(f, &o, res, &err);
-    ck_assert_msg(ok, "cg_compile(%s, %s) failed:\n%s", f->name, arch, err.data ? err.data : "");
-    sb_free(&err);
+    bool ok = cg_compile(f, &o, res, &d);
+    ck_assert_msg(ok, "cg_compile(%s, %s) failed:\n%s", f->name, arch, d.out.data ? d.out.data : "");
+    diag_free(&d);
     sb_putc(&res->out, 0);
     res->out.len--;
     return res->out.data;
@@ -287,11 +287,12 @@ START_TEST(no_target_is_an_internal_error)
     CgOptions o = {.target = NULL, .stage = CG_STAGE_PTX};
     CgResult r;
     memset(&r, 0, sizeof r);
-    StrBuf err;
-    sb_init(&err);
-    ck_assert(!cg_compile(k.f, &o, &r, &err));
-    ck_assert_ptr_nonnull(strstr(err.data, "internal error: cg_compile: no target"));
-    sb_free(&err);
+    Diag d;
+    diag_init(&d, "k", NULL);
+    ck_assert(!cg_compile(k.f, &o, &r, &d));
+    ck_assert_ptr_nonnull(strstr(d.out.data, "error: internal error: cg_compile: no target"));
+    ck_assert_int_eq(d.ninternal, 1);
+    diag_free(&d);
     free_res(&r);
     arena_free(&k.a);
 }

@@ -38,12 +38,13 @@ static bool run(const char *path, const char *src, const char *pass, const char 
     IrModule *m = ir_parse(&a, &d, path, src);
     bool ok = m && m->nfuncs == 1;
     if (!ok) sb_printf(err, "%s: does not parse:\n%s", path, d.out.data ? d.out.data : "");
-    diag_free(&d);
     memset(res, 0, sizeof *res);
     if (ok) {
         CgOptions o = {.target = tgt_parse(arch), .stage = stage, .dump_after = pass};
-        ok = cg_compile(m->funcs[0], &o, res, err);
+        ok = cg_compile(m->funcs[0], &o, res, &d);
+        if (!ok) sb_puts(err, d.out.data ? d.out.data : "");
     }
+    diag_free(&d);
     arena_free(&a);
     return ok;
 }
@@ -73,7 +74,10 @@ static void check_case(const char *pass, const char *name, StrBuf *fails, int *n
     CgResult r;
     StrBuf err;
     sb_init(&err);
-    bool ok = run(path, src, pass, arch, CG_STAGE_GPU_IR, &r, &err);
+    /* Diagnostics name the file relative to the source root, as the golden shows it. */
+    char rel[512];
+    snprintf(rel, sizeof rel, "tests/codegen/golden/%s/%s.ir", pass, name);
+    bool ok = run(rel, src, pass, arch, CG_STAGE_GPU_IR, &r, &err);
     if (too_large) {
         /* The dump is the error text: the limit, each buffer, the advice. */
         if (ok || !strstr(err.data ? err.data : "", "shared memory")) {
@@ -98,7 +102,7 @@ static void check_case(const char *pass, const char *name, StrBuf *fails, int *n
     free_res(&r);
     sb_free(&err);
     sb_init(&err);
-    if (!too_large && !run(path, src, NULL, arch, CG_STAGE_PTX, &r, &err)) {
+    if (!too_large && !run(rel, src, NULL, arch, CG_STAGE_PTX, &r, &err)) {
         sb_printf(fails, "%s: PTX: %s\n", path, err.data ? err.data : "failed");
         (*nfail)++;
     }

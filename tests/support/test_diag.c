@@ -4,7 +4,8 @@
  * parser and the backend can report through them without the front end.
  * Checks the "file:line:col: error: message" shape, the source line with its
  * caret (tabs kept), notes and warnings, errors from another file (no source
- * line), the DIAG_MAX_ERRORS cut-off and the pending internal error.
+ * line), the DIAG_MAX_ERRORS cut-off, the pending internal error and the
+ * kinds of errors (user, unsupported, internal) the driver maps to a status.
  */
 #include "testutil.h"
 
@@ -75,6 +76,23 @@ START_TEST(internal_error_flushed_once)
     ck_assert_ptr_nonnull(strstr(d.out.data, "(please report this bug)"));
     ck_assert(!diag_flush_ice(&d));
     ck_assert_int_eq(d.nerrors, 1);
+    ck_assert_int_eq(d.ninternal, 1);
+    diag_free(&d);
+}
+END_TEST
+
+START_TEST(kinds_are_counted)
+{
+    Diag d;
+    diag_init(&d, "a.tile", SRC);
+    diag_report(&d, DIAG_INTERNAL, (SrcLoc){"a.tile", 1, 8}, "no layout for %s", "x");
+    diag_report(&d, DIAG_UNSUPPORTED, (SrcLoc){0}, "ptxas not found");
+    diag_report(&d, DIAG_USER, (SrcLoc){0}, "too big");
+    ck_assert_str_eq(d.out.data, "a.tile:1:8: error: internal error: no layout for x\nkernel k() {\n       ^\n"
+                                 "a.tile: error: ptxas not found\na.tile: error: too big\n");
+    ck_assert_int_eq(d.nerrors, 3);
+    ck_assert_int_eq(d.ninternal, 1);
+    ck_assert_int_eq(d.nunsupported, 1);
     diag_free(&d);
 }
 END_TEST
@@ -119,6 +137,7 @@ static Suite *suite(void)
     tcase_add_test(t, other_file_has_no_source_line);
     tcase_add_test(t, too_many_errors);
     tcase_add_test(t, internal_error_flushed_once);
+    tcase_add_test(t, kinds_are_counted);
     tcase_add_test(t, no_lang_include_below_the_front_end);
     suite_add_tcase(s, t);
     return s;
