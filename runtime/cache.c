@@ -10,6 +10,12 @@
  * mix, even with several compilers writing the same key at once. Readers
  * verify everything (magic, key, bounds, checksum) and treat a bad entry as a
  * miss, so the next compile rewrites it.
+ *
+ * The key covers the request (source, kernel, defines, arch, schedule, emit,
+ * hints) and the compiler that serves it: kiln_version() and the build
+ * identity (rt_build_id), which changes whenever the compiler's sources,
+ * lang/lib programs, flags or LLVM change. A rebuilt compiler therefore
+ * misses every entry an older build stored (they stay on disk, unused).
  */
 #include "rt_internal.h"
 
@@ -26,6 +32,11 @@
 #define MAX_PARAMS 4096
 
 /* ---------------- keys ---------------- */
+
+static const char *build_id_override;
+
+const char *rt_build_id(void) { return build_id_override ? build_id_override : rt_build_id_generated; }
+void rt_set_build_id(const char *id) { build_id_override = id; }
 
 static void put_field(RtSha256 *s, const char *tag, const char *val)
 {
@@ -91,9 +102,11 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
      * longer assumed 16-byte aligned (format-1 entries must not be reused);
      * format 3: equals-one hints are part of the key (a format-2 key ignored
      * them, so a NAME==1 compile could have been stored under the generic
-     * key: such entries must not be reused) */
-    put_field(&s, "format", "kiln-cache-3");
+     * key: such entries must not be reused); format 4: the compiler's build
+     * identity is part of the key */
+    put_field(&s, "format", "kiln-cache-4");
     put_field(&s, "version", kiln_version());
+    put_field(&s, "build", rt_build_id());
     put_field(&s, "src", src);
     put_field(&s, "kernel", o->kernel);
     for (int i = 0; i < o->ndefines; i++) {

@@ -234,8 +234,10 @@ KilnStatus kiln_host_launch(KilnKernel *k, const int grid[3], const KilnHostArg 
 /* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
  * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
  * A key is the SHA-256 (hex) of the source text, kernel name, defines (sorted
- * by name), arch, num_warps, num_stages, emit, hints (sorted by name) and
- * kiln_version(). Entries are
+ * by name), arch, num_warps, num_stages, emit, hints (sorted by name),
+ * kiln_version() and the compiler's build identity (a hash of its sources,
+ * flags and LLVM version made at build time: a rebuilt compiler never reuses
+ * an older build's entries). Entries are
  * written to a temporary file in the same directory and rename()d into place,
  * so concurrent compilers never see half an entry; an entry that does not
  * verify (bad magic, wrong key, truncated, checksum) is ignored and rebuilt. */

@@ -62,6 +62,13 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
 KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *data, size_t size, KilnCacheEntry *out);
 /* The file name of an entry in `dir` (malloc'd). */
 char *rt_cache_path(const char *dir, const char *key_hex);
+/* The compiler's build identity, part of every cache key: a SHA-256 (hex) over
+ * its sources, lang/lib programs, flags and LLVM version, generated at build
+ * time (cmake/kiln_build_id.cmake -> kiln_build_id.c). */
+extern const char rt_build_id_generated[];
+const char *rt_build_id(void);
+/* Tests only: pretend to be a build with identity `id` (NULL: the real one). */
+void rt_set_build_id(const char *id);
 
 /* ---- launch-time specialisation (specialize.c) ---- */
 

@@ -1,5 +1,6 @@
 /* test_cache.c — the on-disk kernel cache: keys, entry format, corruption,
- * KILN_CACHE_DISABLE, and concurrent writers (processes and threads) of one key.
+ * KILN_CACHE_DISABLE, concurrent writers (processes and threads) of one key,
+ * and the compiler's build identity in the key.
  * Payloads are fake PTX-like text: the cache never looks inside them. */
 #include "testutil.h"
 
@@ -174,6 +175,50 @@ START_TEST(key_is_stable_and_sensitive)
     ck_assert_int_eq(kiln_cache_key(SRC, &o, k1), KILN_OK);
     ck_assert_str_ne(k0, k1);
     ck_assert_int_eq(kiln_cache_key(NULL, &o, k1), KILN_ERR_USAGE);
+}
+END_TEST
+
+/* A rebuilt compiler (another build identity) misses every entry an older
+ * build stored, whatever the request; the old identity still finds them. */
+START_TEST(rebuilt_compiler_misses_old_entries)
+{
+    /* the generated identity: a SHA-256 in hex, used unless a test overrides it */
+    ck_assert_int_eq(strlen(rt_build_id_generated), 64);
+    ck_assert_str_eq(rt_build_id(), rt_build_id_generated);
+    enum { N = 4 };
+    KilnCompileOptions req[N];
+    KilnDefine d[1] = {{"B", "128"}};
+    KilnParamHint h[1] = {{"n", 16, 0}};
+    for (int i = 0; i < N; i++)
+        req[i] = (KilnCompileOptions){.kernel = "k", .defines = d, .ndefines = 1, .arch = "sm_90a",
+                                      .emit = KILN_EMIT_PTX};
+    req[1].arch = "sm_80";
+    req[2].emit = KILN_EMIT_CUBIN, req[2].num_warps = 8;
+    req[3].hints = h, req[3].nhints = 1;
+    char old_keys[N][65], key[65];
+    KilnCacheEntry got;
+    rt_set_build_id("0.1.0 build A");
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(kiln_cache_key(SRC, &req[i], old_keys[i]), KILN_OK);
+        KilnCacheEntry e = fake_entry(i, 100);
+        ck_assert_int_eq(kiln_cache_store(old_keys[i], &e), KILN_OK);
+        free(e.payload);
+    }
+    rt_set_build_id("0.1.0 build B");
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(kiln_cache_key(SRC, &req[i], key), KILN_OK);
+        for (int j = 0; j < N; j++) ck_assert_str_ne(key, old_keys[j]);
+        ck_assert_int_eq(kiln_cache_lookup(key, &got), KILN_ERR_NOT_FOUND);
+    }
+    rt_set_build_id("0.1.0 build A");
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(kiln_cache_key(SRC, &req[i], key), KILN_OK);
+        ck_assert_str_eq(key, old_keys[i]);
+        ck_assert_int_eq(kiln_cache_lookup(key, &got), KILN_OK);
+        kiln_cache_entry_free(&got);
+    }
+    rt_set_build_id(NULL);
+    ck_assert_str_eq(rt_build_id(), rt_build_id_generated);
 }
 END_TEST
 
@@ -388,6 +433,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, sha256_vectors);
     tcase_add_test(tc, key_is_stable_and_sensitive);
+    tcase_add_test(tc, rebuilt_compiler_misses_old_entries);
     tcase_add_test(tc, store_then_lookup);
     tcase_add_test(tc, corrupt_entries_are_ignored_and_rebuilt);
     tcase_add_test(tc, disable_bypasses);
