@@ -26,6 +26,48 @@ static inline bool pu_have_ptxas(void)
     return found;
 }
 
+/* Cases that need ptxas go into the test case pu_ptxas_tcase makes (tagged
+ * "ptxas") and the file ends with PU_MAIN instead of TU_MAIN. ctest then runs
+ * the executable twice (tests/CMakeLists.txt): <layer>/<name> without the
+ * ptxas cases (CK_EXCLUDE_TAGS=ptxas) and <layer>/<name>/ptxas with only them
+ * (CK_INCLUDE_TAGS=ptxas), which is reported SKIPPED (exit 77) when there is
+ * no ptxas; so a missing ptxas never shows as a pass. A file whose every case
+ * needs ptxas ends with PU_MAIN_PTXAS_ONLY: one ctest entry, skipped as a whole. */
+#define PU_PTXAS_TAG "ptxas"
+
+static inline TCase *pu_ptxas_tcase(Suite *s, int timeout)
+{
+    TCase *tc = tcase_create("ptxas");
+    tcase_set_tags(tc, PU_PTXAS_TAG);
+    if (timeout > 0) tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* Run directly (no tags chosen) on a machine without ptxas, the ptxas cases
+ * are left out with a SKIP line rather than failed. */
+static inline int pu_main(Suite *(*suite_fn)(void), bool ptxas_only)
+{
+    const char *inc = getenv("CK_INCLUDE_TAGS"), *exc = getenv("CK_EXCLUDE_TAGS");
+    bool want_ptxas = ptxas_only || (inc && strstr(inc, PU_PTXAS_TAG));
+    if (!pu_have_ptxas()) {
+        if (want_ptxas) return tu_skip("ptxas not found (install CUDA, put ptxas on PATH or set KILN_PTXAS)");
+        if (!exc) {
+            printf("SKIP: the cases tagged ptxas (ptxas not found)\n");
+            setenv("CK_EXCLUDE_TAGS", PU_PTXAS_TAG, 1);
+        }
+    }
+    SRunner *sr = srunner_create(suite_fn());
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+#define PU_MAIN(suite_fn) \
+    int main(void) { return pu_main(suite_fn, false); }
+#define PU_MAIN_PTXAS_ONLY(suite_fn) \
+    int main(void) { return pu_main(suite_fn, true); }
+
 /* Occurrences of `needle` in the first `n` bytes of `s` (overlapping ones
  * too): for a KilnCompileResult's output with its output_size, which need not
  * be NUL-terminated where it ends. */

@@ -14,7 +14,8 @@
 # run directly, with the environment ctest would give them. Logs go to $OUT
 # when it is set (else BUILD_DIR/gpu-logs): one log per test, nvidia-smi, and
 # summary.txt. Ends with a short table; exit status 0 only if every test passed
-# (a test that prints "SKIP: no GPU (...)" passes, and the table says SKIP).
+# or was skipped (without a GPU a test prints "SKIP: no GPU (...)" and exits 77,
+# which ctest reports as skipped; the table says SKIP).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -63,7 +64,7 @@ if [ $mode = ctest ]; then
     num=$(echo "$line" | grep -oE '#[0-9]+' | head -1 | tr -d '#')
     # ctest -V prefixes each line of a test's output with its number
     [ -n "$num" ] && sed -n "s/^$num: //p" "$logs/ctest.log" >"$logs/$n.log"
-    case $line in *Passed*) result[$n]=PASS ;; *) result[$n]=FAIL ;; esac
+    case $line in *Passed*) result[$n]=PASS ;; *Skipped*) result[$n]=SKIP ;; *) result[$n]=FAIL ;; esac
     secs[$n]=$(echo "$line" | grep -oE '[0-9.]+ sec' | head -1)
   done
 else
@@ -75,7 +76,7 @@ else
     rc=$?
     end=$(date +%s.%N)
     secs[$n]=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f sec", b - a }')
-    if [ $rc -eq 0 ]; then result[$n]=PASS; else result[$n]=FAIL; status=1; fi
+    if [ $rc -eq 0 ]; then result[$n]=PASS; elif [ $rc -eq 77 ]; then result[$n]=SKIP; else result[$n]=FAIL; status=1; fi
   done
 fi
 
@@ -87,7 +88,6 @@ fi
   for t in "${tests[@]}"; do
     n=$(basename "$t")
     r=${result[$n]}
-    if grep -q 'SKIP: no GPU' "$logs/$n.log" 2>/dev/null && [ "$r" = PASS ]; then r=SKIP; fi
     printf '%-34s %-6s %s\n' "${n#gpu_}" "$r" "${secs[$n]:-}"
   done
   skip=$(grep -h -m1 'SKIP: no GPU' "$logs"/gpu_test_*.log 2>/dev/null | head -1)

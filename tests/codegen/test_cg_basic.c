@@ -320,10 +320,6 @@ static void b_matmul(Kb *k, int v)
 
 START_TEST(ptxas_accepts_kernels)
 {
-    if (!pu_have_ptxas()) {
-        fprintf(stderr, "SKIP ptxas_accepts_kernels: ptxas not found (set KILN_PTXAS)\n");
-        return;
-    }
     BuildFn fns[] = {b_vec_add, b_softmax, b_matmul};
     const char *archs[] = {"sm_80", "sm_90a"};
     for (int i = 0; i < 3; i++)
@@ -419,10 +415,6 @@ static void build_misc(Kb *k, int warps)
 
 START_TEST(misc_ops_through_ptxas)
 {
-    if (!pu_have_ptxas()) {
-        fprintf(stderr, "SKIP misc_ops_through_ptxas: ptxas not found (set KILN_PTXAS)\n");
-        return;
-    }
     int warps[] = {1, 4, 8};
     const char *archs[] = {"sm_80", "sm_90a"};
     for (int w = 0; w < 3; w++)
@@ -466,10 +458,11 @@ static Suite *suite(void)
     tcase_add_test(tc, softmax_reduction_lowering);
     tcase_add_test(tc, llvm_stage_marks_kernel);
     tcase_add_test(tc, no_target_is_an_internal_error);
-    tcase_add_test(tc, ptxas_accepts_kernels);
-    tcase_add_test(tc, misc_ops_through_ptxas);
     suite_add_tcase(s, tc);
+    TCase *pt = pu_ptxas_tcase(s, 600);
+    tcase_add_test(pt, ptxas_accepts_kernels);
+    tcase_add_test(pt, misc_ops_through_ptxas);
     return s;
 }
 
-TU_MAIN(suite)
+PU_MAIN(suite)

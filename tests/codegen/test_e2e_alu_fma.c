@@ -88,10 +88,6 @@ END_TEST
 
 START_TEST(f32_fma_accepted_by_ptxas)
 {
-    if (!pu_have_ptxas()) {
-        fprintf(stderr, "SKIP f32_fma_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
-        return;
-    }
     KilnDefine d[] = {{"NEG", "true"}};
     KilnCompileResult r = pu_compile("madd.tile", SRC, "madd_f32", d, 1, "sm_90a", KILN_EMIT_CUBIN);
     ck_assert_int_gt((int)r.output_size, 4);
@@ -129,10 +125,11 @@ static Suite *alu_fma_suite(void)
     tcase_add_test(tc, f32_mul_add_is_fma);
     tcase_add_test(tc, f32_mul_sub_is_fma);
     tcase_add_test(tc, f16_mul_add_keeps_its_rounding);
-    tcase_add_test(tc, f32_fma_accepted_by_ptxas);
     tcase_add_test(tc, attention_scores_use_fma);
     suite_add_tcase(s, tc);
+    TCase *pt = pu_ptxas_tcase(s, 300);
+    tcase_add_test(pt, f32_fma_accepted_by_ptxas);
     return s;
 }
 
-TU_MAIN(alu_fma_suite)
+PU_MAIN(alu_fma_suite)

@@ -61,10 +61,6 @@ END_TEST
 
 START_TEST(assert_accepted_by_ptxas)
 {
-    if (!pu_have_ptxas()) {
-        fprintf(stderr, "SKIP assert_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
-        return;
-    }
     KilnCompileResult r = compile(KILN_EMIT_CUBIN);
     ck_assert_int_gt((int)r.output_size, 4);
     ck_assert_msg(memcmp(r.output, "\177ELF", 4) == 0, "cubin is not ELF");
@@ -79,9 +75,10 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, assert_kept_by_passes);
     tcase_add_test(tc, assert_traps_in_ptx);
-    tcase_add_test(tc, assert_accepted_by_ptxas);
     suite_add_tcase(s, tc);
+    TCase *pt = pu_ptxas_tcase(s, 300);
+    tcase_add_test(pt, assert_accepted_by_ptxas);
     return s;
 }
 
-TU_MAIN(suite)
+PU_MAIN(suite)

@@ -95,10 +95,6 @@ END_TEST
 /* The schedules that used to fail, and the shipped default, through ptxas. */
 START_TEST(block_m128_four_warps_accepted_by_ptxas)
 {
-    if (!pu_have_ptxas()) {
-        fprintf(stderr, "SKIP block_m128_four_warps_accepted_by_ptxas: ptxas not found (set KILN_PTXAS)\n");
-        return;
-    }
     static const Sched cases[] = {
         {128, 64, 4, 2, true, false},   /* select on a pointer */
         {128, 32, 4, 3, false, true},   /* SIGSEGV, pipelined */
@@ -117,9 +113,10 @@ static Suite *schedules_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, schedules_without_hints);
     tcase_add_test(tc, schedules_with_launch_hints);
-    tcase_add_test(tc, block_m128_four_warps_accepted_by_ptxas);
     suite_add_tcase(s, tc);
+    TCase *pt = pu_ptxas_tcase(s, 600);
+    tcase_add_test(pt, block_m128_four_warps_accepted_by_ptxas);
     return s;
 }
 
-TU_MAIN(schedules_suite)
+PU_MAIN(schedules_suite)

@@ -92,7 +92,6 @@ END_TEST
 /* ptxas accepts every head dim's wgmma kernel (bf16 and causal too). */
 START_TEST(ptxas_accepts_wgmma)
 {
-    if (!pu_have_ptxas()) return;
     static const char *const cfg[][5] = {
         {"64", "64", "64", "true", "4"}, {"128", "128", "64", "false", "4"}, {"128", "128", "128", "false", "8"},
         {"256", "64", "32", "true", "4"}, {"96", "64", "64", "false", "4"},
@@ -113,9 +112,10 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, attention_d128_uses_wgmma);
     tcase_add_test(tc, wgmma_only_where_it_applies);
-    tcase_add_test(tc, ptxas_accepts_wgmma);
     suite_add_tcase(s, tc);
+    TCase *pt = pu_ptxas_tcase(s, 300);
+    tcase_add_test(pt, ptxas_accepts_wgmma);
     return s;
 }
 
-TU_MAIN(suite)
+PU_MAIN(suite)

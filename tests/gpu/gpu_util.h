@@ -56,12 +56,15 @@ static inline double gu_worse(double worst, double a, double b)
 }
 
 /* kiln_init: 1 with the device line printed; 0 when there is no GPU ("SKIP:
- * no GPU (...)" printed: the test succeeds); -1 on any other failure. */
+ * no GPU (...)" printed: the caller exits with TU_SKIP, which ctest reports
+ * as skipped); -1 on any other failure. */
 static inline int gu_init(KilnDevice **dev, KilnDeviceInfo *info)
 {
     KilnStatus st = kiln_init(dev, 0);
     if (st == KILN_ERR_NO_DRIVER || st == KILN_ERR_NO_DEVICE) {
-        printf("SKIP: no GPU (%s)\n", kiln_last_error());
+        char why[600];
+        snprintf(why, sizeof why, "no GPU (%s)", kiln_last_error());
+        tu_skip(why);
         return 0;
     }
     if (st != KILN_OK) {
@@ -94,13 +97,16 @@ static inline int gu_run_suite(Suite *s)
     return nf;
 }
 
-/* The main of a GPU suite: open the device (or skip), a fresh cache when
- * cache_tmpl is given, run, print the report (may be NULL), shut down. */
+/* gu_init's answer as main's exit status when there is nothing to run. */
+static inline int gu_exit_without_device(int up) { return up == 0 ? TU_SKIP : EXIT_FAILURE; }
+
+/* The main of a GPU suite: open the device (or skip: exit TU_SKIP), a fresh
+ * cache when cache_tmpl is given, run, print the report (may be NULL), shut down. */
 static inline int gu_main(KilnDevice **dev, KilnDeviceInfo *info, Suite *(*suite)(void), const char *cache_tmpl,
                           void (*report)(void))
 {
     int up = gu_init(dev, info);
-    if (up <= 0) return up == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (up <= 0) return gu_exit_without_device(up);
     if (cache_tmpl) gu_fresh_cache(cache_tmpl);
     int nf = gu_run_suite(suite());
     if (report) report();

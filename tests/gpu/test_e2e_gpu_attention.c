@@ -22,7 +22,7 @@
  * on-disk cache. The on-disk cache is a fresh temporary directory, so the first
  * call of each variant shows the real compile time (first_ms).
  *
- * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
+ * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
  */
 #include "kiln.h"
 #include "tests/gpu/gpu_util.h"
@@ -402,7 +402,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows reach a log even if the run is cut off */
     KilnDeviceInfo info;
     int up = gu_init(&g_dev, &info);
-    if (up <= 0) return up == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (up <= 0) return gu_exit_without_device(up);
     gu_fresh_cache("/tmp/kiln-attn-cache-XXXXXX");   /* first calls really compile */
     if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
     double t_start = gu_now_ms();

@@ -7,7 +7,7 @@
  * the CPU interpreter (compiler/interp, same inputs) and with the float64
  * references of examples/ref.c. One table row per example at the end.
  *
- * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
+ * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
  * Compiles go through kiln_module_compile with the cache in a fresh temporary
  * directory (and a second compile of each example must hit it).
  */

@@ -11,7 +11,7 @@
  *     own KILN_ERR_ARGS message at KILN_HOST_STEP_RUN and writes nothing back;
  *     repeated with 4 GiB OUT buffers it must free them every time (a leak
  *     runs the device out of memory within a few calls).
- * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
+ * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
  */
 #define GPU_UTIL_RUNTIME_ONLY
 #include "tests/gpu/gpu_util.h"

@@ -17,7 +17,7 @@
  * the host too and its mma.sync / ldmatrix / cp.async counts go in the table
  * printed at the end (so a run shows which path each case took).
  *
- * Without a GPU: "SKIP: no GPU (...)" and success.
+ * Without a GPU: "SKIP: no GPU (...)" and exit 77 (ctest: skipped).
  */
 #include "tests/gpu/gpu_util.h"
 #include "tests/ptx_util.h"

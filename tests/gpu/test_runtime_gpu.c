@@ -1,7 +1,7 @@
 /* test_runtime_gpu.c — the runtime on a real GPU, with hand-written CUDA kernels
  * (runtime_kernels.cu, as PTX) so that it does not depend on the Kiln compiler.
  *
- * Without a GPU it prints one line "SKIP: no GPU (<reason>)" and passes.
+ * Without a GPU it prints one line "SKIP: no GPU (<reason>)" and exits 77 (ctest: skipped).
  * Tests run without fork (CUDA does not survive fork after cuInit).
  */
 #include "tests/testutil.h"
