@@ -39,7 +39,8 @@ for t in /tmp/kiln/tests/gpu_test_*; do
   s=$(date +%s)
   ( cd /tmp/kiln/tests && CK_DEFAULT_TIMEOUT=600 timeout "${KILN_TEST_TIMEOUT:-300}" "$t" ) >"$out/suite/$n.log" 2>&1
   rc=$?
-  note "$(printf '%-36s %s  %ss' "$n" "$([ $rc = 0 ] && echo PASS || echo "FAIL($rc)")" $(( $(date +%s) - s )))"
+  case $rc in 0) r=PASS ;; 77) r=SKIP ;; *) r="FAIL($rc)" ;; esac   # 77: the test could not run here
+  note "$(printf '%-36s %s  %ss' "$n" "$r" $(( $(date +%s) - s )))"
 done
 grep -h '^ROW ' "$out"/suite/*.log 2>/dev/null | sed 's/^ROW //' >>"$summary"
 fi
