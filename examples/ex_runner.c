@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/driver.h"
+#include "compiler/driver/driver.h"
 #include "compiler/interp/interp.h"
 #include "examples/run_examples.h"
 

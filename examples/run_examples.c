@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/driver.h"
+#include "compiler/driver/driver.h"
 #include "compiler/interp/interp.h"
 #include "examples/ref.h"
 #include "examples/run_examples.h"

@@ -5,7 +5,7 @@
  * exit. Long messages (compiler diagnostics, JIT logs) are cut at the buffer
  * size with a "[...]" marker.
  */
-#include "kiln.h"
+#include "kiln_runtime.h"
 #include "rt_internal.h"
 
 #include <stdarg.h>

@@ -21,7 +21,7 @@
 #include "tests/testutil.h"
 #include "compiler/support/support.h"
 #include "kiln.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <math.h>
 #include <string.h>

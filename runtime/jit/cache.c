@@ -11,7 +11,7 @@
  * verify everything (magic, key, bounds, checksum) and treat a bad entry as a
  * miss, so the next compile rewrites it.
  */
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

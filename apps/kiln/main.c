@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../driver.h"
-#include "../interp/interp.h"
+#include "compiler/driver/driver.h"
+#include "compiler/interp/interp.h"
 #include "cli.h"
 
 #define EXIT_USER 1
