@@ -38,7 +38,7 @@ static float *rand_f32(size_t n, double scale)
 static uint16_t *rand_f16(size_t n)
 {
     uint16_t *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = interp_f32_to_f16((float)urand());
+    for (size_t i = 0; i < n; i++) p[i] = kiln_f32_to_f16((float)urand());
     return p;
 }
 static float *poisoned_f32(size_t n)

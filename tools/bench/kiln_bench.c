@@ -214,43 +214,6 @@ static float rand_value(uint64_t *s, float scale)
     return (float)k * (scale / (float)(1 << 22));
 }
 
-/* f32 -> f16 bits, round to nearest even (the host side of f16 storage). */
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xFF, m = x & 0x7FFFFFu;
-    if (e == 0xFF) return (uint16_t)(sign | 0x7C00u | (m ? 0x200u : 0));
-    int ee = (int)e - 127 + 15;
-    if (ee >= 31) return (uint16_t)(sign | 0x7C00u);
-    if (ee <= 0) {                                   /* subnormal or zero */
-        if (ee < -10) return (uint16_t)sign;
-        m |= 0x800000u;
-        int shift = 14 - ee;
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)ee << 10) | (m >> 13), rem = m & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;   /* may carry into the exponent: right */
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FFu, x;
-    if (e == 0x1F) x = sign | 0x7F800000u | (m << 13);
-    else if (e) x = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m) x = sign;
-    else {
-        float f = (float)m * (1.0f / 16777216.0f);   /* m * 2^-24 */
-        return sign ? -f : f;
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 /* ---------------------------------------------------------------- the benchmark */
 
 typedef struct Bench {
@@ -295,7 +258,7 @@ static void fill_host(const Bench *b, int set, int which, void *h)
     float scale = b->o->op == OP_VEC_ADD ? 1.0f : 4.0f;
     for (size_t i = 0; i < b->elems; i++) {
         float v = rand_value(&s, scale);
-        if (b->esize == 2) ((uint16_t *)h)[i] = f32_to_f16(v);
+        if (b->esize == 2) ((uint16_t *)h)[i] = kiln_f32_to_f16(v);
         else ((float *)h)[i] = v;
     }
 }
@@ -354,7 +317,7 @@ static void teardown(Bench *b)
 
 static double host_value(const Bench *b, const void *h, size_t i)
 {
-    return b->esize == 2 ? (double)f16_to_f32(((const uint16_t *)h)[i]) : (double)((const float *)h)[i];
+    return b->esize == 2 ? (double)kiln_f16_to_f32(((const uint16_t *)h)[i]) : (double)((const float *)h)[i];
 }
 
 /* vec add: the device result must equal the host's f32 sum bit for bit
