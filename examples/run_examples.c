@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/driver/driver.h"
-#include "compiler/interp/interp.h"
 #include "examples/ref.h"
 #include "examples/run_examples.h"
 

@@ -87,6 +87,33 @@ KILN_API KilnStatus kiln_compile(const char *path, const char *src, const KilnCo
                         KilnCompileResult *result);
 KILN_API void kiln_compile_result_free(KilnCompileResult *result);
 
+/* ---------------- running on the CPU interpreter ---------------- */
+
+/* Compile `src` (the text of `path`, the name diagnostics use) up to Tile IR
+ * with `opts` (kernel, defines, no_opt and hints count; emit, arch, warps and
+ * stages do not) and run the kernel on the CPU interpreter, the reference
+ * semantics of the IR: grid[0] x grid[1] x grid[2] programs (NULL or 0 counts
+ * as 1), one after another. No GPU is needed.
+ *
+ * `args` is the list kiln_host_launch takes, with the same meaning, so one
+ * list runs on either: the kernel's runtime parameters in order, buffers
+ * (kiln_host_buf) for pointer parameters and scalars (kiln_host_scalar) for
+ * the others. IN buffers are read from a copy; OUT buffers start as 0xFF
+ * bytes (NaN for floats) and are copied back when the run succeeds; INOUT
+ * buffers are used in place. Scalars: any integer kind for an integer
+ * parameter, f32 / f64 (or f16 / bf16 bits) for a float one. Every access
+ * must fall inside a buffer.
+ *
+ * Returns KILN_OK with the results in the host buffers; KILN_ERR_COMPILE
+ * (the diagnostics, with source lines and carets, in kiln_last_error());
+ * KILN_ERR_USAGE (a bad list, as kiln_host_args_check; several kernels and
+ * none named); KILN_ERR_ARGS (count or kind of an argument, naming the
+ * parameter); KILN_ERR_KERNEL (the program failed: which program, op and
+ * source line, e.g. an out-of-bounds load). Slow (an interpreter): for
+ * checking results, tests, and machines without a GPU. */
+KILN_API KilnStatus kiln_run_cpu(const char *path, const char *src, const KilnCompileOptions *opts,
+                                 const int grid[3], const KilnHostArg *args, int nargs);
+
 /* ---------------- compiling onto a device ---------------- */
 
 /* Compile a .tile source (text `src`, named `path` in diagnostics) with

@@ -52,6 +52,8 @@ typedef enum KilnStatus {
     KILN_ERR_NOT_FOUND,    /* no such kernel */
     KILN_ERR_UNSUPPORTED,  /* valid request that this build cannot do (e.g. no ptxas) */
     KILN_ERR_INTERNAL,     /* a bug in Kiln */
+    KILN_ERR_KERNEL,       /* the kernel failed while running on the CPU interpreter (an access
+                              outside every buffer, a failed device_assert): message says where */
 } KilnStatus;
 
 KILN_API const char *kiln_status_name(KilnStatus s);

@@ -35,10 +35,9 @@ BELOW = {
     "runtime": {"support", "runtime"},
     "jit": {"support", "ir", "lang", "passes", "interp", "codegen", "driver", "runtime", "jit"},
     "apps": {"support", "ir", "lang", "passes", "interp", "codegen", "driver", "runtime", "jit", "apps"},
-    # Until they move onto the public API (kiln_run_cpu), examples and tools
-    # still run the interpreter through the driver's internal header.
-    "examples": {"examples", "tools", "support", "ir", "interp", "driver"},
-    "tools": {"examples", "tools", "support", "ir", "interp", "driver"},
+    # Examples and tools are what users write: public headers only.
+    "examples": {"examples", "tools"},
+    "tools": {"examples", "tools"},
 }
 PUBLIC = {"runtime/kiln.h", "runtime/kiln_compile.h", "runtime/kiln_runtime.h"}
 # The build's include path, relative to the source dir (CMakeLists.txt).
