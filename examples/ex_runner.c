@@ -45,9 +45,15 @@ static char *read_text(const char *path)
     return buf;
 }
 
-static char *load_source(const ExRunner *r, const char *rel, char *path, size_t n)
+/* The shipped program `rel` ("examples/vec_add.tile"), found by
+ * kiln_data_path: an installed prefix's share/kiln, $KILN_DATA_DIR (--root),
+ * or the source tree. Its path goes to `path` for diagnostics. */
+static char *load_source(const char *rel, char *path, size_t n)
 {
-    snprintf(path, n, "%s/%s", r->root, rel);
+    if (kiln_data_path(rel, path, n) != KILN_OK) {
+        fprintf(stderr, "kiln-examples: %s\n", kiln_last_error());
+        return NULL;
+    }
     char *src = read_text(path);
     if (!src) fprintf(stderr, "kiln-examples: cannot read %s\n", path);
     return src;
@@ -122,7 +128,7 @@ static int run_gpu(ExRunner *r, const ExProgram *p, const char *path, const char
 int ex_run(ExRunner *r, const ExProgram *p, char *where, size_t where_size)
 {
     char path[1024];
-    char *src = load_source(r, p->path, path, sizeof path);
+    char *src = load_source(p->path, path, sizeof path);
     if (!src) return 1;
     int rc;
     if (r->dev) {

@@ -7,6 +7,10 @@
  * program is within its tolerance, 1 otherwise.
  *
  * Usage: kiln-examples [--cpu] [--root DIR]
+ * The programs are found with kiln_data_path: --root DIR (a source tree or
+ * an installed share/kiln; it sets $KILN_DATA_DIR), else share/kiln of the
+ * prefix kiln-examples is installed in, else $KILN_SOURCE_DIR or the source
+ * tree it was built from.
  */
 #include <math.h>
 #include <stdio.h>
@@ -180,10 +184,9 @@ int main(int argc, char **argv)
 {
     ExRunner r;
     memset(&r, 0, sizeof r);
-    r.root = getenv("KILN_SOURCE_DIR") ? getenv("KILN_SOURCE_DIR") : KILN_SOURCE_DIR;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cpu")) r.force_cpu = true;
-        else if (!strcmp(argv[i], "--root") && i + 1 < argc) r.root = argv[++i];
+        else if (!strcmp(argv[i], "--root") && i + 1 < argc) setenv("KILN_DATA_DIR", argv[++i], 1);
         else {
             fprintf(stderr, "usage: kiln-examples [--cpu] [--root DIR]\n");
             return 2;

@@ -214,6 +214,14 @@ KILN_API int kiln_attention_cache_size(const KilnDevice *dev);
 /* The text of an embedded library program ("lang/lib/attention_fwd.tile"), e.g.
  * to compile a variant with hooks through kiln_module_compile; NULL if none. */
 KILN_API const char *kiln_lib_source(const char *path);
+/* The full path of a shipped file: a program ("examples/vec_add.tile") or a
+ * library program ("lib/attention_fwd.tile"; "lang/lib/..." is accepted too)
+ * into buf. Searched, first hit wins: $KILN_DATA_DIR; share/kiln of the
+ * prefix the running library or program is installed in (<dir>/../share/kiln);
+ * $KILN_SOURCE_DIR; the source tree the library was built from.
+ * KILN_ERR_NOT_FOUND (saying where it looked) when none has it (a path
+ * longer than `size` counts as none). */
+KILN_API KilnStatus kiln_data_path(const char *rel, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -177,10 +177,17 @@ static int write_output(const char *path, const char *data, size_t n)
     return 0;
 }
 
+/* `path` as given, else (a relative path that is not there) the shipped
+ * program of that name: `kiln check examples/softmax.tile` works from any
+ * directory with an installed prefix (kiln_data_path). */
 char *kiln_cli_read_source(const char *path)
 {
     char *src = read_file_text(path, NULL);
-    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(errno));
+    int err = errno;
+    char shipped[4096];
+    if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK)
+        src = read_file_text(shipped, NULL);
+    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(err));
     return src;
 }
 
