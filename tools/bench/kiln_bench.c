@@ -5,7 +5,8 @@
  *   kiln-bench softmax --rows 4096 --cols 4096 [--dtype f32|f16] [--block 4096] [--warps 8]
  *
  * It compiles examples/vec_add.tile or examples/softmax.tile (under --root, else
- * $KILN_SOURCE_DIR, else the source tree it was built from), fills the inputs
+ * where kiln_data_path finds it: an installed share/kiln, $KILN_SOURCE_DIR or
+ * the source tree it was built from), fills the inputs
  * with random non-zero values, poisons the outputs, runs the kernel once and
  * checks that run against a host reference (vec add: bit-exact, it is one f32
  * rounding; softmax: max relative error < 1e-5 in f32, < 1e-3 in f16), then warms
@@ -72,7 +73,7 @@ static int usage(void)
             "options: --reps R (100)  --warmup W (10)  --block B (power of two; vec_add 1024,\n"
             "         softmax the next power of two >= C)  --warps W (kernel default / by BLOCK)\n"
             "         --sets S (input sets to rotate; 0 = by --l2-mib)  --l2-mib M (50)\n"
-            "         --root DIR (source tree; else $KILN_SOURCE_DIR)  --seed S\n"
+            "         --root DIR (source tree or share/kiln; else kiln_data_path)  --seed S\n"
             "         --no-queue-ahead (launch straight from the host: times include launch overhead)\n"
             "         --compile-only [--arch sm_90a]  (no GPU needed)\n");
     return 2;
@@ -507,12 +508,12 @@ typedef struct Prog {
 
 static int prog_load(Prog *p, const Opts *o)
 {
-    const char *root = o->root ? o->root : getenv("KILN_SOURCE_DIR");
-#ifdef KILN_SOURCE_DIR
-    if (!root || !*root) root = KILN_SOURCE_DIR;
-#endif
-    if (!root || !*root) root = ".";
-    snprintf(p->path, sizeof p->path, "%s/examples/%s.tile", root, o->op == OP_VEC_ADD ? "vec_add" : "softmax");
+    const char *rel = o->op == OP_VEC_ADD ? "examples/vec_add.tile" : "examples/softmax.tile";
+    if (o->root) snprintf(p->path, sizeof p->path, "%s/%s", o->root, rel);
+    else if (kiln_data_path(rel, p->path, sizeof p->path) != KILN_OK) {
+        fprintf(stderr, "kiln-bench: %s (give the source tree with --root)\n", kiln_last_error());
+        return -1;
+    }
     p->src = slurp(p->path);
     if (!p->src) {
         fprintf(stderr, "kiln-bench: cannot read %s: %s (give the source tree with --root)\n", p->path,
