@@ -10,8 +10,11 @@
 # `kiln check` on a shipped program by its short name and the installed
 # `kiln-examples --cpu`. Exit 0 when all of it works.
 #
-# Usage: run.sh BUILD_DIR SOURCE_DIR
+# Usage: run.sh BUILD_DIR SOURCE_DIR [EXTRA_CFLAGS]
+# EXTRA_CFLAGS: what a sanitizer build's libkiln.so needs in its programs too
+# (-fsanitize=...: the sanitizer runtime must come first).
 set -euo pipefail
+extra=${3:-}
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 prefix=$(mktemp -d /tmp/kiln-install.XXXXXX)
@@ -32,13 +35,13 @@ n=$(ls "$prefix/include/kiln" | wc -l)
 cd "$work"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 [ "$(pkg-config --modversion kiln)" = "$(sed -n 's/^Version: //p' "$prefix/lib/pkgconfig/kiln.pc")" ]
-cc -std=c17 -Wall -Wextra -Werror "$src/tests/install/consumer.c" -o consumer $(pkg-config --cflags --libs kiln)
+cc -std=c17 -Wall -Wextra -Werror $extra "$src/tests/install/consumer.c" -o consumer $(pkg-config --cflags --libs kiln)
 LD_LIBRARY_PATH="$prefix/lib" ./consumer "$prefix/share/kiln"
 # The program really runs on the installed shared library.
 LD_LIBRARY_PATH="$prefix/lib" ldd ./consumer | grep -q "$prefix/lib/libkiln.so" ||
   { echo "install: consumer does not load $prefix/lib/libkiln.so"; exit 1; }
 
-cmake -S "$src/tests/install" -B cmk -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S "$src/tests/install" -B cmk -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$extra" >/dev/null
 cmake --build cmk >/dev/null
 LD_LIBRARY_PATH="$prefix/lib" ./cmk/consumer "$prefix/share/kiln" >/dev/null
 
