@@ -4,7 +4,7 @@
 The library is built with -fvisibility=hidden and LLVM's archives linked with
 --exclude-libs: the dynamic symbols it defines must be exactly the functions
 the public headers declare with KILN_API (runtime/kiln_runtime.h,
-runtime/kiln_compile.h). A missing one means a public function lost its
+runtime/kiln_compile.h), and every function they declare carries KILN_API. A missing one means a public function lost its
 KILN_API; an extra one means an internal name (a compiler or runtime
 internal, an LLVM symbol) leaks to programs linking the library.
 
@@ -23,6 +23,16 @@ def declared(headers):
         for m in re.finditer(r"\bKILN_API\b[^;{]*?\b(kiln_\w+)\s*\(", text):
             names.add(m.group(1))
     return names
+
+
+def unmarked(headers):
+    """Function declarations of the headers that lack KILN_API (hidden by mistake)."""
+    bad = []
+    for h in headers:
+        for lineno, line in enumerate(open(h, encoding="utf-8"), 1):
+            if re.match(r"^(?!static\b|typedef\b|KILN_API\b|#)[A-Za-z_][\w\s\*]*\bkiln_\w+\s*\(", line):
+                bad.append(f"{h}:{lineno}: public function without KILN_API: {line.strip()}")
+    return bad
 
 
 def exported(nm, lib):
@@ -44,6 +54,9 @@ def main():
     want = declared(sys.argv[3:])
     have = exported(sys.argv[1], sys.argv[2])
     missing, extra = sorted(want - have), sorted(have - want)
+    bare = unmarked(sys.argv[3:])
+    for b in bare:
+        print(b)
     for n in missing:
         print(f"declared KILN_API but not exported: {n}")
     for n in extra[:50]:
@@ -52,7 +65,7 @@ def main():
         print(f"... and {len(extra) - 50} more")
     print(f"check_exports: {len(want)} public functions, {len(have)} exported, "
           f"{len(missing)} missing, {len(extra)} extra")
-    return 1 if missing or extra or not want else 0
+    return 1 if missing or extra or bare or not want else 0
 
 
 if __name__ == "__main__":
