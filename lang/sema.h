@@ -141,8 +141,11 @@ double cv_as_double(const Val *v);
 bool   cv_truthy(const Val *v);
 Val    cv_binary(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc);
 Val    cv_unary(Sema *s, AstOp op, const Val *a, SrcLoc loc);
-Val    cv_math(Sema *s, const char *fname, const Val *a, SrcLoc loc);
-int64_t cv_wrap(IrElem e, int64_t v);
+Val    cv_minmax(Sema *s, IrOpcode op, const Val *a, const Val *b, SrcLoc loc); /* IR_MIN, IR_MAX */
+Val    cv_math(Sema *s, IrOpcode op, const Val *a, SrcLoc loc);   /* exp, sqrt, ... */
+/* The IR op of a binary operator (IR_CMP for comparisons) and its predicate. */
+IrOpcode sema_arith_opcode(AstOp op);
+IrCmp    sema_cmp_kind(AstOp op);
 
 /* ---- lower_expr.c ---- */
 Val    sema_expr(Sema *s, const AstExpr *e);
