@@ -343,6 +343,22 @@ static Val call(Sema *s, const AstExpr *e)
     return val_err();
 }
 
+/* `a + b - c ...`: the left spine in a loop (ast_binary_spine), so a flat
+ * chain of any length needs no recursion; operands left to right. */
+static Val binary_chain(Sema *s, const AstExpr *e)
+{
+    const AstExpr *small[32], **spine = small;
+    int n = ast_binary_spine(e, NULL, 0);
+    if (n > 32) spine = ARENA_ARRAY(s->arena, const AstExpr *, n);
+    ast_binary_spine(e, spine, n);
+    Val acc = sema_expr(s, spine[0]->lhs);
+    for (int i = 0; i < n; i++) {
+        Val b = sema_expr(s, spine[i]->rhs);
+        acc = sema_binary(s, spine[i]->op, acc, b, spine[i]->loc);
+    }
+    return acc;
+}
+
 Val sema_expr(Sema *s, const AstExpr *e)
 {
     switch (e->kind) {
@@ -354,11 +370,7 @@ Val sema_expr(Sema *s, const AstExpr *e)
     case AST_SLICE: return val_kind(V_SLICE, e->loc);
     case AST_NAME: return name_value(s, e);
     case AST_UNARY: return unary(s, e);
-    case AST_BINARY: {
-        Val a = sema_expr(s, e->lhs);
-        Val b = sema_expr(s, e->rhs);
-        return sema_binary(s, e->op, a, b, e->loc);
-    }
+    case AST_BINARY: return binary_chain(s, e);
     case AST_TERNARY: return ternary(s, e);
     case AST_CALL: return call(s, e);
     case AST_INDEX: return index_expr(s, e);
