@@ -15,8 +15,8 @@
  * IR would trap on or clamp: division by zero and shift amounts outside
  * [0, width) are errors here.
  * Example: `const N: i32 = 100; N / 8 * 8` folds to i32 96; `1 << 40` to an
- * untyped i64; `0.1.to(f16) * 3.0` to the f16 nearest 0.2998046875 * ... as
- * f16 arithmetic gives it.
+ * untyped i64; `0.1.to(f16) * 3.0` to f16 0.2998046875 (0.0999755859375 * 3
+ * = 0.2999267578125 is a tie between two f16 values: to even), as a run gives.
  */
 #include "sema.h"
 #include "compiler/ir/eval.h"

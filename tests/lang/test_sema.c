@@ -138,6 +138,12 @@ START_TEST(test_fold_direct)
     Val zero = cv_untyped_int(0, l);
     ck_assert_int_eq(cv_binary(&s, OP_DIV, &one, &zero, l).kind, V_ERR);
     ck_assert_ptr_nonnull(strstr(diag.out.data, "division by zero"));
+    /* typed constants round per op, as a run does (a tie: to even) */
+    Val tenth = cv_convert((Val[]){cv_float(0.1, IR_F32, true, l)}, IR_F16);
+    Val three = cv_float(3.0, IR_F32, true, l);
+    ck_assert(tenth.f == 0.0999755859375);
+    ck_assert(cv_binary(&s, OP_MUL, &tenth, &three, l).f == 0.2998046875);
+    ck_assert_int_eq(cv_convert((Val[]){cv_float(300.7, IR_F32, true, l)}, IR_U8).i, 255); /* saturates */
     Val e = cv_math(&s, IR_EXP2, &x, l); /* untyped: in f64 */
     ck_assert(fabs(e.f - exp2(2.75)) < 1e-12);
 }
