@@ -1,10 +1,9 @@
-/* ex_runner.c — runs an ExProgram on the GPU (runtime API) or the interpreter. */
+/* ex_runner.c — runs an ExProgram on the GPU (kiln_host_launch) or on the CPU
+ * interpreter (kiln_run_cpu), with one argument list: public API only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/driver.h"
-#include "compiler/interp/interp.h"
 #include "examples/run_examples.h"
 
 void ex_runner_init(ExRunner *r)
@@ -28,10 +27,34 @@ void ex_runner_free(ExRunner *r)
     r->dev = NULL;
 }
 
-static char *load_source(const ExRunner *r, const char *rel, char *path, size_t n)
+/* The whole file, NUL-terminated (malloc'd), or NULL. */
+static char *read_text(const char *path)
 {
-    snprintf(path, n, "%s/%s", r->root, rel);
-    char *src = read_file_text(path, NULL);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, f) == (size_t)n) buf[n] = 0;
+        else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* The shipped program `rel` ("examples/vec_add.tile"), found by
+ * kiln_data_path: an installed prefix's share/kiln, $KILN_DATA_DIR (--root),
+ * or the source tree. Its path goes to `path` for diagnostics. */
+static char *load_source(const char *rel, char *path, size_t n)
+{
+    if (kiln_data_path(rel, path, n) != KILN_OK) {
+        fprintf(stderr, "kiln-examples: %s\n", kiln_last_error());
+        return NULL;
+    }
+    char *src = read_text(path);
     if (!src) fprintf(stderr, "kiln-examples: cannot read %s\n", path);
     return src;
 }
@@ -48,52 +71,6 @@ static void fill_options(const ExProgram *p, KilnCompileOptions *o, KilnDefine *
     o->ndefines = p->ndefines;
 }
 
-static int run_cpu(const ExRunner *r, const ExProgram *p, const char *path, const char *src)
-{
-    KilnCompileOptions o;
-    KilnDefine defs[16];
-    fill_options(p, &o, defs);
-    o.emit = KILN_EMIT_IR;
-    Arena arena;
-    arena_init(&arena);
-    Diag d;
-    diag_init(&d, path, src);
-    StrBuf out, dumps, err;
-    sb_init(&out);
-    sb_init(&dumps);
-    sb_init(&err);
-    IrModule *m = NULL;
-    int rc = 1;
-    if (kiln_compile_ir(&arena, &d, src, &o, &m, &out, &dumps) != KILN_OK || !m || m->nfuncs != 1) {
-        fprintf(stderr, "%s", d.out.data ? d.out.data : "kiln-examples: compile failed\n");
-    } else {
-        InterpArg args[64];
-        InterpBuffer bufs[64];
-        int nb = 0;
-        for (int i = 0; i < p->nargs && i < 64; i++) {
-            const ExArg *a = &p->args[i];
-            memset(&args[i], 0, sizeof args[i]);
-            if (a->kind == EX_BUF) {
-                args[i].ptr = a->p;
-                bufs[nb++] = (InterpBuffer){a->p, a->bytes, a->name};
-            } else {
-                args[i].i = a->i;
-                args[i].f = a->kind == EX_F32 ? a->f : (double)a->i;
-            }
-        }
-        InterpOptions io = {.grid = {p->grid[0], p->grid[1], p->grid[2]}, .buffers = bufs, .nbuffers = nb};
-        rc = interp_run(m->funcs[0], args, p->nargs, &io, &err);
-        if (rc) fprintf(stderr, "%s: %s\n", path, err.data ? err.data : "interpreter failed");
-    }
-    (void)r;
-    sb_free(&out);
-    sb_free(&dumps);
-    sb_free(&err);
-    diag_free(&d);
-    arena_free(&arena);
-    return rc ? 1 : 0;
-}
-
 /* Inputs go in; outputs go both ways: they arrive poisoned from the host, so
  * unwritten elements stay NaN. */
 static KilnHostArg to_host_arg(const ExArg *a)
@@ -104,6 +81,25 @@ static KilnHostArg to_host_arg(const ExArg *a)
     case EX_F32: return kiln_host_scalar(kiln_arg_f32((float)a->f));
     default: return kiln_host_scalar(kiln_arg_i32((int32_t)a->i));
     }
+}
+
+/* The same argument list as on the GPU, run by the interpreter (kiln_run_cpu). */
+static int run_cpu(const ExProgram *p, const char *path, const char *src)
+{
+    KilnCompileOptions o;
+    KilnDefine defs[16];
+    fill_options(p, &o, defs);
+    KilnHostArg *args = calloc((size_t)p->nargs + 1, sizeof *args);
+    int rc = 1;
+    if (!args) {
+        fprintf(stderr, "kiln-examples: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < p->nargs; i++) args[i] = to_host_arg(&p->args[i]);
+    if (kiln_run_cpu(path, src, &o, p->grid, args, p->nargs) == KILN_OK) rc = 0;
+    else fprintf(stderr, "%s\n", kiln_last_error());
+    free(args);
+    return rc;
 }
 
 static int run_gpu(ExRunner *r, const ExProgram *p, const char *path, const char *src)
@@ -132,14 +128,14 @@ static int run_gpu(ExRunner *r, const ExProgram *p, const char *path, const char
 int ex_run(ExRunner *r, const ExProgram *p, char *where, size_t where_size)
 {
     char path[1024];
-    char *src = load_source(r, p->path, path, sizeof path);
+    char *src = load_source(p->path, path, sizeof path);
     if (!src) return 1;
     int rc;
     if (r->dev) {
         rc = run_gpu(r, p, path, src);
         snprintf(where, where_size, "on the GPU");
     } else {
-        rc = run_cpu(r, p, path, src);
+        rc = run_cpu(p, path, src);
         snprintf(where, where_size, "on the CPU interpreter");
     }
     free(src);

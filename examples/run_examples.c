@@ -7,14 +7,16 @@
  * program is within its tolerance, 1 otherwise.
  *
  * Usage: kiln-examples [--cpu] [--root DIR]
+ * The programs are found with kiln_data_path: --root DIR (a source tree or
+ * an installed share/kiln; it sets $KILN_DATA_DIR), else share/kiln of the
+ * prefix kiln-examples is installed in, else $KILN_SOURCE_DIR or the source
+ * tree it was built from.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/driver.h"
-#include "compiler/interp/interp.h"
 #include "examples/ref.h"
 #include "examples/run_examples.h"
 
@@ -38,7 +40,7 @@ static float *rand_f32(size_t n, double scale)
 static uint16_t *rand_f16(size_t n)
 {
     uint16_t *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = interp_f32_to_f16((float)urand());
+    for (size_t i = 0; i < n; i++) p[i] = kiln_f32_to_f16((float)urand());
     return p;
 }
 static float *poisoned_f32(size_t n)
@@ -182,10 +184,9 @@ int main(int argc, char **argv)
 {
     ExRunner r;
     memset(&r, 0, sizeof r);
-    r.root = getenv("KILN_SOURCE_DIR") ? getenv("KILN_SOURCE_DIR") : KILN_SOURCE_DIR;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cpu")) r.force_cpu = true;
-        else if (!strcmp(argv[i], "--root") && i + 1 < argc) r.root = argv[++i];
+        else if (!strcmp(argv[i], "--root") && i + 1 < argc) setenv("KILN_DATA_DIR", argv[++i], 1);
         else {
             fprintf(stderr, "usage: kiln-examples [--cpu] [--root DIR]\n");
             return 2;

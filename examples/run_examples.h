@@ -25,7 +25,7 @@ typedef struct ExArg {
 typedef struct ExDefine { const char *name, *value; } ExDefine;
 
 typedef struct ExProgram {
-    const char *path;           /* relative to the source root */
+    const char *path;           /* a shipped program, as kiln_data_path names it */
     const char *kernel;
     const ExDefine *defines;
     int ndefines;
@@ -35,7 +35,6 @@ typedef struct ExProgram {
 } ExProgram;
 
 typedef struct ExRunner {
-    const char *root;
     bool force_cpu;
     KilnDevice *dev;            /* NULL: the CPU interpreter */
     char device_name[300];

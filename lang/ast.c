@@ -63,6 +63,11 @@ static void too_deep(ParseCtx *p, SrcLoc loc)
 static AstExpr *seal_expr(ParseCtx *p, AstExpr *e)
 {
     int h = imax(height(e->lhs), imax(height(e->rhs), height(e->cond)));
+    /* A left-associative chain `a + b + c + ...` is one level, not one per
+     * operator: its left spine adds no height (every walker goes down a
+     * binary's left spine in a loop, not by recursion). */
+    if (e->kind == AST_BINARY && e->lhs && e->lhs->kind == AST_BINARY)
+        h = imax(height(e->lhs) - 1, height(e->rhs));
     for (int i = 0; i < e->nargs; i++) h = imax(h, height(e->args[i].value));
     if (h + 1 > AST_MAX_DEPTH) {
         too_deep(p, e->loc);
@@ -147,6 +152,8 @@ AstStmt *ast_seal_stmt(ParseCtx *p, AstStmt *s)
     int h = imax(imax(height(s->value), height(s->lo)), imax(height(s->hi), height(s->step)));
     h = imax(h, imax(height(s->body), height(s->else_body)));
     for (int i = 0; i < s->nstmts; i++) h = imax(h, height(s->stmts[i]));
+    /* A block is no level of its own: `for ... { if ... { } }` is two deep. */
+    if (s->kind == AST_BLOCK && h > 0) h--;
     if (h + 1 > AST_MAX_DEPTH) {
         too_deep(p, s->loc);
         return ast_new_stmt(p, AST_BLOCK, s->loc);
@@ -163,6 +170,16 @@ AstStmt *ast_new_block(ParseCtx *p, PtrVec *stmts, SrcLoc loc)
     for (int i = 0; i < n; i++) s->stmts[i] = stmts->data[i];
     s->nstmts = n;
     return ast_seal_stmt(p, s);
+}
+
+int ast_binary_spine(const AstExpr *e, const AstExpr **out, int max)
+{
+    int n = 0;
+    for (const AstExpr *x = e; x && x->kind == AST_BINARY; x = x->lhs) n++;
+    int i = n;
+    for (const AstExpr *x = e; out && x && x->kind == AST_BINARY; x = x->lhs)
+        if (--i < max) out[i] = x;
+    return n;
 }
 
 /* ---------------------------------------------------------------- operators */
@@ -272,13 +289,24 @@ static void print_expr(StrBuf *out, const AstExpr *e)
         print_expr(out, e->lhs);
         sb_putc(out, ')');
         break;
-    case AST_BINARY:
-        sb_printf(out, "(%s ", ast_op_text(e->op));
-        print_expr(out, e->lhs);
-        sb_putc(out, ' ');
-        print_expr(out, e->rhs);
-        sb_putc(out, ')');
+    case AST_BINARY: { /* (op lhs rhs), the left spine in a loop */
+        int n = ast_binary_spine(e, NULL, 0);
+        const AstExpr **spine = malloc(sizeof *spine * (size_t)n);
+        if (!spine) {
+            sb_puts(out, "<out of memory>");
+            break;
+        }
+        ast_binary_spine(e, spine, n);
+        for (int i = n - 1; i >= 0; i--) sb_printf(out, "(%s ", ast_op_text(spine[i]->op));
+        print_expr(out, spine[0]->lhs);
+        for (int i = 0; i < n; i++) {
+            sb_putc(out, ' ');
+            print_expr(out, spine[i]->rhs);
+            sb_putc(out, ')');
+        }
+        free(spine);
         break;
+    }
     case AST_TERNARY:
         sb_puts(out, "(? ");
         print_expr(out, e->cond);

@@ -41,6 +41,11 @@ typedef enum AstOp {
 } AstOp;
 
 const char *ast_op_text(AstOp op);   /* "+", "<<", "&&", ... */
+/* The left spine of a binary chain `a + b - c`: the number of AST_BINARY
+ * nodes down e->lhs, e->lhs->lhs, ...; with `out`, stores them innermost
+ * first (out[0]->lhs is the chain's first operand, out[n-1] == e). Walkers
+ * loop over it: a chain of any length is one level of nesting. */
+int ast_binary_spine(const AstExpr *e, const AstExpr **out, int max);
 
 /* One argument of a call: positional (name == NULL) or keyword (name = value). */
 typedef struct AstArg {

@@ -140,8 +140,7 @@ static Val b_math(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
     if (!sema_want_value(s, x)) return val_err();
     IrType t = sema_val_type(x);
     if (x->kind == V_CONST && x->untyped && !ir_elem_is_float((IrElem)t.elem)) {
-        *x = cv_convert(x, IR_F32);   /* a literal adopts the float type: sqrt(2) */
-        x->untyped = true;
+        *x = cv_float(cv_as_double(x), IR_F32, true, x->loc);   /* a literal adopts the float type: sqrt(2) */
         t = x->type;
     }
     if (!ir_elem_is_float((IrElem)t.elem)) {
@@ -149,7 +148,7 @@ static Val b_math(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
                    bi->name, sema_type_str(s, t));
         return val_err();
     }
-    if (x->kind == V_CONST) return cv_math(s, bi->name, x, call->loc);
+    if (x->kind == V_CONST) return cv_math(s, (IrOpcode)bi->code, x, call->loc);
     return val_rt(sema_emit(s, call->loc, (IrOpcode)bi->code, t, 1, &x->v), call->loc);
 }
 

@@ -3,28 +3,26 @@
  * What: arithmetic, comparison, logic and math on V_CONST values (literals,
  * const parameters, file-level consts), with the same promotion rules as the
  * runtime lowering (sema_promote), so `BLOCK_M / 2` and `D % 16 == 0` fold.
- * Invariants: an int constant's `i` is always wrapped to its type's width
- * (sign-extended for signed types, zero-extended for unsigned, 0/1 for i1);
- * an untyped int result is retyped i32 when it fits, else i64; a float
- * constant keeps a double in `f` (rounding to f16/bf16 happens at run time).
+ * Invariants: the numbers are compiler/ir/eval.c's (ir_eval_binary & co.),
+ * the IR's one definition that fold and the interpreter share, so a typed
+ * constant folds bit for bit to what a run computes. An int constant's `i`
+ * is always wrapped to its type's width (sign-extended for signed types,
+ * zero-extended for unsigned, 0/1 for i1); an untyped int is computed in i64
+ * and retyped i32 when it fits, else i64. A typed float constant holds a
+ * value of its type (f32 ops compute in float and round, as at run time); an
+ * untyped float (a literal, or arithmetic on literals only) is computed in
+ * f64 and rounded once, where it meets a type. The language rejects what the
+ * IR would trap on or clamp: division by zero and shift amounts outside
+ * [0, width) are errors here.
  * Example: `const N: i32 = 100; N / 8 * 8` folds to i32 96; `1 << 40` to an
- * untyped i64.
+ * untyped i64; `0.1.to(f16) * 3.0` to f16 0.2998046875 (0.0999755859375 * 3
+ * = 0.2999267578125 is a tie between two f16 values: to even), as a run gives.
  */
 #include "sema.h"
+#include "compiler/ir/eval.h"
 
 #include <math.h>
 #include <string.h>
-
-int64_t cv_wrap(IrElem e, int64_t v)
-{
-    int bits = ir_elem_bits(e);
-    if (e == IR_I1) return v != 0;
-    if (bits >= 64 || bits <= 0) return v;
-    uint64_t mask = ((uint64_t)1 << bits) - 1;
-    uint64_t u = (uint64_t)v & mask;
-    if (ir_elem_is_signed(e) && (u >> (bits - 1)) & 1) u |= ~mask;
-    return (int64_t)u;
-}
 
 Val cv_int(int64_t i, IrElem e, SrcLoc loc)
 {
@@ -32,7 +30,7 @@ Val cv_int(int64_t i, IrElem e, SrcLoc loc)
     memset(&v, 0, sizeof v);
     v.kind = V_CONST;
     v.type = ir_type_scalar(e);
-    v.i = cv_wrap(e, i);
+    v.i = e == IR_I1 ? i != 0 : ir_eval_wrap(e, (uint64_t)i);
     v.f = (double)v.i;
     v.loc = loc;
     return v;
@@ -51,7 +49,7 @@ Val cv_float(double f, IrElem e, bool untyped, SrcLoc loc)
     memset(&v, 0, sizeof v);
     v.kind = V_CONST;
     v.type = ir_type_scalar(e);
-    v.f = f;
+    v.f = untyped ? f : ir_eval_round(e, f);
     v.untyped = untyped;
     v.loc = loc;
     return v;
@@ -75,17 +73,31 @@ double cv_as_double(const Val *v)
 
 bool cv_truthy(const Val *v) { return is_float_c(v) ? v->f != 0.0 : v->i != 0; }
 
+/* The type a constant is evaluated in: untyped floats in f64, untyped ints
+ * in i64 (their retyping by value happens on the result). */
+static IrElem eval_elem(const Val *v)
+{
+    if (!v->untyped) return (IrElem)v->type.elem;
+    return is_float_c(v) ? IR_F64 : ir_elem_is_int((IrElem)v->type.elem) && v->type.elem != IR_I1 ? IR_I64
+                                                                                                    : (IrElem)v->type.elem;
+}
+
+static IrScalar scalar_of(const Val *v)
+{
+    IrScalar x;
+    if (is_float_c(v)) x.f = v->f;
+    else x.i = v->i;
+    return x;
+}
+
+/* v's value converted to element type e with the IR's cast. */
+static IrScalar convert_to(const Val *v, IrElem e) { return ir_eval_cast(eval_elem(v), e, scalar_of(v)); }
+
 Val cv_convert(const Val *v, IrElem e)
 {
-    if (ir_elem_is_float(e)) return cv_float(cv_as_double(v), e, false, v->loc);
-    if (e == IR_I1) return cv_bool(cv_truthy(v), v->loc);
-    if (is_float_c(v)) {
-        double d = v->f;
-        /* float -> int truncates; out-of-range and NaN saturate like C-on-GPU (cvt.rzi.sat) */
-        int64_t i = isnan(d) ? 0 : d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : (int64_t)d;
-        return cv_int(i, e, v->loc);
-    }
-    return cv_int(v->i, e, v->loc);
+    IrScalar r = convert_to(v, e);
+    if (ir_elem_is_float(e)) return cv_float(r.f, e, false, v->loc);
+    return cv_int(r.i, e, v->loc);
 }
 
 /* Retype an int result: untyped -> i32/i64 by value, typed -> wrapped. */
@@ -95,71 +107,81 @@ static Val int_result(int64_t r, IrElem e, bool untyped, SrcLoc loc)
     return cv_int(r, e, loc);
 }
 
-static bool fold_int(Sema *s, AstOp op, IrElem e, int64_t x, int64_t y, int64_t *r, SrcLoc loc)
+IrOpcode sema_arith_opcode(AstOp op)
 {
-    uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
-    bool uns = !ir_elem_is_signed(e);
     switch (op) {
-    case OP_ADD: *r = (int64_t)(ux + uy); return true;
-    case OP_SUB: *r = (int64_t)(ux - uy); return true;
-    case OP_MUL: *r = (int64_t)(ux * uy); return true;
-    case OP_DIV: case OP_MOD:
-        if (y == 0) {
-            diag_error(s->diag, loc, "division by zero in a constant expression");
-            return false;
-        }
-        if (uns && e == IR_U64) *r = (int64_t)(op == OP_DIV ? ux / uy : ux % uy);
-        else if (x == INT64_MIN && y == -1) *r = op == OP_DIV ? INT64_MIN : 0;
-        else *r = op == OP_DIV ? x / y : x % y;
-        return true;
-    case OP_SHL: case OP_SHR: {
-        int bits = ir_elem_bits(e);
-        if (y < 0 || y >= bits) {
-            diag_error(s->diag, loc, "shift amount %lld is out of range for %s",
-                       (long long)y, ir_elem_name(e));
-            return false;
-        }
-        if (op == OP_SHL) *r = (int64_t)(ux << y);
-        else if (uns) *r = (int64_t)((ux & (bits == 64 ? ~0ull : ((1ull << bits) - 1))) >> y);
-        else *r = x >> y;
-        return true;
-    }
-    case OP_BITAND: *r = x & y; return true;
-    case OP_BITOR: *r = x | y; return true;
-    case OP_BITXOR: *r = x ^ y; return true;
-    default: return false;
+    case OP_ADD: return IR_ADD;
+    case OP_SUB: return IR_SUB;
+    case OP_MUL: return IR_MUL;
+    case OP_DIV: return IR_DIV;
+    case OP_MOD: return IR_REM;
+    case OP_SHL: return IR_SHL;
+    case OP_SHR: return IR_SHR;
+    case OP_BITAND: case OP_LAND: return IR_AND;
+    case OP_BITOR: case OP_LOR: return IR_OR;
+    case OP_BITXOR: return IR_XOR;
+    default: return IR_CMP;
     }
 }
 
-static bool fold_cmp(AstOp op, double x, double y, int64_t ix, int64_t iy, bool is_float)
+IrCmp sema_cmp_kind(AstOp op)
 {
-    int c = is_float ? (x < y ? -1 : x > y ? 1 : x == y ? 0 : 2)
-                     : (ix < iy ? -1 : ix > iy ? 1 : 0);
     switch (op) {
-    case OP_LT: return c == -1;
-    case OP_LE: return c == -1 || c == 0;
-    case OP_GT: return c == 1;
-    case OP_GE: return c == 1 || c == 0;
-    case OP_EQ: return c == 0;
-    default: return c != 0;   /* OP_NE (unordered compares unequal) */
+    case OP_LT: return IR_CMP_LT;
+    case OP_LE: return IR_CMP_LE;
+    case OP_GT: return IR_CMP_GT;
+    case OP_GE: return IR_CMP_GE;
+    case OP_EQ: return IR_CMP_EQ;
+    default: return IR_CMP_NE;
     }
 }
 
-static Val fold_float(Sema *s, AstOp op, IrElem e, bool untyped, double x, double y, SrcLoc loc)
+/* The language's rules on top of the IR's: no division by zero, no shift
+ * amount outside [0, width) in a constant (the IR would trap or clamp). */
+static bool int_op_allowed(Sema *s, AstOp op, IrElem e, int64_t y, SrcLoc loc)
 {
-    double r;
-    switch (op) {
-    case OP_ADD: r = x + y; break;
-    case OP_SUB: r = x - y; break;
-    case OP_MUL: r = x * y; break;
-    case OP_DIV: r = x / y; break;
-    case OP_MOD: r = fmod(x, y); break;
-    default:
-        diag_error(s->diag, loc, "operator '%s' needs integer operands, got %s",
-                   ast_op_text(op), ir_elem_name(e));
+    if ((op == OP_DIV || op == OP_MOD) && y == 0) {
+        diag_error(s->diag, loc, "division by zero in a constant expression");
+        return false;
+    }
+    if ((op == OP_SHL || op == OP_SHR) && (y < 0 || y >= ir_elem_bits(e))) {
+        diag_error(s->diag, loc, "shift amount %lld is out of range for %s", (long long)y, ir_elem_name(e));
+        return false;
+    }
+    return true;
+}
+
+/* Promotes a and b (sema_promote) to *e and converts them to the type *ce
+ * the op is evaluated in. Literal arithmetic is done in 64 bits, then retyped
+ * by value: 1 << 40 is an i64. */
+static void promote_pair(const Val *a, const Val *b, IrElem *e, IrElem *ce, bool *untyped, IrScalar *x,
+                         IrScalar *y)
+{
+    *e = sema_promote((IrElem)a->type.elem, a->untyped, (IrElem)b->type.elem, b->untyped, untyped);
+    bool fl = ir_elem_is_float(*e);
+    *ce = !*untyped ? *e : fl ? IR_F64 : ir_elem_is_int(*e) && *e != IR_I1 ? IR_I64 : *e;
+    *x = convert_to(a, *ce);
+    *y = convert_to(b, *ce);
+}
+
+static Val result_of(IrScalar r, IrElem e, bool untyped, SrcLoc loc)
+{
+    if (ir_elem_is_float(e)) return cv_float(r.f, e, untyped, loc);
+    return int_result(r.i, e, untyped, loc);
+}
+
+Val cv_minmax(Sema *s, IrOpcode opc, const Val *a, const Val *b, SrcLoc loc)
+{
+    IrElem e, ce;
+    bool untyped;
+    IrScalar x, y, r;
+    promote_pair(a, b, &e, &ce, &untyped, &x, &y);
+    if (ir_eval_binary(opc, ce, x, y, &r) != IR_EVAL_OK) {
+        INTERNAL_ERROR("cv_minmax: %s on %s", ir_op_info[opc].name, ir_elem_name(ce));
+        (void)s;
         return val_err();
     }
-    return cv_float(r, e, untyped, loc);
+    return result_of(r, e, untyped, loc);
 }
 
 Val cv_binary(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc)
@@ -168,58 +190,51 @@ Val cv_binary(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc)
         bool r = op == OP_LAND ? cv_truthy(a) && cv_truthy(b) : cv_truthy(a) || cv_truthy(b);
         return cv_bool(r, loc);
     }
+    IrElem e, ce;
     bool untyped;
-    IrElem e = sema_promote((IrElem)a->type.elem, a->untyped, (IrElem)b->type.elem, b->untyped,
-                            &untyped);
-    /* Literal arithmetic is done in 64 bits, then retyped by value: 1 << 40 is an i64. */
-    if (untyped && ir_elem_is_int(e) && e != IR_I1) e = IR_I64;
-    Val x = cv_convert(a, e), y = cv_convert(b, e);
+    IrScalar x, y, r;
+    promote_pair(a, b, &e, &ce, &untyped, &x, &y);
     bool fl = ir_elem_is_float(e);
-    if (op >= OP_LT && op <= OP_NE) {
-        int64_t ix = x.i, iy = y.i;
-        if (!fl && e == IR_U64 && ((ix < 0) != (iy < 0))) { ix = ix < 0; iy = iy < 0; }
-        return cv_bool(fold_cmp(op, x.f, y.f, ix, iy, fl), loc);
+    IrOpcode opc = sema_arith_opcode(op);
+    if (opc == IR_CMP) return cv_bool(ir_eval_cmp(sema_cmp_kind(op), ce, x, y), loc);
+    if (!fl && !int_op_allowed(s, op, ce, y.i, loc)) return val_err();
+    if (ir_eval_binary(opc, ce, x, y, &r) != IR_EVAL_OK) {
+        diag_error(s->diag, loc, "operator '%s' needs integer operands, got %s", ast_op_text(op),
+                   ir_elem_name(e));
+        return val_err();
     }
-    if (fl) return fold_float(s, op, e, untyped, x.f, y.f, loc);
-    int64_t r;
-    if (!fold_int(s, op, e, x.i, y.i, &r, loc)) return val_err();
-    return int_result(r, e, untyped, loc);
+    return result_of(r, e, untyped, loc);
 }
 
 Val cv_unary(Sema *s, AstOp op, const Val *a, SrcLoc loc)
 {
-    (void)s;
-    IrElem e = (IrElem)a->type.elem;
+    IrElem e = (IrElem)a->type.elem, ce = eval_elem(a);
+    IrScalar r;
     switch (op) {
-    case OP_PLUS: { Val r = *a; r.loc = loc; return r; }
-    case OP_NEG:
-        if (ir_elem_is_float(e)) return cv_float(-a->f, e, a->untyped, loc);
-        return int_result((int64_t)(0 - (uint64_t)a->i), e, a->untyped, loc);
+    case OP_PLUS: { Val v = *a; v.loc = loc; return v; }
     case OP_NOT:
         return cv_bool(!cv_truthy(a), loc);
+    case OP_NEG:
     case OP_BITNOT:
-        if (e == IR_I1) return cv_bool(!a->i, loc);
-        return int_result(~a->i, e, a->untyped, loc);
+        if (ir_eval_unary(op == OP_NEG ? IR_NEG : IR_NOT, ce, scalar_of(a), &r) != IR_EVAL_OK) break;
+        if (ir_elem_is_float(e)) return cv_float(r.f, e, a->untyped, loc);
+        if (e == IR_I1) return cv_bool(r.i, loc);
+        return int_result(r.i, e, a->untyped, loc);
     default:
-        INTERNAL_ERROR("cv_unary: unexpected operator %d", (int)op);
-        return val_err();
+        break;
     }
+    INTERNAL_ERROR("cv_unary: unexpected operator %d on %s", (int)op, ir_elem_name(e));
+    (void)s;
+    return val_err();
 }
 
 /* Elementwise math on a float constant: `exp2(0.5)` folds like the runtime op would. */
-Val cv_math(Sema *s, const char *fname, const Val *a, SrcLoc loc)
+Val cv_math(Sema *s, IrOpcode op, const Val *a, SrcLoc loc)
 {
-    static const struct { const char *name; double (*fn)(double); } tab[] = {
-        {"exp", exp}, {"exp2", exp2}, {"log", log}, {"log2", log2}, {"sqrt", sqrt},
-        {"abs", fabs}, {"tanh", tanh}, {"sin", sin}, {"cos", cos}, {"floor", floor},
-        {"ceil", ceil},
-    };
-    double x = a->f;
-    for (size_t k = 0; k < sizeof tab / sizeof tab[0]; k++)
-        if (strcmp(tab[k].name, fname) == 0)
-            return cv_float(tab[k].fn(x), (IrElem)a->type.elem, a->untyped, loc);
-    if (strcmp(fname, "rsqrt") == 0) return cv_float(1.0 / sqrt(x), (IrElem)a->type.elem, a->untyped, loc);
-    INTERNAL_ERROR("cv_math: unknown function '%s'", fname);
+    IrScalar r;
+    if (ir_eval_unary(op, eval_elem(a), scalar_of(a), &r) == IR_EVAL_OK)
+        return cv_float(r.f, (IrElem)a->type.elem, a->untyped, loc);
+    INTERNAL_ERROR("cv_math: '%s' is not a math function", ir_op_info[op].name);
     (void)s;
     return val_err();
 }

@@ -59,35 +59,6 @@ static Val name_value(Sema *s, const AstExpr *e)
 }
 
 /* ---- binary operators ---- */
-static IrOpcode arith_opcode(AstOp op)
-{
-    switch (op) {
-    case OP_ADD: return IR_ADD;
-    case OP_SUB: return IR_SUB;
-    case OP_MUL: return IR_MUL;
-    case OP_DIV: return IR_DIV;
-    case OP_MOD: return IR_REM;
-    case OP_SHL: return IR_SHL;
-    case OP_SHR: return IR_SHR;
-    case OP_BITAND: case OP_LAND: return IR_AND;
-    case OP_BITOR: case OP_LOR: return IR_OR;
-    case OP_BITXOR: return IR_XOR;
-    default: return IR_CMP;
-    }
-}
-
-static IrCmp cmp_kind(AstOp op)
-{
-    switch (op) {
-    case OP_LT: return IR_CMP_LT;
-    case OP_LE: return IR_CMP_LE;
-    case OP_GT: return IR_CMP_GT;
-    case OP_GE: return IR_CMP_GE;
-    case OP_EQ: return IR_CMP_EQ;
-    default: return IR_CMP_NE;
-    }
-}
-
 static Val bad_operands(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc)
 {
     diag_error(s->diag, loc, "invalid operands to '%s': %s and %s", ast_op_text(op),
@@ -142,7 +113,7 @@ static Val logical(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc)
         return val_err();
     }
     if (a->kind == V_CONST && b->kind == V_CONST) return cv_binary(s, op, a, b, loc);
-    return emit_binary(s, arith_opcode(op), IR_CMP_EQ, IR_I1, a, b, loc);
+    return emit_binary(s, sema_arith_opcode(op), IR_CMP_EQ, IR_I1, a, b, loc);
 }
 
 Val sema_binary(Sema *s, AstOp op, Val a, Val b, SrcLoc loc)
@@ -162,7 +133,7 @@ Val sema_binary(Sema *s, AstOp op, Val a, Val b, SrcLoc loc)
         return val_err();
     }
     if (a.kind == V_CONST && b.kind == V_CONST) return cv_binary(s, op, &a, &b, loc);
-    return emit_binary(s, arith_opcode(op), cmp_kind(op), e, &a, &b, loc);
+    return emit_binary(s, sema_arith_opcode(op), sema_cmp_kind(op), e, &a, &b, loc);
 }
 
 /* maximum/minimum and two-operand max/min: promote and broadcast like `+`. */
@@ -179,14 +150,7 @@ Val sema_elementwise2(Sema *s, IrOpcode opc, const char *what, Val a, Val b, Src
     bool untyped;
     IrElem e = sema_promote((IrElem)ta.elem, a.kind == V_CONST && a.untyped, (IrElem)tb.elem,
                             b.kind == V_CONST && b.untyped, &untyped);
-    if (a.kind == V_CONST && b.kind == V_CONST) {
-        Val lt = cv_binary(s, OP_LT, &a, &b, loc);
-        bool pick_a = opc == IR_MIN ? cv_truthy(&lt) : !cv_truthy(&lt);
-        Val r = pick_a ? a : b;
-        if (!untyped) r = cv_convert(&r, e);
-        r.loc = loc;
-        return r;
-    }
+    if (a.kind == V_CONST && b.kind == V_CONST) return cv_minmax(s, opc, &a, &b, loc);
     return emit_binary(s, opc, IR_CMP_EQ, e, &a, &b, loc);
 }
 
@@ -379,6 +343,22 @@ static Val call(Sema *s, const AstExpr *e)
     return val_err();
 }
 
+/* `a + b - c ...`: the left spine in a loop (ast_binary_spine), so a flat
+ * chain of any length needs no recursion; operands left to right. */
+static Val binary_chain(Sema *s, const AstExpr *e)
+{
+    const AstExpr *small[32], **spine = small;
+    int n = ast_binary_spine(e, NULL, 0);
+    if (n > 32) spine = ARENA_ARRAY(s->arena, const AstExpr *, n);
+    ast_binary_spine(e, spine, n);
+    Val acc = sema_expr(s, spine[0]->lhs);
+    for (int i = 0; i < n; i++) {
+        Val b = sema_expr(s, spine[i]->rhs);
+        acc = sema_binary(s, spine[i]->op, acc, b, spine[i]->loc);
+    }
+    return acc;
+}
+
 Val sema_expr(Sema *s, const AstExpr *e)
 {
     switch (e->kind) {
@@ -390,11 +370,7 @@ Val sema_expr(Sema *s, const AstExpr *e)
     case AST_SLICE: return val_kind(V_SLICE, e->loc);
     case AST_NAME: return name_value(s, e);
     case AST_UNARY: return unary(s, e);
-    case AST_BINARY: {
-        Val a = sema_expr(s, e->lhs);
-        Val b = sema_expr(s, e->rhs);
-        return sema_binary(s, e->op, a, b, e->loc);
-    }
+    case AST_BINARY: return binary_chain(s, e);
     case AST_TERNARY: return ternary(s, e);
     case AST_CALL: return call(s, e);
     case AST_INDEX: return index_expr(s, e);

@@ -391,7 +391,6 @@ void sema_block(Sema *s, const AstStmt *block)
 }
 
 /* ---- helpers ---- */
-#define MAX_INLINE_DEPTH 64
 
 /* Bring an argument to a helper parameter's declared type, if it has one. */
 static bool fit_helper_arg(Sema *s, const AstDecl *fn, const AstParam *p, Val *v)
@@ -456,8 +455,18 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
         }
     for (int i = 0; i < s->bad_helpers.len; i++)
         if (s->bad_helpers.data[i] == fn) return val_err(); /* its errors were reported once */
-    if (s->inline_depth >= MAX_INLINE_DEPTH) {
-        diag_error(s->diag, loc, "helpers nested more than %d calls deep", MAX_INLINE_DEPTH);
+    if (s->inline_depth >= SEMA_MAX_INLINE_DEPTH) {
+        diag_error(s->diag, loc, "helpers nested more than %d calls deep", SEMA_MAX_INLINE_DEPTH);
+        return val_err();
+    }
+    /* Helpers are inlined: two calls of the next helper per helper, 22 deep,
+     * would be 4 million copies. Bound the work per kernel, report it once. */
+    if (++s->inlined_calls > SEMA_MAX_INLINED_CALLS) {
+        if (!s->inline_budget_reported)
+            diag_error(s->diag, loc, "too many helper calls to inline: more than %d in this kernel "
+                       "(helpers are inlined at every call; call '%s' fewer times)", SEMA_MAX_INLINED_CALLS,
+                       fn->name);
+        s->inline_budget_reported = true;
         return val_err();
     }
     Scope *saved = s->scope;

@@ -39,11 +39,42 @@ void sema_pop_scope(Sema *s)
     if (s->scope) s->scope = s->scope->parent;
 }
 
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
 static Sym *lookup_in(Scope *sc, const char *name)
 {
+    if (sc->buckets) {
+        for (Sym *y = sc->buckets[name_hash(name) & (uint32_t)(sc->nbuckets - 1)]; y; y = y->hnext)
+            if (strcmp(y->name, name) == 0) return y;
+        return NULL;
+    }
     for (Sym *y = sc->syms; y; y = y->next)
         if (strcmp(y->name, name) == 0) return y;
     return NULL;
+}
+
+/* Rebuilds the table with twice the buckets (or the first one), newest first
+ * in each chain, so a lookup finds the latest declaration as the list does. */
+static void rehash(Sema *s, Scope *sc)
+{
+    int nb = sc->nbuckets ? sc->nbuckets * 2 : 64;
+    Sym **b = ARENA_ARRAY(s->arena, Sym *, nb);
+    Sym *rev = NULL; /* oldest first, so pushing onto chains leaves the newest in front */
+    for (Sym *y = sc->syms; y; y = y->next) y->hnext = rev, rev = y;
+    while (rev) {
+        Sym *y = rev;
+        rev = y->hnext;
+        uint32_t h = name_hash(y->name) & (uint32_t)(nb - 1);
+        y->hnext = b[h];
+        b[h] = y;
+    }
+    sc->buckets = b;
+    sc->nbuckets = nb;
 }
 
 Sym *sema_lookup(Sema *s, const char *name)
@@ -57,7 +88,8 @@ Sym *sema_lookup(Sema *s, const char *name)
 
 Sym *sema_define(Sema *s, const char *name, SymKind kind, Val v, SrcLoc loc)
 {
-    Sym *prev = lookup_in(s->scope, name);
+    Scope *sc = s->scope;
+    Sym *prev = lookup_in(sc, name);
     if (prev) {
         diag_error(s->diag, loc, "'%s' is already declared in this scope", name);
         diag_note(s->diag, prev->loc, "previous declaration of '%s'", name);
@@ -68,8 +100,16 @@ Sym *sema_define(Sema *s, const char *name, SymKind kind, Val v, SrcLoc loc)
     y->val = v;
     y->loc = loc;
     y->last_assign = loc;
-    y->next = s->scope->syms;
-    s->scope->syms = y;
+    y->next = sc->syms;
+    sc->syms = y;
+    sc->nsyms++;
+    if (sc->nsyms > 2 * sc->nbuckets && sc->nsyms > 16) {
+        rehash(s, sc);
+    } else if (sc->buckets) {
+        uint32_t h = name_hash(name) & (uint32_t)(sc->nbuckets - 1);
+        y->hnext = sc->buckets[h];
+        sc->buckets[h] = y;
+    }
     return y;
 }
 
@@ -87,6 +127,9 @@ static void consider(const char *name, const char *cand, const char **best, int 
 
 const char *sema_suggest(Sema *s, const char *name, const char *const *extra, int nextra, bool values)
 {
+    /* Past the error limit the message is dropped: do not search (20k unknown
+     * names in a big scope would be quadratic). */
+    if (s->diag->nerrors >= DIAG_MAX_ERRORS) return "";
     const char *best = NULL;
     int bestd = 1000;
     for (Scope *sc = s->scope; sc; sc = sc->parent)
@@ -207,7 +250,15 @@ Val sema_sym_value(Sema *s, Sym *y, SrcLoc use)
         y->val = val_err();
         return y->val;
     }
+    if (s->const_depth >= SEMA_MAX_CONST_DEPTH) {
+        diag_error(s->diag, use, "file-level consts defined through one another more than %d deep "
+                   "(evaluating '%s')", SEMA_MAX_CONST_DEPTH, y->name);
+        y->kind = SYM_CONST;
+        y->val = val_err();
+        return y->val;
+    }
     y->state = 1;
+    s->const_depth++;
     Scope *saved_scope = s->scope;
     InlineFrame *saved_inl = s->inl;
     s->scope = s->file_scope;
@@ -231,6 +282,7 @@ Val sema_sym_value(Sema *s, Sym *y, SrcLoc use)
     }
     s->scope = saved_scope;
     s->inl = saved_inl;
+    s->const_depth--;
     y->kind = SYM_CONST;
     y->val = v;
     return v;
@@ -496,8 +548,10 @@ static bool check_warps(Sema *s, int64_t w, SrcLoc loc, const char *how)
 
 static bool check_stages(Sema *s, int64_t n, SrcLoc loc, const char *how)
 {
-    if (n >= 1 && n <= INT32_MAX) return true;
-    diag_error(s->diag, loc, "%snum_stages must be at least 1, got %lld", how, (long long)n);
+    if (n >= 1 && n <= SEMA_MAX_STAGES) return true;
+    if (n < 1) diag_error(s->diag, loc, "%snum_stages must be at least 1, got %lld", how, (long long)n);
+    else diag_error(s->diag, loc, "%snum_stages is too large: at most %d, got %lld", how, SEMA_MAX_STAGES,
+                    (long long)n);
     return false;
 }
 
@@ -557,8 +611,16 @@ static IrFunc *compile_kernel(Sema *s, const AstDecl *k)
 
 static void check_defines_used(Sema *s)
 {
+    SrcLoc none = {s->file->path, 0, 0};
     for (int i = 0; s->opts && i < s->opts->ndefines; i++) {
         const char *name = s->opts->defines[i].name;
+        int first = 0;
+        while (strcmp(s->opts->defines[first].name, name) != 0) first++;
+        if (first < i) { /* the first one is used, this one would be silently ignored */
+            diag_error(s->diag, none, "-D %s is given twice (-D %s=%s and -D %s=%s)", name, name,
+                       s->opts->defines[first].value, name, s->opts->defines[i].value);
+            continue;
+        }
         if (s->define_used[i] || find_decl(s, AST_CONST, name)) continue;
         const char *best = NULL;
         int bestd = 3;
@@ -568,7 +630,6 @@ static void check_defines_used(Sema *s)
             for (int q = 0; d->kind == AST_KERNEL && q < d->nparams; q++)
                 if (d->params[q].is_const) consider(name, d->params[q].name, &best, &bestd);
         }
-        SrcLoc none = {s->file->path, 0, 0};
         diag_error(s->diag, none, "-D %s: no const parameter or file-level const is named '%s'%s", name, name,
                    best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
     }
@@ -609,6 +670,8 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
         const AstDecl *d = file->decls[i];
         if (d->kind != AST_KERNEL || (opts && opts->kernel && d != only)) continue;
         if (find_decl(&s, AST_KERNEL, d->name) != d) continue; /* duplicate, reported */
+        s.inlined_calls = 0;
+        s.inline_budget_reported = false;
         IrFunc *f = compile_kernel(&s, d);
         if (f) ir_module_add(m, f);
     }

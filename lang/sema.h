@@ -61,13 +61,25 @@ typedef struct Sym {
     SrcLoc last_assign;        /* latest assignment (for loop/if type errors) */
     const AstDecl *decl;       /* SYM_FN, SYM_FILECONST */
     int state;                 /* SYM_FILECONST: 0 unevaluated, 1 evaluating */
-    struct Sym *next;
+    struct Sym *next;          /* the scope's list, newest first */
+    struct Sym *hnext;         /* the scope's hash bucket */
 } Sym;
 
+/* A scope's symbols: a list (newest first, for suggestions) and, once it holds
+ * more than a few, a hash table, so 100k `let`s in one block stay linear. */
 typedef struct Scope {
     Sym *syms;
+    int nsyms;
+    Sym **buckets;             /* NULL while small; else nbuckets (a power of two) */
+    int nbuckets;
     struct Scope *parent;
 } Scope;
+
+/* Limits of the language (docs/language.md, "Limits"). */
+#define SEMA_MAX_CONST_DEPTH 256       /* file-level consts defined through one another */
+#define SEMA_MAX_INLINE_DEPTH 64       /* helper calls nested in one another */
+#define SEMA_MAX_INLINED_CALLS 100000  /* helper calls inlined into one kernel, in all */
+#define SEMA_MAX_STAGES 1024           /* num_stages */
 
 /* One helper being inlined: for recursion detection. */
 typedef struct InlineFrame {
@@ -88,6 +100,9 @@ typedef struct Sema {
     IrFunc *scratch;           /* absorbs ops of const-context evaluation (discarded) */
     InlineFrame *inl;
     int inline_depth;
+    int inlined_calls;         /* in the current kernel (SEMA_MAX_INLINED_CALLS) */
+    bool inline_budget_reported;
+    int const_depth;           /* file-level consts being evaluated (SEMA_MAX_CONST_DEPTH) */
     bool *define_used;         /* per LangOptions.defines entry */
     PtrVec bad_helpers;        /* helpers whose body gave errors: not inlined again */
 } Sema;
@@ -141,8 +156,11 @@ double cv_as_double(const Val *v);
 bool   cv_truthy(const Val *v);
 Val    cv_binary(Sema *s, AstOp op, const Val *a, const Val *b, SrcLoc loc);
 Val    cv_unary(Sema *s, AstOp op, const Val *a, SrcLoc loc);
-Val    cv_math(Sema *s, const char *fname, const Val *a, SrcLoc loc);
-int64_t cv_wrap(IrElem e, int64_t v);
+Val    cv_minmax(Sema *s, IrOpcode op, const Val *a, const Val *b, SrcLoc loc); /* IR_MIN, IR_MAX */
+Val    cv_math(Sema *s, IrOpcode op, const Val *a, SrcLoc loc);   /* exp, sqrt, ... */
+/* The IR op of a binary operator (IR_CMP for comparisons) and its predicate. */
+IrOpcode sema_arith_opcode(AstOp op);
+IrCmp    sema_cmp_kind(AstOp op);
 
 /* ---- lower_expr.c ---- */
 Val    sema_expr(Sema *s, const AstExpr *e);

@@ -10,7 +10,8 @@
 
 #include <cuda.h>
 
-#include "kiln.h"
+#include "kiln_runtime.h"
+#include "rt_internal.h"
 
 typedef struct RtDriver {
     CUresult (*Init)(unsigned int);
@@ -91,8 +92,8 @@ struct KilnModule {
     int ninfos;
     int loose;                    /* signatures read from PTX: sizes only */
     KilnKernel *kernels;          /* one per info, fn resolved on first kiln_kernel_get */
-    struct RtSpec *spec;          /* kiln_module_compile modules: source, options, variants
-                                     (specialize.c); NULL for loaded PTX / cubin */
+    const RtModuleHooks *hooks;   /* set by the layer that built the module (rt_module_attach): */
+    void *owner;                  /* jit's specialisation state; NULL for loaded PTX / cubin */
 };
 
 #define RT_CALL(d, call, name, ...)                                  \

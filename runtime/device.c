@@ -144,17 +144,44 @@ KilnStatus kiln_synchronize(KilnDevice *dev)
     return KILN_OK;
 }
 
-/* attention.c keeps loaded attention variants per device. A weak reference:
- * programs that only load PTX do not link attention.c (nor the compiler it
- * pulls in), and then there is nothing to clear. */
-extern KilnStatus kiln_attention_cache_clear(KilnDevice *dev) __attribute__((weak));
+/* Layers above keep per-device state (jit: loaded attention variants) and
+ * register a teardown for it here, so the core calls no code above it. */
+static pthread_mutex_t g_teardown_lock = PTHREAD_MUTEX_INITIALIZER;
+static RtDeviceTeardownFn g_teardown[RT_MAX_TEARDOWN];
+static int g_nteardown;
+
+KilnStatus rt_on_device_shutdown(RtDeviceTeardownFn fn)
+{
+    KilnStatus st = KILN_OK;
+    pthread_mutex_lock(&g_teardown_lock);
+    int i = 0;
+    while (i < g_nteardown && g_teardown[i] != fn) i++;
+    if (i == g_nteardown) {
+        if (g_nteardown < RT_MAX_TEARDOWN) g_teardown[g_nteardown++] = fn;
+        else st = kiln_set_error(KILN_ERR_INTERNAL, "internal error: rt_on_device_shutdown: more than %d teardowns",
+                                 RT_MAX_TEARDOWN);
+    }
+    pthread_mutex_unlock(&g_teardown_lock);
+    return st;
+}
+
+static void run_teardowns(KilnDevice *dev)
+{
+    pthread_mutex_lock(&g_teardown_lock);
+    int n = g_nteardown;
+    RtDeviceTeardownFn fns[RT_MAX_TEARDOWN];
+    memcpy(fns, g_teardown, sizeof fns);
+    pthread_mutex_unlock(&g_teardown_lock);
+    for (int i = 0; i < n; i++) fns[i](dev);
+}
 
 KilnStatus kiln_shutdown(KilnDevice *dev)
 {
     if (!dev) return KILN_OK;
-    /* Free this device's cached attention modules while its context is alive,
-     * so none leaks and none is found again by a later device at this address. */
-    if (kiln_attention_cache_clear) kiln_attention_cache_clear(dev);
+    /* Free what layers above cached for this device (attention modules) while
+     * its context is alive, so none leaks and none is found again by a later
+     * device at this address. */
+    run_teardowns(dev);
     CUcontext cur = NULL;
     /* Leave no dangling current context behind on this thread. */
     if (dev->drv->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx) dev->drv->CtxSetCurrent(NULL);

@@ -1,29 +1,105 @@
-/* kiln_runtime.h — Kiln's runtime API: devices, memory, modules, launches,
- * the on-disk kernel cache and timing, on the CUDA Driver API.
+/* kiln_runtime.h — Kiln's runtime API: status and errors, devices, memory,
+ * streams and events, loading PTX / cubin modules, launches (on device or
+ * host buffers), and f16/bf16 conversions for host data.
  *
- * Included by kiln.h (inside its extern "C"); do not include it on its own.
+ * Self-contained: a program that only loads and launches kernels compiled
+ * elsewhere needs this header alone, and the code behind it (runtime/, the
+ * library kiln_runtime) contains no compiler. Compiling .tile programs —
+ * offline, on the CPU interpreter or straight onto a device — is in
+ * kiln_compile.h; kiln.h includes both.
+ *
  * The CUDA driver (libcuda.so.1) is loaded with dlopen at the first kiln_init:
  * a program built against Kiln runs (and reports KILN_ERR_NO_DRIVER) on a
  * machine without one. No CUDA header is needed to use this API.
  *
  * Conventions: every call returns a KilnStatus; on failure kiln_last_error()
- * says what went wrong (driver errors name the driver call, the CUresult name
- * and the driver's text). Handles are opaque; each has a free/destroy, except
- * kernels, which belong to their module and go away with kiln_module_free.
- * Calls on a device may come from any thread: each call makes the device's
- * (primary) context current on the calling thread.
- * See docs/runtime.md for a complete host program.
+ * (thread-local) says what went wrong (driver errors name the driver call,
+ * the CUresult name and the driver's text). Nothing here prints or exits.
+ * Handles are opaque; each has a free/destroy, except kernels, which belong
+ * to their module and go away with kiln_module_free. Calls on a device may
+ * come from any thread: each call makes the device's (primary) context
+ * current on the calling thread. See docs/runtime.md for a complete program.
  */
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+/* Marks the functions the shared library exports (it is built with
+ * -fvisibility=hidden: everything else in it stays internal). */
+#ifndef KILN_API
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum KilnStatus {
+    KILN_OK = 0,
+    KILN_ERR_COMPILE,      /* the program has errors: diagnostics in the result */
+    KILN_ERR_USAGE,        /* bad options or arguments to an API call */
+    KILN_ERR_NO_DRIVER,    /* libcuda.so.1 could not be loaded */
+    KILN_ERR_NO_DEVICE,    /* driver present, no usable GPU */
+    KILN_ERR_DRIVER,       /* a CUDA driver call failed: message says which and why */
+    KILN_ERR_ARGS,         /* kernel arguments do not match the signature */
+    KILN_ERR_IO,           /* a file could not be read or written */
+    KILN_ERR_NOT_FOUND,    /* no such kernel */
+    KILN_ERR_UNSUPPORTED,  /* valid request that this build cannot do (e.g. no ptxas) */
+    KILN_ERR_INTERNAL,     /* a bug in Kiln */
+    KILN_ERR_KERNEL,       /* the kernel failed while running on the CPU interpreter (an access
+                              outside every buffer, a failed device_assert): message says where */
+} KilnStatus;
+
+KILN_API const char *kiln_status_name(KilnStatus s);
+KILN_API const char *kiln_last_error(void);
+KILN_API const char *kiln_version(void);
+
 /* ---------------- errors ---------------- */
 
 /* Record `s` with a printf-formatted message as this thread's last error and
- * return `s` (for `return kiln_set_error(...)`). Used by the runtime and by
- * kiln_compile; exposed so host-side helpers can report the same way. */
-KilnStatus kiln_set_error(KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void kiln_clear_error(void);
+ * return `s` (for `return kiln_set_error(...)`). Used by the library itself;
+ * exposed so host-side helpers can report the same way. */
+KILN_API KilnStatus kiln_set_error(KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KILN_API void kiln_clear_error(void);
+
+/* ---------------- f16 / bf16 on the host ---------------- */
+/* IEEE binary16 and bfloat16 <-> float, round to nearest even, with
+ * subnormals, infinities and NaNs: the same bits the compiler's constant
+ * folder, the CPU interpreter and the GPU's cvt.rn produce. For filling
+ * f16/bf16 buffers and reading them back. */
+KILN_API uint16_t kiln_f32_to_f16(float x);
+KILN_API float kiln_f16_to_f32(uint16_t h);
+KILN_API uint16_t kiln_f32_to_bf16(float x);
+KILN_API float kiln_bf16_to_f32(uint16_t h);
+
+/* ---------------- kernel signatures ---------------- */
+
+typedef enum KilnParamKind {
+    KILN_PARAM_PTR, KILN_PARAM_I32, KILN_PARAM_I64, KILN_PARAM_F32, KILN_PARAM_F64,
+    KILN_PARAM_I1, KILN_PARAM_I8, KILN_PARAM_I16, KILN_PARAM_U8, KILN_PARAM_U16,
+    KILN_PARAM_U32, KILN_PARAM_U64, KILN_PARAM_F16, KILN_PARAM_BF16,
+} KilnParamKind;
+
+typedef struct KilnParam {
+    char name[64];
+    KilnParamKind kind;
+    int pointee_bits;          /* for pointers: bits of the element (16 for f16) */
+} KilnParam;
+
+typedef struct KilnKernelInfo {
+    char name[128];
+    KilnParam *params;         /* runtime (non-const) parameters, in order */
+    int nparams;
+    int num_warps;
+    int num_stages;
+    int smem_bytes;            /* dynamic shared memory the kernel needs */
+} KilnKernelInfo;
 
 /* ---------------- devices ---------------- */
 
@@ -51,43 +127,43 @@ typedef struct KilnDeviceInfo {
 } KilnDeviceInfo;
 
 /* How many CUDA devices there are. KILN_ERR_NO_DRIVER / KILN_ERR_NO_DEVICE as kiln_init. */
-KilnStatus kiln_device_count(int *count);
+KILN_API KilnStatus kiln_device_count(int *count);
 /* Load the driver (once), initialise it and open device `ordinal` (its primary
  * context). Fails with KILN_ERR_NO_DRIVER ("no CUDA driver (libcuda.so.1 not
  * found): ...") or KILN_ERR_NO_DEVICE ("no GPU ..."). The environment variable
  * KILN_CUDA_LIBRARY names another driver library to load (tests use it). */
-KilnStatus kiln_init(KilnDevice **dev, int ordinal);
-KilnStatus kiln_device_info(const KilnDevice *dev, KilnDeviceInfo *info);
+KILN_API KilnStatus kiln_init(KilnDevice **dev, int ordinal);
+KILN_API KilnStatus kiln_device_info(const KilnDevice *dev, KilnDeviceInfo *info);
 /* Wait for all work on the device. */
-KilnStatus kiln_synchronize(KilnDevice *dev);
+KILN_API KilnStatus kiln_synchronize(KilnDevice *dev);
 /* Release the device. Free its modules, streams, events and allocations first
  * (allocations still live are released with the context when no other
  * KilnDevice holds it). NULL is allowed. */
-KilnStatus kiln_shutdown(KilnDevice *dev);
+KILN_API KilnStatus kiln_shutdown(KilnDevice *dev);
 
 /* ---------------- memory (synchronous copies) ---------------- */
 
-KilnStatus kiln_malloc(KilnDevice *dev, size_t bytes, KilnDevPtr *out);
-KilnStatus kiln_free(KilnDevice *dev, KilnDevPtr ptr);   /* 0 is allowed */
-KilnStatus kiln_memcpy_htod(KilnDevice *dev, KilnDevPtr dst, const void *src, size_t bytes);
-KilnStatus kiln_memcpy_dtoh(KilnDevice *dev, void *dst, KilnDevPtr src, size_t bytes);
-KilnStatus kiln_memcpy_dtod(KilnDevice *dev, KilnDevPtr dst, KilnDevPtr src, size_t bytes);
+KILN_API KilnStatus kiln_malloc(KilnDevice *dev, size_t bytes, KilnDevPtr *out);
+KILN_API KilnStatus kiln_free(KilnDevice *dev, KilnDevPtr ptr);   /* 0 is allowed */
+KILN_API KilnStatus kiln_memcpy_htod(KilnDevice *dev, KilnDevPtr dst, const void *src, size_t bytes);
+KILN_API KilnStatus kiln_memcpy_dtoh(KilnDevice *dev, void *dst, KilnDevPtr src, size_t bytes);
+KILN_API KilnStatus kiln_memcpy_dtod(KilnDevice *dev, KilnDevPtr dst, KilnDevPtr src, size_t bytes);
 /* Set `bytes` bytes at `dst` to `value` (a byte: 0xFF fills with NaN patterns for f32/f16). */
-KilnStatus kiln_memset(KilnDevice *dev, KilnDevPtr dst, uint8_t value, size_t bytes);
+KILN_API KilnStatus kiln_memset(KilnDevice *dev, KilnDevPtr dst, uint8_t value, size_t bytes);
 
 /* ---------------- streams and events ---------------- */
 
 /* A NULL KilnStream * anywhere means the device's default (legacy) stream. */
-KilnStatus kiln_stream_create(KilnDevice *dev, KilnStream **out);
-KilnStatus kiln_stream_synchronize(KilnStream *s);
-KilnStatus kiln_stream_destroy(KilnStream *s);             /* NULL is allowed */
+KILN_API KilnStatus kiln_stream_create(KilnDevice *dev, KilnStream **out);
+KILN_API KilnStatus kiln_stream_synchronize(KilnStream *s);
+KILN_API KilnStatus kiln_stream_destroy(KilnStream *s);             /* NULL is allowed */
 
-KilnStatus kiln_event_create(KilnDevice *dev, KilnEvent **out);
-KilnStatus kiln_event_record(KilnEvent *e, KilnStream *s);
-KilnStatus kiln_event_synchronize(KilnEvent *e);
+KILN_API KilnStatus kiln_event_create(KilnDevice *dev, KilnEvent **out);
+KILN_API KilnStatus kiln_event_record(KilnEvent *e, KilnStream *s);
+KILN_API KilnStatus kiln_event_synchronize(KilnEvent *e);
 /* Milliseconds between two recorded events (after `end` completed). */
-KilnStatus kiln_event_elapsed_ms(KilnEvent *start, KilnEvent *end, float *ms);
-KilnStatus kiln_event_destroy(KilnEvent *e);                /* NULL is allowed */
+KILN_API KilnStatus kiln_event_elapsed_ms(KilnEvent *start, KilnEvent *end, float *ms);
+KILN_API KilnStatus kiln_event_destroy(KilnEvent *e);                /* NULL is allowed */
 
 /* ---------------- modules and kernels ---------------- */
 
@@ -97,36 +173,16 @@ KilnStatus kiln_event_destroy(KilnEvent *e);                /* NULL is allowed *
  * 64-bit argument, pointer or integer; .u32/.s32/.b32 any 32-bit integer;
  * .f32/.f64 floats), num_warps from .reqntid/.maxntid (else 4), no dynamic
  * shared memory. Driver (JIT) errors come back with the JIT log. */
-KilnStatus kiln_module_load_ptx(KilnDevice *dev, const char *ptx, const KilnKernelInfo *kernels,
+KILN_API KilnStatus kiln_module_load_ptx(KilnDevice *dev, const char *ptx, const KilnKernelInfo *kernels,
                                 int nkernels, KilnModule **out);
 /* Load a cubin (or fatbin). A cubin has no readable signature: pass them. */
-KilnStatus kiln_module_load_cubin(KilnDevice *dev, const void *image, size_t size,
+KILN_API KilnStatus kiln_module_load_cubin(KilnDevice *dev, const void *image, size_t size,
                                   const KilnKernelInfo *kernels, int nkernels, KilnModule **out);
-/* Compile a .tile source (text `src`, named `path` in diagnostics) with
- * kiln_compile and load it, going through the on-disk cache (below).
- * opts->emit: KILN_EMIT_PTX or KILN_EMIT_CUBIN are honoured; anything else
- * means "auto": a cubin when ptxas is available, else PTX. opts->arch NULL
- * means the device's arch (KilnDeviceInfo.arch). On KILN_ERR_COMPILE the
- * diagnostics are in kiln_last_error() (truncated to a few KB). */
-KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src,
-                               const KilnCompileOptions *opts, KilnModule **out);
-KilnStatus kiln_module_free(KilnModule *m);                 /* NULL is allowed */
-/* Launch-time specialisation of kiln_module_compile modules (default on; the
- * environment variable KILN_SPECIALIZE=0 makes it default off). At each
- * launch, the pointer arguments that are 16-byte aligned and the integer
- * arguments that are multiples of 16 form a key; the first launch with a
- * key compiles the module's source again with those facts as hints (through
- * the on-disk cache) and loads that variant, which later launches with the
- * key reuse. The kernel handle and its info stay the same. Off: every launch
- * uses the generic kernel. Modules from kiln_module_load_ptx / _cubin never
- * specialise (the call is a no-op for them). Launch arguments must always
- * satisfy the module's own KilnCompileOptions.hints (else KILN_ERR_ARGS). */
-KilnStatus kiln_module_set_specialize(KilnModule *m, int on);
-
+KILN_API KilnStatus kiln_module_free(KilnModule *m);                 /* NULL is allowed */
 /* A kernel of the module by name (NULL: the module's only kernel). The handle
  * belongs to the module: valid until kiln_module_free, never freed alone. */
-KilnStatus kiln_kernel_get(KilnModule *m, const char *name, KilnKernel **out);
-const KilnKernelInfo *kiln_kernel_info(const KilnKernel *k);
+KILN_API KilnStatus kiln_kernel_get(KilnModule *m, const char *name, KilnKernel **out);
+KILN_API const KilnKernelInfo *kiln_kernel_info(const KilnKernel *k);
 
 /* ---------------- launching ---------------- */
 
@@ -167,11 +223,11 @@ static inline KilnArg kiln_arg_bf16_bits(uint16_t bits) { KilnArg a = {KILN_PARA
  * parameter, and every pointer argument must be device memory the driver
  * knows (a host pointer is refused, naming the parameter). Asynchronous:
  * synchronise the stream to see the results (and errors raised by the kernel). */
-KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args, int nargs);
+KILN_API KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args, int nargs);
 
 /* Launch once to warm up, then `reps` times, each between two events; the
  * median time in milliseconds goes to *median_ms. Synchronises `s`. */
-KilnStatus kiln_time_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args,
+KILN_API KilnStatus kiln_time_launch(KilnKernel *k, const int grid[3], KilnStream *s, const KilnArg *args,
                             int nargs, int reps, float *median_ms);
 
 /* ---------------- launching on host buffers (host_launch.c) ---------------- */
@@ -221,94 +277,16 @@ typedef enum KilnHostStep {
 /* The checks kiln_host_launch makes on the list before touching any device:
  * KILN_OK or KILN_ERR_USAGE naming the argument (a buffer without host memory
  * or of 0 bytes, a bad direction or kind, a scalar with a host buffer). */
-KilnStatus kiln_host_args_check(const KilnHostArg *args, int nargs);
+KILN_API KilnStatus kiln_host_args_check(const KilnHostArg *args, int nargs);
 /* Run `k` on grid (as kiln_launch) with `args` in parameter order, on the
  * default stream of the kernel's device; returns after the results are back
  * in the host buffers. The status and kiln_last_error() are the first failing
  * call's (kiln_malloc, kiln_launch, a driver error...); *step (may be NULL)
  * says which phase that was. */
-KilnStatus kiln_host_launch(KilnKernel *k, const int grid[3], const KilnHostArg *args, int nargs,
+KILN_API KilnStatus kiln_host_launch(KilnKernel *k, const int grid[3], const KilnHostArg *args, int nargs,
                             KilnHostStep *step);
 
-/* ---------------- on-disk cache of compiled kernels ---------------- */
-/* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
- * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
- * A key is the SHA-256 (hex) of the source text, kernel name, defines (sorted
- * by name), arch, num_warps, num_stages, emit, hints (sorted by name),
- * kiln_version() and the compiler's build identity (a hash of its sources,
- * flags and LLVM version made at build time: a rebuilt compiler never reuses
- * an older build's entries). Entries are
- * written to a temporary file in the same directory and rename()d into place,
- * so concurrent compilers never see half an entry; an entry that does not
- * verify (bad magic, wrong key, truncated, checksum) is ignored and rebuilt. */
-
-typedef struct KilnCacheEntry {
-    KilnEmit emit;           /* KILN_EMIT_PTX or KILN_EMIT_CUBIN */
-    char *payload;           /* PTX text (NUL-terminated) or cubin bytes */
-    size_t payload_size;
-    KilnKernelInfo info;     /* info.params owned by the entry */
-} KilnCacheEntry;
-
-/* key_hex receives 64 hex digits and a NUL. `opts` as given to kiln_compile
- * (emit and arch as they will be used: resolve "auto" first). */
-KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *opts, char key_hex[65]);
-/* The directory in use (not created). KILN_ERR_IO when neither variable is set. */
-KilnStatus kiln_cache_dir(char *buf, size_t size);
-int kiln_cache_enabled(void);
-/* KILN_OK and a filled entry on a hit; KILN_ERR_NOT_FOUND on a miss, a
- * corrupt entry or a disabled cache. */
-KilnStatus kiln_cache_lookup(const char *key_hex, KilnCacheEntry *out);
-KilnStatus kiln_cache_store(const char *key_hex, const KilnCacheEntry *e);
-void kiln_cache_entry_free(KilnCacheEntry *e);
-
-/* ---------------- attention ---------------- */
-/* FlashAttention forward (lang/lib/attention_fwd.tile, embedded in the library)
- * in one call on device pointers: O = softmax(scale * Q K^T) V per (batch, head),
- * with its log-sum-exp. The call validates everything before it touches the
- * device, picks the compiled variant (dtype, head dim, causal, tile sizes) and
- * keeps it loaded per device. See docs/attention_api.md. */
-
-typedef enum KilnDtype { KILN_F16, KILN_BF16 } KilnDtype;
-
-typedef struct KilnAttentionParams {
-    KilnDtype dtype;                   /* of Q, K, V and O */
-    int batch, heads_q, heads_kv;      /* heads_q % heads_kv == 0 (GQA; heads_kv = 1 is MQA) */
-    int seqlen_q, seqlen_k;            /* >= 0; seqlen_q = 0: nothing to do (KILN_OK, no launch) */
-    int head_dim;                      /* 32, 64, 96, 128 or 256 */
-    /* Q, O: [batch, heads_q, seqlen_q, head_dim]; K, V: [batch, heads_kv, seqlen_k, head_dim],
-     * each element at b * stride[0] + h * stride[1] + s * stride[2] + d (in elements, >= 0;
-     * the head dim is contiguous). [b, s, h, d] and [b, h, s, d] are both just strides.
-     * Pointers 16-byte aligned; K and V may be 0 when seqlen_k == 0. */
-    KilnDevPtr q, k, v, o;
-    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q], natural log */
-    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
-    float softmax_scale;               /* 0: 1 / sqrt(head_dim) */
-    int causal;                        /* nonzero: bottom-right aligned (query i sees keys j <= i + seqlen_k - seqlen_q) */
-    /* Tuning, 0 = the default for the head dim and the device (a table in runtime/attention.c).
-     * block_m/block_n: powers of two in [16, 256]; num_warps: power of two in [1, 32];
-     * num_stages: [1, 8]. Setting block_m or block_n alone leaves num_warps/num_stages
-     * to the program's own rule for those tiles. */
-    int block_m, block_n, num_warps, num_stages;
-    int no_wgmma;                      /* nonzero: mma.sync even where sm_90a's wgmma applies */
-} KilnAttentionParams;
-
-/* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
- * KILN_ERR_UNSUPPORTED with a message naming the field (exactly the checks
- * kiln_attention_fwd makes first). */
-KilnStatus kiln_attention_check(const KilnAttentionParams *p);
-/* Run the forward pass on `stream` (NULL: the default stream); asynchronous like
- * kiln_launch. The first call for a variant compiles it (through the on-disk
- * cache: seconds cold, milliseconds warm) and loads it; later calls on the same
- * device find it loaded. KILN_ERR_USAGE: bad arguments; KILN_ERR_UNSUPPORTED: a
- * head dim the program lacks, or more than 65535 (batch * heads_q) programs. */
-KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream);
-/* Unload the variants loaded for `dev` (NULL: for every device). Call it before
- * kiln_shutdown(dev), and not while another thread runs kiln_attention_fwd on dev. */
-KilnStatus kiln_attention_cache_clear(KilnDevice *dev);
-/* How many variants are loaded for `dev` (NULL: for all devices). */
-int kiln_attention_cache_size(const KilnDevice *dev);
-/* The text of an embedded library program ("lang/lib/attention_fwd.tile"), e.g.
- * to compile a variant with hooks through kiln_module_compile; NULL if none. */
-const char *kiln_lib_source(const char *path);
-
+#ifdef __cplusplus
+}
+#endif
 #endif

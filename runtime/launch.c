@@ -196,9 +196,10 @@ KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const Ki
     if (st == KILN_OK)
         st = rt_check_args(k->info, k->module->loose, args, nargs, classify_cuda, (void *)dev->drv);
     /* A compiled module may run a variant specialised on the arguments'
-     * alignment / divisibility (specialize.c); same signature as k. */
+     * alignment / divisibility (jit/specialize.c); same signature as k. */
     const KilnKernelInfo *generic = k->info;
-    if (st == KILN_OK) st = rt_spec_select(k->module->spec, k, generic, args, nargs, &k);
+    const KilnModule *km = k->module;
+    if (st == KILN_OK && km->hooks) st = km->hooks->select(km->owner, k, generic, args, nargs, &k);
     if (st != KILN_OK) return st;
     int warps = k->info->num_warps > 0 ? k->info->num_warps : 4;
     if (warps * 32 > dev->info.max_threads_per_block)

@@ -109,12 +109,23 @@ KilnStatus kiln_module_free(KilnModule *m)
     if (!m) return KILN_OK;
     KilnStatus st = rt_bind(m->dev);
     CUresult r = st == KILN_OK ? m->dev->drv->ModuleUnload(m->mod) : CUDA_SUCCESS;
-    rt_spec_free(m->spec); /* its variants are modules of their own */
+    if (m->hooks) m->hooks->release(m->owner); /* e.g. jit's variants: modules of their own */
     rt_free_infos(m->infos, m->ninfos);
     free(m->kernels);
     free(m);
     if (st != KILN_OK) return st;
     return r == CUDA_SUCCESS ? KILN_OK : rt_driver_error("cuModuleUnload", r);
+}
+
+void rt_module_attach(KilnModule *m, const RtModuleHooks *hooks, void *owner)
+{
+    m->hooks = hooks;
+    m->owner = owner;
+}
+
+void *rt_module_owner(const KilnModule *m, const RtModuleHooks *hooks)
+{
+    return m && m->hooks == hooks ? m->owner : NULL;
 }
 
 static KilnStatus not_found(const KilnModule *m, const char *name)

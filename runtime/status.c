@@ -5,7 +5,7 @@
  * exit. Long messages (compiler diagnostics, JIT logs) are cut at the buffer
  * size with a "[...]" marker.
  */
-#include "kiln.h"
+#include "kiln_runtime.h"
 #include "rt_internal.h"
 
 #include <stdarg.h>
@@ -30,6 +30,7 @@ const char *kiln_status_name(KilnStatus s)
     case KILN_ERR_NOT_FOUND: return "KILN_ERR_NOT_FOUND";
     case KILN_ERR_UNSUPPORTED: return "KILN_ERR_UNSUPPORTED";
     case KILN_ERR_INTERNAL: return "KILN_ERR_INTERNAL";
+    case KILN_ERR_KERNEL: return "KILN_ERR_KERNEL";
     }
     return "KILN_ERR_UNKNOWN";
 }

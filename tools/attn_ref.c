@@ -18,15 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../compiler/interp/interp.h"
+#include "kiln_runtime.h"
 
 size_t attn_dtype_size(AttnDtype t) { return t == ATTN_F32 ? 4 : 2; }
 
 double attn_get(AttnDtype t, const void *base, size_t idx)
 {
     switch (t) {
-    case ATTN_F16: return interp_f16_to_f32(((const uint16_t *)base)[idx]);
-    case ATTN_BF16: return interp_bf16_to_f32(((const uint16_t *)base)[idx]);
+    case ATTN_F16: return kiln_f16_to_f32(((const uint16_t *)base)[idx]);
+    case ATTN_BF16: return kiln_bf16_to_f32(((const uint16_t *)base)[idx]);
     default: return ((const float *)base)[idx];
     }
 }
@@ -34,8 +34,8 @@ double attn_get(AttnDtype t, const void *base, size_t idx)
 void attn_put(AttnDtype t, void *base, size_t idx, double x)
 {
     switch (t) {
-    case ATTN_F16: ((uint16_t *)base)[idx] = interp_f32_to_f16((float)x); break;
-    case ATTN_BF16: ((uint16_t *)base)[idx] = interp_f32_to_bf16((float)x); break;
+    case ATTN_F16: ((uint16_t *)base)[idx] = kiln_f32_to_f16((float)x); break;
+    case ATTN_BF16: ((uint16_t *)base)[idx] = kiln_f32_to_bf16((float)x); break;
     default: ((float *)base)[idx] = (float)x; break;
     }
 }
@@ -43,8 +43,8 @@ void attn_put(AttnDtype t, void *base, size_t idx, double x)
 double attn_round(AttnDtype t, double x)
 {
     switch (t) {
-    case ATTN_F16: return interp_f16_to_f32(interp_f32_to_f16((float)x));
-    case ATTN_BF16: return interp_bf16_to_f32(interp_f32_to_bf16((float)x));
+    case ATTN_F16: return kiln_f16_to_f32(kiln_f32_to_f16((float)x));
+    case ATTN_BF16: return kiln_bf16_to_f32(kiln_f32_to_bf16((float)x));
     default: return (float)x;
     }
 }

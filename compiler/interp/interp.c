@@ -63,30 +63,6 @@ int it_internal(Interp *it, const IrOp *op, const char *fmt, ...)
 }
 
 /* ---- element helpers ---- */
-int64_t it_norm_int(IrElem e, uint64_t v)
-{
-    switch (e) {
-    case IR_I1: return (int64_t)(v & 1u);
-    case IR_I8: return (int64_t)(int8_t)(uint8_t)v;
-    case IR_I16: return (int64_t)(int16_t)(uint16_t)v;
-    case IR_I32: return (int64_t)(int32_t)(uint32_t)v;
-    case IR_U8: return (int64_t)(v & 0xffu);
-    case IR_U16: return (int64_t)(v & 0xffffu);
-    case IR_U32: return (int64_t)(v & 0xffffffffu);
-    default: return (int64_t)v; /* i64, u64, ptr */
-    }
-}
-
-double it_round_float(IrElem e, double x)
-{
-    switch (e) {
-    case IR_F16: return interp_f16_to_f32(interp_f64_to_f16(x));
-    case IR_BF16: return interp_bf16_to_f32(interp_f64_to_bf16(x));
-    case IR_F32: return (double)(float)x;
-    default: return x;
-    }
-}
-
 int it_elem_bytes(IrElem e)
 {
     if (e == IR_I1) return 1;
@@ -187,8 +163,8 @@ static int exec_const(Interp *it, const IrOp *op)
     IVal *r = it_out(it, op, 0);
     if (!r) return alloc_failed(it, op);
     IVal v;
-    if (ir_elem_is_float((IrElem)t.elem)) v.f = it_round_float((IrElem)t.elem, op->fval);
-    else v.i = it_norm_int((IrElem)t.elem, (uint64_t)op->ival);
+    if (ir_elem_is_float((IrElem)t.elem)) v.f = ir_eval_round((IrElem)t.elem, op->fval);
+    else v.i = ir_eval_wrap((IrElem)t.elem, (uint64_t)op->ival);
     int64_t n = ir_type_numel(t);
     for (int64_t i = 0; i < n; i++) r[i] = v;
     return 0;
@@ -213,7 +189,7 @@ static int exec_arange(Interp *it, const IrOp *op)
     IVal *r = it_out(it, op, 0);
     if (!r) return alloc_failed(it, op);
     for (int64_t i = 0; i < n; i++)
-        r[i].i = it_norm_int((IrElem)op->res[0]->type.elem, (uint64_t)(op->attr[0] + i));
+        r[i].i = ir_eval_wrap((IrElem)op->res[0]->type.elem, (uint64_t)(op->attr[0] + i));
     return 0;
 }
 
@@ -294,7 +270,7 @@ static int exec_for(Interp *it, const IrOp *op)
         if (run_region_into(it, op, body)) return 1;
         /* Stop instead of wrapping past the largest value of the iv's type. */
         uint64_t next = (uint64_t)iv + (uint64_t)step;
-        int64_t nv = it_norm_int(ie, next);
+        int64_t nv = ir_eval_wrap(ie, next);
         if (ir_elem_is_signed(ie) ? nv < iv : (uint64_t)nv < (uint64_t)iv) break;
         iv = nv;
     }
@@ -364,8 +340,8 @@ static int bind_params(Interp *it, const InterpArg *args, int nargs)
         if (!d) return alloc_failed(it, NULL);
         IrElem e = (IrElem)p->type.elem;
         if (e == IR_PTR) d->u = (uint64_t)(uintptr_t)args[k].ptr;
-        else if (ir_elem_is_float(e)) d->f = it_round_float(e, args[k].f);
-        else d->i = it_norm_int(e, (uint64_t)args[k].i);
+        else if (ir_elem_is_float(e)) d->f = ir_eval_round(e, args[k].f);
+        else d->i = ir_eval_wrap(e, (uint64_t)args[k].i);
     }
     return 0;
 }

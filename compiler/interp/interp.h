@@ -11,6 +11,7 @@
 #define KILN_INTERP_H
 
 #include "../ir/ir.h"
+#include "../support/fp16.h"
 
 typedef struct InterpBuffer {
     void *data;
@@ -36,13 +37,15 @@ typedef struct InterpOptions {
  * source location, what went wrong) in `err`. */
 int interp_run(const IrFunc *f, const InterpArg *args, int nargs, const InterpOptions *opts, StrBuf *err);
 
-/* fp16 / bf16 helpers, round to nearest even (exposed for tests and references). */
-uint16_t interp_f32_to_f16(float x);
-float    interp_f16_to_f32(uint16_t h);
-uint16_t interp_f32_to_bf16(float x);
-float    interp_bf16_to_f32(uint16_t h);
+/* fp16 / bf16 helpers, round to nearest even (exposed for tests and references):
+ * the support layer's conversions (compiler/support/fp16.c), which the
+ * interpreter's casts, loads and stores use through compiler/ir/eval.c. */
+static inline uint16_t interp_f32_to_f16(float x) { return fp16_from_f32(x); }
+static inline float    interp_f16_to_f32(uint16_t h) { return fp16_to_f32(h); }
+static inline uint16_t interp_f32_to_bf16(float x) { return bf16_from_f32(x); }
+static inline float    interp_bf16_to_f32(uint16_t h) { return bf16_to_f32(h); }
 /* double -> f16 / bf16 with a single rounding (no double rounding through f32). */
-uint16_t interp_f64_to_f16(double d);
-uint16_t interp_f64_to_bf16(double d);
+static inline uint16_t interp_f64_to_f16(double d) { return fp16_from_f64(d); }
+static inline uint16_t interp_f64_to_bf16(double d) { return bf16_from_f64(d); }
 
 #endif

@@ -17,12 +17,10 @@
 #define KILN_INTERP_IMPL_H
 
 #include "interp.h"
+#include "../ir/eval.h"
 
-typedef union IVal {
-    double f;
-    int64_t i;
-    uint64_t u;
-} IVal;
+/* The evaluator's scalar (compiler/ir/eval.h): same normalisation rules. */
+typedef IrScalar IVal;
 
 typedef struct Slot {
     IVal *d;
@@ -63,8 +61,6 @@ static inline IVal *it_out(Interp *it, const IrOp *op, int k) { return it_def(it
 int it_operand_stride(Interp *it, const IrOp *op, int k, int64_t n);
 
 /* Element helpers. */
-int64_t it_norm_int(IrElem e, uint64_t v);     /* wrap to the width of e */
-double  it_round_float(IrElem e, double x);    /* round once to e (f16/bf16/f32/f64) */
 int     it_elem_bytes(IrElem e);               /* in memory: i1 -> 1 byte, ptr -> 8 */
 /* "[3, 5]": the multi-index of flat element `lane` of a value of type t. */
 void it_fmt_index(char *buf, size_t n, IrType t, int64_t lane);

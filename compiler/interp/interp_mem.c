@@ -23,42 +23,18 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Memory holds the element's own encoding, little-endian (the host's). */
 static IVal mem_read(IrElem e, const void *p)
 {
-    IVal v;
-    v.u = 0;
-    switch (e) {
-    case IR_I1: { uint8_t x; memcpy(&x, p, 1); v.i = x != 0; break; }
-    case IR_I8: { int8_t x; memcpy(&x, p, 1); v.i = x; break; }
-    case IR_U8: { uint8_t x; memcpy(&x, p, 1); v.i = x; break; }
-    case IR_I16: { int16_t x; memcpy(&x, p, 2); v.i = x; break; }
-    case IR_U16: { uint16_t x; memcpy(&x, p, 2); v.i = x; break; }
-    case IR_I32: { int32_t x; memcpy(&x, p, 4); v.i = x; break; }
-    case IR_U32: { uint32_t x; memcpy(&x, p, 4); v.i = x; break; }
-    case IR_I64: case IR_U64: case IR_PTR: memcpy(&v.u, p, 8); break;
-    case IR_F16: { uint16_t x; memcpy(&x, p, 2); v.f = interp_f16_to_f32(x); break; }
-    case IR_BF16: { uint16_t x; memcpy(&x, p, 2); v.f = interp_bf16_to_f32(x); break; }
-    case IR_F32: { float x; memcpy(&x, p, 4); v.f = x; break; }
-    case IR_F64: memcpy(&v.f, p, 8); break;
-    default: break;
-    }
-    return v;
+    uint64_t bits = 0;
+    memcpy(&bits, p, (size_t)it_elem_bytes(e));
+    return ir_eval_from_bits(e, bits);
 }
 
 static void mem_write(IrElem e, void *p, IVal v)
 {
-    switch (e) {
-    case IR_I1: { uint8_t x = (uint8_t)(v.i != 0); memcpy(p, &x, 1); break; }
-    case IR_I8: case IR_U8: { uint8_t x = (uint8_t)v.u; memcpy(p, &x, 1); break; }
-    case IR_I16: case IR_U16: { uint16_t x = (uint16_t)v.u; memcpy(p, &x, 2); break; }
-    case IR_I32: case IR_U32: { uint32_t x = (uint32_t)v.u; memcpy(p, &x, 4); break; }
-    case IR_I64: case IR_U64: case IR_PTR: memcpy(p, &v.u, 8); break;
-    case IR_F16: { uint16_t x = interp_f64_to_f16(v.f); memcpy(p, &x, 2); break; }
-    case IR_BF16: { uint16_t x = interp_f64_to_bf16(v.f); memcpy(p, &x, 2); break; }
-    case IR_F32: { float x = (float)v.f; memcpy(p, &x, 4); break; }
-    case IR_F64: memcpy(p, &v.f, 8); break;
-    default: break;
-    }
+    uint64_t bits = ir_eval_to_bits(e, v);
+    memcpy(p, &bits, (size_t)it_elem_bytes(e));
 }
 
 static bool in_buffer(const InterpBuffer *b, uint64_t addr, uint64_t size)
@@ -180,10 +156,7 @@ static int exec_write(Interp *it, const IrOp *op)
         if (atomic) {
             IVal old = mem_read(e, p);
             r[i] = old;
-            if (ir_elem_is_float(e))
-                v.f = e == IR_F64 ? old.f + v.f : it_round_float(e, (double)((float)old.f + (float)v.f));
-            else
-                v.i = it_norm_int(e, old.u + v.u);
+            ir_eval_binary(IR_ADD, e, old, v, &v); /* defined on every numeric type */
         }
         mem_write(e, p, v);
     }

@@ -184,7 +184,7 @@ static void dot_int(const IVal *a, const IVal *b, IVal *r, const DotDims *d, IrE
             uint64_t x = a[m * d->k + k].u;
             for (int64_t n = 0; n < d->n; n++) {
                 IVal *o = &r[m * d->n + n];
-                o->i = it_norm_int(re, o->u + x * b[k * d->n + n].u);
+                o->i = ir_eval_wrap(re, o->u + x * b[k * d->n + n].u);
             }
         }
 }
@@ -220,7 +220,7 @@ int it_exec_dot(Interp *it, const IrOp *op)
         else dot_float(ab, bb, rb, &d, row);
     }
     if (fl && re != IR_F32)
-        for (int64_t i = 0; i < total; i++) r[i].f = it_round_float(re, r[i].f);
+        for (int64_t i = 0; i < total; i++) r[i].f = ir_eval_round(re, r[i].f);
     return 0;
 }
 
@@ -242,11 +242,11 @@ static IVal reduce_line(IrReduce kind, IrElem e, IrElem re, const IVal *x, int64
         } else if (fl) {
             float s = 0;
             for (int64_t j = 0; j < len; j++) s += (float)x[j * inner].f;
-            out.f = it_round_float(re, s);
+            out.f = ir_eval_round(re, s);
         } else {
             uint64_t s = 0;
             for (int64_t j = 0; j < len; j++) s += x[j * inner].u;
-            out.i = it_norm_int(re, s);
+            out.i = ir_eval_wrap(re, s);
         }
         return out;
     }
@@ -260,7 +260,7 @@ static IVal reduce_line(IrReduce kind, IrElem e, IrElem re, const IVal *x, int64
         else better = want_max ? v.u > b.u : v.u < b.u;
         if (better) best = j;
     }
-    if (kind == IR_RED_ARGMAX || kind == IR_RED_ARGMIN) out.i = it_norm_int(re, (uint64_t)best);
+    if (kind == IR_RED_ARGMAX || kind == IR_RED_ARGMIN) out.i = ir_eval_wrap(re, (uint64_t)best);
     else out = x[best * inner];
     return out;
 }

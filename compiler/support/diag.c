@@ -14,9 +14,11 @@ void diag_init(Diag *d, const char *file, const char *src)
 void diag_free(Diag *d) { sb_free(&d->out); }
 
 /* Append the source line `line` and a caret under column `col`. Tabs in the
- * prefix are kept so the caret lines up in a terminal. */
+ * prefix are kept so the caret lines up in a terminal. A long line is cut to
+ * 80 columns either side of the caret, the cuts marked "...". */
 static void show_line(Diag *d, int line, int col)
 {
+    enum { EXCERPT = 80 };
     if (!d->src || line <= 0) return;
     const char *p = d->src;
     for (int l = 1; l < line && *p; p++)
@@ -24,10 +26,15 @@ static void show_line(Diag *d, int line, int col)
     const char *e = p;
     while (*e && *e != '\n') e++;
     if (p == e && !*p) return;
-    sb_putn(&d->out, p, (size_t)(e - p));
+    size_t len = (size_t)(e - p), at = col > 1 ? (size_t)col - 1 : 0;
+    if (at > len) at = len;
+    size_t lo = at > EXCERPT ? at - EXCERPT : 0, hi = len - at > EXCERPT ? at + EXCERPT : len;
+    if (lo) sb_puts(&d->out, "...");
+    sb_putn(&d->out, p + lo, hi - lo);
+    if (hi < len) sb_puts(&d->out, "...");
     sb_putc(&d->out, '\n');
-    int c = 1;
-    for (const char *q = p; q < e && c < col; q++, c++) sb_putc(&d->out, *q == '\t' ? '\t' : ' ');
+    if (lo) sb_puts(&d->out, "   ");
+    for (const char *q = p + lo; q < p + at; q++) sb_putc(&d->out, *q == '\t' ? '\t' : ' ');
     sb_puts(&d->out, "^\n");
 }
 

@@ -1,6 +1,6 @@
 /* fp16.c — exact conversions between f32/f64 and the 16-bit float formats
- * (support: the interpreter's loads/stores/casts and the constant folder both
- * round through these, so folding and running can never disagree).
+ * (support: compiler/ir/eval.c rounds through these, and every host evaluation
+ * of IR values goes through it, so folding and running can never disagree).
  *
  * What: IEEE binary16 (f16) and bfloat16 (bf16) encode/decode with round to
  * nearest, ties to even, including subnormals, infinities and NaNs (NaNs stay

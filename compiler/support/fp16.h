@@ -1,7 +1,8 @@
 /* fp16.h — IEEE binary16 (f16) and bfloat16 (bf16) encode/decode, round to
- * nearest even with subnormals, infinities and NaNs (fp16.c). Shared by the
- * interpreter (interp_f32_to_f16 & co. are these) and the constant folder,
- * which must round exactly as a run does. */
+ * nearest even with subnormals, infinities and NaNs (fp16.c). The IR's scalar
+ * evaluator (compiler/ir/eval.c) rounds through these, and with it the front
+ * end's constant evaluation, the constant folder and the interpreter
+ * (interp_f32_to_f16 & co. are these too), so all round exactly alike. */
 #ifndef KILN_FP16_H
 #define KILN_FP16_H
 

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "compiler/driver.h"
+#include "compiler/driver/driver.h"
 #include "compiler/interp/interp.h"
 #include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
 

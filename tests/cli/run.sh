@@ -37,6 +37,10 @@ contains "$tmp/err" "bad.tile:2:" "diagnostic has file:line"
 contains "$tmp/err" "error:" "diagnostic says error"
 contains "$tmp/err" "^" "diagnostic has a caret"
 
+printf 'kernel k(X: *f32) {\n  store(X, 1.0);\n}\n  x\0y\nkernel bad( {\n' > "$tmp/nul.tile"
+expect 1 "NUL byte" -- "$kiln" check "$tmp/nul.tile"
+contains "$tmp/err" "nul.tile:4:4: error: NUL byte in the source" "a NUL byte is a located error"
+
 # Random bytes never crash the compiler (exit 0 or 1, never a signal).
 for i in 1 2 3 4 5; do
   head -c 400 /dev/urandom > "$tmp/junk$i.tile"

@@ -20,7 +20,7 @@
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
 #include "kiln.h"
-#include "compiler/driver.h"
+#include "compiler/driver/driver.h"
 #include "compiler/interp/interp.h"
 #include "compiler/support/support.h"
 

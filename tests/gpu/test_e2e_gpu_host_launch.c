@@ -16,7 +16,7 @@
 #define GPU_UTIL_RUNTIME_ONLY
 #include "tests/gpu/gpu_util.h"
 #include "compiler/support/support.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

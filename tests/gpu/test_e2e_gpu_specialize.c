@@ -21,7 +21,7 @@
 #include "tests/testutil.h"
 #include "compiler/support/support.h"
 #include "kiln.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -180,27 +180,6 @@ typedef struct MatmulBufs {
     float *hc;
 } MatmulBufs;
 
-static uint16_t to_f16(float x) /* round to nearest even; |x| < 1, so normal or subnormal */
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t sign = (u >> 16) & 0x8000;
-    float a = fabsf(x);
-    if (a < 6.103515625e-05f) /* subnormal f16: multiples of 2^-24 */
-        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
-    uint32_t e = ((u >> 23) & 0xff) - 127 + 15, m = u & 0x7fffff;
-    uint32_t h = (e << 10) | (m >> 13), rest = m & 0x1fff;
-    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static double from_f16(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
-    return (h & 0x8000) ? -v : v;
-}
-
 static void mm_alloc(MatmulBufs *b)
 {
     b->ha = malloc(MM_M * MM_K * 2);
@@ -231,8 +210,8 @@ static void mm_args(const MatmulBufs *b, bool bt, int stride_ak, KilnArg a[12])
 /* Random inputs, NaN-poisoned C, one launch, C against float64. */
 static void mm_run_and_check(KilnKernel *k, MatmulBufs *b, bool bt)
 {
-    for (int i = 0; i < MM_M * MM_K; i++) b->ha[i] = to_f16(rnd());
-    for (int i = 0; i < MM_K * MM_N; i++) b->hb[i] = to_f16(rnd());
+    for (int i = 0; i < MM_M * MM_K; i++) b->ha[i] = kiln_f32_to_f16(rnd());
+    for (int i = 0; i < MM_K * MM_N; i++) b->hb[i] = kiln_f32_to_f16(rnd());
     OK(kiln_memcpy_htod(g_dev, b->a, b->ha, MM_M * MM_K * 2));
     OK(kiln_memcpy_htod(g_dev, b->b, b->hb, MM_K * MM_N * 2));
     OK(kiln_memset(g_dev, b->c, 0xFF, (MM_M * MM_N + MM_PAD) * 4));
@@ -246,7 +225,7 @@ static void mm_run_and_check(KilnKernel *k, MatmulBufs *b, bool bt)
         for (int j = 0; j < MM_N; j++) {
             double ref = 0;
             for (int q = 0; q < MM_K; q++)
-                ref += from_f16(b->ha[i * MM_K + q]) * from_f16(bt ? b->hb[j * MM_K + q] : b->hb[q * MM_N + j]);
+                ref += (double)kiln_f16_to_f32(b->ha[i * MM_K + q]) * kiln_f16_to_f32(bt ? b->hb[j * MM_K + q] : b->hb[q * MM_N + j]);
             double got = b->hc[i * MM_N + j];
             ck_assert_msg(fabs(got - ref) <= 1e-3 * (1 + fabs(ref)), "%s B: C[%d][%d] = %.6g, want %.6g",
                           bt ? "transposed" : "row-major", i, j, got, ref);

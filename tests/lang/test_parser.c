@@ -479,7 +479,11 @@ START_TEST(test_hostile_inputs)
         }
         strcpy(s + at, "1; }");
         Parsed *p = parse(s);
-        ck_assert_msg(p->diag.nerrors >= 1, "no error for fill '%s'", fills[f]);
+        /* a flat chain `a+a+...+1` is one level of nesting: fine at any length */
+        if (strcmp(fills[f], "a+") == 0)
+            ck_assert_msg(p->diag.nerrors == 0, "error for a flat chain:\n%s", errs(p));
+        else
+            ck_assert_msg(p->diag.nerrors >= 1, "no error for fill '%s'", fills[f]);
         done(p);
     }
     /* every byte value (except NUL) alone and in a kernel body */

@@ -5,7 +5,8 @@
  *   kiln-bench softmax --rows 4096 --cols 4096 [--dtype f32|f16] [--block 4096] [--warps 8]
  *
  * It compiles examples/vec_add.tile or examples/softmax.tile (under --root, else
- * $KILN_SOURCE_DIR, else the source tree it was built from), fills the inputs
+ * where kiln_data_path finds it: an installed share/kiln, $KILN_SOURCE_DIR or
+ * the source tree it was built from), fills the inputs
  * with random non-zero values, poisons the outputs, runs the kernel once and
  * checks that run against a host reference (vec add: bit-exact, it is one f32
  * rounding; softmax: max relative error < 1e-5 in f32, < 1e-3 in f16), then warms
@@ -72,7 +73,7 @@ static int usage(void)
             "options: --reps R (100)  --warmup W (10)  --block B (power of two; vec_add 1024,\n"
             "         softmax the next power of two >= C)  --warps W (kernel default / by BLOCK)\n"
             "         --sets S (input sets to rotate; 0 = by --l2-mib)  --l2-mib M (50)\n"
-            "         --root DIR (source tree; else $KILN_SOURCE_DIR)  --seed S\n"
+            "         --root DIR (source tree or share/kiln; else kiln_data_path)  --seed S\n"
             "         --no-queue-ahead (launch straight from the host: times include launch overhead)\n"
             "         --compile-only [--arch sm_90a]  (no GPU needed)\n");
     return 2;
@@ -214,43 +215,6 @@ static float rand_value(uint64_t *s, float scale)
     return (float)k * (scale / (float)(1 << 22));
 }
 
-/* f32 -> f16 bits, round to nearest even (the host side of f16 storage). */
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xFF, m = x & 0x7FFFFFu;
-    if (e == 0xFF) return (uint16_t)(sign | 0x7C00u | (m ? 0x200u : 0));
-    int ee = (int)e - 127 + 15;
-    if (ee >= 31) return (uint16_t)(sign | 0x7C00u);
-    if (ee <= 0) {                                   /* subnormal or zero */
-        if (ee < -10) return (uint16_t)sign;
-        m |= 0x800000u;
-        int shift = 14 - ee;
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)ee << 10) | (m >> 13), rem = m & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;   /* may carry into the exponent: right */
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FFu, x;
-    if (e == 0x1F) x = sign | 0x7F800000u | (m << 13);
-    else if (e) x = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m) x = sign;
-    else {
-        float f = (float)m * (1.0f / 16777216.0f);   /* m * 2^-24 */
-        return sign ? -f : f;
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 /* ---------------------------------------------------------------- the benchmark */
 
 typedef struct Bench {
@@ -295,7 +259,7 @@ static void fill_host(const Bench *b, int set, int which, void *h)
     float scale = b->o->op == OP_VEC_ADD ? 1.0f : 4.0f;
     for (size_t i = 0; i < b->elems; i++) {
         float v = rand_value(&s, scale);
-        if (b->esize == 2) ((uint16_t *)h)[i] = f32_to_f16(v);
+        if (b->esize == 2) ((uint16_t *)h)[i] = kiln_f32_to_f16(v);
         else ((float *)h)[i] = v;
     }
 }
@@ -354,7 +318,7 @@ static void teardown(Bench *b)
 
 static double host_value(const Bench *b, const void *h, size_t i)
 {
-    return b->esize == 2 ? (double)f16_to_f32(((const uint16_t *)h)[i]) : (double)((const float *)h)[i];
+    return b->esize == 2 ? (double)kiln_f16_to_f32(((const uint16_t *)h)[i]) : (double)((const float *)h)[i];
 }
 
 /* vec add: the device result must equal the host's f32 sum bit for bit
@@ -544,12 +508,12 @@ typedef struct Prog {
 
 static int prog_load(Prog *p, const Opts *o)
 {
-    const char *root = o->root ? o->root : getenv("KILN_SOURCE_DIR");
-#ifdef KILN_SOURCE_DIR
-    if (!root || !*root) root = KILN_SOURCE_DIR;
-#endif
-    if (!root || !*root) root = ".";
-    snprintf(p->path, sizeof p->path, "%s/examples/%s.tile", root, o->op == OP_VEC_ADD ? "vec_add" : "softmax");
+    const char *rel = o->op == OP_VEC_ADD ? "examples/vec_add.tile" : "examples/softmax.tile";
+    if (o->root) snprintf(p->path, sizeof p->path, "%s/%s", o->root, rel);
+    else if (kiln_data_path(rel, p->path, sizeof p->path) != KILN_OK) {
+        fprintf(stderr, "kiln-bench: %s (give the source tree with --root)\n", kiln_last_error());
+        return -1;
+    }
     p->src = slurp(p->path);
     if (!p->src) {
         fprintf(stderr, "kiln-bench: cannot read %s: %s (give the source tree with --root)\n", p->path,

@@ -51,45 +51,8 @@ static char *slurp(const char *path)
     return buf;
 }
 
-/* float -> f16 / bf16 bits, round to nearest even (normal range; inputs are in [-1, 1)). */
-static uint16_t to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static uint16_t to_f16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t sign = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, man = u & 0x7fffff;
-    if (e < 103) return (uint16_t)sign; /* below half the smallest subnormal */
-    if (e < 113) {                      /* subnormal half */
-        man |= 0x800000;
-        int shift = 126 - (int)e;
-        uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((e - 112) << 10) | (man >> 13), rem = man & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static double from_bits(uint16_t h, int bf)
-{
-    if (bf) {
-        uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    int e = (h >> 10) & 0x1f, man = h & 0x3ff;
-    double v = e ? ldexp(1.0 + man / 1024.0, e - 15) : ldexp(man / 1024.0, -14);
-    return (h & 0x8000) ? -v : v;
-}
+/* f16 / bf16 bits -> float (the public helpers: the bits the kernel reads). */
+static float from_bits(uint16_t h, int bf) { return bf ? kiln_bf16_to_f32(h) : kiln_f16_to_f32(h); }
 
 static int usage(void)
 {
@@ -160,7 +123,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < na + nbel; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         float f = (float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-        uint16_t h = bf ? to_bf16(f) : to_f16(f);
+        uint16_t h = bf ? kiln_f32_to_bf16(f) : kiln_f32_to_f16(f);
         if (i < na) a[i] = h;
         else b[i - na] = h;
     }
@@ -194,7 +157,7 @@ int main(int argc, char **argv)
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         size_t i = (s >> 11) % (size_t)o.m, j = (s >> 37) % (size_t)o.n;
         double ref = 0;
-        for (int kk = 0; kk < o.k; kk++) ref += from_bits(a[i * o.k + kk], bf) * from_bits(b[(size_t)kk * o.n + j], bf);
+        for (int kk = 0; kk < o.k; kk++) ref += (double)from_bits(a[i * o.k + kk], bf) * from_bits(b[(size_t)kk * o.n + j], bf);
         double d = fabs((double)c[i * o.n + j] - ref);
         if (!(d <= worst)) worst = d;
         if (fabs(ref) > maxref) maxref = fabs(ref);

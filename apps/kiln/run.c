@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../interp/interp.h"
+#include "compiler/interp/interp.h"
 #include "cli.h"
 #include "run_args.h"
 

@@ -4,7 +4,7 @@
  * so keys are 256-bit. Checked against the FIPS test vectors in
  * tests/runtime/test_cache.c ("abc" -> ba7816bf...).
  */
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <string.h>
 

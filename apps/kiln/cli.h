@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "../driver.h"
+#include "compiler/driver/driver.h"
 
 #define KILN_CLI_MAX_DEFINES 64
 #define KILN_CLI_MAX_ARGS 64

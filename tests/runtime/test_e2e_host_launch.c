@@ -1,4 +1,4 @@
-/* test_host_launch.c — kiln_host_launch without a GPU: its argument checks and
+/* test_e2e_host_launch.c — kiln_host_launch without a GPU: its argument checks and
  * the path a host program takes when there is no GPU.
  *
  * A bad argument list must be refused BEFORE the kernel or any device is

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../driver.h"
-#include "../interp/interp.h"
+#include "compiler/driver/driver.h"
+#include "compiler/interp/interp.h"
 #include "cli.h"
 
 #define EXIT_USER 1
@@ -177,10 +177,38 @@ static int write_output(const char *path, const char *data, size_t n)
     return 0;
 }
 
+/* A NUL byte would silently end the source (the compiler takes C strings):
+ * reported at its place, in the compiler's diagnostic form. */
+static bool reject_nul(const char *path, const char *src, size_t len)
+{
+    const char *nul = memchr(src, 0, len);
+    if (!nul) return false;
+    const char *line = src;
+    int lno = 1;
+    for (const char *p = src; p < nul; p++)
+        if (*p == '\n') lno++, line = p + 1;
+    int col = (int)(nul - line) + 1;
+    fprintf(stderr, "%s:%d:%d: error: NUL byte in the source (not a text file?)\n%.*s\n%*s^\n", path, lno, col,
+            col > 200 ? 0 : col - 1, line, col > 200 ? 0 : col - 1, "");
+    return true;
+}
+
+/* `path` as given, else (a relative path that is not there) the shipped
+ * program of that name: `kiln check examples/softmax.tile` works from any
+ * directory with an installed prefix (kiln_data_path). */
 char *kiln_cli_read_source(const char *path)
 {
-    char *src = read_file_text(path, NULL);
-    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(errno));
+    size_t len = 0;
+    char *src = read_file_text(path, &len);
+    int err = errno;
+    char shipped[4096];
+    if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK)
+        src = read_file_text(shipped, &len);
+    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(err));
+    if (src && reject_nul(path, src, len)) {
+        free(src);
+        return NULL;
+    }
     return src;
 }
 

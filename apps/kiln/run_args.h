@@ -2,7 +2,7 @@
 #ifndef KILN_RUN_ARGS_H
 #define KILN_RUN_ARGS_H
 
-#include "../interp/interp.h"
+#include "compiler/interp/interp.h"
 #include "cli.h"
 
 #define RUN_MAX_PARAMS 64

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kiln.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 static char g_dir[256];
 

@@ -32,7 +32,7 @@
  * stride_cn} besides the 16-bits, and its variant pipelines with cp.async.
  */
 #include "cuda_loader.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,23 +338,36 @@ KilnStatus rt_spec_select(RtSpec *s, KilnKernel *generic, const KilnKernelInfo *
     return st;
 }
 
+/* The runtime core calls these through the module's hooks (rt_internal.h). */
+static KilnStatus hook_select(void *owner, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
+                              int nargs, KilnKernel **run)
+{
+    return rt_spec_select(owner, generic, info, args, nargs, run);
+}
+static void hook_release(void *owner) { rt_spec_free(owner); }
+static const RtModuleHooks spec_hooks = {hook_select, hook_release};
+
+void rt_spec_attach(KilnModule *m, RtSpec *s) { rt_module_attach(m, &spec_hooks, s); }
+
 KilnStatus kiln_module_set_specialize(KilnModule *m, int on)
 {
     if (!m) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_set_specialize: module is NULL");
-    if (m->spec) {
-        pthread_mutex_lock(&m->spec->lock);
-        m->spec->on = on != 0;
-        pthread_mutex_unlock(&m->spec->lock);
+    RtSpec *s = rt_module_owner(m, &spec_hooks);
+    if (s) {
+        pthread_mutex_lock(&s->lock);
+        s->on = on != 0;
+        pthread_mutex_unlock(&s->lock);
     }
     return KILN_OK;
 }
 
 int rt_module_variants(KilnModule *m)
 {
-    if (!m || !m->spec) return 0;
-    pthread_mutex_lock(&m->spec->lock);
-    int n = m->spec->nvariants;
-    pthread_mutex_unlock(&m->spec->lock);
+    RtSpec *s = rt_module_owner(m, &spec_hooks);
+    if (!s) return 0;
+    pthread_mutex_lock(&s->lock);
+    int n = s->nvariants;
+    pthread_mutex_unlock(&s->lock);
     return n;
 }
 
@@ -362,9 +375,8 @@ KilnStatus rt_module_variant_request(KilnModule *m, int i, KilnCompileOptions *o
                                      const char **path, const char **src)
 {
     *hints = NULL;
-    if (!m || !m->spec || m->ninfos < 1)
-        return kiln_set_error(KILN_ERR_NOT_FOUND, "the module has no specialised variants");
-    RtSpec *s = m->spec;
+    RtSpec *s = rt_module_owner(m, &spec_hooks);
+    if (!s || m->ninfos < 1) return kiln_set_error(KILN_ERR_NOT_FOUND, "the module has no specialised variants");
     pthread_mutex_lock(&s->lock);
     bool have = i >= 0 && i < s->nvariants;
     RtSpecKey key;

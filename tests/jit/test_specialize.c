@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "kiln.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 /* k(X: *f32, Y: *f16, n: i32, m: u64, s: i64, scale: f32, flag: bool, b: u8) */
 static KilnParam params[8];

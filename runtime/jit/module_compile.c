@@ -13,7 +13,7 @@
  * variants specialised on its arguments (specialize.c) the same way.
  */
 #include "cuda_loader.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 #include "compiler/support/ptxas.h"
 
 #include <stdlib.h>
@@ -134,13 +134,14 @@ KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *sr
     KilnStatus st = compile_load(dev, path, src, &o, opts->emit != KILN_EMIT_CUBIN, &m);
     if (st != KILN_OK) return st;
     /* Keep the request for launch-time specialisation (specialize.c). */
-    m->spec = rt_spec_new(path, src, &o, compile_variant, release_variant);
-    if (!m->spec) {
+    RtSpec *spec = rt_spec_new(path, src, &o, compile_variant, release_variant);
+    if (!spec) {
         kiln_module_free(m);
         return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
     }
-    m->spec->dev = dev;
-    m->spec->on = specialize_by_default();
+    spec->dev = dev;
+    spec->on = specialize_by_default();
+    rt_spec_attach(m, spec);
     *out = m;
     return KILN_OK;
 }

@@ -28,7 +28,7 @@
  * (4 warps, 2 stages) once, then launches 16 x 16 programs (sm_80: BLOCK_M=128, 8 x 16).
  */
 #include "cuda_loader.h"
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -322,8 +322,14 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
     return st;
 }
 
+/* kiln_shutdown(dev) unloads dev's variants first (registered with the
+ * runtime core, which calls nothing of this layer by name). */
+static void teardown(KilnDevice *dev) { kiln_attention_cache_clear(dev); }
+
 static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
 {
+    KilnStatus reg = rt_on_device_shutdown(teardown);
+    if (reg != KILN_OK) return reg;
     pthread_mutex_lock(&g_lock);
     *out = find_locked(k);
     pthread_mutex_unlock(&g_lock);

@@ -17,7 +17,7 @@
  * lang/lib programs, flags or LLVM change. A rebuilt compiler therefore
  * misses every entry an older build stored (they stay on disk, unused).
  */
-#include "rt_internal.h"
+#include "jit_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,139 @@
+/* jit_internal.h — the jit layer's internal pieces (runtime/jit): hashing,
+ * the cache file format, launch-time specialisation and the embedded library
+ * programs. The jit layer sits on the compile driver and the runtime core; it
+ * reaches the core's internals through rt_internal.h. Not part of the public
+ * API (tests/jit include it directly).
+ */
+#ifndef KILN_JIT_INTERNAL_H
+#define KILN_JIT_INTERNAL_H
+
+#include "kiln_compile.h"
+#include "rt_internal.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+/* ---- hashing (sha256.c) ---- */
+
+typedef struct RtSha256 {
+    uint32_t h[8];
+    uint64_t len;
+    uint8_t buf[64];
+    size_t nbuf;
+} RtSha256;
+void rt_sha256_init(RtSha256 *s);
+void rt_sha256_update(RtSha256 *s, const void *data, size_t n);
+void rt_sha256_final(RtSha256 *s, uint8_t out[32]);
+void rt_sha256_hex(const void *data, size_t n, char hex[65]);
+
+/* ---- cache entry encoding (cache.c) ---- */
+
+/* Serialise an entry for key `key_hex` (malloc'd bytes); parse one back,
+ * verifying magic, key, sizes and checksum. Parsing never trusts the bytes. */
+KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t **out, size_t *size);
+KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *data, size_t size, KilnCacheEntry *out);
+/* The file name of an entry in `dir` (malloc'd). */
+char *rt_cache_path(const char *dir, const char *key_hex);
+/* The compiler's build identity, part of every cache key: a SHA-256 (hex) over
+ * its sources, lang/lib programs, flags and LLVM version, generated at build
+ * time (cmake/kiln_build_id.cmake -> kiln_build_id.c). */
+extern const char rt_build_id_generated[];
+const char *rt_build_id(void);
+/* Tests only: pretend to be a build with identity `id` (NULL: the real one). */
+void rt_set_build_id(const char *id);
+
+/* ---- launch-time specialisation (specialize.c) ---- */
+
+/* Like Triton, a module from kiln_module_compile is recompiled per launch
+ * "key": which pointer arguments are 16-byte aligned, which integer
+ * arguments are multiples of 16 and which integer arguments equal 1. Each
+ * key's variant is compiled once (through the on-disk cache, with those facts
+ * as KilnParamHints) and kept. */
+#define RT_SPEC_DIV 16
+#define RT_SPEC_MAX_PARAMS 256
+
+/* Bit i set: parameter i is a pointer / integer whose argument is a multiple
+ * of RT_SPEC_DIV and the module's own hints do not already say so.
+ * ones bit i set: parameter i is an integer whose argument is 1 and the
+ * module's hints do not already say so (never both bits for one i). */
+typedef struct RtSpecKey {
+    uint64_t bits[RT_SPEC_MAX_PARAMS / 64];
+    uint64_t ones[RT_SPEC_MAX_PARAMS / 64];
+} RtSpecKey;
+
+typedef struct RtSpec RtSpec;
+/* Compile and load the module's source with `hints`; *out is the variant's
+ * only kernel (its module owned by the caller until released), *info its
+ * signature (kernels stay opaque here, so CPU tests can pass fakes). */
+typedef KilnStatus (*RtSpecCompileFn)(RtSpec *spec, const KilnParamHint *hints, int nhints, KilnKernel **out,
+                                      const KilnKernelInfo **info);
+typedef void (*RtSpecReleaseFn)(KilnKernel *k);
+
+typedef struct RtVariant {
+    RtSpecKey key;
+    KilnKernel *kernel;             /* in its own module */
+} RtVariant;
+
+struct RtSpec {
+    pthread_mutex_t lock;           /* guards the variant table */
+    pthread_mutex_t compile_lock;   /* one variant compile at a time: each key compiles once */
+    int on;                         /* kiln_module_set_specialize */
+    char *path, *src;               /* copies */
+    KilnCompileOptions opts;        /* deep copy; arch and emit resolved */
+    RtSpecCompileFn compile;
+    RtSpecReleaseFn release;
+    KilnDevice *dev;                /* the module's device (for compile) */
+    RtVariant *variants;
+    int nvariants, cap;
+    int ncompiles;                  /* variants compiled (tests, stats) */
+};
+
+/* The key of a launch of `info` with `args` (already checked against info). */
+void rt_spec_key(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
+                 int nargs, RtSpecKey *key);
+bool rt_spec_key_empty(const RtSpecKey *key);
+/* The module's hints plus NAME=RT_SPEC_DIV for every key bit and NAME==1
+ * for every ones bit (malloc'd; names point into info). */
+KilnStatus rt_spec_hints(const KilnKernelInfo *info, const RtSpecKey *key, const KilnParamHint *base, int nbase,
+                         KilnParamHint **out, int *n);
+/* A launch must keep the promises the module was compiled with: every hinted
+ * argument must be a multiple of its hint, and equal 1 where a hint says
+ * NAME==1. KILN_ERR_ARGS naming it if not. */
+KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
+                          int nargs);
+/* Same name, parameters, warps and stages (smem may differ per variant). */
+bool rt_infos_match(const KilnKernelInfo *a, const KilnKernelInfo *b);
+/* A new spec owning copies of path, src and opts (NULL on out of memory). */
+RtSpec *rt_spec_new(const char *path, const char *src, const KilnCompileOptions *opts, RtSpecCompileFn compile,
+                    RtSpecReleaseFn release);
+void rt_spec_free(RtSpec *spec);    /* releases every variant */
+/* The kernel to launch for `generic` (whose info it was compiled for) and
+ * `args`: `generic` itself when specialisation is off or the key is empty,
+ * else the key's variant, compiled on first use. Thread-safe. */
+KilnStatus rt_spec_select(RtSpec *spec, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
+                          int nargs, KilnKernel **run);
+/* Variants a module holds (0 for loaded PTX / cubin); GPU tests use it. */
+int rt_module_variants(KilnModule *m);
+/* The compile request of variant `i` of `m` (in creation order): *opts is the
+ * module's (arch and emit resolved) with hints = *hints (malloc'd, the
+ * module's own plus the key's; free it), *path and *src the module's. GPU
+ * tests recompile it to PTX to look at the chosen variant's code.
+ * KILN_ERR_NOT_FOUND when there is no such variant. */
+KilnStatus rt_module_variant_request(KilnModule *m, int i, KilnCompileOptions *opts, KilnParamHint **hints,
+                                     const char **path, const char **src);
+
+/* ---- embedded library programs (generated by CMake from the .tile files of lang/lib) ---- */
+
+typedef struct RtLibSource {
+    const char *path;     /* "lang/lib/attention_fwd.tile" */
+    const char *text;     /* the file's bytes, NUL-terminated */
+    size_t size;          /* bytes, without the NUL */
+} RtLibSource;
+/* Every .tile file of lang/lib at configure time; ends with an entry whose path is NULL. */
+extern const RtLibSource rt_lib_sources[];
+
+/* The module hooks of compiled modules (specialize.c): rt_spec_attach(m, s)
+ * makes m own s (freed with it) and route its launches through rt_spec_select. */
+void rt_spec_attach(KilnModule *m, RtSpec *s);
+
+#endif
