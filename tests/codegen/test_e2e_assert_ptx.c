@@ -1,8 +1,8 @@
 /* test_e2e_assert_ptx.c — a kernel with device_assert (on a tile and on a
  * scalar, inside a loop too) compiles through the whole pipeline for sm_80:
  * the assert survives the target-independent passes (it is an effect), the PTX
- * traps on failure, and ptxas accepts it (skipped with a message when ptxas is
- * absent). */
+ * traps on failure, and ptxas accepts it (a ptxas-tagged case: the ctest entry
+ * test_e2e_assert_ptx/ptxas, skipped when ptxas is absent). */
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
 #include "kiln.h"

@@ -12,8 +12,8 @@
  * per warp) broadcast the [1, BLOCK_N] key mask of the causal / ragged path
  * from a tile with 2 row registers into one with 4 and read past the source's
  * registers: "select on a pointer" (invalid LLVM IR) or SIGSEGV in
- * LLVMBuildSelect. A few of those schedules also go through ptxas (cubin;
- * skipped when ptxas is absent).
+ * LLVMBuildSelect. A few of those schedules also go through ptxas (cubin; a
+ * ptxas-tagged case, test_e2e_schedules/ptxas, skipped when ptxas is absent).
  */
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
