@@ -57,11 +57,7 @@ static inline int pu_main(Suite *(*suite_fn)(void), bool ptxas_only)
             setenv("CK_EXCLUDE_TAGS", PU_PTXAS_TAG, 1);
         }
     }
-    SRunner *sr = srunner_create(suite_fn());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(suite_fn());
 }
 #define PU_MAIN(suite_fn) \
     int main(void) { return pu_main(suite_fn, false); }

@@ -29,15 +29,18 @@ static inline int tu_skip(const char *why)
     return TU_SKIP;
 }
 
+/* Runs one suite; main's exit status (non-zero on failure). */
+static inline int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 /* A main() that runs one suite and returns non-zero on failure. */
-#define TU_MAIN(suite_fn)                                   \
-    int main(void)                                          \
-    {                                                       \
-        SRunner *sr = srunner_create(suite_fn());           \
-        srunner_run_all(sr, CK_NORMAL);                     \
-        int nf = srunner_ntests_failed(sr);                 \
-        srunner_free(sr);                                   \
-        return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;       \
-    }
+#define TU_MAIN(suite_fn) \
+    int main(void) { return tu_run_suite(suite_fn()); }
 
 #endif
