@@ -39,8 +39,9 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -std=c17 -Wall -Wextra -Werror $extra "$src/tests/install/consumer.c" -o consumer $(pkg-config --cflags --libs kiln)
 LD_LIBRARY_PATH="$prefix/lib" ./consumer "$prefix/share/kiln"
 # The program really runs on the installed shared library.
-LD_LIBRARY_PATH="$prefix/lib" ldd ./consumer | grep -q "$prefix/lib/libkiln.so" ||
-  { echo "install: consumer does not load $prefix/lib/libkiln.so"; exit 1; }
+# (ldd's output is kept first: grep -q may close the pipe early, which pipefail counts.)
+libs=$(LD_LIBRARY_PATH="$prefix/lib" ldd ./consumer)
+grep -q "$prefix/lib/libkiln.so" <<< "$libs" || { echo "install: consumer does not load $prefix/lib/libkiln.so"; exit 1; }
 
 cmake -S "$src/tests/install" -B cmk -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$extra" >/dev/null
 cmake --build cmk >/dev/null
@@ -49,7 +50,8 @@ LD_LIBRARY_PATH="$prefix/lib" ./cmk/consumer "$prefix/share/kiln" >/dev/null
 # outside the prefix, it finds the shipped files through KILN_DATA_DIR (what
 # KilnConfig.cmake's KILN_DATA_DIR is for).
 KILN_DATA_DIR="$prefix/share/kiln" ./cmk/consumer_static "$prefix/share/kiln" >/dev/null
-if ldd ./cmk/consumer_static | grep -q libkiln; then echo "install: consumer_static loads libkiln.so"; exit 1; fi
+libs=$(ldd ./cmk/consumer_static)
+if grep -q libkiln <<< "$libs"; then echo "install: consumer_static loads libkiln.so"; exit 1; fi
 
 # The installed programs find the shipped .tile files from the prefix alone.
 "$prefix/bin/kiln" check examples/softmax.tile
