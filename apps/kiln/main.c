@@ -121,9 +121,11 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             char *end;
             errno = 0;
             long n = strtol(v, &end, 10);
-            if (*end || errno || n < 0 || n > 1 << 20) return usage_error("bad number '%s'", v);
-            if ((!strcmp(s, "--num-warps") || !strcmp(s, "--num-stages")) && n < 1)
-                return usage_error("%s must be at least 1", s);
+            if (end == v || *end || errno || n < 0 || n > 1 << 20) return usage_error("bad number '%s'", v);
+            /* the same rule sema applies to a kernel's own num_warps */
+            if (!strcmp(s, "--num-warps") && (n < 1 || n > 32 || (n & (n - 1))))
+                return usage_error("--num-warps must be a power of two between 1 and 32, got '%s'", v);
+            if (!strcmp(s, "--num-stages") && n < 1) return usage_error("%s must be at least 1", s);
             if (!strcmp(s, "--num-warps")) a->opts.num_warps = (int)n;
             else if (!strcmp(s, "--num-stages")) a->opts.num_stages = (int)n;
             else if (!strcmp(s, "--seed")) a->seed = (unsigned)n;
@@ -148,7 +150,9 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             if (*end) return usage_error("bad --grid '%s' (expected X[,Y[,Z]])", v);
         } else if (s[0] == '-' && s[1]) return usage_error("unknown option '%s'", s);
         else if (!a->file) a->file = s;
-        else if (strchr(s, '=') && a->nrunargs < KILN_CLI_MAX_ARGS) a->runargs[a->nrunargs++] = s;
+        else if (strchr(s, '=') && a->nrunargs == KILN_CLI_MAX_ARGS)
+            return usage_error("too many ARG=SPEC arguments (at most " KILN_CLI_MAX_ARGS_STR "), at '%s'", s);
+        else if (strchr(s, '=')) a->runargs[a->nrunargs++] = s;
         else return usage_error("unexpected argument '%s'", s);
 #undef NEED_VALUE
     }
@@ -160,21 +164,42 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
     return 0;
 }
 
+/* Every write of the command ends here or in finish_stdout: a full disk or a
+ * closed pipe is an error (exit 1), never a silent success. */
+static int write_failed(const char *path, int err)
+{
+    fprintf(stderr, "kiln: cannot write '%s': %s\n", path, strerror(err ? err : EIO));
+    return EXIT_USER;
+}
+
 static int write_output(const char *path, const char *data, size_t n)
 {
-    FILE *f = path ? fopen(path, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "kiln: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_USER;
+    if (!path) {
+        /* stdout is checked once, at exit (finish_stdout) */
+        fwrite(data, 1, n, stdout);
+        return 0;
     }
-    size_t w = fwrite(data, 1, n, f);
-    if (path) fclose(f);
-    else fflush(stdout);
-    if (w != n) {
-        fprintf(stderr, "kiln: short write to '%s'\n", path ? path : "stdout");
-        return EXIT_USER;
+    FILE *f = fopen(path, "wb");
+    if (!f) return write_failed(path, errno);
+    errno = 0;
+    int err = fwrite(data, 1, n, f) == n ? 0 : errno ? errno : EIO;
+    if (fflush(f) != 0 && !err) err = errno ? errno : EIO;
+    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+    return err ? write_failed(path, err) : 0;
+}
+
+/* Flushes stdout and reports a failure that happened at any point of the
+ * command (buffered output only fails when it is flushed). */
+static int finish_stdout(int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int err = errno;
+    if (ferror(stdout) || bad) {
+        write_failed("stdout", err);
+        return rc ? rc : EXIT_USER;
     }
-    return 0;
+    return rc;
 }
 
 /* A NUL byte would silently end the source (the compiler takes C strings):
@@ -204,7 +229,13 @@ char *kiln_cli_read_source(const char *path)
     char shipped[4096];
     if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK)
         src = read_file_text(shipped, &len);
-    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(err));
+    if (!src && err == EFBIG)
+        fprintf(stderr, "kiln: cannot read '%s': larger than %zu MiB, the limit for a source file\n", path,
+                KILN_MAX_SOURCE_BYTES >> 20);
+    else if (!src && err == ENODEV)
+        fprintf(stderr, "kiln: cannot read '%s': not a regular file or a pipe\n", path);
+    else if (!src)
+        fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(err));
     if (src && reject_nul(path, src, len)) {
         free(src);
         return NULL;
@@ -242,11 +273,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         fputs(usage_text, stdout);
-        return 0;
+        return finish_stdout(0);
     }
     if (!strcmp(cmd, "--version")) {
         printf("kiln %s (LLVM 19 NVPTX backend)\n", KILN_VERSION);
-        return 0;
+        return finish_stdout(0);
     }
     if (strcmp(cmd, "check") && strcmp(cmd, "compile") && strcmp(cmd, "run"))
         return usage_error("unknown command '%s' (check, compile, run)", cmd);
@@ -258,5 +289,5 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < a.ndefines; i++) free((char *)a.defines[i].name);
     for (int i = 0; i < a.nhints; i++) free((char *)a.hints[i].name);
-    return rc;
+    return finish_stdout(rc);
 }
