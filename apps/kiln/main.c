@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,11 +173,16 @@ static int write_failed(const char *path, int err)
     return EXIT_USER;
 }
 
+/* Why a write to stdout failed, when it failed before the final flush (a
+ * large output is written through as it goes). */
+static int stdout_errno;
+
 static int write_output(const char *path, const char *data, size_t n)
 {
     if (!path) {
-        /* stdout is checked once, at exit (finish_stdout) */
-        fwrite(data, 1, n, stdout);
+        /* reported once, at exit (finish_stdout) */
+        errno = 0;
+        if (fwrite(data, 1, n, stdout) != n && !stdout_errno) stdout_errno = errno;
         return 0;
     }
     FILE *f = fopen(path, "wb");
@@ -194,7 +200,7 @@ static int finish_stdout(int rc)
 {
     errno = 0;
     int bad = fflush(stdout) != 0;
-    int err = errno;
+    int err = stdout_errno ? stdout_errno : errno;
     if (ferror(stdout) || bad) {
         write_failed("stdout", err);
         return rc ? rc : EXIT_USER;
@@ -266,6 +272,9 @@ static int cmd_compile(KilnCliArgs *a, bool check_only)
 
 int main(int argc, char **argv)
 {
+    /* A reader that went away (kiln ... | head -1) is a write error reported
+     * like any other (finish_stdout), not a death by SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fputs(usage_text, stderr);
         return EXIT_USAGE;

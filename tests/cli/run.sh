@@ -151,6 +151,13 @@ if [ -f "$root/examples/vec_add.tile" ]; then
     expect 1 "run > /dev/full" -- bash -c '"$1" run --cpu "$2" X=ones:8 Y=ones:8 Z=zeros:8 n=8 > /dev/full' _ "$kiln" "$v"
     expect 1 "--help > /dev/full" -- bash -c '"$1" --help > /dev/full' _ "$kiln"
   fi
+  # A reader that went away: a reported write error (exit 1), not a death by SIGPIPE.
+  # (stdout is a pipe whose read end is already closed: no race with the reader)
+  if command -v python3 >/dev/null; then
+    expect 1 "stdout closed early" -- python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r); sys.exit(subprocess.call(sys.argv[1:], stdout=w))' "$kiln" compile "$v"
+    contains "$tmp/err" "kiln: cannot write 'stdout': Broken pipe" "closed pipe message"
+  fi
   # Inputs that never end or are not files are refused at once (timeout: a hang fails).
   expect 1 "check /dev/zero" -- timeout 20 "$kiln" check /dev/zero
   contains "$tmp/err" "cannot read '/dev/zero': not a regular file or a pipe" "/dev/zero message"
