@@ -131,9 +131,9 @@ static void print_buffer(const RunBuf *b, int show)
         else sum += v;
     }
     printf("  %s: %s[%zu] = [", b->name, ir_elem_name(b->elem), b->count);
-    for (size_t i = 0; i < b->count && (int)i < show; i++)
+    for (size_t i = 0; i < b->count && i < (size_t)show; i++)
         printf("%s%.6g", i ? ", " : "", kiln_run_elem_get(b->data, b->elem, i));
-    printf("%s]  sum = %.9g", (int)b->count > show ? ", ..." : "", sum);
+    printf("%s]  sum = %.9g", b->count > (size_t)show ? ", ..." : "", sum);
     if (nan) printf("  NaN: %zu", nan);
     printf("\n");
 }
