@@ -101,8 +101,10 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             long n = eq ? (errno = 0, strtol(eq + 1 + one, &end, 10)) : 0;
             if (one && (eq == v || strcmp(eq + 2, "1")))
                 return usage_error("--assume NAME==1 takes only the value 1, got '%s'", v);
-            if (!one && (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30))
-                return usage_error("--assume expects NAME=DIV with DIV a positive number, or NAME==1, got '%s'", v);
+            /* the rule sema applies to hints (lang/sema.c): a power of two up to 2^30 */
+            if (!one && (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30 || (n & (n - 1))))
+                return usage_error("--assume expects NAME=DIV with DIV a power of two (1 to 2^30), or NAME==1, got '%s'",
+                                   v);
             if (a->nhints == KILN_CLI_MAX_DEFINES) return usage_error("too many --assume options (at most %s)", "64");
             a->hints[a->nhints].name = strndup(v, (size_t)(eq - v));
             a->hints[a->nhints].divisibility = one ? 1 : (int)n;
@@ -126,7 +128,8 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             /* the same rule sema applies to a kernel's own num_warps */
             if (!strcmp(s, "--num-warps") && (n < 1 || n > 32 || (n & (n - 1))))
                 return usage_error("--num-warps must be a power of two between 1 and 32, got '%s'", v);
-            if (!strcmp(s, "--num-stages") && n < 1) return usage_error("%s must be at least 1", s);
+            if (!strcmp(s, "--num-stages") && (n < 1 || n > 1024)) /* SEMA_MAX_STAGES (lang/sema.h) */
+                return usage_error("--num-stages must be between 1 and 1024, got '%s'", v);
             if (!strcmp(s, "--num-warps")) a->opts.num_warps = (int)n;
             else if (!strcmp(s, "--num-stages")) a->opts.num_stages = (int)n;
             else if (!strcmp(s, "--seed")) a->seed = (unsigned)n;

@@ -87,8 +87,9 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   expect 0 "no --assume" -- "$kiln" compile --emit ptx --arch sm_80 "$v"
   n=$((n+1)); if grep -q "ld.global.v4" "$tmp/out"; then echo "FAIL: vector loads without --assume (X + 1 is legal)"; fail=$((fail+1)); fi
   expect 2 "--assume without a value" -- "$kiln" compile --assume n "$v"
-  expect 1 "--assume not a power of two" -- "$kiln" compile --assume n=3 "$v"
-  contains "$tmp/err" "power of two" "--assume n=3 message"
+  expect 2 "--assume not a power of two" -- "$kiln" compile --assume n=3 "$v"
+  contains "$tmp/err" "--assume expects NAME=DIV with DIV a power of two (1 to 2^30), or NAME==1, got 'n=3'" "--assume n=3 message"
+  expect 2 "--assume 0" -- "$kiln" compile --assume n=0 "$v"
   expect 1 "--assume on a const parameter" -- "$kiln" compile --assume BLOCK=16 "$v"
   contains "$tmp/err" "const parameter" "--assume BLOCK message"
   expect 1 "--assume unknown name" -- "$kiln" compile --assume nope=16 "$v"
@@ -134,7 +135,10 @@ fi
 # Schedule overrides must be at least 1; a misspelt hint gets a suggestion.
 if [ -f "$root/examples/vec_add.tile" ]; then
   expect 2 "--num-stages 0" -- "$kiln" compile --num-stages 0 "$root/examples/vec_add.tile"
-  contains "$tmp/err" "--num-stages must be at least 1" "--num-stages 0 message"
+  contains "$tmp/err" "--num-stages must be between 1 and 1024, got '0'" "--num-stages 0 message"
+  expect 2 "--num-stages 2000" -- "$kiln" compile --num-stages 2000 "$root/examples/vec_add.tile"
+  contains "$tmp/err" "--num-stages must be between 1 and 1024, got '2000'" "--num-stages 2000 message"
+  expect 0 "--num-stages 1024" -- "$kiln" compile --num-stages 1024 "$root/examples/vec_add.tile"
   expect 1 "misspelt --assume" -- "$kiln" compile --assume nn=16 "$root/examples/vec_add.tile"
   contains "$tmp/err" "did you mean 'n'?" "--assume suggestion"
 fi
