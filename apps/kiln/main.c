@@ -39,8 +39,8 @@ static const char usage_text[] =
     "                             cp.async pipelining); launches must pass 1\n"
     "  --emit STAGE               ast | ir | gpu-ir | llvm | ptx | cubin   (compile; default ir)\n"
     "  --arch ARCH                sm_80 | sm_86 | sm_89 | sm_90 | sm_90a   (default sm_90a)\n"
-    "  --num-warps N              override the kernel's num_warps\n"
-    "  --num-stages N             override the kernel's num_stages\n"
+    "  --num-warps N              override the kernel's num_warps (a power of two, 1 to 32)\n"
+    "  --num-stages N             override the kernel's num_stages (1 to 1024)\n"
     "  --dump-after PASS|all      print the IR after a pass (to stderr)\n"
     "  --stats                    print warps and SRAM use (to stderr)\n"
     "  -O0                        skip the target-independent passes\n"
@@ -236,8 +236,10 @@ char *kiln_cli_read_source(const char *path)
     char *src = read_file_text(path, &len);
     int err = errno;
     char shipped[4096];
-    if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK)
+    if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK) {
         src = read_file_text(shipped, &len);
+        if (!src) err = errno; /* the shipped file's own reason */
+    }
     if (!src && err == EFBIG)
         fprintf(stderr, "kiln: cannot read '%s': larger than %zu MiB, the limit for a source file\n", path,
                 KILN_MAX_SOURCE_BYTES >> 20);

@@ -165,7 +165,11 @@ r, w = os.pipe(); os.close(r); sys.exit(subprocess.call(sys.argv[1:], stdout=w))
   # Inputs that never end or are not files are refused at once (timeout: a hang fails).
   expect 1 "check /dev/zero" -- timeout 20 "$kiln" check /dev/zero
   contains "$tmp/err" "cannot read '/dev/zero': not a regular file or a pipe" "/dev/zero message"
-  expect 1 "check /dev/zero under ulimit -v" -- bash -c 'ulimit -v 1000000; timeout 20 "$1" check /dev/zero' _ "$kiln"
+  # (only where kiln starts at all under the limit: a sanitizer build reserves terabytes)
+  if bash -c 'ulimit -v 1000000; "$1" --version' _ "$kiln" >/dev/null 2>&1; then
+    expect 1 "check /dev/zero under ulimit -v" -- bash -c 'ulimit -v 1000000; timeout 20 "$1" check /dev/zero' _ "$kiln"
+    expect 1 "piped zeros under ulimit -v" -- bash -c 'ulimit -v 1000000; timeout 20 "$1" check /dev/stdin < /dev/zero' _ "$kiln"
+  fi
   expect 1 "check a directory" -- "$kiln" check "$tmp"
   contains "$tmp/err" "Is a directory" "directory message"
   mkfifo "$tmp/fifo" && expect 1 "check a FIFO nobody writes" -- timeout 20 "$kiln" check "$tmp/fifo"
