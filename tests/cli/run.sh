@@ -214,6 +214,14 @@ r, w = os.pipe(); os.close(r); sys.exit(subprocess.call(sys.argv[1:], stdout=w))
   contains "$tmp/err" "IR after licm" "a target-independent pass name is accepted"
 fi
 
+# An i64 offset of 2^62 f32 elements wraps to X in 64-bit bytes: the interpreter
+# reports it instead of reading X[0] (the scalar reaches it exactly, not as a double).
+printf 'kernel k(X: *f32, Z: *f32, o: i64) {\n  let i = arange(4);\n  store(Z + i, load(X + o + i));\n}\n' > "$tmp/wrap.tile"
+expect 1 "offset 2^62 is out of bounds" -- "$kiln" run --cpu "$tmp/wrap.tile" X=iota:4 Z=zeros:4 o=4611686018427387904
+contains "$tmp/err" "wrap.tile:3:16: op 'load': load of 4 bytes out of bounds at lane 0 (index [0]): the pointer's offset overflowed the address space" "offset overflow message"
+expect 0 "offset 0 reads X" -- "$kiln" run --cpu "$tmp/wrap.tile" X=iota:4 Z=zeros:4 o=0
+contains "$tmp/out" "Z: f32[4] = [0, 1, 2, 3]" "offset 0 copies X"
+
 # Float scalars: finite and in the range of the parameter's type, or nan/inf written out.
 printf 'kernel sc(X: *f32, a: f32, h: f16, b: bool, u: u64, c: i8) {\n  let o = arange(8);\n  store(X + o, load(X + o) * a + h.to(f32));\n}\n' > "$tmp/sc.tile"
 s=(run --cpu "$tmp/sc.tile" X=ones:8 b=1 u=18446744073709551615 c=-128)
