@@ -6,7 +6,7 @@
  *   2. the GPU passes (codegen.c runs them in order; docs/tensor_cores.md):
  *      accelerate-dot (tensor-core layouts for eligible dots), layout
  *      assignment (pass_layout_assign.c: every tile value gets a layout —
- *      IrValue.layout indexes IrFunc.layouts, which holds CgLayout pointers —
+ *      IrValue.layout indexes IrFunc.layouts, which holds IrLayout pointers —
  *      and convert_layout ops go where an operand's layout differs from the
  *      one its user needs), remove-convert, pipeline (cp.async plan) and
  *      sram-alloc. The result is "GPU IR" (printed by layout.c);

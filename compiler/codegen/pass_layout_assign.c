@@ -52,15 +52,15 @@ static int get_demand(LaCtx *c, const IrValue *v) { return v->id < c->nids ? c->
 static void push_demand(LaCtx *c, const IrValue *v, int layout)
 {
     if (!is_tile(v) || layout < 0 || v->id >= c->nids) return;
-    if (cg_layout_get(c->f, layout)->rank != v->type.rank) return;
+    if (ir_layout_get(c->f, layout)->rank != v->type.rank) return;
     if (c->demand[v->id] < 0) c->demand[v->id] = layout;
 }
 
 /* A tensor-core accumulator or a slice of one (a row statistic of it). */
 static bool mma_derived(const IrFunc *f, int layout)
 {
-    const CgLayout *l = cg_layout_get(f, layout);
-    while (l && l->kind == CG_LAYOUT_SLICE) l = cg_layout_get(f, l->parent);
+    const IrLayout *l = ir_layout_get(f, layout);
+    while (l && l->kind == IR_LAYOUT_SLICE) l = ir_layout_get(f, l->parent);
     return l && l->mma == (int)CG_MMA_C + 1;
 }
 
@@ -124,22 +124,22 @@ int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
     CgMmaFrag frag;
     int wm, wn;
     if (cg_layout_is_mma(f, c_layout, &frag, &wm, &wn)) return cg_layout_mma(f, opnd ? CG_MMA_B : CG_MMA_A, wm, wn);
-    const CgLayout *cl = cg_layout_get(f, c_layout);
-    CgLayout l = *cl;
+    const IrLayout *cl = ir_layout_get(f, c_layout);
+    IrLayout l = *cl;
     /* A[M,K]: rows as in C, the whole K in each thread; B[K,N] likewise. The
      * lanes/warps along C's other dim then hold copies (replication). */
     if (opnd == 0) l.spt[1] = k;
     else l.spt[0] = k;
-    return cg_layout_intern(f, &l);
+    return ir_layout_intern(f, &l);
 }
 
 int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
 {
     const IrValue *p = op->args[0];
     if (!is_tile(p)) return 1;
-    const CgLayout *l = cg_layout_get(f, p->layout);
+    const IrLayout *l = ir_layout_get(f, p->layout);
     IrElem pe = (IrElem)p->type.pointee;
-    if (!l || l->kind != CG_LAYOUT_BLOCKED || pe == IR_I1) return 1;
+    if (!l || l->kind != IR_LAYOUT_BLOCKED || pe == IR_I1) return 1;
     CgGeom g;
     if (!cg_geom(f, p->layout, p->type, &g)) return 1;
     int fd = g.order[0];
@@ -182,10 +182,10 @@ static int anchor_of(LaCtx *c, const IrOp *op)
 static int dot_result_layout(LaCtx *c, const IrOp *op, int demanded)
 {
     int a = anchor_of(c, op);
-    const CgLayout *al = cg_layout_get(c->f, a);
+    const IrLayout *al = ir_layout_get(c->f, a);
     if (al && al->mma) return a;
-    const CgLayout *dl = demanded >= 0 ? cg_layout_get(c->f, demanded) : NULL;
-    return dl && dl->kind == CG_LAYOUT_BLOCKED && !dl->mma ? demanded : a;
+    const IrLayout *dl = demanded >= 0 ? ir_layout_get(c->f, demanded) : NULL;
+    return dl && dl->kind == IR_LAYOUT_BLOCKED && !dl->mma ? demanded : a;
 }
 
 /* ---- demand ---- */
@@ -211,7 +211,7 @@ static void demand_op(LaCtx *c, IrOp *op)
         if (rd >= 0 && is_tile(op->args[0])) push_demand(c, op->args[0], cg_layout_slice(c->f, rd, op->attr[0]));
         return;
     case IR_TRANS:
-        if (rd >= 0 && cg_layout_get(c->f, rd)->kind == CG_LAYOUT_BLOCKED) {
+        if (rd >= 0 && ir_layout_get(c->f, rd)->kind == IR_LAYOUT_BLOCKED) {
             int inv[CG_MAX_RANK], r = op->res[0]->type.rank;
             for (int i = 0; i < r; i++) inv[op->attr[i]] = i;
             push_demand(c, op->args[0], cg_layout_permute(c->f, rd, inv));
@@ -364,9 +364,9 @@ static void assign_op(LaCtx *c, IrOp *op)
         IrValue *a = op->args[0];
         int axis = op->attr[0];
         if (!is_tile(a)) { rl = default_layout(c, res); break; }
-        const CgLayout *l = cg_layout_get(c->f, a->layout);
-        if (l->kind == CG_LAYOUT_SLICE && l->dim == axis) rl = l->parent;
-        else if (l->kind == CG_LAYOUT_BLOCKED) rl = cg_layout_insert_dim(c->f, a->layout, axis);
+        const IrLayout *l = ir_layout_get(c->f, a->layout);
+        if (l->kind == IR_LAYOUT_SLICE && l->dim == axis) rl = l->parent;
+        else if (l->kind == IR_LAYOUT_BLOCKED) rl = cg_layout_insert_dim(c->f, a->layout, axis);
         else {
             rl = default_layout(c, res);
             require(c, op, 0, cg_layout_slice(c->f, rl, axis));
@@ -375,7 +375,7 @@ static void assign_op(LaCtx *c, IrOp *op)
     }
     case IR_TRANS: {
         int src = op->args[0]->layout;
-        if (cg_layout_get(c->f, src)->kind != CG_LAYOUT_BLOCKED) {
+        if (ir_layout_get(c->f, src)->kind != IR_LAYOUT_BLOCKED) {
             src = default_layout(c, op->args[0]);
             require(c, op, 0, src);
         }

@@ -99,8 +99,8 @@ static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
  * blocked (MMA included) targets, whose slices expand_dims can use. */
 static bool remat_target(const IrFunc *f, int layout)
 {
-    const CgLayout *l = cg_layout_get(f, layout);
-    return l && (l->kind == CG_LAYOUT_BLOCKED || l->kind == CG_LAYOUT_SLICE);
+    const IrLayout *l = ir_layout_get(f, layout);
+    return l && (l->kind == IR_LAYOUT_BLOCKED || l->kind == IR_LAYOUT_SLICE);
 }
 
 static void visit_block(RcCtx *c, IrBlock *b);
