@@ -85,7 +85,6 @@ const CgAxis *cg_axis_get(const CgAxisMap *m, const IrValue *v);
 void          cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old);
 
 /* ---- pass_layout_assign.c ---- */
-bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err);
 int  cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k); /* opnd 0 = A, 1 = B */
 int  cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op); /* vector width of a load/store */
 

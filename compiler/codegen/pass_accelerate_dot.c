@@ -127,11 +127,14 @@ static void visit(IrOp *op, void *vctx)
     c->n++;
 }
 
-int cg_accelerate_dot(IrFunc *f, int sm)
+bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, StrBuf *err)
 {
+    (void)err;
     Chain ch = {f, false};
     ir_walk(f, find_chained, &ch);
-    AdCtx c = {f, sm, 0, ch.chained};
+    AdCtx c = {f, ctx->sm, 0, ch.chained};
     ir_walk(f, visit, &c);
-    return c.n;
+    /* sm_90a: the kernel may use wgmma; operand tiles are then placed for it. */
+    if (ctx->wgmma) ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WGMMA, 1);
+    return true;
 }

@@ -223,6 +223,9 @@ static void ax_op(IrOp *op, void *vctx)
         r->contig[0] = rt.shape[0];
         r->div[0] = hp2(op->attr[0]);
         break;
+    case IR_CONVERT_LAYOUT: /* GPU IR (a pass run alone on it): the same values */
+        *r = *cg_axis_get(c->m, op->args[0]);
+        break;
     case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS:
         ax_shape_op(c, op, r, rt);
         break;

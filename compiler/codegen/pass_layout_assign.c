@@ -458,8 +458,9 @@ static void dry_run(LaCtx *c)
     assign_block(c, c->f->body);
 }
 
-bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, StrBuf *err)
+bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, StrBuf *err)
 {
+    CgAxisMap *axis = ctx->axis;
     LaCtx c;
     memset(&c, 0, sizeof c);
     c.f = f;

@@ -191,11 +191,12 @@ static int remove_dead(IrFunc *f)
     return total;
 }
 
-int cg_remove_converts(IrFunc *f, CgAxisMap *axis)
+bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, StrBuf *err)
 {
-    RcCtx c = {f, axis, 0, 0, 0};
+    (void)err;
+    RcCtx c = {f, ctx->axis, 0, 0, 0};
     visit_block(&c, f->body);
     merge_duplicates(&c, f->body);
     remove_dead(f);
-    return c.removed + c.hoisted;
+    return true;
 }

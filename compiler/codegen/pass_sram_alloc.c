@@ -144,16 +144,16 @@ int cg_sram_limit(int sm)
 
 typedef struct SaCtx {
     IrFunc *f;
-    CgTcState *tc;
+    CgTcState *tc;        /* pass-local: the loops' plans, the buffers made */
     const int *uses;
-    int pos;
 } SaCtx;
 
-static CgSmemBuf *add_buf(SaCtx *s, const char *what, const IrValue *v, int bytes, int align, int start, int end)
+static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int bytes, int align, int start, int end)
 {
     CgSmemBuf *b = ARENA_NEW(s->f->arena, CgSmemBuf);
     b->what = what;
-    b->value_id = v ? v->id : -1;
+    b->op = op;
+    b->value_id = op->nres ? op->res[0]->id : -1;
     b->bytes = align_up(bytes, 16);
     b->align = align;
     b->start = start;
@@ -162,28 +162,6 @@ static CgSmemBuf *add_buf(SaCtx *s, const char *what, const IrValue *v, int byte
     vec_push(s->f->arena, &s->tc->bufs, b);
     return b;
 }
-
-/* The scratch one op's lowering asks for (cg_smem_begin), 0 when none. */
-static int op_scratch(SaCtx *s, const IrOp *op, const char **what)
-{
-    switch (op->op) {
-    case IR_CONVERT_LAYOUT:
-        if (cg_pipeline_load(s->tc, op, NULL)) return 0; /* reads its loop's stage buffer */
-        /* fall through */
-    case IR_RESHAPE:
-        return cg_convert_scratch_bytes(s->f, op, what);
-    case IR_REDUCE:
-        *what = "reduce";
-        return cg_reduce_scratch_bytes(s->f, op);
-    case IR_ATOMIC_ADD:
-        *what = "atomic_add result";
-        return cg_atomic_scratch_bytes(s->f, op, s->uses);
-    default:
-        return 0;
-    }
-}
-
-static void number_block(SaCtx *s, IrBlock *b);
 
 static bool is_mma_dot(const IrFunc *f, const IrOp *op)
 {
@@ -217,41 +195,33 @@ static void extend_over_region(SaCtx *s, int p, int end)
 
 static int operand_align(const SaCtx *s) { return s->tc->wgmma ? 1024 : 128; }
 
-static void number_op(SaCtx *s, IrOp *op)
+static void at_op(void *vctx, IrOp *op, int p)
 {
-    int p = s->pos++;
+    SaCtx *s = vctx;
     for (int i = 0; i < s->tc->loops.len; i++) {
         CgPipeLoop *pl = s->tc->loops.data[i];
         if (pl->issue_at == op) pl->issue_pos = p;
     }
     const char *what = NULL;
-    int bytes = op->nres ? op_scratch(s, op, &what) : 0;
+    int bytes = op->nres ? cg_op_scratch(s->f, s->tc, op, s->uses, &what) : 0;
     if (bytes > 0) {
         /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
          * swizzle's bank arithmetic valid for absolute addresses; wgmma's
          * 128-byte swizzle atoms start at 1024-byte boundaries. */
-        add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? operand_align(s) : 16, p, p);
+        add_buf(s, what, op, bytes, what[0] == 'm' ? operand_align(s) : 16, p, p);
         s->tc->buf_of[op->res[0]->id] = s->tc->bufs.len - 1;
     }
     if (is_mma_dot(s->f, op)) extend_to_dot(s, op, p);
-    for (int r = 0; r < op->nregions; r++) number_block(s, op->regions[r]);
-    if (!op->nregions) return;
-    int end = s->pos++;
-    extend_over_region(s, p, end);
-    CgSpan *sp = ARENA_NEW(s->f->arena, CgSpan);
-    sp->op = op;
-    sp->start = p;
-    sp->end = end;
-    vec_push(s->f->arena, &s->tc->spans, sp);
-    CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
-    for (int i = 0; pl && i < pl->nloads; i++)
-        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load->res[0],
-                                   pl->loads[i].slot_bytes * pl->stages, operand_align(s), pl->issue_pos, end);
 }
 
-static void number_block(SaCtx *s, IrBlock *b)
+static void after_region(void *vctx, IrOp *op, int p, int end)
 {
-    for (IrOp *op = b->first; op; op = op->next) number_op(s, op);
+    SaCtx *s = vctx;
+    extend_over_region(s, p, end);
+    CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
+    for (int i = 0; pl && i < pl->nloads; i++)
+        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load, pl->loads[i].slot_bytes * pl->stages,
+                                   operand_align(s), pl->issue_pos, end);
 }
 
 static void describe(const IrFunc *f, const CgSmemBuf *b, StrBuf *out)
@@ -294,9 +264,36 @@ static void mark_deferred(const IrFunc *f, const IrBlock *b, const int *uses, co
     }
 }
 
-bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
+static void mark_deferred_attr(IrOp *op, void *vctx)
 {
-    SaCtx s = {f, tc, ir_use_counts(f), 0};
+    const CgTcState *tc = vctx;
+    if (op->nres && op->res[0]->id < tc->nids && tc->deferred[op->res[0]->id])
+        ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_DEFERRED, 1);
+}
+
+/* The placement goes on the IR: each buffer's op gets smem.offset,
+ * smem.bytes and smem.live, deferred operand converts mma.deferred, the
+ * kernel smem (the total). */
+static void write_attrs(IrFunc *f, CgTcState *tc)
+{
+    for (int i = 0; i < tc->bufs.len; i++) {
+        const CgSmemBuf *b = tc->bufs.data[i];
+        int64_t live[2] = {b->start, b->end};
+        ir_attr_set_int(f->arena, &b->op->attrs, IR_ATTR_SMEM_OFFSET, b->offset);
+        ir_attr_set_int(f->arena, &b->op->attrs, IR_ATTR_SMEM_BYTES, b->bytes);
+        ir_attr_set(f->arena, &b->op->attrs, IR_ATTR_SMEM_LIVE, 2, live, true);
+    }
+    ir_walk(f, mark_deferred_attr, tc);
+    ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_SMEM, tc->total);
+}
+
+bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, StrBuf *err)
+{
+    CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
+    tc->wgmma = ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 0;
+    cg_pipeline_loops(f, &tc->loops);
+    if (ice_message()) return false;
+    SaCtx s = {f, tc, ir_use_counts(f)};
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
@@ -304,7 +301,8 @@ bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
     for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1, tc->deferred[i] = false, dot_uses[i] = 0;
     count_dot_uses(f, f->body, dot_uses);
     mark_deferred(f, f->body, s.uses, dot_uses, tc->deferred);
-    number_block(&s, f->body);
+    CgNumbering n = {at_op, after_region, &s, 0};
+    cg_number_ops(f->body, &n);
     tc->total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
     StrBuf why;
     sb_init(&why);
@@ -314,10 +312,11 @@ bool cg_sram_alloc(IrFunc *f, int sm, CgTcState *tc, StrBuf *err)
         return false;
     }
     sb_free(&why);
-    int limit = cg_sram_limit(sm);
+    write_attrs(f, tc);
+    int limit = cg_sram_limit(ctx->sm);
     if (tc->total <= limit) return true;
     sb_printf(err, "error: kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n", f->name,
-              tc->total, sm, limit);
+              tc->total, ctx->sm, limit);
     for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], err);
     sb_printf(err, "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)\n",
               f->sched.num_stages);

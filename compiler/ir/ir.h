@@ -279,7 +279,26 @@ int  ir_layout_intern(IrFunc *f, const IrLayout *l);        /* find or add; retu
 int  ir_layout_mma(IrFunc *f, int mma, int wm, int wn);
 void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` etc. */
 
-/* ---- named attributes (ir.c) ---- */
+/* ---- named attributes (ir.c) ----
+ * The GPU passes' vocabulary (docs/gpu.md has the table; ir_verify checks
+ * the SRAM and pipeline invariants):
+ *   kernel: smem (bytes of dynamic SRAM), wgmma (1: dots may use wgmma)
+ *   for:    pipeline.stages, pipeline.issue (ops before the loop where its
+ *           prologue goes)
+ *   load:   pipeline.slot_bytes (one stage of a pipelined load)
+ *   op:     smem.offset, smem.bytes, smem.live = [first, last op position]
+ *           (its scratch, or a pipelined load's stages), mma.deferred = 1 (an
+ *           operand convert read by ldmatrix at its dots) */
+#define IR_ATTR_SMEM          "smem"
+#define IR_ATTR_WGMMA         "wgmma"
+#define IR_ATTR_STAGES        "pipeline.stages"
+#define IR_ATTR_ISSUE         "pipeline.issue"
+#define IR_ATTR_SLOT_BYTES    "pipeline.slot_bytes"
+#define IR_ATTR_SMEM_OFFSET   "smem.offset"
+#define IR_ATTR_SMEM_BYTES    "smem.bytes"
+#define IR_ATTR_SMEM_LIVE     "smem.live"
+#define IR_ATTR_DEFERRED      "mma.deferred"
+
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);
 const IrAttr *ir_attr_get(const IrAttrList *l, const char *name);
