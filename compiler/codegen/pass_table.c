@@ -39,12 +39,14 @@ static bool wants_dump(const char *dump, const char *pass)
     return dump && (strcmp(dump, "all") == 0 || strcmp(dump, pass) == 0);
 }
 
-/* `pass`: the pass just run (NULL: the IR as given). */
+/* `pass`: the pass just run (NULL: the IR as given, after every pass). From
+ * layout-assign on, every tile value must have a layout. */
 static bool verify(IrFunc *f, const char *pass, StrBuf *err)
 {
     StrBuf why;
     sb_init(&why);
-    bool ok = ir_verify(f, &why);
+    bool all_layouts = !pass || strcmp(pass, cg_gpu_passes[0].name) != 0;
+    bool ok = all_layouts ? ir_verify_gpu(f, &why) : ir_verify(f, &why);
     if (!ok) sb_printf(err, "internal error: the GPU IR of '%s' %s%s fails the verifier:\n%s", f->name,
                        pass ? "after " : "as given", pass ? pass : "", why.data ? why.data : "");
     sb_free(&why);

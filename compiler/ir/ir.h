@@ -364,5 +364,7 @@ IrModule *ir_parse(Arena *a, struct Diag *d, const char *path, const char *src);
 /* Checks the invariants above; appends "internal error: ..." lines naming the
  * op and its source location to `err` and returns false on the first problems. */
 bool      ir_verify(const IrFunc *f, StrBuf *err);
+/* GPU IR after layout assignment: ir_verify, and every tile value has a layout. */
+bool      ir_verify_gpu(const IrFunc *f, StrBuf *err);
 
 #endif
