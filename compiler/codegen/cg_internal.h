@@ -1,7 +1,7 @@
 /* cg_internal.h — shared declarations of the GPU backend (compiler/codegen/).
  *
  * The backend works in three steps:
- *   1. axis info (pass_axis_info.c): divisibility / contiguity / constancy of
+ *   1. axis info (cg_axis_info.c): divisibility / contiguity / constancy of
  *      integer and pointer tiles, used to vectorise memory accesses;
  *   2. the GPU passes (codegen.c runs them in order; docs/tensor_cores.md):
  *      accelerate-dot (tensor-core layouts for eligible dots), layout

@@ -66,7 +66,7 @@ int  cg_geom_warp_owner(const CgGeom *g, int warp);        /* the warp holding t
 bool cg_geom_replicated(const CgGeom *g);                  /* some element held twice? */
 bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
 
-/* ---- pass_axis_info.c ---- */
+/* ---- cg_axis_info.c ---- */
 typedef struct CgAxis {
     int64_t div[CG_MAX_RANK];      /* first element of each contiguous run divisible by (bytes for ptrs) */
     int64_t contig[CG_MAX_RANK];   /* length of runs of +1 steps */
@@ -86,6 +86,8 @@ void          cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old)
 
 /* ---- pass_layout_assign.c ---- */
 int  cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k); /* opnd 0 = A, 1 = B */
+
+/* ---- cg_memory.c ---- */
 int  cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op); /* vector width of a load/store */
 
 #endif

@@ -100,6 +100,9 @@ typedef struct CgNumbering {
     int pos;
 } CgNumbering;
 void cg_number_ops(IrBlock *b, CgNumbering *n);
+/* --stats and the SRAM-limit error: one line per buffer, then all of them. */
+void cg_sram_describe(const CgSmemBuf *b, StrBuf *out);
+void cg_sram_stats(const CgTcState *tc, StrBuf *out);
 /* The scratch bytes `op`'s lowering asks for (0: none) and what it is. */
 int  cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const int *uses, const char **what);
 
@@ -123,7 +126,7 @@ bool  cg_half_cast(const IrOp *op);                           /* an f16 <-> bf16
 typedef struct CgPassCtx {
     int sm;                /* 80, 90, ... */
     bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
-    CgAxisMap *axis;       /* facts of the values (pass_axis_info.c); passes alias new values */
+    CgAxisMap *axis;       /* facts of the values (cg_axis_info.c); passes alias new values */
 } CgPassCtx;
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, StrBuf *err);
 typedef struct CgPass {
@@ -208,7 +211,5 @@ bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int
 bool cg_mma_choose_warps(int M, int N, int K, int num_warps, bool rows_in_warp, int *wm, int *wn);
 bool cg_dot_mma_eligible(const IrOp *op, int sm);
 
-/* ---- pass_sram_alloc.c ---- */
-void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out);
 
 #endif

@@ -124,3 +124,17 @@ CgTcState *cg_tc_from_ir(IrFunc *f)
     cg_number_ops(f->body, &n);
     return tc;
 }
+
+void cg_sram_describe(const CgSmemBuf *b, StrBuf *out)
+{
+    sb_printf(out, "  %-18s", b->what);
+    if (b->value_id >= 0) sb_printf(out, " %%%-5d", b->value_id);
+    else sb_puts(out, "       ");
+    sb_printf(out, " %7d bytes at %6d, live %d..%d\n", b->bytes, b->offset, b->start, b->end);
+}
+
+void cg_sram_stats(const CgTcState *tc, StrBuf *out)
+{
+    sb_printf(out, "smem: %d bytes in %d buffers\n", tc->total, tc->bufs.len);
+    for (int i = 0; i < tc->bufs.len; i++) cg_sram_describe(tc->bufs.data[i], out);
+}

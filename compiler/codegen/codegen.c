@@ -3,7 +3,7 @@
  * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
  * remove-convert, pipeline, sram-alloc: docs/tensor_cores.md; their result is the GPU IR, layouts
  * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
- * (cg_tc_from_ir), then one pass over the ops in program order that emits per-thread LLVM IR
+ * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
  * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
  * The kernel is `void @name(params...)` marked as a kernel through
@@ -14,52 +14,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-bool cg_lower_op(CgCtx *c, IrOp *op)
-{
-    c->smem_base = 0;
-    c->cur = (CgRange){-1, -1};
-    /* A pipelined load has no registers: its copies are issued by the loop
-     * (pass_pipeline.c) and its convert_layout reads the stage buffer. */
-    if ((op->op == IR_LOAD || op->op == IR_CAST) && c->pipe && cg_pipeline_load(c->tc, op, NULL)) return true;
-    switch (op->op) {
-    case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
-    case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
-        return cg_lower_shape_op(c, op);
-    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD:
-        return cg_lower_memory(c, op);
-    case IR_REDUCE:
-        return cg_lower_reduce(c, op);
-    case IR_CONVERT_LAYOUT: case IR_RESHAPE:
-        return cg_lower_convert(c, op);
-    case IR_DOT:
-        return cg_lower_dot(c, op);
-    case IR_FOR: case IR_IF: case IR_ASSERT:
-        return cg_lower_control(c, op);
-    case IR_YIELD:
-        return true; /* read by the parent for/if */
-    case IR_RETURN:
-        LLVMBuildRetVoid(c->b);
-        return true;
-    default:
-        if (ir_op_info[op->op].flags & IRF_ELEMWISE) return cg_lower_elementwise(c, op);
-        cg_fail(c, op, "the GPU backend cannot lower '%s'", ir_op_info[op->op].name);
-        return false;
-    }
-}
-
-bool cg_lower_block(CgCtx *c, IrBlock *blk)
-{
-    for (IrOp *op = blk->first; op; op = op->next) {
-        for (int i = 0; c->tc && i < c->tc->loops.len; i++) {   /* a loop's copies issued early */
-            CgPipeLoop *pl = c->tc->loops.data[i];
-            if (pl->issue_at == op && pl->loop != op && !cg_pipeline_prologue(c, pl)) return false;
-        }
-        if (!cg_lower_op(c, op) || c->failed) return false;
-        if (ice_message()) return false;
-    }
-    return true;
-}
 
 static bool parse_arch(const char *arch, int *sm)
 {
@@ -128,7 +82,7 @@ static void write_stats(CgCtx *c, CgResult *res)
 {
     res->smem_bytes = c->tc->total;
     sb_printf(&res->stats, "warps: %d\nstages: %d\n", c->f->sched.num_warps, c->f->sched.num_stages);
-    cg_sram_stats(c->f, c->tc, &res->stats);
+    cg_sram_stats(c->tc, &res->stats);
 }
 
 static bool lower_and_emit(CgCtx *c, CgResult *res)

@@ -133,31 +133,6 @@ int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
     return ir_layout_intern(f, &l);
 }
 
-int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
-{
-    const IrValue *p = op->args[0];
-    if (!is_tile(p)) return 1;
-    const IrLayout *l = ir_layout_get(f, p->layout);
-    IrElem pe = (IrElem)p->type.pointee;
-    if (!l || l->kind != IR_LAYOUT_BLOCKED || pe == IR_I1) return 1;
-    CgGeom g;
-    if (!cg_geom(f, p->layout, p->type, &g)) return 1;
-    int fd = g.order[0];
-    int eb = cg_elem_bytes(pe);
-    const CgAxis *ax = cg_axis_get(axis, p);
-    int64_t vec = g.eff_spt[fd];
-    if (16 / eb < vec) vec = 16 / eb;
-    if (ax->contig[fd] < vec) vec = ax->contig[fd];
-    if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
-    int mask_idx = op->op == IR_LOAD ? 1 : 2;
-    if (op->nargs > mask_idx && is_tile(op->args[mask_idx])) {
-        const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
-        if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
-    }
-    if (op->op == IR_ATOMIC_ADD) vec = 1;
-    return vec < 1 ? 1 : (int)vec;
-}
-
 static void find_anchor(IrOp *op, void *vctx)
 {
     LaCtx *c = vctx;

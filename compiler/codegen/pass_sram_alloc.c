@@ -224,15 +224,6 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
                                    operand_align(s), pl->issue_pos, end);
 }
 
-static void describe(const IrFunc *f, const CgSmemBuf *b, StrBuf *out)
-{
-    sb_printf(out, "  %-18s", b->what);
-    if (b->value_id >= 0) sb_printf(out, " %%%-5d", b->value_id);
-    else sb_puts(out, "       ");
-    sb_printf(out, " %7d bytes at %6d, live %d..%d\n", b->bytes, b->offset, b->start, b->end);
-    (void)f;
-}
-
 static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
 {
     CgMmaFrag frag;
@@ -317,14 +308,8 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, StrBuf *err)
     if (tc->total <= limit) return true;
     sb_printf(err, "error: kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n", f->name,
               tc->total, ctx->sm, limit);
-    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], err);
+    for (int i = 0; i < tc->bufs.len; i++) cg_sram_describe(tc->bufs.data[i], err);
     sb_printf(err, "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)\n",
               f->sched.num_stages);
     return false;
-}
-
-void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out)
-{
-    sb_printf(out, "smem: %d bytes in %d buffers\n", tc->total, tc->bufs.len);
-    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], out);
 }

@@ -1,5 +1,5 @@
-/* pass_axis_info.c — divisibility, contiguity and constancy of integer and
- * pointer values (Triton's AxisInfo, simplified).
+/* cg_axis_info.c — an analysis, not a pass (it changes nothing): divisibility,
+ * contiguity and constancy of integer and pointer values (Triton's AxisInfo, simplified).
  *
  * For a value and each dimension d (scalars use d = 0):
  *   contig[d]    the values come in runs of this many +1 steps along d;
