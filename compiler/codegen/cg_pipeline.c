@@ -7,7 +7,7 @@
  * prologue (copies of iterations 0 .. S-2), the loop (wait, barrier, issue of
  * iteration i + S - 1, body with ldmatrix from the current slot) and the
  * final wait. The schedule and its group accounting are described in
- * pass_pipeline.c's header; the IR attributes in docs/gpu.md:
+ * pass_pipeline.c's header; the IR attributes in docs/tensor_cores.md section 0:
  *     for ... {pipeline.stages = S, pipeline.issue = K}   K ops before the loop
  *     %a = load ... {pipeline.slot_bytes = B, smem.offset = O, ...}
  *

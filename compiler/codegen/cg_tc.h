@@ -16,7 +16,7 @@
 
 /* ---- pass_sram_alloc.c: placement of shared-memory buffers ----
  * A buffer lives over the inclusive interval [start, end] of op positions
- * (a linear numbering of the function's ops, see cg_sram_number). Two buffers
+ * (a linear numbering of the function's ops, see cg_number_ops). Two buffers
  * interfere when their intervals and their byte ranges both overlap. */
 typedef struct CgSmemBuf {
     const char *what;      /* "convert_layout", "reduce", "mma operand A", ... */

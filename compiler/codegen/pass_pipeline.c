@@ -12,7 +12,7 @@
  * the body of a loop with pipeline.stages >= 2, and reaches a convert_layout
  * to an MMA A/B layout through its only use (or a cast's).
  *
- * Which loads (the plan, cg_pipeline_plan): in a `for` whose step is a
+ * Which loads (the plan, cg_pass_pipeline): in a `for` whose step is a
  * positive constant, a load of f16/bf16 directly in the body
  *   - whose only use is a convert_layout to an MMA A/B-operand layout in the
  *     same body (the dot's operand staging, cg_dot_mma.c), possibly through
