@@ -277,6 +277,7 @@ int  ir_layout_intern(IrFunc *f, const IrLayout *l);        /* find or add; retu
 /* The mma.sync m16n8k16 layout of fragment `mma` (IR_MMA_A/B/C) for a warp
  * grid wm x wn: C [M,N], A [M,K] replicated over warp_n, B [K,N] over warp_m. */
 int  ir_layout_mma(IrFunc *f, int mma, int wm, int wn);
+bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out);  /* the same, not interned */
 void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` etc. */
 
 /* ---- named attributes (ir.c) ----

@@ -47,7 +47,7 @@ int ir_layout_intern(IrFunc *f, const IrLayout *l)
     return f->layouts.len - 1;
 }
 
-int ir_layout_mma(IrFunc *f, int mma, int wm, int wn)
+bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out)
 {
     IrLayout l;
     memset(&l, 0, sizeof l);
@@ -70,9 +70,16 @@ int ir_layout_mma(IrFunc *f, int mma, int wm, int wn)
         l.wpc[0] = 1, l.wpc[1] = wn, l.order[0] = 0, l.order[1] = 1, l.wst[0] = 1, l.wst[1] = wm;
         break;
     default:
-        return -1;
+        return false;
     }
-    return ir_layout_intern(f, &l);
+    *out = l;
+    return true;
+}
+
+int ir_layout_mma(IrFunc *f, int mma, int wm, int wn)
+{
+    IrLayout l;
+    return ir_layout_mma_fill(mma, wm, wn, &l) ? ir_layout_intern(f, &l) : -1;
 }
 
 static void put_list(StrBuf *out, const char *name, const int *v, int n)

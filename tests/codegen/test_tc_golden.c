@@ -197,12 +197,38 @@ START_TEST(golden_cases)
 }
 END_TEST
 
+/* The runner checks each pass's output: a pass run on GPU IR that breaks an
+ * invariant (here a tile without a layout, which remove-convert leaves as it
+ * is) is stopped by ir_verify_gpu with an internal error naming the pass. */
+START_TEST(runner_verifies)
+{
+    const char *src = "#L0 = #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>\n"
+                      "kernel @k(%X: ptr<f32>) num_warps = 4 num_stages = 2 {\n"
+                      "  %0 = arange 0, 64 : tensor<64xi32>\n"
+                      "  %1 = splat %X : tensor<64xptr<f32>, #L0>\n"
+                      "  %2 = addptr %1, %0 : tensor<64xptr<f32>, #L0>\n"
+                      "  %3 = const 1 : tensor<64xf32, #L0>\n"
+                      "  store %2, %3\n"
+                      "  return\n}\n";
+    StrBuf out, err;
+    sb_init(&out);
+    sb_init(&err);
+    ck_assert(!run_pass("<t>", src, "remove-convert", false, &out, &err));
+    ck_assert_msg(err.data && strstr(err.data, "internal error: the GPU IR of 'k' after remove-convert fails the verifier") &&
+                      strstr(err.data, "is a tile without a layout"),
+                  "%s", err.data ? err.data : "");
+    sb_free(&out);
+    sb_free(&err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tc_golden");
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, golden_cases);
+    tcase_add_test(tc, runner_verifies);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -188,6 +188,25 @@ START_TEST(gpu_tile_without_layout)
 }
 END_TEST
 
+/* An #mma layout with other fields would print as something it is not. */
+START_TEST(gpu_mma_fields_fixed)
+{
+    Arena a;
+    arena_init(&a);
+    IrFunc *f = parse_one(&a, GHEAD " {\n  return\n}\n");
+    int l = ir_layout_mma(f, IR_MMA_C, 2, 2);
+    StrBuf e;
+    sb_init(&e);
+    ck_assert(ir_verify(f, &e));
+    ((IrLayout *)f->layouts.data[l])->spt[1] = 4;
+    ck_assert(!ir_verify(f, &e));
+    ck_assert_msg(strstr(e.data, "layout #L0: an mma layout whose fields are not those of #mma<C, wm=2, wn=2>"), "%s",
+                  e.data);
+    sb_free(&e);
+    arena_free(&a);
+}
+END_TEST
+
 /* ---- built in C: what the parser would refuse ---- */
 static IrFunc *new_func(Arena *a, IrBuilder *b)
 {
@@ -345,6 +364,7 @@ static Suite *suite(void)
     tcase_add_test(tc, header_alone_ok);
     tcase_add_loop_test(tc, gpu_text_cases, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     tcase_add_test(tc, gpu_tile_without_layout);
+    tcase_add_test(tc, gpu_mma_fields_fixed);
     tcase_add_test(tc, use_before_def);
     tcase_add_test(tc, sibling_region_use);
     tcase_add_test(tc, duplicate_ids);
