@@ -24,9 +24,13 @@
  * on 4 warps is 2 x 2, not 4 x 1). When wm * wn < num_warps (small tiles) the
  * remaining warps hold copies of the accumulator (only one copy stores).
  *
+ * On sm_90a (CgPassCtx.wgmma) it also marks the kernel `wgmma = 1`: dots may
+ * then lower to wgmma (cg_dot_wgmma.c decides per dot, from where its
+ * operands sit), and sram-alloc aligns operand tiles and stages to 1024.
+ *
  * Example (attention, 4 warps, BLOCK_M = 128, BLOCK_N = 64, D = 64):
  *     %s = dot %q, %kt, %zero : tensor<128x64xf32>        before
- *     %s = dot %q, %kt, %zero : tensor<128x64xf32> #L0    after
+ *     %s = dot %q, %kt, %zero : tensor<128x64xf32, #L0>   after
  *     #L0 = #mma<C, wm=4, wn=1>
  */
 #include "cg_internal.h"

@@ -26,9 +26,9 @@
  *
  * Invariant after the pass: every tile value has layout >= 0 and every op's
  * operands have exactly the layouts its lowering expects. Example:
- *     %1 = arange {0,128} : tensor<128xi32> #L0        (#L0 = spt 4 if X is 16B aligned)
- *     %3 = load %2 : tensor<128xf32> #L0
- *     %4 = reduce sum {axis=0} %3 : f32
+ *     %1 = arange 0, 128 : tensor<128xi32, #L0>        (#L0 = spt 4 if X is 16B aligned)
+ *     %3 = load %2 : tensor<128xf32, #L0>
+ *     %4 = reduce sum 0 %3 : f32
  */
 #include "cg_internal.h"
 

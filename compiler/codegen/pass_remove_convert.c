@@ -27,12 +27,12 @@
  * runs in the accumulator's registers with no conversion at all.
  *
  * Example (matmul's k loop, 4 warps):
- *     %53 = convert_layout %34 : tensor<32xi32> #L9          before
- *     %35 = expand_dims {axis=0} %53 : tensor<1x32xi32> #L8
+ *     %53 = convert_layout %34 : tensor<32xi32, #L9>         before
+ *     %35 = expand_dims 0 %53 : tensor<1x32xi32, #L8>
  *     ...
- *     %60 = arange {start=0, end=32} : tensor<32xi32> #L9     after: the index
- *     %61 = splat %31 : tensor<32xi32> #L9                    tile recomputed
- *     %62 = add %61, %60 : tensor<32xi32> #L9                 in #L9
+ *     %60 = arange 0, 32 : tensor<32xi32, #L9>               after: the index
+ *     %61 = splat %31 : tensor<32xi32, #L9>                  tile recomputed
+ *     %62 = add %61, %60 : tensor<32xi32, #L9>               in #L9
  */
 #include "cg_internal.h"
 

@@ -7,11 +7,12 @@
  *   - scratch of one op (layout conversions, dot operand staging through
  *     swizzled SRAM, cross-warp reductions, reshapes, shared atomic
  *     results): live at that op only, [p, p];
- *   - pipeline stage buffers (pass_pipeline.c): written by the prologue (at
- *     the loop, or earlier at its issue_at op) and read/written by every
+ *   - pipeline stage buffers (the plan of pass_pipeline.c, read back with
+ *     cg_pipeline_loops): written by the prologue (at the loop, or earlier
+ *     at its issue point, pipeline.issue) and read/written by every
  *     iteration, so live from the prologue over the whole loop:
  *     [issue_pos or for_start, for_end];
- *   - deferred operand tiles (tc->deferred: a convert to an MMA operand whose
+ *   - deferred operand tiles (mma.deferred: a convert to an MMA operand whose
  *     users are all tensor-core dots): written at the convert, read by
  *     ldmatrix at each dot, so live from the convert to its last dot. A tile
  *     written outside a loop and read inside it (attention's Q, hoisted out
@@ -29,6 +30,13 @@
  *
  * Example (positions, bytes):  A [0,9] 32K   B [2,2] 8K   C [11,11] 16K
  *   A -> 0;  C -> 0 (not live with A);  B -> 32K (live with A).  Total 40K.
+ *
+ * Output on the IR: each buffer's op gets smem.offset, smem.bytes and
+ * smem.live = [first, last position] (a pipelined load's buffer is its
+ * stages), deferred converts mma.deferred = 1, the kernel smem = the total:
+ *     %y = convert_layout %x {smem.offset = 0, smem.bytes = 17408, smem.live = [52, 52]} : ...
+ * ir_verify checks what it can without the numbering: alignment, inside the
+ * total, no two buffers live together sharing a byte.
  *
  * Limits: a kernel whose total exceeds the architecture's dynamic SRAM per CTA
  * (cg_sram_limit: 163 KB on sm_80, 99 KB on sm_86/89, 227 KB on sm_90) is a
