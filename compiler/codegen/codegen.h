@@ -27,5 +27,10 @@ typedef struct CgResult {
  * false with the reason in `err`: user-facing problems as "error: ...", bugs as
  * "internal error: ...". */
 bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, StrBuf *err);
+/* The same from GPU IR (ir_parse of --emit gpu-ir text or a --dump-after
+ * dump): the passes from `first_pass` on (a --dump-after name: the input is
+ * the IR after the pass before it; NULL: none, the input is the final GPU IR,
+ * decisions included), then lowering and emission. */
+bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts, CgResult *res, StrBuf *err);
 
 #endif

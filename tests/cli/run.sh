@@ -119,7 +119,7 @@ if [ -f "$m" ]; then
   # shellcheck disable=SC2086
   expect 0 "matmul gpu-ir" -- "$kiln" compile --emit gpu-ir --arch sm_80 $hints "$m"
   contains "$tmp/out" "#mma<C" "GPU IR shows the MMA accumulator layout"
-  contains "$tmp/out" "pipelined: 3 stages" "GPU IR marks the pipelined loop"
+  contains "$tmp/out" "pipeline.stages = 3" "GPU IR marks the pipelined loop"
 fi
 w="$root/docs/snippets/wrong.tile"
 if [ -f "$w" ] && [ -f "$root/docs/snippets/wrong.expected" ]; then
