@@ -7,7 +7,8 @@
 #include "compiler/driver/driver.h"
 
 #define KILN_CLI_MAX_DEFINES 64
-#define KILN_CLI_MAX_ARGS 64
+#define KILN_CLI_MAX_ARGS 64       /* ARG=SPEC: a kernel run from the CLI has at most 64 parameters */
+#define KILN_CLI_MAX_ARGS_STR "64"
 
 typedef struct KilnCliArgs {
     const char *file;

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,8 @@ static const char usage_text[] =
     "                             cp.async pipelining); launches must pass 1\n"
     "  --emit STAGE               ast | ir | gpu-ir | llvm | ptx | cubin   (compile; default ir)\n"
     "  --arch ARCH                sm_80 | sm_86 | sm_89 | sm_90 | sm_90a   (default sm_90a)\n"
-    "  --num-warps N              override the kernel's num_warps\n"
-    "  --num-stages N             override the kernel's num_stages\n"
+    "  --num-warps N              override the kernel's num_warps (a power of two, 1 to 32)\n"
+    "  --num-stages N             override the kernel's num_stages (1 to 1024)\n"
     "  --dump-after PASS|all      print the IR after a pass (to stderr)\n"
     "  --stats                    print warps and SRAM use (to stderr)\n"
     "  -O0                        skip the target-independent passes\n"
@@ -100,8 +101,10 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             long n = eq ? (errno = 0, strtol(eq + 1 + one, &end, 10)) : 0;
             if (one && (eq == v || strcmp(eq + 2, "1")))
                 return usage_error("--assume NAME==1 takes only the value 1, got '%s'", v);
-            if (!one && (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30))
-                return usage_error("--assume expects NAME=DIV with DIV a positive number, or NAME==1, got '%s'", v);
+            /* the rule sema applies to hints (lang/sema.c): a power of two up to 2^30 */
+            if (!one && (!eq || eq == v || end == eq + 1 || *end || errno || n < 1 || n > 1 << 30 || (n & (n - 1))))
+                return usage_error("--assume expects NAME=DIV with DIV a power of two (1 to 2^30), or NAME==1, got '%s'",
+                                   v);
             if (a->nhints == KILN_CLI_MAX_DEFINES) return usage_error("too many --assume options (at most %s)", "64");
             a->hints[a->nhints].name = strndup(v, (size_t)(eq - v));
             a->hints[a->nhints].divisibility = one ? 1 : (int)n;
@@ -121,9 +124,12 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             char *end;
             errno = 0;
             long n = strtol(v, &end, 10);
-            if (*end || errno || n < 0 || n > 1 << 20) return usage_error("bad number '%s'", v);
-            if ((!strcmp(s, "--num-warps") || !strcmp(s, "--num-stages")) && n < 1)
-                return usage_error("%s must be at least 1", s);
+            if (end == v || *end || errno || n < 0 || n > 1 << 20) return usage_error("bad number '%s'", v);
+            /* the same rule sema applies to a kernel's own num_warps */
+            if (!strcmp(s, "--num-warps") && (n < 1 || n > 32 || (n & (n - 1))))
+                return usage_error("--num-warps must be a power of two between 1 and 32, got '%s'", v);
+            if (!strcmp(s, "--num-stages") && (n < 1 || n > 1024)) /* SEMA_MAX_STAGES (lang/sema.h) */
+                return usage_error("--num-stages must be between 1 and 1024, got '%s'", v);
             if (!strcmp(s, "--num-warps")) a->opts.num_warps = (int)n;
             else if (!strcmp(s, "--num-stages")) a->opts.num_stages = (int)n;
             else if (!strcmp(s, "--seed")) a->seed = (unsigned)n;
@@ -148,7 +154,9 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             if (*end) return usage_error("bad --grid '%s' (expected X[,Y[,Z]])", v);
         } else if (s[0] == '-' && s[1]) return usage_error("unknown option '%s'", s);
         else if (!a->file) a->file = s;
-        else if (strchr(s, '=') && a->nrunargs < KILN_CLI_MAX_ARGS) a->runargs[a->nrunargs++] = s;
+        else if (strchr(s, '=') && a->nrunargs == KILN_CLI_MAX_ARGS)
+            return usage_error("too many ARG=SPEC arguments (at most " KILN_CLI_MAX_ARGS_STR "), at '%s'", s);
+        else if (strchr(s, '=')) a->runargs[a->nrunargs++] = s;
         else return usage_error("unexpected argument '%s'", s);
 #undef NEED_VALUE
     }
@@ -160,21 +168,47 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
     return 0;
 }
 
+/* Every write of the command ends here or in finish_stdout: a full disk or a
+ * closed pipe is an error (exit 1), never a silent success. */
+static int write_failed(const char *path, int err)
+{
+    fprintf(stderr, "kiln: cannot write '%s': %s\n", path, strerror(err ? err : EIO));
+    return EXIT_USER;
+}
+
+/* Why a write to stdout failed, when it failed before the final flush (a
+ * large output is written through as it goes). */
+static int stdout_errno;
+
 static int write_output(const char *path, const char *data, size_t n)
 {
-    FILE *f = path ? fopen(path, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "kiln: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_USER;
+    if (!path) {
+        /* reported once, at exit (finish_stdout) */
+        errno = 0;
+        if (fwrite(data, 1, n, stdout) != n && !stdout_errno) stdout_errno = errno;
+        return 0;
     }
-    size_t w = fwrite(data, 1, n, f);
-    if (path) fclose(f);
-    else fflush(stdout);
-    if (w != n) {
-        fprintf(stderr, "kiln: short write to '%s'\n", path ? path : "stdout");
-        return EXIT_USER;
+    FILE *f = fopen(path, "wb");
+    if (!f) return write_failed(path, errno);
+    errno = 0;
+    int err = fwrite(data, 1, n, f) == n ? 0 : errno ? errno : EIO;
+    if (fflush(f) != 0 && !err) err = errno ? errno : EIO;
+    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+    return err ? write_failed(path, err) : 0;
+}
+
+/* Flushes stdout and reports a failure that happened at any point of the
+ * command (buffered output only fails when it is flushed). */
+static int finish_stdout(int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int err = stdout_errno ? stdout_errno : errno;
+    if (ferror(stdout) || bad) {
+        write_failed("stdout", err);
+        return rc ? rc : EXIT_USER;
     }
-    return 0;
+    return rc;
 }
 
 /* A NUL byte would silently end the source (the compiler takes C strings):
@@ -202,9 +236,17 @@ char *kiln_cli_read_source(const char *path)
     char *src = read_file_text(path, &len);
     int err = errno;
     char shipped[4096];
-    if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK)
+    if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK) {
         src = read_file_text(shipped, &len);
-    if (!src) fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(err));
+        if (!src) err = errno; /* the shipped file's own reason */
+    }
+    if (!src && err == EFBIG)
+        fprintf(stderr, "kiln: cannot read '%s': larger than %zu MiB, the limit for a source file\n", path,
+                KILN_MAX_SOURCE_BYTES >> 20);
+    else if (!src && err == ENODEV)
+        fprintf(stderr, "kiln: cannot read '%s': not a regular file or a pipe\n", path);
+    else if (!src)
+        fprintf(stderr, "kiln: cannot read '%s': %s\n", path, strerror(err));
     if (src && reject_nul(path, src, len)) {
         free(src);
         return NULL;
@@ -235,6 +277,9 @@ static int cmd_compile(KilnCliArgs *a, bool check_only)
 
 int main(int argc, char **argv)
 {
+    /* A reader that went away (kiln ... | head -1) is a write error reported
+     * like any other (finish_stdout), not a death by SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fputs(usage_text, stderr);
         return EXIT_USAGE;
@@ -242,11 +287,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         fputs(usage_text, stdout);
-        return 0;
+        return finish_stdout(0);
     }
     if (!strcmp(cmd, "--version")) {
         printf("kiln %s (LLVM 19 NVPTX backend)\n", KILN_VERSION);
-        return 0;
+        return finish_stdout(0);
     }
     if (strcmp(cmd, "check") && strcmp(cmd, "compile") && strcmp(cmd, "run"))
         return usage_error("unknown command '%s' (check, compile, run)", cmd);
@@ -258,5 +303,5 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < a.ndefines; i++) free((char *)a.defines[i].name);
     for (int i = 0; i < a.nhints; i++) free((char *)a.hints[i].name);
-    return rc;
+    return finish_stdout(rc);
 }

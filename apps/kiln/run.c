@@ -7,10 +7,14 @@
  * buffer is summarised (first elements, sum, NaN count) so a person can see
  * what the kernel computed.
  */
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "compiler/interp/interp.h"
 #include "cli.h"
@@ -82,26 +86,28 @@ static void print_signature(const IrFunc *f)
     fprintf(stderr, "\n");
 }
 
-/* Fill one buffer from a spec like rand:1024; returns false on a bad spec. */
-static bool make_buffer(RunBuf *b, const char *spec, IrElem e, uint64_t *rng)
+/* Fill one buffer from a spec like rand:1024; NULL, or what is wrong. */
+static const char *make_buffer(RunBuf *b, const char *spec, IrElem e, uint64_t *rng)
 {
+    static const char expected[] = "expected rand:N, randn:N, zeros:N, ones:N or iota:N with 1 <= N <= 2^31";
     const char *colon = strchr(spec, ':');
-    if (!colon) return false;
+    if (!colon || !isdigit((unsigned char)colon[1])) return expected;
     char *end;
+    errno = 0;
     long long n = strtoll(colon + 1, &end, 10);
-    if (*end || n < 1 || n > (1LL << 31)) return false;
+    if (*end || errno || n < 1 || n > (1LL << 31)) return expected;
     size_t kind_len = (size_t)(colon - spec);
     static const char *const kinds[] = {"rand", "randn", "zeros", "ones", "iota"};
     int kind = -1;
     for (int k = 0; k < 5; k++)
         if (strlen(kinds[k]) == kind_len && !strncmp(spec, kinds[k], kind_len)) kind = k;
-    if (kind < 0) return false;
+    if (kind < 0) return expected;
     int bits = ir_elem_bits(e);
     b->elem = e;
     b->count = (size_t)n;
     b->bytes = (size_t)n * (size_t)(bits < 8 ? 1 : bits / 8);
     b->data = calloc(1, b->bytes);
-    if (!b->data) return false;
+    if (!b->data) return "out of host memory for the buffer";
     for (size_t i = 0; i < b->count; i++) {
         double v = 0;
         if (kind == 0) v = ir_elem_is_float(e) ? rng_uniform(rng) * 2 - 1 : floor(rng_uniform(rng) * 100);
@@ -112,7 +118,7 @@ static bool make_buffer(RunBuf *b, const char *spec, IrElem e, uint64_t *rng)
         else if (kind == 4) v = (double)i;
         kiln_run_elem_set(b->data, e, i, v);
     }
-    return true;
+    return NULL;
 }
 
 static void print_buffer(const RunBuf *b, int show)
@@ -125,11 +131,112 @@ static void print_buffer(const RunBuf *b, int show)
         else sum += v;
     }
     printf("  %s: %s[%zu] = [", b->name, ir_elem_name(b->elem), b->count);
-    for (size_t i = 0; i < b->count && (int)i < show; i++)
+    for (size_t i = 0; i < b->count && i < (size_t)show; i++)
         printf("%s%.6g", i ? ", " : "", kiln_run_elem_get(b->data, b->elem, i));
-    printf("%s]  sum = %.9g", (int)b->count > show ? ", ..." : "", sum);
+    printf("%s]  sum = %.9g", b->count > (size_t)show ? ", ..." : "", sum);
     if (nan) printf("  NaN: %zu", nan);
     printf("\n");
+}
+
+/* An integer argument: decimal or 0x hex, optionally signed, exactly in the
+ * range of the parameter's type (no rounding of 3.7, no wrapping of 5000000000
+ * into i32). bool takes 0 or 1. Returns NULL or what is wrong. */
+static const char *parse_int(const char *spec, IrElem e, int64_t *out)
+{
+    const char *p = spec;
+    bool neg = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    int base = p[0] == '0' && (p[1] == 'x' || p[1] == 'X') ? 16 : 10;
+    if (base == 16) p += 2;
+    if (!(base == 16 ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p)))
+        return "an integer (decimal or 0x hex)";
+    char *end;
+    errno = 0;
+    unsigned long long m = strtoull(p, &end, base);
+    if (*end) return "an integer (decimal or 0x hex)";
+    int bits = ir_elem_bits(e);
+    bool is_signed = e != IR_I1 && ir_elem_is_signed(e);
+    unsigned long long max = bits >= 64 ? ~0ULL : (1ULL << bits) - 1;
+    if (is_signed) max >>= 1;
+    unsigned long long neg_max = is_signed ? max + 1 : 0; /* magnitude of the minimum */
+    if (errno == ERANGE || (neg ? m > neg_max : m > max)) {
+        static char range[96]; /* the command is single-threaded */
+        if (e == IR_I1) return "0 or 1";
+        snprintf(range, sizeof range, "an integer from %s%llu to %llu", is_signed ? "-" : "", neg_max, max);
+        return range;
+    }
+    *out = neg ? (int64_t)(0 - m) : (int64_t)m; /* u64 keeps its bit pattern */
+    return NULL;
+}
+
+/* A float argument: what strtod reads, in the finite range of the parameter's
+ * type; nan and inf only when written as such (x=nan, x=-inf), never as the
+ * result of an overflow (1e30 for an f16, 1e400 for anything). */
+static const char *parse_float(const char *spec, IrElem e, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(spec, &end);
+    if (end == spec || *end) return "a number";
+    if (!isfinite(v)) {
+        bool written = false;
+        for (const char *q = spec; *q && !written; q++)
+            written = !strncasecmp(q, "nan", 3) || !strncasecmp(q, "inf", 3);
+        if (!written) return "a finite number in the range of its type (or nan, inf, -inf written out)";
+        *out = v;
+        return NULL;
+    }
+    float as_f32 = fabs(v) <= FLT_MAX ? (float)v : INFINITY;
+    bool inf = e == IR_F32 ? isinf(as_f32)
+               : e == IR_F16 ? isinf(interp_f16_to_f32(interp_f32_to_f16(as_f32)))
+               : e == IR_BF16 ? isinf(interp_bf16_to_f32(interp_f32_to_bf16(as_f32))) : false;
+    if (inf) return "a finite number in the range of its type (or nan, inf, -inf written out)";
+    *out = v;
+    return NULL;
+}
+
+/* The scalar for parameter p from its spec; false after reporting. */
+static bool bind_scalar(const IrValue *p, const char *spec, InterpArg *arg, RunBuf *b)
+{
+    IrElem e = (IrElem)p->type.elem;
+    const char *want;
+    if (ir_elem_is_float(e)) {
+        want = parse_float(spec, e, &b->scalar);
+        arg->f = b->scalar;
+    } else {
+        want = parse_int(spec, e, &b->iscalar);
+        arg->i = b->iscalar;
+        b->scalar = e == IR_U64 ? (double)(uint64_t)b->iscalar : (double)b->iscalar;
+    }
+    if (!want) return true;
+    char t[64];
+    fprintf(stderr, "kiln: argument '%s' (%s) needs %s, got '%s'\n", p->name, ir_type_str(p->type, t, sizeof t),
+            want, spec);
+    return false;
+}
+
+/* Every ARG=SPEC names a parameter of the kernel, once. */
+static bool check_arg_names(const KilnCliArgs *a, const IrFunc *f)
+{
+    for (int i = 0; i < a->nrunargs; i++) {
+        const char *arg = a->runargs[i];
+        size_t len = (size_t)(strchr(arg, '=') - arg);
+        for (int j = 0; j < i; j++)
+            if (!strncmp(a->runargs[j], arg, len + 1)) {
+                fprintf(stderr, "kiln: argument '%.*s' given twice ('%s' and '%s')\n", (int)len, arg,
+                        a->runargs[j], arg);
+                return false;
+            }
+        bool known = false;
+        for (int k = 0; k < f->nparams; k++)
+            if (strlen(f->params[k]->name) == len && !strncmp(arg, f->params[k]->name, len)) known = true;
+        if (!known) {
+            fprintf(stderr, "kiln: kernel %s has no parameter '%.*s'\n", f->name, (int)len, arg);
+            print_signature(f);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Bind every runtime parameter to a value or a generated buffer. */
@@ -137,6 +244,7 @@ static int bind_args(const KilnCliArgs *a, const IrFunc *f, RunArgs *ra)
 {
     uint64_t rng = 0x9E3779B97F4A7C15ULL ^ a->seed;
     ra->n = f->nparams;
+    if (!check_arg_names(a, f)) return 2;
     for (int i = 0; i < f->nparams; i++) {
         const IrValue *p = f->params[i];
         const char *spec = find_spec(a, p->name);
@@ -148,36 +256,14 @@ static int bind_args(const KilnCliArgs *a, const IrFunc *f, RunArgs *ra)
             return 2;
         }
         if (p->type.elem == IR_PTR) {
-            if (!make_buffer(b, spec, (IrElem)p->type.pointee, &rng)) {
-                fprintf(stderr, "kiln: bad buffer spec '%s=%s' (expected rand:N, randn:N, zeros:N, ones:N or iota:N)\n",
-                        p->name, spec);
+            const char *why = make_buffer(b, spec, (IrElem)p->type.pointee, &rng);
+            if (why) {
+                fprintf(stderr, "kiln: bad buffer spec '%s=%s': %s\n", p->name, spec, why);
                 return 2;
             }
             ra->args[i].ptr = b->data;
             ra->ibufs[ra->nbufs++] = (InterpBuffer){b->data, b->bytes, b->name};
-        } else {
-            char *end;
-            double v = strtod(spec, &end);
-            if (end == spec || *end) {
-                fprintf(stderr, "kiln: argument '%s' needs a number, got '%s'\n", p->name, spec);
-                return 2;
-            }
-            ra->args[i].i = (int64_t)v;
-            ra->args[i].f = v;
-            b->scalar = v;
-        }
-    }
-    for (int i = 0; i < a->nrunargs; i++) {
-        const char *eq = strchr(a->runargs[i], '=');
-        bool known = false;
-        for (int k = 0; k < f->nparams; k++)
-            if (strlen(f->params[k]->name) == (size_t)(eq - a->runargs[i]) &&
-                !strncmp(a->runargs[i], f->params[k]->name, (size_t)(eq - a->runargs[i])))
-                known = true;
-        if (!known) {
-            fprintf(stderr, "kiln: kernel %s has no parameter '%.*s'\n", f->name, (int)(eq - a->runargs[i]),
-                    a->runargs[i]);
-            print_signature(f);
+        } else if (!bind_scalar(p, spec, &ra->args[i], b)) {
             return 2;
         }
     }

@@ -12,7 +12,8 @@ typedef struct RunBuf {
     IrElem elem;          /* pointee type for buffers */
     size_t count, bytes;
     void *data;           /* host data; NULL for scalars */
-    double scalar;
+    double scalar;        /* float scalars (and integers, for printing) */
+    int64_t iscalar;      /* integer scalars, exact (u64 as its bit pattern) */
 } RunBuf;
 
 typedef struct RunArgs {

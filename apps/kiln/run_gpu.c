@@ -15,19 +15,20 @@
 static KilnArg scalar_arg(IrType t, const RunBuf *b)
 {
     switch ((IrElem)t.elem) {
-    case IR_I64: return kiln_arg_i64((int64_t)b->scalar);
-    case IR_U32: return kiln_arg_u32((uint32_t)b->scalar);
-    case IR_U64: return kiln_arg_u64((uint64_t)b->scalar);
-    case IR_I1: return kiln_arg_bool(b->scalar != 0);
-    case IR_I8: return kiln_arg_i8((int8_t)b->scalar);
-    case IR_I16: return kiln_arg_i16((int16_t)b->scalar);
-    case IR_U8: return kiln_arg_u8((uint8_t)b->scalar);
-    case IR_U16: return kiln_arg_u16((uint16_t)b->scalar);
+    /* integers were range-checked against their type (run.c parse_int) */
+    case IR_I64: return kiln_arg_i64(b->iscalar);
+    case IR_U32: return kiln_arg_u32((uint32_t)b->iscalar);
+    case IR_U64: return kiln_arg_u64((uint64_t)b->iscalar);
+    case IR_I1: return kiln_arg_bool(b->iscalar != 0);
+    case IR_I8: return kiln_arg_i8((int8_t)b->iscalar);
+    case IR_I16: return kiln_arg_i16((int16_t)b->iscalar);
+    case IR_U8: return kiln_arg_u8((uint8_t)b->iscalar);
+    case IR_U16: return kiln_arg_u16((uint16_t)b->iscalar);
     case IR_F32: return kiln_arg_f32((float)b->scalar);
     case IR_F64: return kiln_arg_f64(b->scalar);
     case IR_F16: return kiln_arg_f16_bits(interp_f32_to_f16((float)b->scalar));
     case IR_BF16: return kiln_arg_bf16_bits(interp_f32_to_bf16((float)b->scalar));
-    default: return kiln_arg_i32((int32_t)b->scalar);
+    default: return kiln_arg_i32((int32_t)b->iscalar);
     }
 }
 

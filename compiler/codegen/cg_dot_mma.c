@@ -17,7 +17,7 @@
  * layout's fastest dim, so the stores stay vectorised; a barrier; then each
  * warp loads its fragments with ldmatrix.x4 (x2 for the last odd k16 step of
  * B), .trans when the tile's contiguous dim is not K. The pipelined loads of
- * pass_pipeline.c fill the same kind of tile with cp.async and reuse the
+ * cg_pipeline.c fill the same kind of tile with cp.async and reuse the
  * ldmatrix half (cg_mma_ldmatrix_tile).
  *
  * Example: dot(a: 64x32 f16, b: 32x64 f16, acc: 64x64 f32), 4 warps, wm = 4:

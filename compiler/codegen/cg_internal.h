@@ -1,15 +1,16 @@
 /* cg_internal.h — shared declarations of the GPU backend (compiler/codegen/).
  *
  * The backend works in three steps:
- *   1. axis info (pass_axis_info.c): divisibility / contiguity / constancy of
+ *   1. axis info (cg_axis_info.c): divisibility / contiguity / constancy of
  *      integer and pointer tiles, used to vectorise memory accesses;
- *   2. the GPU passes (codegen.c runs them in order; docs/tensor_cores.md):
+ *   2. the GPU passes (docs/tensor_cores.md):
  *      accelerate-dot (tensor-core layouts for eligible dots), layout
  *      assignment (pass_layout_assign.c: every tile value gets a layout —
- *      IrValue.layout indexes IrFunc.layouts, which holds CgLayout pointers —
+ *      IrValue.layout indexes IrFunc.layouts, which holds IrLayout pointers —
  *      and convert_layout ops go where an operand's layout differs from the
  *      one its user needs), remove-convert, pipeline (cp.async plan) and
- *      sram-alloc. The result is "GPU IR" (printed by layout.c);
+ *      sram-alloc (pass_table.c runs them). The result is "GPU IR": IR text
+ *      with layouts and the decisions as attributes (ir_print_func);
  *   3. lowering to per-thread LLVM IR (cg_*.c) and emission (cg_emit.c).
  *
  * Layouts and axis info are declared in cg_layout.h (no LLVM there).
@@ -61,8 +62,9 @@ typedef struct CgCtx {
     const CgAxisMap *axis;
     int *uses;
     int name_counter;
-    /* SRAM (pass_sram_alloc.c) and barriers: the ranges read or written since
-     * the last barrier, and the current op's scratch (survives its barriers). */
+    /* SRAM (placed by pass_sram_alloc.c, read back from the IR into tc by
+     * cg_tc_from_ir) and barriers: the ranges read or written since the last
+     * barrier, and the current op's scratch (survives its barriers). */
     CgTcState *tc;
     int smem_base;               /* byte offset of the current op's scratch */
     CgRange pending[CG_MAX_PENDING];
@@ -71,7 +73,7 @@ typedef struct CgCtx {
     /* cg_dot_mma.c: deferred operand tiles (tc->deferred), by value id: the
      * SRAM tile the dots ldmatrix from, instead of registers */
     struct CgLazyOperand *lazy;
-    /* pass_pipeline.c: the pipelined loop being lowered and its current slot */
+    /* cg_pipeline.c: the pipelined loop being lowered and its current slot */
     CgPipeLoop *pipe;
     LLVMValueRef pipe_slot;
 } CgCtx;
@@ -106,7 +108,7 @@ LLVMValueRef cg_smem_ptr_abs(CgCtx *c, LLVMValueRef byte_off);
  * only when an access since the last barrier overlaps it (write-after-read /
  * write-after-write), and returns the base as an i32. */
 LLVMValueRef cg_smem_begin(CgCtx *c, const char *what, const IrValue *v, int bytes);
-/* Barrier bookkeeping around control flow (cg_control.c, pass_pipeline.c). */
+/* Barrier bookkeeping around control flow (cg_control.c, cg_pipeline.c). */
 void         cg_smem_pending_add(CgCtx *c, int lo, int hi);
 void         cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages);
 void         cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -114,8 +116,8 @@ void         cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...) __attribute
 LLVMValueRef cg_convert_scalar(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to);
 
 /* ---- lowering, one family per file ---- */
-bool cg_lower_block(CgCtx *c, IrBlock *blk);                 /* codegen.c */
-bool cg_lower_op(CgCtx *c, IrOp *op);                        /* codegen.c: one op */
+bool cg_lower_block(CgCtx *c, IrBlock *blk);                 /* cg_lower.c */
+bool cg_lower_op(CgCtx *c, IrOp *op);                        /* cg_lower.c: one op */
 bool cg_lower_elementwise(CgCtx *c, IrOp *op);               /* cg_elementwise.c */
 bool cg_lower_shape_op(CgCtx *c, IrOp *op);                  /* splat/broadcast/expand/trans/arange/const */
 bool cg_lower_memory(CgCtx *c, IrOp *op);                    /* cg_memory.c */
@@ -135,7 +137,7 @@ int  cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what
 int  cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op);                      /* cg_reduce.c */
 int  cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses);     /* cg_memory.c */
 
-/* ---- tensor cores (cg_dot_mma.c) and pipelining (pass_pipeline.c) ---- */
+/* ---- tensor cores (cg_dot_mma.c) and pipelining (cg_pipeline.c) ---- */
 LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col);
 bool cg_lower_dot_mma(CgCtx *c, IrOp *op);
 /* The geometry of dot operand `i` read in MMA operand layout `want` (the

@@ -20,23 +20,8 @@
 
 #define CG_MAX_RANK IR_MAX_RANK
 
-typedef enum CgLayoutKind { CG_LAYOUT_BLOCKED, CG_LAYOUT_SLICE } CgLayoutKind;
-
-typedef struct CgLayout {
-    CgLayoutKind kind;
-    int rank;                       /* rank of the values it applies to */
-    /* blocked */
-    int spt[CG_MAX_RANK], tpw[CG_MAX_RANK], wpc[CG_MAX_RANK], order[CG_MAX_RANK];
-    /* The MMA generalisation (0 reads as "none"; see layout.c): rpw[d]
-     * register repeats per warp tile between lanes and warps, wst[d] explicit
-     * warp strides (warps then need not cover every warp of the CTA: the
-     * others hold copies), mma = 1 + CgMmaFrag for the mma.sync layouts with
-     * their warp grid mma_wm x mma_wn. */
-    int rpw[CG_MAX_RANK], wst[CG_MAX_RANK];
-    int mma, mma_wm, mma_wn;
-    /* slice: parent layout index (in IrFunc.layouts) and the removed dim */
-    int parent, dim;
-} CgLayout;
+/* The layout description itself (IrLayout: blocked fields, the MMA
+ * generalisation rpw/wst/mma, slices) is IR data: ir.h. */
 
 /* A layout applied to a value type: the blocked base and everything the
  * lowering needs about it, in base dimensions. */
@@ -60,8 +45,6 @@ typedef struct CgGeom {
 int  cg_elem_bytes(IrElem e);                        /* memory bytes of an element (i1 -> 1) */
 
 /* ---- layout.c ---- */
-const CgLayout *cg_layout_get(const IrFunc *f, int idx);
-int  cg_layout_intern(IrFunc *f, const CgLayout *l);     /* find or add; returns the index */
 int  cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt,
                        const int *order, int num_warps);
 int  cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps);
@@ -82,10 +65,8 @@ bool cg_geom_owner(const CgGeom *g, int tid, int reg);     /* the one copy that 
 int  cg_geom_warp_owner(const CgGeom *g, int warp);        /* the warp holding the owned copy of warp's data */
 bool cg_geom_replicated(const CgGeom *g);                  /* some element held twice? */
 bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
-void cg_layout_str(const IrFunc *f, int idx, StrBuf *out);
-void cg_print_gpu_ir(StrBuf *out, const IrFunc *f);
 
-/* ---- pass_axis_info.c ---- */
+/* ---- cg_axis_info.c ---- */
 typedef struct CgAxis {
     int64_t div[CG_MAX_RANK];      /* first element of each contiguous run divisible by (bytes for ptrs) */
     int64_t contig[CG_MAX_RANK];   /* length of runs of +1 steps */
@@ -104,8 +85,9 @@ const CgAxis *cg_axis_get(const CgAxisMap *m, const IrValue *v);
 void          cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old);
 
 /* ---- pass_layout_assign.c ---- */
-bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, Diag *d);
 int  cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k); /* opnd 0 = A, 1 = B */
+
+/* ---- cg_memory.c ---- */
 int  cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op); /* vector width of a load/store */
 
 #endif

@@ -22,6 +22,34 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The vector width of a load/store/atomic: what the pointer layout's
+ * registers per thread, 16 bytes, the pointers' contiguity and alignment and
+ * the mask's constancy allow (the layout pass and the pipeline plan ask too). */
+int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
+{
+    const IrValue *p = op->args[0];
+    if (p->type.rank == 0) return 1;
+    const IrLayout *l = ir_layout_get(f, p->layout);
+    IrElem pe = (IrElem)p->type.pointee;
+    if (!l || l->kind != IR_LAYOUT_BLOCKED || pe == IR_I1) return 1;
+    CgGeom g;
+    if (!cg_geom(f, p->layout, p->type, &g)) return 1;
+    int fd = g.order[0];
+    int eb = cg_elem_bytes(pe);
+    const CgAxis *ax = cg_axis_get(axis, p);
+    int64_t vec = g.eff_spt[fd];
+    if (16 / eb < vec) vec = 16 / eb;
+    if (ax->contig[fd] < vec) vec = ax->contig[fd];
+    if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
+    int mask_idx = op->op == IR_LOAD ? 1 : 2;
+    if (op->nargs > mask_idx && op->args[mask_idx]->type.rank > 0) {
+        const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
+        if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
+    }
+    if (op->op == IR_ATOMIC_ADD) vec = 1;
+    return vec < 1 ? 1 : (int)vec;
+}
+
 /* Integer/float type a register is kept as in memory (i1 -> i8, ptr -> i64). */
 static LLVMTypeRef word_elem_type(CgCtx *c, IrElem e)
 {

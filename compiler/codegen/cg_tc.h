@@ -1,8 +1,13 @@
-/* cg_tc.h — tensor cores, SRAM allocation and async-copy pipelining: the
- * declarations shared by pass_sram_alloc.c, layout_mma.c,
- * pass_accelerate_dot.c, cg_dot_mma.c and pass_pipeline.c (and their tests).
- * See docs/tensor_cores.md for the design; each file's header comment has the
- * details of its part. LLVM-free, so the CPU unit tests can include it.
+/* cg_tc.h — the GPU passes (one table, one signature), tensor cores, SRAM
+ * allocation and async-copy pipelining: the declarations shared by the
+ * pass_*.c files, layout_mma.c, cg_tc_state.c, cg_pipeline.c and cg_dot_mma.c
+ * (and their tests). See docs/tensor_cores.md for the design; each file's
+ * header comment has the details of its part. LLVM-free, so the CPU unit
+ * tests can include it.
+ *
+ * The passes write their decisions on the IR (layouts in IrValue.layout,
+ * pipeline and SRAM attributes: ir.h's IR_ATTR_*); the lowering reads them
+ * back through CgTcState, a cache built from the IR (cg_tc_from_ir).
  */
 #ifndef KILN_CG_TC_H
 #define KILN_CG_TC_H
@@ -11,10 +16,11 @@
 
 /* ---- pass_sram_alloc.c: placement of shared-memory buffers ----
  * A buffer lives over the inclusive interval [start, end] of op positions
- * (a linear numbering of the function's ops, see cg_sram_number). Two buffers
+ * (a linear numbering of the function's ops, see cg_number_ops). Two buffers
  * interfere when their intervals and their byte ranges both overlap. */
 typedef struct CgSmemBuf {
     const char *what;      /* "convert_layout", "reduce", "mma operand A", ... */
+    IrOp *op;              /* the op whose attributes hold it (smem.*) */
     int value_id;          /* the IR value it serves (-1: none) */
     int bytes;
     int align;             /* power of two */
@@ -29,7 +35,7 @@ int  cg_sram_place(CgSmemBuf **bufs, int n);
 /* True when no two buffers interfere; else names the first pair in `why`. */
 bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
 
-/* ---- pass_pipeline.c: the plan ---- */
+/* ---- the pipeline plan (pass_pipeline.c decides, cg_pipeline.c reads and lowers) ---- */
 typedef struct CgPipeLoad {
     IrOp *load, *convert;  /* the load and its convert_layout to an A/B-operand layout */
     IrOp *cast;            /* NULL, or an f16 <-> bf16 cast between them (applied after ldmatrix) */
@@ -62,26 +68,84 @@ typedef struct CgSpan {
     int start, end;
 } CgSpan;
 
-/* What the GPU passes decide and the lowering reads. */
+/* What the GPU passes decided, as the lowering reads it: a cache built from
+ * the IR's attributes by cg_tc_from_ir (the IR is the source of truth). */
 typedef struct CgTcState {
-    PtrVec loops;          /* CgPipeLoop* */
-    PtrVec bufs;           /* CgSmemBuf*: every shared buffer */
+    PtrVec loops;          /* CgPipeLoop*: loops with pipeline.stages */
+    PtrVec bufs;           /* CgSmemBuf*: every shared buffer (smem.* attributes) */
     PtrVec spans;          /* CgSpan* */
     int *buf_of;           /* by value id: index in bufs of that op's scratch, -1 none */
-    bool *deferred;        /* by value id: a convert to an MMA operand layout whose every
-                              user is a tensor-core dot: its SRAM tile stays live up to
-                              the dots, which ldmatrix one k32 step at a time
+    bool *deferred;        /* by value id: mma.deferred — a convert to an MMA operand layout
+                              whose every user is a tensor-core dot: its SRAM tile stays
+                              live up to the dots, which ldmatrix one k32 step at a time
                               (cg_dot_mma.c), instead of all fragments at the convert */
     int nids;
-    int total;             /* bytes of dynamic SRAM */
-    bool wgmma;            /* sm_90a: dots may lower to wgmma (cg_dot_wgmma.c); operand
-                              tiles and stages are then 1024-byte aligned */
+    int total;             /* bytes of dynamic SRAM (kernel attribute smem) */
+    bool wgmma;            /* kernel attribute wgmma — sm_90a: dots may lower to wgmma
+                              (cg_dot_wgmma.c); operand tiles and stages are then
+                              1024-byte aligned */
 } CgTcState;
 
-int         cg_pipeline_plan(IrFunc *f, const CgAxisMap *axis, CgTcState *tc);
+/* ---- cg_tc_state.c: the cache, op positions, scratch sizes ---- */
+CgTcState *cg_tc_from_ir(IrFunc *f);
+/* Op positions: pre-order over the function; a region op takes one position
+ * before its regions and one after them. `at` sees each op, `after` each
+ * region op once its regions are numbered. */
+typedef struct CgNumbering {
+    void (*at)(void *ctx, IrOp *op, int pos);
+    void (*after)(void *ctx, IrOp *op, int pos, int end);
+    void *ctx;
+    int pos;
+} CgNumbering;
+void cg_number_ops(IrBlock *b, CgNumbering *n);
+/* --stats and the SRAM-limit error: one line per buffer, then all of them. */
+void cg_sram_describe(const CgSmemBuf *b, StrBuf *out);
+void cg_sram_stats(const CgTcState *tc, StrBuf *out);
+/* The scratch bytes `op`'s lowering asks for (0: none) and what it is. */
+int  cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const int *uses, const char **what);
+
+/* ---- cg_pipeline.c: the plan read from the IR ---- */
+void        cg_pipeline_loops(IrFunc *f, PtrVec *loops);     /* CgPipeLoop* of every planned loop */
 CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *loop);
 /* The pipelined load that `op` is (or whose convert_layout `op` is). */
 CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop);
+/* Mark the body ops `v` depends on (the slice a future iteration's copies
+ * re-evaluate); false when it reaches a loop-carried value or an impure /
+ * region op of the body. */
+bool  cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids);
+IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses);
+int   cg_fast_value_dim(const IrFunc *f, const IrValue *v);   /* value dim fastest in the layout */
+bool  cg_half_cast(const IrOp *op);                           /* an f16 <-> bf16 cast */
+
+/* ---- the GPU passes (codegen.c: the table and the pipeline) ----
+ * Each pass rewrites the GPU IR and writes its decisions on it; the IR after
+ * each one passes ir_verify. They run alone from IR text as well (the golden
+ * tests): everything a pass reads is in the IR or in the context. */
+typedef struct CgPassCtx {
+    const Target *target;  /* the --arch the driver parsed (SM version, SRAM limit) */
+    bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
+    CgAxisMap *axis;       /* facts of the values (cg_axis_info.c); passes alias new values */
+} CgPassCtx;
+/* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
+typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+typedef struct CgPass {
+    const char *name;      /* --dump-after name */
+    CgPassFn run;
+} CgPass;
+extern const CgPass cg_gpu_passes[];
+extern const int cg_ngpu_passes;
+const CgPass *cg_gpu_pass(const char *name);                 /* NULL when unknown */
+/* The passes from `first` to `last` (names; NULL: from the first, to the last),
+ * ir_verify after each one;
+ * `dump` (NULL, "all" or a name) appends the IR after the named passes. */
+bool cg_run_gpu_passes(IrFunc *f, const CgPassCtx *ctx, const char *first, const char *last, const char *dump,
+                       StrBuf *dumps, Diag *d);
+bool cg_verify_gpu_ir(IrFunc *f, Diag *d);                   /* ir_verify, message as the runner's */
+bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 
 /* ---- layout_mma.c: mma.sync m16n8k16 fragments, swizzled SRAM, ldmatrix ---- */
 typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;
@@ -145,20 +209,6 @@ bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int
  * tensor-core shaped); rows_in_warp: the kernel chains dots (attention). */
 bool cg_mma_choose_warps(int M, int N, int K, int num_warps, bool rows_in_warp, int *wm, int *wn);
 bool cg_dot_mma_eligible(const IrOp *op, int sm);
-int  cg_accelerate_dot(IrFunc *f, int sm);                  /* returns the number of dots changed */
 
-/* ---- pass_remove_convert.c ---- */
-/* Rematerialise cheap converted trees, hoist loop-invariant conversions,
- * fold chains; returns the number of conversions removed or moved. */
-int  cg_remove_converts(IrFunc *f, CgAxisMap *axis);
-
-/* ---- pass_sram_alloc.c: the pass ---- */
-/* Number the ops, collect every buffer (scratch of each op, pipeline stages),
- * place them, and check the architecture's limit (a user error naming the
- * buffers). Fills tc->bufs, buf_of, spans and total. */
-bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, Diag *d);
-void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out);
-/* GPU IR with the passes' decisions as comments (pipelined loads, SRAM). */
-void cg_print_gpu_ir_tc(StrBuf *out, const IrFunc *f, const CgTcState *tc);
 
 #endif

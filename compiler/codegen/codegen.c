@@ -1,8 +1,9 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
- * Steps: axis info, the GPU passes (accelerate-dot, layout-assign,
- * remove-convert, pipeline, sram-alloc: docs/tensor_cores.md; their result is the GPU IR printed by
- * --emit gpu-ir), then one pass over the ops in program order that emits per-thread LLVM IR
+ * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
+ * remove-convert, pipeline, sram-alloc: docs/tensor_cores.md; their result is the GPU IR, layouts
+ * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
+ * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
  * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
  * The kernel is `void @name(params...)` marked as a kernel through
@@ -13,52 +14,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-bool cg_lower_op(CgCtx *c, IrOp *op)
-{
-    c->smem_base = 0;
-    c->cur = (CgRange){-1, -1};
-    /* A pipelined load has no registers: its copies are issued by the loop
-     * (pass_pipeline.c) and its convert_layout reads the stage buffer. */
-    if ((op->op == IR_LOAD || op->op == IR_CAST) && c->pipe && cg_pipeline_load(c->tc, op, NULL)) return true;
-    switch (op->op) {
-    case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
-    case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
-        return cg_lower_shape_op(c, op);
-    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD:
-        return cg_lower_memory(c, op);
-    case IR_REDUCE:
-        return cg_lower_reduce(c, op);
-    case IR_CONVERT_LAYOUT: case IR_RESHAPE:
-        return cg_lower_convert(c, op);
-    case IR_DOT:
-        return cg_lower_dot(c, op);
-    case IR_FOR: case IR_IF: case IR_ASSERT:
-        return cg_lower_control(c, op);
-    case IR_YIELD:
-        return true; /* read by the parent for/if */
-    case IR_RETURN:
-        LLVMBuildRetVoid(c->b);
-        return true;
-    default:
-        if (ir_op_info[op->op].flags & IRF_ELEMWISE) return cg_lower_elementwise(c, op);
-        cg_fail(c, op, "the GPU backend cannot lower '%s'", ir_op_info[op->op].name);
-        return false;
-    }
-}
-
-bool cg_lower_block(CgCtx *c, IrBlock *blk)
-{
-    for (IrOp *op = blk->first; op; op = op->next) {
-        for (int i = 0; c->tc && i < c->tc->loops.len; i++) {   /* a loop's copies issued early */
-            CgPipeLoop *pl = c->tc->loops.data[i];
-            if (pl->issue_at == op && pl->loop != op && !cg_pipeline_prologue(c, pl)) return false;
-        }
-        if (!cg_lower_op(c, op) || c->failed) return false;
-        if (ice_message()) return false;
-    }
-    return true;
-}
 
 static void init_types(CgCtx *c)
 {
@@ -116,7 +71,7 @@ static void write_stats(CgCtx *c, CgResult *res)
 {
     res->smem_bytes = c->tc->total;
     sb_printf(&res->stats, "warps: %d\nstages: %d\n", c->f->sched.num_warps, c->f->sched.num_stages);
-    cg_sram_stats(c->f, c->tc, &res->stats);
+    cg_sram_stats(c->tc, &res->stats);
 }
 
 static bool lower_and_emit(CgCtx *c, CgResult *res)
@@ -141,31 +96,9 @@ static bool lower_and_emit(CgCtx *c, CgResult *res)
     return ok;
 }
 
-static void dump(const CgOptions *o, CgResult *res, const IrFunc *f, const CgTcState *tc, const char *pass)
-{
-    if (!o->dump_after || (strcmp(o->dump_after, "all") != 0 && strcmp(o->dump_after, pass) != 0)) return;
-    sb_printf(&res->dumps, "// ----- GPU IR after %s (%s) -----\n", pass, f->name);
-    cg_print_gpu_ir_tc(&res->dumps, f, tc);
-}
-
-/* The GPU passes, in order; each can be dumped by name (--dump-after). */
-static bool gpu_passes(IrFunc *f, const Target *t, CgAxisMap *axis, CgTcState *tc, const CgOptions *o, CgResult *res,
-                       Diag *d)
-{
-    cg_accelerate_dot(f, t->sm);
-    dump(o, res, f, tc, "accelerate-dot");
-    if (!cg_assign_layouts(f, axis, d)) return false;
-    dump(o, res, f, tc, "layout-assign");
-    cg_remove_converts(f, axis);
-    dump(o, res, f, tc, "remove-convert");
-    cg_pipeline_plan(f, axis, tc);
-    dump(o, res, f, tc, "pipeline");
-    if (!cg_sram_alloc(f, t, tc, d)) return false;
-    dump(o, res, f, tc, "sram-alloc");
-    return true;
-}
-
-bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d)
+/* Passes from `first` (NULL: none, the IR is already through sram-alloc),
+ * then lowering and emission. */
+static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResult *res, Diag *d)
 {
     CgCtx c;
     memset(&c, 0, sizeof c);
@@ -185,12 +118,14 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d)
     }
     res->num_warps = W;
     CgAxisMap *axis = cg_axis_info(f);
-    CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
-    tc->wgmma = opts->target->wgmma && !opts->no_wgmma;
-    if (!gpu_passes(f, opts->target, axis, tc, opts, res, d)) return false;
+    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis};
+    if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
+    if (!first && !cg_verify_gpu_ir(f, d)) return false;
+    CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
+    if (diag_flush_ice(d)) return false;
     res->smem_bytes = tc->total;
     if (opts->stage == CG_STAGE_GPU_IR) {
-        cg_print_gpu_ir_tc(&res->out, f, tc);
+        ir_print_func(&res->out, f);
         return true;
     }
     if (!cg_llvm_init(d, f->loc)) return false;
@@ -204,4 +139,18 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d)
     if (!ok && !diag_flush_ice(d) && d->nerrors == before)
         diag_report(d, DIAG_INTERNAL, f->loc, "codegen failed without a message");
     return ok;
+}
+
+bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d)
+{
+    return compile(f, cg_gpu_passes[0].name, opts, res, d);
+}
+
+bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts, CgResult *res, Diag *d)
+{
+    if (first_pass && !cg_gpu_pass(first_pass)) {
+        diag_report(d, DIAG_USER, f->loc, "unknown GPU pass '%s'", first_pass);
+        return false;
+    }
+    return compile(f, first_pass, opts, res, d);
 }

@@ -31,5 +31,10 @@ typedef struct CgResult {
  * (num_warps, shared memory, an op the target lacks), DIAG_UNSUPPORTED when
  * ptxas is missing, DIAG_INTERNAL for bugs. */
 bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d);
+/* The same from GPU IR (ir_parse of --emit gpu-ir text or a --dump-after
+ * dump): the passes from `first_pass` on (a --dump-after name: the input is
+ * the IR after the pass before it; NULL: none, the input is the final GPU IR,
+ * decisions included), then lowering and emission. */
+bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts, CgResult *res, Diag *d);
 
 #endif

@@ -1,5 +1,6 @@
-/* layout.c — layout descriptors, their thread -> element geometry, and the
- * GPU IR printer.
+/* layout.c — what layouts mean: the thread -> element geometry of the
+ * layout descriptors (IrLayout, compiler/ir/layout.c holds and prints them),
+ * and the constructors the layout passes use.
  *
  * A blocked layout maps (thread, register) to an element index, per base
  * dimension d (see cg_internal.h; all sizes are powers of two):
@@ -39,39 +40,6 @@
 
 #include <string.h>
 
-const CgLayout *cg_layout_get(const IrFunc *f, int idx)
-{
-    if (idx < 0 || idx >= f->layouts.len) return NULL;
-    return (const CgLayout *)f->layouts.data[idx];
-}
-
-int cg_layout_intern(IrFunc *f, const CgLayout *l)
-{
-    CgLayout norm = *l;
-    for (int d = 0; d < l->rank; d++)
-        if (norm.rpw[d] < 1) norm.rpw[d] = 1;
-    l = &norm;
-    for (int i = 0; i < f->layouts.len; i++) {
-        const CgLayout *o = f->layouts.data[i];
-        if (o->kind != l->kind || o->rank != l->rank) continue;
-        if (l->kind == CG_LAYOUT_SLICE) {
-            if (o->parent == l->parent && o->dim == l->dim) return i;
-            continue;
-        }
-        bool same = true;
-        for (int d = 0; d < l->rank; d++)
-            if (o->spt[d] != l->spt[d] || o->tpw[d] != l->tpw[d] || o->wpc[d] != l->wpc[d] ||
-                o->order[d] != l->order[d] || o->rpw[d] != l->rpw[d] || o->wst[d] != l->wst[d])
-                same = false;
-        if (o->mma != l->mma || o->mma_wm != l->mma_wm || o->mma_wn != l->mma_wn) same = false;
-        if (same) return i;
-    }
-    CgLayout *n = ARENA_NEW(f->arena, CgLayout);
-    *n = *l;
-    vec_push(f->arena, &f->layouts, n);
-    return f->layouts.len - 1;
-}
-
 void cg_default_order(int rank, int *order)
 {
     for (int j = 0; j < rank; j++) order[j] = rank - 1 - j;
@@ -83,9 +51,9 @@ static int imax(int a, int b) { return a > b ? a : b; }
 int cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt, const int *order,
                       int num_warps)
 {
-    CgLayout l;
+    IrLayout l;
     memset(&l, 0, sizeof l);
-    l.kind = CG_LAYOUT_BLOCKED;
+    l.kind = IR_LAYOUT_BLOCKED;
     l.rank = rank;
     for (int d = 0; d < rank; d++) {
         l.spt[d] = imax(1, imin(spt[d], shape[d]));
@@ -108,7 +76,7 @@ int cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt,
         warps /= w;
     }
     l.wpc[order[0]] *= warps;
-    return cg_layout_intern(f, &l);
+    return ir_layout_intern(f, &l);
 }
 
 int cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps)
@@ -121,21 +89,21 @@ int cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps)
 
 int cg_layout_slice(IrFunc *f, int parent, int dim)
 {
-    CgLayout l;
+    IrLayout l;
     memset(&l, 0, sizeof l);
-    l.kind = CG_LAYOUT_SLICE;
-    l.rank = cg_layout_get(f, parent)->rank - 1;
+    l.kind = IR_LAYOUT_SLICE;
+    l.rank = ir_layout_get(f, parent)->rank - 1;
     l.parent = parent;
     l.dim = dim;
-    return cg_layout_intern(f, &l);
+    return ir_layout_intern(f, &l);
 }
 
 int cg_layout_insert_dim(IrFunc *f, int blocked, int axis)
 {
-    const CgLayout *p = cg_layout_get(f, blocked);
-    CgLayout l;
+    const IrLayout *p = ir_layout_get(f, blocked);
+    IrLayout l;
     memset(&l, 0, sizeof l);
-    l.kind = CG_LAYOUT_BLOCKED;
+    l.kind = IR_LAYOUT_BLOCKED;
     l.rank = p->rank + 1;
     bool explicit_warps = false;
     for (int d = 0; d < p->rank; d++) explicit_warps |= p->wst[d] > 0;
@@ -156,15 +124,15 @@ int cg_layout_insert_dim(IrFunc *f, int blocked, int axis)
      * so the distribution of the other dims is unchanged. */
     for (int j = 0; j < p->rank; j++) l.order[j] = p->order[j] >= axis ? p->order[j] + 1 : p->order[j];
     l.order[p->rank] = axis;
-    return cg_layout_intern(f, &l);
+    return ir_layout_intern(f, &l);
 }
 
 int cg_layout_permute(IrFunc *f, int blocked, const int *perm)
 {
-    const CgLayout *p = cg_layout_get(f, blocked);
-    CgLayout l;
+    const IrLayout *p = ir_layout_get(f, blocked);
+    IrLayout l;
     memset(&l, 0, sizeof l);
-    l.kind = CG_LAYOUT_BLOCKED;
+    l.kind = IR_LAYOUT_BLOCKED;
     l.rank = p->rank;
     int inv[CG_MAX_RANK];
     for (int i = 0; i < p->rank; i++) {
@@ -177,11 +145,11 @@ int cg_layout_permute(IrFunc *f, int blocked, const int *perm)
     }
     /* Same dims in the same speed order: registers keep their numbering. */
     for (int j = 0; j < p->rank; j++) l.order[j] = inv[p->order[j]];
-    return cg_layout_intern(f, &l);
+    return ir_layout_intern(f, &l);
 }
 
 /* ---- geometry ---- */
-static void geom_blocked(const CgLayout *l, const int32_t *shape, int num_warps, CgGeom *g)
+static void geom_blocked(const IrLayout *l, const int32_t *shape, int num_warps, CgGeom *g)
 {
     memset(g, 0, sizeof *g);
     g->rank = l->rank;
@@ -219,9 +187,9 @@ static void geom_blocked(const CgLayout *l, const int32_t *shape, int num_warps,
 
 bool cg_geom(const IrFunc *f, int layout, IrType t, CgGeom *g)
 {
-    const CgLayout *l = cg_layout_get(f, layout);
+    const IrLayout *l = ir_layout_get(f, layout);
     if (!l || l->rank != t.rank) return false;
-    if (l->kind == CG_LAYOUT_BLOCKED) {
+    if (l->kind == IR_LAYOUT_BLOCKED) {
         geom_blocked(l, t.shape, f->sched.num_warps, g);
         return true;
     }
@@ -325,183 +293,4 @@ bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
                 if (ia[ga.vdims[i]] != ib[gb.vdims[i]]) return false;
         }
     return true;
-}
-
-/* ---- printing ---- */
-static void put_list(StrBuf *out, const char *name, const int *v, int n)
-{
-    sb_printf(out, "%s=[", name);
-    for (int i = 0; i < n; i++) sb_printf(out, "%s%d", i ? "," : "", v[i]);
-    sb_puts(out, "]");
-}
-
-void cg_layout_str(const IrFunc *f, int idx, StrBuf *out)
-{
-    const CgLayout *l = cg_layout_get(f, idx);
-    if (!l) { sb_puts(out, "<none>"); return; }
-    if (l->kind == CG_LAYOUT_SLICE) {
-        sb_printf(out, "#slice<dim=%d, parent=#L%d>", l->dim, l->parent);
-        return;
-    }
-    if (l->mma) {
-        static const char *frag[3] = {"A", "B", "C"};
-        sb_printf(out, "#mma<%s, wm=%d, wn=%d>", frag[(l->mma - 1) % 3], l->mma_wm, l->mma_wn);
-        return;
-    }
-    sb_puts(out, "#blocked<");
-    put_list(out, "spt", l->spt, l->rank);
-    sb_puts(out, ", ");
-    put_list(out, "tpw", l->tpw, l->rank);
-    bool rpw = false, wst = false;
-    for (int d = 0; d < l->rank; d++) rpw |= l->rpw[d] > 1, wst |= l->wst[d] > 0;
-    if (rpw) {
-        sb_puts(out, ", ");
-        put_list(out, "rpw", l->rpw, l->rank);
-    }
-    sb_puts(out, ", ");
-    put_list(out, "wpc", l->wpc, l->rank);
-    sb_puts(out, ", ");
-    put_list(out, "order", l->order, l->rank);
-    if (wst) {
-        sb_puts(out, ", ");
-        put_list(out, "wst", l->wst, l->rank);
-    }
-    sb_puts(out, ">");
-}
-
-static void print_value_ref(StrBuf *out, const IrValue *v)
-{
-    sb_printf(out, "%%%d", v->id);
-}
-
-static void print_value_type(StrBuf *out, const IrValue *v)
-{
-    char tb[96];
-    sb_puts(out, ir_type_str(v->type, tb, sizeof tb));
-    if (v->layout >= 0) sb_printf(out, " #L%d", v->layout);
-}
-
-static void print_block(StrBuf *out, const IrBlock *b, int indent, const CgTcState *tc);
-
-static void print_attrs(StrBuf *out, const IrOp *op)
-{
-    switch (op->op) {
-    case IR_CONST: {
-        IrElem e = (IrElem)op->res[0]->type.elem;
-        if (ir_elem_is_float(e)) sb_printf(out, " %.9g", op->fval);
-        else sb_printf(out, " %lld", (long long)op->ival);
-        break;
-    }
-    case IR_PROGRAM_ID: case IR_NUM_PROGRAMS: case IR_EXPAND_DIMS:
-        sb_printf(out, " {axis=%d}", op->attr[0]);
-        break;
-    case IR_ARANGE: sb_printf(out, " {start=%d, end=%d}", op->attr[0], op->attr[1]); break;
-    case IR_TRANS: {
-        sb_puts(out, " {perm=[");
-        int r = op->res[0]->type.rank;
-        for (int i = 0; i < r; i++) sb_printf(out, "%s%d", i ? "," : "", op->attr[i]);
-        sb_puts(out, "]}");
-        break;
-    }
-    case IR_CMP: sb_printf(out, " %s", ir_cmp_name((IrCmp)op->attr[0])); break;
-    case IR_REDUCE:
-        sb_printf(out, " %s {axis=%d}", ir_reduce_name((IrReduce)op->attr[1]), op->attr[0]);
-        break;
-    default: break;
-    }
-}
-
-/* The GPU passes' decisions about `op`, as a trailing comment. */
-static void print_notes(StrBuf *out, const IrOp *op, const CgTcState *tc)
-{
-    if (!tc) return;
-    CgPipeLoop *pl = NULL;
-    const CgPipeLoad *l = cg_pipeline_load(tc, op, &pl);
-    if (op->op == IR_FOR && (pl = cg_pipeline_of_loop(tc, op)))
-        sb_printf(out, "  // pipelined: %d stages, %d async load%s", pl->stages, pl->nloads, pl->nloads > 1 ? "s" : "");
-    else if (l && op == l->load) {
-        sb_printf(out, "  // cp.async x%d stages", pl->stages);
-        if (l->buf && l->buf->offset >= 0)
-            sb_printf(out, " -> smem [%d, %d)", l->buf->offset, l->buf->offset + l->buf->bytes);
-    } else if (l && op == l->cast)
-        sb_puts(out, "  // applied after ldmatrix");
-    else if (l)
-        sb_puts(out, "  // ldmatrix from the current stage");
-    if (op->nres && tc->buf_of && op->res[0]->id < tc->nids && tc->buf_of[op->res[0]->id] >= 0) {
-        const CgSmemBuf *b = tc->bufs.data[tc->buf_of[op->res[0]->id]];
-        sb_printf(out, "  // smem %s [%d, %d)", b->what, b->offset, b->offset + b->bytes);
-    }
-    if (op->nres && tc->deferred && op->res[0]->id < tc->nids && tc->deferred[op->res[0]->id])
-        sb_puts(out, l ? " at its dots, per k32 step" : ", ldmatrix at its dots per k32 step");
-}
-
-static void print_op(StrBuf *out, const IrOp *op, int indent, const CgTcState *tc)
-{
-    sb_printf(out, "%*s", indent, "");
-    for (int i = 0; i < op->nres; i++) {
-        if (i) sb_puts(out, ", ");
-        print_value_ref(out, op->res[i]);
-    }
-    if (op->nres) sb_puts(out, " = ");
-    sb_puts(out, ir_op_info[op->op].name);
-    print_attrs(out, op);
-    for (int i = 0; i < op->nargs; i++) {
-        sb_puts(out, i ? ", " : " ");
-        print_value_ref(out, op->args[i]);
-    }
-    if (op->nres) {
-        sb_puts(out, " : ");
-        for (int i = 0; i < op->nres; i++) {
-            if (i) sb_puts(out, ", ");
-            print_value_type(out, op->res[i]);
-        }
-    }
-    for (int r = 0; r < op->nregions; r++) {
-        if (r == 0) print_notes(out, op, tc);
-        sb_puts(out, r ? " else {\n" : " {\n");
-        print_block(out, op->regions[r], indent + 2, tc);
-        sb_printf(out, "%*s}", indent, "");
-    }
-    if (!op->nregions) print_notes(out, op, tc);
-    sb_puts(out, "\n");
-}
-
-static void print_block(StrBuf *out, const IrBlock *b, int indent, const CgTcState *tc)
-{
-    if (b->nargs) {
-        sb_printf(out, "%*s^(", indent, "");
-        for (int i = 0; i < b->nargs; i++) {
-            if (i) sb_puts(out, ", ");
-            print_value_ref(out, b->args[i]);
-            sb_puts(out, ": ");
-            print_value_type(out, b->args[i]);
-        }
-        sb_puts(out, "):\n");
-    }
-    for (const IrOp *op = b->first; op; op = op->next) print_op(out, op, indent, tc);
-}
-
-void cg_print_gpu_ir(StrBuf *out, const IrFunc *f) { cg_print_gpu_ir_tc(out, f, NULL); }
-
-void cg_print_gpu_ir_tc(StrBuf *out, const IrFunc *f, const CgTcState *tc)
-{
-    for (int i = 0; i < f->layouts.len; i++) {
-        sb_printf(out, "#L%d = ", i);
-        cg_layout_str(f, i, out);
-        sb_puts(out, "\n");
-    }
-    sb_printf(out, "kernel @%s(", f->name);
-    for (int i = 0; i < f->nparams; i++) {
-        const IrValue *p = f->params[i];
-        if (i) sb_puts(out, ", ");
-        print_value_ref(out, p);
-        sb_puts(out, ": ");
-        print_value_type(out, p);
-        if (p->divisibility > 1) sb_printf(out, " {div=%d}", p->divisibility);
-    }
-    sb_printf(out, ") num_warps=%d", f->sched.num_warps);
-    if (tc && tc->buf_of) sb_printf(out, " smem=%d", tc->total);
-    sb_puts(out, " {\n");
-    print_block(out, f->body, 2, tc);
-    sb_puts(out, "}\n");
 }

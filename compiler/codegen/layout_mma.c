@@ -120,34 +120,13 @@ void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, in
 
 int cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn)
 {
-    CgLayout l;
-    memset(&l, 0, sizeof l);
-    l.kind = CG_LAYOUT_BLOCKED;
-    l.rank = 2;
-    l.mma = (int)frag + 1;
-    l.mma_wm = wm;
-    l.mma_wn = wn;
-    switch (frag) {
-    case CG_MMA_C:
-        l.spt[0] = 1, l.spt[1] = 2, l.tpw[0] = 8, l.tpw[1] = 4, l.rpw[0] = 2, l.rpw[1] = 1;
-        l.wpc[0] = wm, l.wpc[1] = wn, l.order[0] = 1, l.order[1] = 0, l.wst[0] = 1, l.wst[1] = wm;
-        break;
-    case CG_MMA_A:
-        l.spt[0] = 1, l.spt[1] = 2, l.tpw[0] = 8, l.tpw[1] = 4, l.rpw[0] = 2, l.rpw[1] = 2;
-        l.wpc[0] = wm, l.wpc[1] = 1, l.order[0] = 1, l.order[1] = 0, l.wst[0] = 1, l.wst[1] = 1;
-        break;
-    case CG_MMA_B:
-        l.spt[0] = 2, l.spt[1] = 1, l.tpw[0] = 4, l.tpw[1] = 8, l.rpw[0] = 2, l.rpw[1] = 1;
-        l.wpc[0] = 1, l.wpc[1] = wn, l.order[0] = 0, l.order[1] = 1, l.wst[0] = 1, l.wst[1] = wm;
-        break;
-    }
-    return cg_layout_intern(f, &l);
+    return ir_layout_mma(f, (int)frag + 1, wm, wn); /* IR_MMA_A/B/C = 1 + frag */
 }
 
 bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn)
 {
-    const CgLayout *l = cg_layout_get(f, layout);
-    if (!l || l->kind != CG_LAYOUT_BLOCKED || !l->mma) return false;
+    const IrLayout *l = ir_layout_get(f, layout);
+    if (!l || l->kind != IR_LAYOUT_BLOCKED || !l->mma) return false;
     *frag = (CgMmaFrag)(l->mma - 1);
     *wm = l->mma_wm;
     *wn = l->mma_wn;

@@ -24,9 +24,13 @@
  * on 4 warps is 2 x 2, not 4 x 1). When wm * wn < num_warps (small tiles) the
  * remaining warps hold copies of the accumulator (only one copy stores).
  *
+ * On sm_90a (CgPassCtx.wgmma) it also marks the kernel `wgmma = 1`: dots may
+ * then lower to wgmma (cg_dot_wgmma.c decides per dot, from where its
+ * operands sit), and sram-alloc aligns operand tiles and stages to 1024.
+ *
  * Example (attention, 4 warps, BLOCK_M = 128, BLOCK_N = 64, D = 64):
  *     %s = dot %q, %kt, %zero : tensor<128x64xf32>        before
- *     %s = dot %q, %kt, %zero : tensor<128x64xf32> #L0    after
+ *     %s = dot %q, %kt, %zero : tensor<128x64xf32, #L0>   after
  *     #L0 = #mma<C, wm=4, wn=1>
  */
 #include "cg_internal.h"
@@ -127,11 +131,14 @@ static void visit(IrOp *op, void *vctx)
     c->n++;
 }
 
-int cg_accelerate_dot(IrFunc *f, int sm)
+bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
+    (void)d;
     Chain ch = {f, false};
     ir_walk(f, find_chained, &ch);
-    AdCtx c = {f, sm, 0, ch.chained};
+    AdCtx c = {f, ctx->target->sm, 0, ch.chained};
     ir_walk(f, visit, &c);
-    return c.n;
+    /* sm_90a: the kernel may use wgmma; operand tiles are then placed for it. */
+    if (ctx->wgmma) ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WGMMA, 1);
+    return true;
 }

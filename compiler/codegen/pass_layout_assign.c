@@ -26,9 +26,9 @@
  *
  * Invariant after the pass: every tile value has layout >= 0 and every op's
  * operands have exactly the layouts its lowering expects. Example:
- *     %1 = arange {0,128} : tensor<128xi32> #L0        (#L0 = spt 4 if X is 16B aligned)
- *     %3 = load %2 : tensor<128xf32> #L0
- *     %4 = reduce sum {axis=0} %3 : f32
+ *     %1 = arange 0, 128 : tensor<128xi32, #L0>        (#L0 = spt 4 if X is 16B aligned)
+ *     %3 = load %2 : tensor<128xf32, #L0>
+ *     %4 = reduce sum 0 %3 : f32
  */
 #include "cg_internal.h"
 
@@ -52,15 +52,15 @@ static int get_demand(LaCtx *c, const IrValue *v) { return v->id < c->nids ? c->
 static void push_demand(LaCtx *c, const IrValue *v, int layout)
 {
     if (!is_tile(v) || layout < 0 || v->id >= c->nids) return;
-    if (cg_layout_get(c->f, layout)->rank != v->type.rank) return;
+    if (ir_layout_get(c->f, layout)->rank != v->type.rank) return;
     if (c->demand[v->id] < 0) c->demand[v->id] = layout;
 }
 
 /* A tensor-core accumulator or a slice of one (a row statistic of it). */
 static bool mma_derived(const IrFunc *f, int layout)
 {
-    const CgLayout *l = cg_layout_get(f, layout);
-    while (l && l->kind == CG_LAYOUT_SLICE) l = cg_layout_get(f, l->parent);
+    const IrLayout *l = ir_layout_get(f, layout);
+    while (l && l->kind == IR_LAYOUT_SLICE) l = ir_layout_get(f, l->parent);
     return l && l->mma == (int)CG_MMA_C + 1;
 }
 
@@ -124,38 +124,13 @@ int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
     CgMmaFrag frag;
     int wm, wn;
     if (cg_layout_is_mma(f, c_layout, &frag, &wm, &wn)) return cg_layout_mma(f, opnd ? CG_MMA_B : CG_MMA_A, wm, wn);
-    const CgLayout *cl = cg_layout_get(f, c_layout);
-    CgLayout l = *cl;
+    const IrLayout *cl = ir_layout_get(f, c_layout);
+    IrLayout l = *cl;
     /* A[M,K]: rows as in C, the whole K in each thread; B[K,N] likewise. The
      * lanes/warps along C's other dim then hold copies (replication). */
     if (opnd == 0) l.spt[1] = k;
     else l.spt[0] = k;
-    return cg_layout_intern(f, &l);
-}
-
-int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
-{
-    const IrValue *p = op->args[0];
-    if (!is_tile(p)) return 1;
-    const CgLayout *l = cg_layout_get(f, p->layout);
-    IrElem pe = (IrElem)p->type.pointee;
-    if (!l || l->kind != CG_LAYOUT_BLOCKED || pe == IR_I1) return 1;
-    CgGeom g;
-    if (!cg_geom(f, p->layout, p->type, &g)) return 1;
-    int fd = g.order[0];
-    int eb = cg_elem_bytes(pe);
-    const CgAxis *ax = cg_axis_get(axis, p);
-    int64_t vec = g.eff_spt[fd];
-    if (16 / eb < vec) vec = 16 / eb;
-    if (ax->contig[fd] < vec) vec = ax->contig[fd];
-    if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
-    int mask_idx = op->op == IR_LOAD ? 1 : 2;
-    if (op->nargs > mask_idx && is_tile(op->args[mask_idx])) {
-        const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
-        if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
-    }
-    if (op->op == IR_ATOMIC_ADD) vec = 1;
-    return vec < 1 ? 1 : (int)vec;
+    return ir_layout_intern(f, &l);
 }
 
 static void find_anchor(IrOp *op, void *vctx)
@@ -182,10 +157,10 @@ static int anchor_of(LaCtx *c, const IrOp *op)
 static int dot_result_layout(LaCtx *c, const IrOp *op, int demanded)
 {
     int a = anchor_of(c, op);
-    const CgLayout *al = cg_layout_get(c->f, a);
+    const IrLayout *al = ir_layout_get(c->f, a);
     if (al && al->mma) return a;
-    const CgLayout *dl = demanded >= 0 ? cg_layout_get(c->f, demanded) : NULL;
-    return dl && dl->kind == CG_LAYOUT_BLOCKED && !dl->mma ? demanded : a;
+    const IrLayout *dl = demanded >= 0 ? ir_layout_get(c->f, demanded) : NULL;
+    return dl && dl->kind == IR_LAYOUT_BLOCKED && !dl->mma ? demanded : a;
 }
 
 /* ---- demand ---- */
@@ -211,7 +186,7 @@ static void demand_op(LaCtx *c, IrOp *op)
         if (rd >= 0 && is_tile(op->args[0])) push_demand(c, op->args[0], cg_layout_slice(c->f, rd, op->attr[0]));
         return;
     case IR_TRANS:
-        if (rd >= 0 && cg_layout_get(c->f, rd)->kind == CG_LAYOUT_BLOCKED) {
+        if (rd >= 0 && ir_layout_get(c->f, rd)->kind == IR_LAYOUT_BLOCKED) {
             int inv[CG_MAX_RANK], r = op->res[0]->type.rank;
             for (int i = 0; i < r; i++) inv[op->attr[i]] = i;
             push_demand(c, op->args[0], cg_layout_permute(c->f, rd, inv));
@@ -364,9 +339,9 @@ static void assign_op(LaCtx *c, IrOp *op)
         IrValue *a = op->args[0];
         int axis = op->attr[0];
         if (!is_tile(a)) { rl = default_layout(c, res); break; }
-        const CgLayout *l = cg_layout_get(c->f, a->layout);
-        if (l->kind == CG_LAYOUT_SLICE && l->dim == axis) rl = l->parent;
-        else if (l->kind == CG_LAYOUT_BLOCKED) rl = cg_layout_insert_dim(c->f, a->layout, axis);
+        const IrLayout *l = ir_layout_get(c->f, a->layout);
+        if (l->kind == IR_LAYOUT_SLICE && l->dim == axis) rl = l->parent;
+        else if (l->kind == IR_LAYOUT_BLOCKED) rl = cg_layout_insert_dim(c->f, a->layout, axis);
         else {
             rl = default_layout(c, res);
             require(c, op, 0, cg_layout_slice(c->f, rl, axis));
@@ -375,7 +350,7 @@ static void assign_op(LaCtx *c, IrOp *op)
     }
     case IR_TRANS: {
         int src = op->args[0]->layout;
-        if (cg_layout_get(c->f, src)->kind != CG_LAYOUT_BLOCKED) {
+        if (ir_layout_get(c->f, src)->kind != IR_LAYOUT_BLOCKED) {
             src = default_layout(c, op->args[0]);
             require(c, op, 0, src);
         }
@@ -458,8 +433,9 @@ static void dry_run(LaCtx *c)
     assign_block(c, c->f->body);
 }
 
-bool cg_assign_layouts(IrFunc *f, CgAxisMap *axis, Diag *d)
+bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
+    CgAxisMap *axis = ctx->axis;
     LaCtx c;
     memset(&c, 0, sizeof c);
     c.f = f;

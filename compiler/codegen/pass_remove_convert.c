@@ -27,12 +27,12 @@
  * runs in the accumulator's registers with no conversion at all.
  *
  * Example (matmul's k loop, 4 warps):
- *     %53 = convert_layout %34 : tensor<32xi32> #L9          before
- *     %35 = expand_dims {axis=0} %53 : tensor<1x32xi32> #L8
+ *     %53 = convert_layout %34 : tensor<32xi32, #L9>         before
+ *     %35 = expand_dims 0 %53 : tensor<1x32xi32, #L8>
  *     ...
- *     %60 = arange {start=0, end=32} : tensor<32xi32> #L9     after: the index
- *     %61 = splat %31 : tensor<32xi32> #L9                    tile recomputed
- *     %62 = add %61, %60 : tensor<32xi32> #L9                 in #L9
+ *     %60 = arange 0, 32 : tensor<32xi32, #L9>               after: the index
+ *     %61 = splat %31 : tensor<32xi32, #L9>                  tile recomputed
+ *     %62 = add %61, %60 : tensor<32xi32, #L9>               in #L9
  */
 #include "cg_internal.h"
 
@@ -99,8 +99,8 @@ static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
  * blocked (MMA included) targets, whose slices expand_dims can use. */
 static bool remat_target(const IrFunc *f, int layout)
 {
-    const CgLayout *l = cg_layout_get(f, layout);
-    return l && (l->kind == CG_LAYOUT_BLOCKED || l->kind == CG_LAYOUT_SLICE);
+    const IrLayout *l = ir_layout_get(f, layout);
+    return l && (l->kind == IR_LAYOUT_BLOCKED || l->kind == IR_LAYOUT_SLICE);
 }
 
 static void visit_block(RcCtx *c, IrBlock *b);
@@ -191,11 +191,12 @@ static int remove_dead(IrFunc *f)
     return total;
 }
 
-int cg_remove_converts(IrFunc *f, CgAxisMap *axis)
+bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
-    RcCtx c = {f, axis, 0, 0, 0};
+    (void)d;
+    RcCtx c = {f, ctx->axis, 0, 0, 0};
     visit_block(&c, f->body);
     merge_duplicates(&c, f->body);
     remove_dead(f);
-    return c.removed + c.hoisted;
+    return true;
 }

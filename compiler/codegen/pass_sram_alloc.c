@@ -7,11 +7,12 @@
  *   - scratch of one op (layout conversions, dot operand staging through
  *     swizzled SRAM, cross-warp reductions, reshapes, shared atomic
  *     results): live at that op only, [p, p];
- *   - pipeline stage buffers (pass_pipeline.c): written by the prologue (at
- *     the loop, or earlier at its issue_at op) and read/written by every
+ *   - pipeline stage buffers (the plan of pass_pipeline.c, read back with
+ *     cg_pipeline_loops): written by the prologue (at the loop, or earlier
+ *     at its issue point, pipeline.issue) and read/written by every
  *     iteration, so live from the prologue over the whole loop:
  *     [issue_pos or for_start, for_end];
- *   - deferred operand tiles (tc->deferred: a convert to an MMA operand whose
+ *   - deferred operand tiles (mma.deferred: a convert to an MMA operand whose
  *     users are all tensor-core dots): written at the convert, read by
  *     ldmatrix at each dot, so live from the convert to its last dot. A tile
  *     written outside a loop and read inside it (attention's Q, hoisted out
@@ -29,6 +30,13 @@
  *
  * Example (positions, bytes):  A [0,9] 32K   B [2,2] 8K   C [11,11] 16K
  *   A -> 0;  C -> 0 (not live with A);  B -> 32K (live with A).  Total 40K.
+ *
+ * Output on the IR: each buffer's op gets smem.offset, smem.bytes and
+ * smem.live = [first, last position] (a pipelined load's buffer is its
+ * stages), deferred converts mma.deferred = 1, the kernel smem = the total:
+ *     %y = convert_layout %x {smem.offset = 0, smem.bytes = 17408, smem.live = [52, 52]} : ...
+ * ir_verify checks what it can without the numbering: alignment, inside the
+ * total, no two buffers live together sharing a byte.
  *
  * Limits: a kernel whose total exceeds the target's dynamic SRAM per CTA
  * (Target.sram_limit, compiler/support/target.c) is a compile error naming
@@ -136,16 +144,16 @@ bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why)
 
 typedef struct SaCtx {
     IrFunc *f;
-    CgTcState *tc;
+    CgTcState *tc;        /* pass-local: the loops' plans, the buffers made */
     const int *uses;
-    int pos;
 } SaCtx;
 
-static CgSmemBuf *add_buf(SaCtx *s, const char *what, const IrValue *v, int bytes, int align, int start, int end)
+static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int bytes, int align, int start, int end)
 {
     CgSmemBuf *b = ARENA_NEW(s->f->arena, CgSmemBuf);
     b->what = what;
-    b->value_id = v ? v->id : -1;
+    b->op = op;
+    b->value_id = op->nres ? op->res[0]->id : -1;
     b->bytes = align_up(bytes, 16);
     b->align = align;
     b->start = start;
@@ -154,28 +162,6 @@ static CgSmemBuf *add_buf(SaCtx *s, const char *what, const IrValue *v, int byte
     vec_push(s->f->arena, &s->tc->bufs, b);
     return b;
 }
-
-/* The scratch one op's lowering asks for (cg_smem_begin), 0 when none. */
-static int op_scratch(SaCtx *s, const IrOp *op, const char **what)
-{
-    switch (op->op) {
-    case IR_CONVERT_LAYOUT:
-        if (cg_pipeline_load(s->tc, op, NULL)) return 0; /* reads its loop's stage buffer */
-        /* fall through */
-    case IR_RESHAPE:
-        return cg_convert_scratch_bytes(s->f, op, what);
-    case IR_REDUCE:
-        *what = "reduce";
-        return cg_reduce_scratch_bytes(s->f, op);
-    case IR_ATOMIC_ADD:
-        *what = "atomic_add result";
-        return cg_atomic_scratch_bytes(s->f, op, s->uses);
-    default:
-        return 0;
-    }
-}
-
-static void number_block(SaCtx *s, IrBlock *b);
 
 static bool is_mma_dot(const IrFunc *f, const IrOp *op)
 {
@@ -209,50 +195,33 @@ static void extend_over_region(SaCtx *s, int p, int end)
 
 static int operand_align(const SaCtx *s) { return s->tc->wgmma ? 1024 : 128; }
 
-static void number_op(SaCtx *s, IrOp *op)
+static void at_op(void *vctx, IrOp *op, int p)
 {
-    int p = s->pos++;
+    SaCtx *s = vctx;
     for (int i = 0; i < s->tc->loops.len; i++) {
         CgPipeLoop *pl = s->tc->loops.data[i];
         if (pl->issue_at == op) pl->issue_pos = p;
     }
     const char *what = NULL;
-    int bytes = op->nres ? op_scratch(s, op, &what) : 0;
+    int bytes = op->nres ? cg_op_scratch(s->f, s->tc, op, s->uses, &what) : 0;
     if (bytes > 0) {
         /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
          * swizzle's bank arithmetic valid for absolute addresses; wgmma's
          * 128-byte swizzle atoms start at 1024-byte boundaries. */
-        add_buf(s, what, op->res[0], bytes, what[0] == 'm' ? operand_align(s) : 16, p, p);
+        add_buf(s, what, op, bytes, what[0] == 'm' ? operand_align(s) : 16, p, p);
         s->tc->buf_of[op->res[0]->id] = s->tc->bufs.len - 1;
     }
     if (is_mma_dot(s->f, op)) extend_to_dot(s, op, p);
-    for (int r = 0; r < op->nregions; r++) number_block(s, op->regions[r]);
-    if (!op->nregions) return;
-    int end = s->pos++;
+}
+
+static void after_region(void *vctx, IrOp *op, int p, int end)
+{
+    SaCtx *s = vctx;
     extend_over_region(s, p, end);
-    CgSpan *sp = ARENA_NEW(s->f->arena, CgSpan);
-    sp->op = op;
-    sp->start = p;
-    sp->end = end;
-    vec_push(s->f->arena, &s->tc->spans, sp);
     CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++)
-        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load->res[0],
-                                   pl->loads[i].slot_bytes * pl->stages, operand_align(s), pl->issue_pos, end);
-}
-
-static void number_block(SaCtx *s, IrBlock *b)
-{
-    for (IrOp *op = b->first; op; op = op->next) number_op(s, op);
-}
-
-static void describe(const IrFunc *f, const CgSmemBuf *b, StrBuf *out)
-{
-    sb_printf(out, "  %-18s", b->what);
-    if (b->value_id >= 0) sb_printf(out, " %%%-5d", b->value_id);
-    else sb_puts(out, "       ");
-    sb_printf(out, " %7d bytes at %6d, live %d..%d\n", b->bytes, b->offset, b->start, b->end);
-    (void)f;
+        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load, pl->loads[i].slot_bytes * pl->stages,
+                                   operand_align(s), pl->issue_pos, end);
 }
 
 static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
@@ -286,9 +255,36 @@ static void mark_deferred(const IrFunc *f, const IrBlock *b, const int *uses, co
     }
 }
 
-bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, Diag *d)
+static void mark_deferred_attr(IrOp *op, void *vctx)
 {
-    SaCtx s = {f, tc, ir_use_counts(f), 0};
+    const CgTcState *tc = vctx;
+    if (op->nres && op->res[0]->id < tc->nids && tc->deferred[op->res[0]->id])
+        ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_DEFERRED, 1);
+}
+
+/* The placement goes on the IR: each buffer's op gets smem.offset,
+ * smem.bytes and smem.live, deferred operand converts mma.deferred, the
+ * kernel smem (the total). */
+static void write_attrs(IrFunc *f, CgTcState *tc)
+{
+    for (int i = 0; i < tc->bufs.len; i++) {
+        const CgSmemBuf *b = tc->bufs.data[i];
+        int64_t live[2] = {b->start, b->end};
+        ir_attr_set_int(f->arena, &b->op->attrs, IR_ATTR_SMEM_OFFSET, b->offset);
+        ir_attr_set_int(f->arena, &b->op->attrs, IR_ATTR_SMEM_BYTES, b->bytes);
+        ir_attr_set(f->arena, &b->op->attrs, IR_ATTR_SMEM_LIVE, 2, live, true);
+    }
+    ir_walk(f, mark_deferred_attr, tc);
+    ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_SMEM, tc->total);
+}
+
+bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+{
+    CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
+    tc->wgmma = ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 0;
+    cg_pipeline_loops(f, &tc->loops);
+    if (ice_message()) return false;
+    SaCtx s = {f, tc, ir_use_counts(f)};
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
@@ -296,7 +292,8 @@ bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, Diag *d)
     for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1, tc->deferred[i] = false, dot_uses[i] = 0;
     count_dot_uses(f, f->body, dot_uses);
     mark_deferred(f, f->body, s.uses, dot_uses, tc->deferred);
-    number_block(&s, f->body);
+    CgNumbering n = {at_op, after_region, &s, 0};
+    cg_number_ops(f->body, &n);
     tc->total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
     StrBuf why;
     sb_init(&why);
@@ -305,23 +302,19 @@ bool cg_sram_alloc(IrFunc *f, const Target *t, CgTcState *tc, Diag *d)
         sb_free(&why);
         return false;
     }
+    write_attrs(f, tc);
+    const Target *t = ctx->target;
     if (tc->total <= t->sram_limit) {
         sb_free(&why);
         return true;
     }
     /* One error at the kernel: the limit, then each buffer, then the advice. */
     why.len = 0;
-    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], &why);
+    for (int i = 0; i < tc->bufs.len; i++) cg_sram_describe(tc->bufs.data[i], &why);
     diag_report(d, DIAG_USER, f->loc,
                 "kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n%s"
                 "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)",
                 f->name, tc->total, t->sm, t->sram_limit, why.data ? why.data : "", f->sched.num_stages);
     sb_free(&why);
     return false;
-}
-
-void cg_sram_stats(const IrFunc *f, const CgTcState *tc, StrBuf *out)
-{
-    sb_printf(out, "smem: %d bytes in %d buffers\n", tc->total, tc->bufs.len);
-    for (int i = 0; i < tc->bufs.len; i++) describe(f, tc->bufs.data[i], out);
 }

@@ -103,6 +103,8 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
      * kernel it is about; the kinds of its errors give the status. */
     int internal = d->ninternal, unsupported = d->nunsupported;
     bool ok = cg_compile(f, &co, &cr, d);
+    if (ok && (sb_failed(&cr.out) || sb_failed(&cr.dumps))) /* never hand on a cut-short PTX */
+        INTERNAL_ERROR("out of host memory: the output was cut short");
     KilnStatus st = KILN_OK;
     if (!ok) {
         st = d->ninternal > internal ? KILN_ERR_INTERNAL
@@ -141,6 +143,30 @@ static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
     return st;
 }
 
+/* The GPU passes --dump-after can name: the names compiler/codegen/codegen.c
+ * dumps under (cg_compile, in order). Kept here until codegen exports its pass
+ * table, so the driver can refuse a misspelt name without running codegen. */
+static const char *const gpu_pass_names[] = {"accelerate-dot", "layout-assign", "remove-convert", "pipeline",
+                                             "sram-alloc"};
+
+/* --dump-after takes "all" or a pass name; anything else would dump nothing
+ * and say nothing, so it is a usage error listing the names. */
+static bool dump_after_known(const char *name, Diag *d)
+{
+    if (!name || !strcmp(name, "all") || pass_find(name)) return true;
+    for (size_t i = 0; i < sizeof gpu_pass_names / sizeof gpu_pass_names[0]; i++)
+        if (!strcmp(name, gpu_pass_names[i])) return true;
+    StrBuf names;
+    sb_init(&names);
+    pass_list_names(&names);
+    for (size_t i = 0; i < sizeof gpu_pass_names / sizeof gpu_pass_names[0]; i++)
+        sb_printf(&names, ", %s", gpu_pass_names[i]);
+    diag_error(d, (SrcLoc){0}, "unknown pass '%s' for --dump-after (expected all, %s)", name,
+               names.data ? names.data : "");
+    sb_free(&names);
+    return false;
+}
+
 KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
                            IrModule **mod_out, StrBuf *out, StrBuf *dumps)
 {
@@ -148,6 +174,10 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
     StrBuf err;
     sb_init(&err);
     KilnStatus st = KILN_OK;
+    if (!dump_after_known(opts->dump_after, d)) {
+        st = KILN_ERR_USAGE;
+        goto done;
+    }
 
     /* 1. parse */
     AstFile *ast = ast_parse(arena, d, d->file, src);
@@ -243,6 +273,7 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
             st = run_backend(m->funcs[0], target, opts, r, &d); /* 4. the GPU backend */
         }
     }
+    if (sb_failed(&out) || sb_failed(&dumps)) INTERNAL_ERROR("out of host memory: the output was cut short");
     if (st == KILN_OK && !r->output) {
         r->output_size = out.len;
         r->output = sb_steal(&out);

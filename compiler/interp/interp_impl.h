@@ -6,7 +6,9 @@
  *     element type (f16/bf16/f32 values are rounded on every producing op);
  *   - integers in `i`, normalised to their width: signed types sign-extended,
  *     unsigned types and i1 zero-extended (i1 is 0 or 1);
- *   - pointers in `u` as host addresses.
+ *   - pointers in `u` as host addresses; IT_WILD_PTR (any address above
+ *     INT64_MAX, which no host buffer has) for a pointer whose arithmetic
+ *     left the address space (interp_ops.c exec_addptr).
  * Each value id owns one Slot whose storage is allocated once per interp_run
  * (sized by the static type) and reused by every program and every loop
  * iteration, so memory is bounded by the function's size, never by its trip
@@ -21,6 +23,11 @@
 
 /* The evaluator's scalar (compiler/ir/eval.h): same normalisation rules. */
 typedef IrScalar IVal;
+
+/* A pointer whose offset overflowed: it stays wild through further addptrs and
+ * any access through it is an error (interp_mem.c), instead of wrapping onto
+ * real memory (X + 2^62 f32 elements is X again in 64-bit bytes). */
+#define IT_WILD_PTR UINT64_MAX
 
 typedef struct Slot {
     IVal *d;

@@ -10,6 +10,9 @@
  *     the program, the op's source location, the lane (flat and as an index)
  *     and the address as an offset from the nearest buffer — nothing is read
  *     or written out of bounds, so a bad kernel never crashes the host;
+ *   - pointer arithmetic is exact (interp_ops.c): an offset that overflows
+ *     gives IT_WILD_PTR, reported here, never a wrapped address that lands
+ *     back inside a buffer;
  *   - memory holds the element type's own encoding: f16/bf16 as uint16 bit
  *     patterns, f32/f64 as IEEE values, integers at their width, i1 as one
  *     byte (0 or 1; any non-zero byte loads as 1);
@@ -37,6 +40,8 @@ static void mem_write(IrElem e, void *p, IVal v)
     memcpy(p, &bits, (size_t)it_elem_bytes(e));
 }
 
+/* Overflow-safe: [addr, addr + size) inside the buffer, compared as offsets
+ * from its start (never addr + size, which could wrap). */
 static bool in_buffer(const InterpBuffer *b, uint64_t addr, uint64_t size)
 {
     uint64_t lo = (uint64_t)(uintptr_t)b->data;
@@ -74,6 +79,13 @@ static void *check_access(Interp *it, const IrOp *op, const char *what, int64_t 
 {
     const InterpOptions *o = it->opts;
     int nb = o ? o->nbuffers : 0;
+    if (addr > INT64_MAX) { /* IT_WILD_PTR: the pointer's offset overflowed (exec_addptr) */
+        char idx[96];
+        it_fmt_index(idx, sizeof idx, t, lane);
+        it_error(it, op, "%s of %d bytes out of bounds at lane %lld (index %s): the pointer's offset "
+                 "overflowed the address space", what, size, (long long)lane, idx);
+        return NULL;
+    }
     if (it->last_buf < nb && in_buffer(&o->buffers[it->last_buf], addr, (uint64_t)size))
         return (void *)(uintptr_t)addr;
     for (int k = 0; k < nb; k++)

@@ -85,8 +85,17 @@ static int exec_addptr(Interp *it, const IrOp *op, IVal *r, int64_t n)
     if (!p || !o) return 1;
     int sp = it_operand_stride(it, op, 0, n), so = it_operand_stride(it, op, 1, n);
     if (sp < 0 || so < 0) return 1;
-    uint64_t size = (uint64_t)it_elem_bytes((IrElem)op->res[0]->type.pointee);
-    for (int64_t i = 0; i < n; i++) r[i].u = p[i * sp].u + (uint64_t)o[i * so].i * size;
+    int64_t size = it_elem_bytes((IrElem)op->res[0]->type.pointee);
+    bool u64 = op->args[1]->type.elem == IR_U64; /* above INT64_MAX: out of any buffer */
+    for (int64_t i = 0; i < n; i++) {
+        /* in element space, exactly: the byte offset and the address must not
+         * overflow, nor the address leave [0, INT64_MAX] (IT_WILD_PTR) */
+        int64_t off, addr;
+        uint64_t base = p[i * sp].u;
+        bool wild = base > INT64_MAX || (u64 && o[i * so].u > INT64_MAX) || __builtin_mul_overflow(o[i * so].i, size, &off) ||
+                    __builtin_add_overflow((int64_t)base, off, &addr) || addr < 0;
+        r[i].u = wild ? IT_WILD_PTR : (uint64_t)addr;
+    }
     return 0;
 }
 

@@ -373,3 +373,50 @@ IrValue *irb_const_float(IrBuilder *b, IrType t, double v)
     r->def->fval = v; /* ival stays 0: floats read fval only (inf/nan have no int) */
     return r;
 }
+
+/* ---- named attributes ---- */
+static IrAttr *attr_find(const IrAttrList *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].name, name) == 0) return &l->v[i];
+    return NULL;
+}
+
+void ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list)
+{
+    IrAttr *at = attr_find(l, name);
+    if (!at) {
+        if (l->n == l->cap) {
+            int nc = l->cap ? l->cap * 2 : 4;
+            IrAttr *nv = ARENA_ARRAY(a, IrAttr, nc);
+            if (l->n) memcpy(nv, l->v, sizeof(IrAttr) * (size_t)l->n);
+            l->v = nv;
+            l->cap = nc;
+        }
+        at = &l->v[l->n++];
+        at->name = arena_strdup(a, name);
+    }
+    at->v = ARENA_ARRAY(a, int64_t, n > 0 ? n : 1);
+    if (n > 0) memcpy(at->v, v, sizeof(int64_t) * (size_t)n);
+    at->n = n;
+    at->list = list || n != 1;
+}
+
+void ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v) { ir_attr_set(a, l, name, 1, &v, false); }
+
+const IrAttr *ir_attr_get(const IrAttrList *l, const char *name) { return attr_find(l, name); }
+
+int64_t ir_attr_int(const IrAttrList *l, const char *name, int64_t dflt)
+{
+    const IrAttr *at = attr_find(l, name);
+    return at && at->n > 0 ? at->v[0] : dflt;
+}
+
+void ir_attr_remove(IrAttrList *l, const char *name)
+{
+    IrAttr *at = attr_find(l, name);
+    if (!at) return;
+    int i = (int)(at - l->v);
+    memmove(&l->v[i], &l->v[i + 1], sizeof(IrAttr) * (size_t)(l->n - i - 1));
+    l->n--;
+}

@@ -163,6 +163,23 @@ struct IrValue {
     int layout;           /* GPU IR: index into IrFunc.layouts, -1 = none */
 };
 
+/* Named attributes: the GPU passes' decisions (pipeline stages, SRAM
+ * placement, ...) on ops and kernels. Each is one integer or a list of them;
+ * printed as `{name = 3, other = [1, 2]}` and read back by ir_parse. Names
+ * are identifiers with dots (`smem.offset`); docs/ir.md lists the ones the
+ * GPU passes write. */
+typedef struct IrAttr {
+    const char *name;
+    int64_t *v;
+    int n;
+    bool list;            /* printed as [..] even with one element */
+} IrAttr;
+
+typedef struct IrAttrList {
+    IrAttr *v;
+    int n, cap;
+} IrAttrList;
+
 struct IrOp {
     IrOpcode op;
     SrcLoc loc;
@@ -176,6 +193,7 @@ struct IrOp {
     double fval;          /* CONST (floats) */
     int attr[IR_MAX_RANK];/* see the table */
     const char *sattr;    /* ASSERT message */
+    IrAttrList attrs;     /* named attributes (GPU IR) */
     IrOp *prev, *next;
     IrBlock *parent;
 };
@@ -215,7 +233,8 @@ struct IrFunc {
     IrBlock *body;
     IrSchedule sched;
     int next_id;
-    PtrVec layouts;       /* GPU IR: layout descriptors, owned by the codegen layer */
+    PtrVec layouts;       /* GPU IR: IrLayout*, indexed by IrValue.layout */
+    IrAttrList attrs;     /* GPU IR: kernel attributes (smem, wgmma) */
 };
 
 typedef struct IrModule {
@@ -223,6 +242,69 @@ typedef struct IrModule {
     IrFunc **funcs;
     int nfuncs, cap_funcs;
 } IrModule;
+
+/* ---- GPU IR: layouts (layout.c) ----
+ * A layout says which thread holds which element of a tile (docs/gpu.md).
+ * A *blocked* layout distributes a tile over the threads of a CTA like
+ * Triton's #blocked: per dimension d, each thread holds spt[d] consecutive
+ * elements, tpw[d] lanes and wpc[d] warps tile the dimension, and the pattern
+ * repeats (or wraps: replication) when the tile is larger (smaller) than
+ * spt*tpw*wpc. `order` lists dimensions fastest first. The MMA generalisation:
+ * rpw[d] register repeats per warp tile between lanes and warps, wst[d]
+ * explicit warp strides (0: none), and mma = 1 + fragment (A, B, C) for the
+ * mma.sync layouts of a warp grid mma_wm x mma_wn, whose fields are fixed by
+ * the fragment (ir_layout_mma). A *slice* layout is its parent (an index in
+ * IrFunc.layouts) with dimension `dim` removed.
+ * The codegen layer owns the meaning (geometry, cg_layout.h); the IR holds,
+ * prints, parses and verifies the description.
+ * Text: `#L3 = #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>`,
+ * `#mma<C, wm=2, wn=2>`, `#slice<dim=1, parent=#L2>` before the kernel,
+ * and `tensor<64x64xf32, #L3>` in value types. */
+typedef enum IrLayoutKind { IR_LAYOUT_BLOCKED, IR_LAYOUT_SLICE } IrLayoutKind;
+enum { IR_MMA_A = 1, IR_MMA_B = 2, IR_MMA_C = 3 };  /* IrLayout.mma */
+
+typedef struct IrLayout {
+    IrLayoutKind kind;
+    int rank;                       /* rank of the values it applies to */
+    int spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], order[IR_MAX_RANK];
+    int rpw[IR_MAX_RANK], wst[IR_MAX_RANK];
+    int mma, mma_wm, mma_wn;
+    int parent, dim;                /* slice */
+} IrLayout;
+
+const IrLayout *ir_layout_get(const IrFunc *f, int idx);   /* NULL when out of range */
+int  ir_layout_intern(IrFunc *f, const IrLayout *l);        /* find or add; returns the index */
+/* The mma.sync m16n8k16 layout of fragment `mma` (IR_MMA_A/B/C) for a warp
+ * grid wm x wn: C [M,N], A [M,K] replicated over warp_n, B [K,N] over warp_m. */
+int  ir_layout_mma(IrFunc *f, int mma, int wm, int wn);
+bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out);  /* the same, not interned */
+void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` etc. */
+
+/* ---- named attributes (ir.c) ----
+ * The GPU passes' vocabulary (docs/gpu.md has the table; ir_verify checks
+ * the SRAM and pipeline invariants):
+ *   kernel: smem (bytes of dynamic SRAM), wgmma (1: dots may use wgmma)
+ *   for:    pipeline.stages, pipeline.issue (ops before the loop where its
+ *           prologue goes)
+ *   load:   pipeline.slot_bytes (one stage of a pipelined load)
+ *   op:     smem.offset, smem.bytes, smem.live = [first, last op position]
+ *           (its scratch, or a pipelined load's stages), mma.deferred = 1 (an
+ *           operand convert read by ldmatrix at its dots) */
+#define IR_ATTR_SMEM          "smem"
+#define IR_ATTR_WGMMA         "wgmma"
+#define IR_ATTR_STAGES        "pipeline.stages"
+#define IR_ATTR_ISSUE         "pipeline.issue"
+#define IR_ATTR_SLOT_BYTES    "pipeline.slot_bytes"
+#define IR_ATTR_SMEM_OFFSET   "smem.offset"
+#define IR_ATTR_SMEM_BYTES    "smem.bytes"
+#define IR_ATTR_SMEM_LIVE     "smem.live"
+#define IR_ATTR_DEFERRED      "mma.deferred"
+
+void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
+void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);
+const IrAttr *ir_attr_get(const IrAttrList *l, const char *name);
+int64_t       ir_attr_int(const IrAttrList *l, const char *name, int64_t dflt); /* first element */
+void          ir_attr_remove(IrAttrList *l, const char *name);
 
 /* ---- construction (ir.c) ---- */
 IrModule *ir_module_new(Arena *a);
@@ -283,5 +365,7 @@ IrModule *ir_parse(Arena *a, struct Diag *d, const char *path, const char *src);
 /* Checks the invariants above; appends "internal error: ..." lines naming the
  * op and its source location to `err` and returns false on the first problems. */
 bool      ir_verify(const IrFunc *f, StrBuf *err);
+/* GPU IR after layout assignment: ir_verify, and every tile value has a layout. */
+bool      ir_verify_gpu(const IrFunc *f, StrBuf *err);
 
 #endif

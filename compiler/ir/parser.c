@@ -17,6 +17,12 @@
  *   - newlines matter in one place: an op's operands and its `loc(...)` start
  *     on the op's own line (so `return` is not followed by the next line's %x).
  *
+ *   - GPU IR: `#Ln = ...` lines before a kernel make its layout table, in
+ *     order (a slice names an earlier parent); tile types may carry
+ *     `, #Ln`; `{name = int | [ints], ...}` after an op's operands and
+ *     `attributes {...}` after the kernel's settings are named attributes.
+ *     What they mean is checked by ir_verify (and the codegen layer).
+ *
  * Example input:
  *   kernel @k(%X: ptr<f32>) num_warps = 4 num_stages = 2 {
  *     %0 = const 1.5 : f32
@@ -51,6 +57,7 @@ typedef struct Parser {
     const char *func_file;  /* file of loc(L:C) inside the current kernel */
     Sym *syms;              /* scope stack of visible names */
     int nsyms, capsyms;
+    PtrVec layouts;         /* GPU IR: `#Ln = ...` lines before the next kernel */
 } Parser;
 
 /* ---- characters ---- */
@@ -232,9 +239,27 @@ static bool parse_scalar_type(Parser *P, IrType *t)
     return true;
 }
 
-static bool parse_type(Parser *P, IrType *t)
+/* `#L<n>`: an index into the layout table read so far. */
+static bool parse_layout_ref(Parser *P, int *layout)
 {
     skip_ws(P);
+    SrcLoc loc = here(P);
+    int64_t n;
+    if (!(P->p[0] == '#' && P->p[1] == 'L')) return fail(P, loc, "expected a layout '#L<n>', found %s", found(P));
+    advance(P);
+    advance(P);
+    if (!parse_int(P, "a layout number", &n)) return false;
+    if (n < 0 || n >= P->layouts.len) return fail(P, loc, "undefined layout '#L%lld'", (long long)n);
+    *layout = (int)n;
+    return true;
+}
+
+/* A type; `layout` (NULL: none allowed) gets the GPU layout of a tile type
+ * `tensor<...xT, #Ln>`, else -1. */
+static bool parse_type_l(Parser *P, IrType *t, int *layout)
+{
+    skip_ws(P);
+    if (layout) *layout = -1;
     if (!(strncmp(P->p, "tensor", 6) == 0 && P->p[6] == '<')) return parse_scalar_type(P, t);
     for (int i = 0; i < 7; i++) advance(P);
     int32_t shape[IR_MAX_RANK];
@@ -255,30 +280,42 @@ static bool parse_type(Parser *P, IrType *t)
     if (rank == 0) return fail(P, here(P), "expected a tensor dimension, found %s", found(P));
     IrType s;
     if (!parse_scalar_type(P, &s)) return false;
+    if (*P->p == ',') {
+        SrcLoc loc = here(P);
+        if (!layout) return fail(P, loc, "a layout is not allowed here");
+        advance(P);
+        if (!parse_layout_ref(P, layout)) return false;
+        skip_ws(P);
+    }
     if (*P->p != '>') return fail(P, here(P), "expected '>' to close the tensor type, found %s", found(P));
     advance(P);
     *t = ir_type_tile(s, rank, shape);
     return true;
 }
 
-/* `: T` or `: (T, U, ...)`, exactly n types. */
-static bool parse_result_types(Parser *P, int n, IrType **out)
+static bool parse_type(Parser *P, IrType *t) { return parse_type_l(P, t, NULL); }
+
+/* `: T` or `: (T, U, ...)`, exactly n types; their layouts in *lays. */
+static bool parse_result_types(Parser *P, int n, IrType **out, int **lays)
 {
     skip_ws(P);
     SrcLoc loc = here(P);
     if (n == 0) {
         if (peek_inline(P, ':')) return fail(P, here(P), "an op without results takes no result type");
         *out = NULL;
+        *lays = NULL;
         return true;
     }
     if (!expect(P, ":")) return false;
     IrType *ts = ARENA_ARRAY(P->a, IrType, n);
+    *lays = ARENA_ARRAY(P->a, int, n);
     bool paren = accept(P, "(");
     int k = 0;
     do {
         IrType t;
-        if (!parse_type(P, &t)) return false;
-        if (k < n) ts[k] = t;
+        int l;
+        if (!parse_type_l(P, &t, &l)) return false;
+        if (k < n) ts[k] = t, (*lays)[k] = l;
         k++;
     } while ((paren || n > 1) && accept(P, ","));
     if (paren && !expect(P, ")")) return false;
@@ -499,6 +536,58 @@ static bool parse_attrs(Parser *P, OpText *t)
     }
 }
 
+/* Is the next thing on this line an attribute dictionary `{name = ...`
+ * (and not a region, whose first op never has `=` after a bare word)? */
+static bool at_attr_dict(Parser *P)
+{
+    if (!peek_inline(P, '{')) return false;
+    const char *s = P->p + 1;
+    while (*s == ' ' || *s == '\t') s++;
+    if (!is_alpha(*s)) return false;
+    while (is_ident(*s)) s++;
+    while (*s == ' ' || *s == '\t') s++;
+    return *s == '=';
+}
+
+/* `{name = 3, other = [1, 2], ...}` into `l`. */
+static bool parse_attr_dict(Parser *P, IrAttrList *l)
+{
+    if (!expect(P, "{")) return false;
+    do {
+        const char *name;
+        skip_ws(P);
+        SrcLoc loc = here(P);
+        if (!parse_word(P, "an attribute name", &name)) return false;
+        if (ir_attr_get(l, name)) return fail(P, loc, "attribute '%s' given twice", name);
+        if (!expect(P, "=")) return false;
+        int64_t vals[64];
+        int n = 0;
+        bool list = accept(P, "[");
+        if (!list || !accept(P, "]")) {
+            do {
+                skip_ws(P);
+                if (n == 64) return fail(P, here(P), "more than 64 values in attribute '%s'", name);
+                if (!parse_int(P, "an integer", &vals[n++])) return false;
+            } while (list && accept(P, ","));
+            if (list && !expect(P, "]")) return false;
+        }
+        ir_attr_set(P->a, l, name, n, vals, list);
+    } while (accept(P, ","));
+    return expect(P, "}");
+}
+
+static bool parse_opt_attr_dict(Parser *P, IrAttrList *l)
+{
+    return !at_attr_dict(P) || parse_attr_dict(P, l);
+}
+
+/* The results of a new op get their GPU layouts; returns op. */
+static IrOp *with_layouts(IrOp *op, const int *lays)
+{
+    for (int i = 0; lays && i < op->nres; i++) op->res[i]->layout = lays[i];
+    return op;
+}
+
 /* ---- ops and blocks ---- */
 static bool parse_block_body(Parser *P, IrBlock *b);
 
@@ -540,15 +629,21 @@ static bool parse_for(Parser *P, OpText *t, IrOp **out)
     if (ncar != t->nres)
         return fail(P, ncar ? iter_loc : t->loc, "'for' has %d iter_args but %d result%s", ncar, t->nres,
                     t->nres == 1 ? "" : "s");
+    IrAttrList attrs = {0};
     IrType *types;
-    if (!parse_result_types(P, t->nres, &types)) return false;
-    IrOp *op = ir_op_new(P->f, IR_FOR, t->loc, t->nargs, t->args, t->nres, types);
+    int *lays;
+    if (!parse_opt_attr_dict(P, &attrs) || !parse_result_types(P, t->nres, &types, &lays)) return false;
+    IrOp *op = with_layouts(ir_op_new(P->f, IR_FOR, t->loc, t->nargs, t->args, t->nres, types), lays);
+    op->attrs = attrs;
     IrBlock *body = ir_op_add_region(P->f, op);
     int mark = P->nsyms;
     IrValue *iv = ir_block_add_arg(body, t->args[0]->type, NULL);
     if (!define(P, iv_name, iv_loc, iv)) return false;
-    for (int i = 0; i < ncar; i++)
-        if (!define(P, names[i], locs[i], ir_block_add_arg(body, types[i], NULL))) return false;
+    for (int i = 0; i < ncar; i++) {
+        IrValue *arg = ir_block_add_arg(body, types[i], NULL);
+        arg->layout = lays[i]; /* a carried value keeps the for result's layout */
+        if (!define(P, names[i], locs[i], arg)) return false;
+    }
     if (!parse_block_body(P, body)) return false;
     P->nsyms = mark;
     *out = op;
@@ -561,9 +656,12 @@ static bool parse_if(Parser *P, OpText *t, IrOp **out)
     IrValue *c;
     if (!parse_use(P, &c)) return false;
     push_arg(P, t, c);
+    IrAttrList attrs = {0};
     IrType *types;
-    if (!parse_result_types(P, t->nres, &types)) return false;
-    IrOp *op = ir_op_new(P->f, IR_IF, t->loc, t->nargs, t->args, t->nres, types);
+    int *lays;
+    if (!parse_opt_attr_dict(P, &attrs) || !parse_result_types(P, t->nres, &types, &lays)) return false;
+    IrOp *op = with_layouts(ir_op_new(P->f, IR_IF, t->loc, t->nargs, t->args, t->nres, types), lays);
+    op->attrs = attrs;
     for (int r = 0; r < 2; r++) {
         if (r == 1 && !accept(P, "else")) break;
         IrBlock *b = ir_op_add_region(P->f, op);
@@ -585,9 +683,12 @@ static bool parse_plain(Parser *P, OpText *t, IrOp **out)
     } else if (!parse_operands(P, t)) {
         return false;
     }
+    IrAttrList attrs = {0};
     IrType *types;
-    if (!parse_result_types(P, t->nres, &types)) return false;
-    IrOp *op = ir_op_new(P->f, t->opc, t->loc, t->nargs, t->args, t->nres, types);
+    int *lays;
+    if (!parse_opt_attr_dict(P, &attrs) || !parse_result_types(P, t->nres, &types, &lays)) return false;
+    IrOp *op = with_layouts(ir_op_new(P->f, t->opc, t->loc, t->nargs, t->args, t->nres, types), lays);
+    op->attrs = attrs;
     memcpy(op->attr, t->attr, sizeof op->attr);
     op->sattr = t->sattr;
     if (t->opc == IR_CONST && !literal_value(P, t->lit, t->lit_loc, types[0], &op->ival, &op->fval))
@@ -671,8 +772,10 @@ static bool parse_params(Parser *P, IrFunc *f)
         const char *name;
         SrcLoc loc;
         IrType ty;
-        if (!parse_value_name(P, &name, &loc) || !expect(P, ":") || !parse_type(P, &ty)) return false;
+        int lay;
+        if (!parse_value_name(P, &name, &loc) || !expect(P, ":") || !parse_type_l(P, &ty, &lay)) return false;
         IrValue *v = ir_func_add_param(f, ty, NULL);
+        v->layout = lay;
         if (!define(P, name, loc, v)) return false;
         if (accept(P, "{")) {
             int div;
@@ -740,6 +843,98 @@ static bool parse_settings(Parser *P, IrFunc *f)
     }
 }
 
+/* ---- GPU IR layouts: `#L<n> = #blocked<...> | #mma<...> | #slice<...>` ---- */
+static bool parse_int_list(Parser *P, int *v, int *n)
+{
+    if (!expect(P, "[")) return false;
+    *n = 0;
+    do {
+        skip_ws(P);
+        if (*n == IR_MAX_RANK) return fail(P, here(P), "more than %d dimensions", IR_MAX_RANK);
+        if (!parse_small(P, "an integer", &v[(*n)++])) return false;
+    } while (accept(P, ","));
+    return expect(P, "]");
+}
+
+static bool parse_blocked(Parser *P, IrLayout *l)
+{
+    static const char *const keys[6] = {"spt", "tpw", "rpw", "wpc", "order", "wst"};
+    int *fields[6] = {l->spt, l->tpw, l->rpw, l->wpc, l->order, l->wst};
+    bool seen[6] = {false};
+    l->kind = IR_LAYOUT_BLOCKED;
+    l->rank = -1;
+    do {
+        skip_ws(P);
+        SrcLoc loc = here(P);
+        const char *w;
+        if (!parse_word(P, "a layout field (spt tpw rpw wpc order wst)", &w)) return false;
+        int k = 0;
+        while (k < 6 && strcmp(w, keys[k]) != 0) k++;
+        if (k == 6) return fail(P, loc, "unknown layout field '%s' (spt tpw rpw wpc order wst)", w);
+        if (seen[k]) return fail(P, loc, "layout field '%s' given twice", w);
+        int n;
+        if (!expect(P, "=") || !parse_int_list(P, fields[k], &n)) return false;
+        if (l->rank >= 0 && n != l->rank) return fail(P, loc, "'%s' has %d entries, the layout rank is %d", w, n, l->rank);
+        l->rank = n;
+        seen[k] = true;
+    } while (accept(P, ","));
+    for (int k = 0; k < 6; k++)
+        if (!seen[k] && k != 2 && k != 5) return fail(P, here(P), "#blocked needs '%s'", keys[k]);
+    return true;
+}
+
+static bool parse_layout_def(Parser *P)
+{
+    skip_ws(P);
+    SrcLoc loc = here(P);
+    int64_t n;
+    if (!(P->p[0] == '#' && P->p[1] == 'L')) return fail(P, loc, "expected '#L<n> = <layout>'");
+    advance(P);
+    advance(P);
+    if (!parse_int(P, "a layout number", &n)) return false;
+    if (n != P->layouts.len) return fail(P, loc, "layout '#L%lld' out of order (expected #L%d)", (long long)n, P->layouts.len);
+    if (!expect(P, "=")) return false;
+    IrLayout *l = ARENA_NEW(P->a, IrLayout);
+    skip_ws(P);
+    SrcLoc kloc = here(P);
+    const char *kind;
+    if (!expect(P, "#") || !parse_word(P, "a layout kind", &kind) || !expect(P, "<")) return false;
+    if (strcmp(kind, "blocked") == 0) {
+        if (!parse_blocked(P, l)) return false;
+    } else if (strcmp(kind, "slice") == 0) {
+        l->kind = IR_LAYOUT_SLICE;
+        if (!expect(P, "dim") || !expect(P, "=") || !parse_small(P, "a dimension", &l->dim) || !expect(P, ",") ||
+            !expect(P, "parent") || !expect(P, "=") || !parse_layout_ref(P, &l->parent))
+            return false;
+        const IrLayout *par = P->layouts.data[l->parent];
+        l->rank = par->rank - 1;
+        if (l->dim < 0 || l->dim > l->rank) return fail(P, kloc, "slice dimension %d out of range", l->dim);
+    } else if (strcmp(kind, "mma") == 0) {
+        const char *frag;
+        int wm, wn;
+        skip_ws(P);
+        SrcLoc floc = here(P);
+        if (!parse_word(P, "a fragment (A B C)", &frag)) return false;
+        if (strlen(frag) != 1 || frag[0] < 'A' || frag[0] > 'C') return fail(P, floc, "unknown fragment '%s' (A B C)", frag);
+        if (!expect(P, ",") || !expect(P, "wm") || !expect(P, "=") || !parse_small(P, "a warp count", &wm) ||
+            !expect(P, ",") || !expect(P, "wn") || !expect(P, "=") || !parse_small(P, "a warp count", &wn))
+            return false;
+        if (wm < 1 || wn < 1) return fail(P, floc, "warp counts must be positive");
+        /* The fields are fixed by the fragment: build them in a scratch function. */
+        IrFunc tmp;
+        memset(&tmp, 0, sizeof tmp);
+        tmp.arena = P->a;
+        *l = *ir_layout_get(&tmp, ir_layout_mma(&tmp, frag[0] - 'A' + IR_MMA_A, wm, wn));
+    } else {
+        return fail(P, kloc, "unknown layout kind '#%s' (blocked mma slice)", kind);
+    }
+    if (!expect(P, ">")) return false;
+    for (int d = 0; d < l->rank; d++)
+        if (l->rpw[d] < 1) l->rpw[d] = 1;
+    vec_push(P->a, &P->layouts, l);
+    return true;
+}
+
 static bool parse_kernel(Parser *P, IrModule *m)
 {
     skip_ws(P);
@@ -754,18 +949,21 @@ static bool parse_kernel(Parser *P, IrModule *m)
     for (int i = 0; i < m->nfuncs; i++)
         if (strcmp(m->funcs[i]->name, name) == 0) return fail(P, nloc, "redefinition of kernel '@%s'", name);
     IrFunc *f = ir_func_new(P->a, name, kloc);
+    f->layouts = P->layouts; /* the `#Ln` lines read before this kernel */
     P->f = f;
     P->nsyms = 0;
     P->func_file = NULL;
     if (!parse_params(P, f)) return false;
     if (accept(P, "consts") && !parse_consts(P, f)) return false;
     if (!parse_settings(P, f)) return false;
+    if (accept(P, "attributes") && !parse_attr_dict(P, &f->attrs)) return false;
     if (accept(P, "loc")) {
         if (!parse_loc_body(P, &f->loc, NULL)) return false;
         P->func_file = f->loc.file;
     }
     if (!parse_block_body(P, f->body)) return false;
     ir_module_add(m, f);
+    memset(&P->layouts, 0, sizeof P->layouts);
     return true;
 }
 
@@ -783,6 +981,10 @@ IrModule *ir_parse(Arena *a, struct Diag *d, const char *path, const char *src)
     for (;;) {
         skip_ws(&P);
         if (!*P.p) break;
+        if (*P.p == '#') {
+            if (!parse_layout_def(&P)) return NULL;
+            continue;
+        }
         if (!parse_kernel(&P, m)) return NULL;
     }
     return m;

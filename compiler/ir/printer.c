@@ -13,6 +13,11 @@
  * spelled out). The printer never fails and never crashes on malformed IR: it
  * is what a pass dumps when the verifier has just complained.
  *
+ * GPU IR adds the kernel's layout table before it (`#L0 = #blocked<...>`,
+ * ir_layout_print), layouts in tile types (`tensor<64xf32, #L0>`) and named
+ * attributes (`{smem.offset = 0}` before an op's `:`, `attributes {...}` on
+ * the kernel); Tile IR without them prints exactly as before.
+ *
  * Example:
  *   kernel @k(%X: ptr<f32> {div = 16}, %n: i32) num_warps = 4 num_stages = 2 {
  *     %0 = program_id 0 : i32
@@ -120,6 +125,35 @@ static void put_type(StrBuf *out, IrType t)
     sb_puts(out, ir_type_str(t, buf, sizeof buf));
 }
 
+/* A value's type; in GPU IR a tile's layout goes inside: tensor<64xf32, #L2>. */
+static void put_value_type(StrBuf *out, const IrValue *v)
+{
+    char buf[128];
+    ir_type_str(v->type, buf, sizeof buf);
+    size_t n = strlen(buf);
+    if (v->layout < 0) { sb_puts(out, buf); return; }
+    if (v->type.rank > 0 && n > 0 && buf[n - 1] == '>') {
+        sb_printf(out, "%.*s, #L%d>", (int)(n - 1), buf, v->layout);
+        return;
+    }
+    sb_printf(out, "%s #L%d", buf, v->layout); /* a layout on a scalar: ir_verify rejects it */
+}
+
+/* ` {name = 1, other = [2, 3]}` (nothing when empty). */
+static void put_attr_dict(StrBuf *out, const IrAttrList *l)
+{
+    if (!l || l->n == 0) return;
+    sb_puts(out, " {");
+    for (int i = 0; i < l->n; i++) {
+        const IrAttr *a = &l->v[i];
+        sb_printf(out, "%s%s = ", i ? ", " : "", a->name);
+        if (a->list) sb_putc(out, '[');
+        for (int j = 0; j < a->n; j++) sb_printf(out, "%s%lld", j ? ", " : "", (long long)a->v[j]);
+        if (a->list) sb_putc(out, ']');
+    }
+    sb_putc(out, '}');
+}
+
 /* The shortest %.Ng that strtod reads back to the same bits. */
 static void put_float(StrBuf *out, double v)
 {
@@ -178,7 +212,7 @@ static void put_result_types(Printer *p, const IrOp *op, bool parens)
     sb_puts(p->out, parens ? " : (" : " : ");
     for (int i = 0; i < op->nres; i++) {
         if (i) sb_puts(p->out, ", ");
-        if (op->res[i]) put_type(p->out, op->res[i]->type);
+        if (op->res[i]) put_value_type(p->out, op->res[i]);
         else sb_puts(p->out, "void");
     }
     if (parens) sb_putc(p->out, ')');
@@ -215,6 +249,7 @@ static void print_for(Printer *p, const IrOp *op, int depth)
         }
         sb_putc(p->out, ')');
     }
+    put_attr_dict(p->out, &op->attrs);
     put_result_types(p, op, true);
     sb_putc(p->out, ' ');
     print_region(p, op, 0, depth);
@@ -223,6 +258,7 @@ static void print_for(Printer *p, const IrOp *op, int depth)
 static void print_if(Printer *p, const IrOp *op, int depth)
 {
     put_args(p, op, 0);
+    put_attr_dict(p->out, &op->attrs);
     put_result_types(p, op, true);
     sb_putc(p->out, ' ');
     print_region(p, op, 0, depth);
@@ -281,6 +317,7 @@ static void print_op(Printer *p, const IrOp *op, int depth)
             sb_puts(p->out, ", ");
             put_string(p->out, op->sattr ? op->sattr : "");
         }
+        put_attr_dict(p->out, &op->attrs);
         put_result_types(p, op, op->nres > 1);
         for (int r = 0; r < op->nregions; r++) { /* regions on an op that has none: show them */
             sb_putc(p->out, ' ');
@@ -301,6 +338,11 @@ static void print_header(Printer *p)
 {
     const IrFunc *f = p->f;
     StrBuf *out = p->out;
+    for (int i = 0; i < f->layouts.len; i++) { /* GPU IR: the layout table */
+        sb_printf(out, "#L%d = ", i);
+        ir_layout_print(out, f, i);
+        sb_putc(out, '\n');
+    }
     sb_printf(out, "kernel @%s(", f->name ? f->name : "?");
     for (int i = 0; i < f->nparams; i++) {
         const IrValue *v = f->params[i];
@@ -308,7 +350,7 @@ static void print_header(Printer *p)
         put_ref(p, v);
         if (!v) continue;
         sb_puts(out, ": ");
-        put_type(out, v->type);
+        put_value_type(out, v);
         if (v->divisibility != 1) sb_printf(out, " {div = %d}", (int)v->divisibility);
     }
     sb_putc(out, ')');
@@ -332,6 +374,10 @@ static void print_header(Printer *p)
         sb_putc(out, ')');
     }
     sb_printf(out, " num_warps = %d num_stages = %d", f->sched.num_warps, f->sched.num_stages);
+    if (f->attrs.n) {
+        sb_puts(out, " attributes");
+        put_attr_dict(out, &f->attrs);
+    }
     if (p->with_locs) {
         sb_puts(out, " loc(");
         if (f->loc.file) {

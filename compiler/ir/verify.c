@@ -15,6 +15,14 @@
  *   internal error: verifier: <op> at LINE:COL: <what>
  * lines on `err` (at most MAX_ERRORS), and returns false if there were any.
  *
+ * GPU IR (ir_verify_gpu demands a layout on every tile; ir_verify checks the
+ * ones present): the layout table is well formed (powers of two, tpw over 32
+ * lanes, wpc within num_warps, order a permutation, slices of an earlier
+ * parent of one rank more), each layout's rank is its value's, a loop keeps
+ * one layout per carried value, pipeline.* sit on a loop / a load in its
+ * body, each smem.* buffer lies inside the kernel's smem, 16-byte aligned,
+ * and no two buffers live at the same time share a byte.
+ *
  * Example: `%2 = add %0, %1 : tensor<64xf32>` with %1 a tensor<32xf32> gives
  *   internal error: verifier: add at 3:5: operand 1 has type tensor<32xf32>,
  *   expected tensor<64xf32> (elementwise operands and result have one type)
@@ -35,6 +43,9 @@ typedef struct Verifier {
     uint8_t *visible;       /* by id: usable at the current point */
     uint8_t *defined;       /* by id: its definition has been seen */
     const IrValue **owner;  /* by id: the value defined with this id */
+    bool all_layouts;       /* ir_verify_gpu: every tile value has a layout */
+    const IrOp **bufs;      /* ops with smem.* attributes, for the overlap check */
+    int nbufs, capbufs;
 } Verifier;
 
 /* ---- reporting ---- */
@@ -405,6 +416,151 @@ static bool check_types(Verifier *V, const IrOp *op)
     }
 }
 
+
+/* ---- GPU IR: layouts, pipeline plans, SRAM placement ---- */
+static bool pow2(int x) { return x >= 1 && (x & (x - 1)) == 0; }
+
+static void check_blocked(Verifier *V, int i, const IrLayout *l)
+{
+    int lanes = 1, warps = 1, seen = 0;
+    for (int d = 0; d < l->rank; d++) {
+        if (!pow2(l->spt[d]) || !pow2(l->tpw[d]) || !pow2(l->wpc[d]) || !pow2(l->rpw[d]) || l->wst[d] < 0)
+            bad(V, NULL, "layout #L%d: dim %d has spt %d tpw %d wpc %d rpw %d wst %d (powers of two expected)", i, d,
+                l->spt[d], l->tpw[d], l->wpc[d], l->rpw[d], l->wst[d]);
+        lanes *= l->tpw[d];
+        warps *= l->wpc[d];
+        int o = l->order[d];
+        if (o < 0 || o >= l->rank || (seen & (1 << o))) bad(V, NULL, "layout #L%d: order is not a permutation", i);
+        else seen |= 1 << o;
+    }
+    if (lanes != 32) bad(V, NULL, "layout #L%d: tpw covers %d lanes, not 32", i, lanes);
+    if (warps > V->f->sched.num_warps)
+        bad(V, NULL, "layout #L%d: wpc covers %d warps, the kernel has %d", i, warps, V->f->sched.num_warps);
+    if (l->mma < 0 || l->mma > IR_MMA_C) bad(V, NULL, "layout #L%d: unknown mma fragment %d", i, l->mma);
+    /* An #mma layout prints as its fragment and warp grid only: its fields
+     * must be that fragment's, or the text would not say what it is. */
+    IrLayout m;
+    if (l->mma > 0 && l->mma <= IR_MMA_C &&
+        (!ir_layout_mma_fill(l->mma, l->mma_wm, l->mma_wn, &m) || m.rank != l->rank ||
+         memcmp(m.spt, l->spt, sizeof m.spt) || memcmp(m.tpw, l->tpw, sizeof m.tpw) ||
+         memcmp(m.wpc, l->wpc, sizeof m.wpc) || memcmp(m.order, l->order, sizeof m.order) ||
+         memcmp(m.rpw, l->rpw, sizeof m.rpw) || memcmp(m.wst, l->wst, sizeof m.wst)))
+        bad(V, NULL, "layout #L%d: an mma layout whose fields are not those of #mma<%c, wm=%d, wn=%d>", i,
+            "ABC"[l->mma - 1], l->mma_wm, l->mma_wn);
+}
+
+static void check_layout_table(Verifier *V)
+{
+    for (int i = 0; i < V->f->layouts.len; i++) {
+        const IrLayout *l = ir_layout_get(V->f, i);
+        if (!l) { bad(V, NULL, "layout #L%d is missing", i); continue; }
+        if (l->rank < 0 || l->rank > IR_MAX_RANK) { bad(V, NULL, "layout #L%d has rank %d", i, l->rank); continue; }
+        if (l->kind == IR_LAYOUT_BLOCKED) { check_blocked(V, i, l); continue; }
+        const IrLayout *p = l->parent >= 0 && l->parent < i ? ir_layout_get(V->f, l->parent) : NULL;
+        if (l->kind != IR_LAYOUT_SLICE) bad(V, NULL, "layout #L%d has an unknown kind", i);
+        else if (!p) bad(V, NULL, "layout #L%d: slice parent #L%d is not an earlier layout", i, l->parent);
+        else if (p->rank != l->rank + 1 || l->dim < 0 || l->dim > l->rank)
+            bad(V, NULL, "layout #L%d: slice of dim %d of a rank-%d parent has rank %d", i, l->dim, p->rank, l->rank);
+    }
+}
+
+static void check_value_layout(Verifier *V, const IrOp *op, const IrValue *v, const char *what, int i)
+{
+    if (!v) return;
+    if (v->layout < 0) {
+        if (V->all_layouts && v->type.rank > 0) bad(V, op, "%s %d is a tile without a layout", what, i);
+        return;
+    }
+    const IrLayout *l = ir_layout_get(V->f, v->layout);
+    if (!l) bad(V, op, "%s %d has layout #L%d, which the kernel does not define", what, i, v->layout);
+    else if (v->type.rank == 0) bad(V, op, "%s %d is a scalar with layout #L%d", what, i, v->layout);
+    else if (l->rank != v->type.rank)
+        bad(V, op, "%s %d: layout #L%d has rank %d, the value %s", what, i, v->layout, l->rank, ts(V, v->type));
+}
+
+static bool attr_int_in(Verifier *V, const IrOp *op, const char *name, int64_t lo, int64_t hi)
+{
+    const IrAttr *a = ir_attr_get(&op->attrs, name);
+    if (!a) return true;
+    if (a->n != 1 || a->list || a->v[0] < lo || a->v[0] > hi) {
+        bad(V, op, "attribute %s must be one integer in [%lld, %lld]", name, (long long)lo, (long long)hi);
+        return false;
+    }
+    return true;
+}
+
+/* pipeline.*, smem.*, mma.deferred on one op (ir.h lists them). */
+static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
+{
+    const IrAttrList *at = &op->attrs;
+    if (ir_attr_get(at, IR_ATTR_STAGES) || ir_attr_get(at, IR_ATTR_ISSUE)) {
+        int before = 0;
+        for (const IrOp *x = op->prev; x; x = x->prev) before++;
+        if (op->op != IR_FOR || !ir_attr_get(at, IR_ATTR_STAGES)) bad(V, op, "pipeline.stages/issue on a non-loop or alone");
+        attr_int_in(V, op, IR_ATTR_STAGES, 2, 64);
+        attr_int_in(V, op, IR_ATTR_ISSUE, 0, before);
+    }
+    if (ir_attr_get(at, IR_ATTR_SLOT_BYTES)) {
+        const IrOp *loop = b->parent_op;
+        if (op->op != IR_LOAD || !loop || loop->op != IR_FOR || !ir_attr_get(&loop->attrs, IR_ATTR_STAGES))
+            bad(V, op, "pipeline.slot_bytes on an op that is not a load in the body of a pipelined loop");
+        attr_int_in(V, op, IR_ATTR_SLOT_BYTES, 1, INT32_MAX);
+        int64_t need = ir_attr_int(at, IR_ATTR_SLOT_BYTES, 0) * ir_attr_int(loop ? &loop->attrs : at, IR_ATTR_STAGES, 0);
+        if (ir_attr_get(at, IR_ATTR_SMEM_BYTES) && ir_attr_int(at, IR_ATTR_SMEM_BYTES, 0) < need)
+            bad(V, op, "its stage buffer (smem.bytes) is smaller than stages x slot_bytes = %lld", (long long)need);
+    }
+    if (ir_attr_get(at, IR_ATTR_DEFERRED) && op->op != IR_CONVERT_LAYOUT) bad(V, op, "mma.deferred on a non-convert");
+    attr_int_in(V, op, IR_ATTR_DEFERRED, 0, 1);
+    bool o = ir_attr_get(at, IR_ATTR_SMEM_OFFSET), n = ir_attr_get(at, IR_ATTR_SMEM_BYTES);
+    const IrAttr *live = ir_attr_get(at, IR_ATTR_SMEM_LIVE);
+    if (!o && !n && !live) return;
+    if (!o || !n || !live) { bad(V, op, "smem.offset, smem.bytes and smem.live come together"); return; }
+    bool ok = attr_int_in(V, op, IR_ATTR_SMEM_OFFSET, 0, INT32_MAX) && attr_int_in(V, op, IR_ATTR_SMEM_BYTES, 1, INT32_MAX);
+    if (ok && ir_attr_int(at, IR_ATTR_SMEM_OFFSET, 0) % 16) { bad(V, op, "smem.offset is not 16-byte aligned"); ok = false; }
+    if (live->n != 2 || live->v[0] < 0 || live->v[0] > live->v[1]) {
+        bad(V, op, "smem.live must be [first, last] op positions");
+        ok = false;
+    }
+    if (!ok) return;
+    if (V->nbufs == V->capbufs) {
+        int nc = V->capbufs ? 2 * V->capbufs : 16;
+        const IrOp **nb = ARENA_ARRAY(&V->arena, const IrOp *, nc);
+        if (V->nbufs) memcpy(nb, V->bufs, sizeof *nb * (size_t)V->nbufs);
+        V->bufs = nb;
+        V->capbufs = nc;
+    }
+    V->bufs[V->nbufs++] = op;
+}
+
+/* Every buffer inside the kernel's smem; no two live at once share a byte. */
+static void check_sram(Verifier *V)
+{
+    const IrAttrList *ka = &V->f->attrs;
+    int64_t total = ir_attr_int(ka, IR_ATTR_SMEM, -1);
+    if (V->nbufs && total < 0) bad(V, NULL, "buffers with smem.* but no kernel attribute smem");
+    for (int i = 0; i < V->nbufs; i++) {
+        const IrOp *a = V->bufs[i];
+        int64_t ao = ir_attr_int(&a->attrs, IR_ATTR_SMEM_OFFSET, 0), an = ir_attr_int(&a->attrs, IR_ATTR_SMEM_BYTES, 0);
+        const IrAttr *al = ir_attr_get(&a->attrs, IR_ATTR_SMEM_LIVE);
+        if (total >= 0 && ao + an > total)
+            bad(V, a, "SRAM [%lld, %lld) ends past the kernel's smem = %lld", (long long)ao, (long long)(ao + an),
+                (long long)total);
+        for (int j = i + 1; j < V->nbufs; j++) {
+            const IrOp *b = V->bufs[j];
+            int64_t bo = ir_attr_int(&b->attrs, IR_ATTR_SMEM_OFFSET, 0), bn = ir_attr_int(&b->attrs, IR_ATTR_SMEM_BYTES, 0);
+            const IrAttr *bl = ir_attr_get(&b->attrs, IR_ATTR_SMEM_LIVE);
+            if (al->v[0] <= bl->v[1] && bl->v[0] <= al->v[1] && ao < bo + bn && bo < ao + an)
+                bad(V, a, "SRAM [%lld, %lld) live %lld..%lld overlaps that of %s at %d:%d ([%lld, %lld) live %lld..%lld)",
+                    (long long)ao, (long long)(ao + an), (long long)al->v[0], (long long)al->v[1],
+                    ir_op_info[b->op].name, b->loc.line, b->loc.col, (long long)bo, (long long)(bo + bn),
+                    (long long)bl->v[0], (long long)bl->v[1]);
+        }
+    }
+    const IrAttr *w = ir_attr_get(ka, IR_ATTR_WGMMA);
+    if (w && (w->n != 1 || w->v[0] < 0 || w->v[0] > 1)) bad(V, NULL, "attribute wgmma must be 0 or 1");
+    if (total < -1 || (ir_attr_get(ka, IR_ATTR_SMEM) && total < 0)) bad(V, NULL, "attribute smem must be >= 0");
+}
+
 /* ---- structure ---- */
 static void check_block(Verifier *V, const IrBlock *b, const IrOp *owner);
 
@@ -431,7 +587,14 @@ static void check_op(Verifier *V, const IrOp *op, const IrBlock *b, const IrOp *
         define(V, op, op->res[i], "result", i);
         if (op->res[i] && (op->res[i]->def != op || op->res[i]->index != i))
             bad(V, op, "result %d does not point back to its op", i);
+        check_value_layout(V, op, op->res[i], "result", i);
     }
+    /* A loop-carried value keeps one layout: block argument i + 1 = result i. */
+    for (int i = 0; op->op == IR_FOR && ok && i < op->nres && i + 1 < op->regions[0]->nargs; i++)
+        if (op->res[i] && op->regions[0]->args[i + 1] && op->res[i]->layout != op->regions[0]->args[i + 1]->layout)
+            bad(V, op, "result %d has layout #L%d, its loop argument #L%d", i, op->res[i]->layout,
+                op->regions[0]->args[i + 1]->layout);
+    check_gpu_attrs(V, op, b);
 }
 
 static void hide_block(Verifier *V, const IrBlock *b)
@@ -446,6 +609,7 @@ static void check_block(Verifier *V, const IrBlock *b, const IrOp *owner)
     if (b->func != V->f) bad(V, owner, "block belongs to another kernel");
     for (int i = 0; i < b->nargs; i++) {
         define(V, owner, b->args[i], "block argument", i);
+        check_value_layout(V, owner, b->args[i], "block argument", i);
         if (b->args[i] && (b->args[i]->block != b || b->args[i]->index != i))
             bad(V, owner, "block argument %d does not point back to its block", i);
     }
@@ -462,11 +626,12 @@ static void check_block(Verifier *V, const IrBlock *b, const IrOp *owner)
     if (owner) hide_block(V, b);
 }
 
-bool ir_verify(const IrFunc *f, StrBuf *err)
+static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
 {
     Verifier V;
     memset(&V, 0, sizeof V);
     V.f = f;
+    V.all_layouts = all_layouts;
     V.err = err;
     arena_init(&V.arena);
     V.nids = f->next_id > 0 ? f->next_id : 1;
@@ -475,6 +640,7 @@ bool ir_verify(const IrFunc *f, StrBuf *err)
     V.owner = ARENA_ARRAY(&V.arena, const IrValue *, V.nids);
     for (int i = 0; i < f->nparams; i++) {
         define(&V, NULL, f->params[i], "parameter", i);
+        check_value_layout(&V, NULL, f->params[i], "parameter", i);
         if (f->params[i] && f->params[i]->divisibility < 1)
             bad(&V, NULL, "parameter %d has divisibility %d", i, (int)f->params[i]->divisibility);
     }
@@ -483,7 +649,13 @@ bool ir_verify(const IrFunc *f, StrBuf *err)
     if (!f->body) bad(&V, NULL, "no body");
     else if (f->body->parent_op) bad(&V, NULL, "body block has a parent op");
     else check_block(&V, f->body, NULL);
+    check_layout_table(&V);
+    check_sram(&V);
     if (V.nerr > MAX_ERRORS) sb_printf(err, "internal error: verifier: %d more problems not shown\n", V.nerr - MAX_ERRORS);
     arena_free(&V.arena);
     return V.nerr == 0;
 }
+
+bool ir_verify(const IrFunc *f, StrBuf *err) { return verify(f, false, err); }
+
+bool ir_verify_gpu(const IrFunc *f, StrBuf *err) { return verify(f, true, err); }

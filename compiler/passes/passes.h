@@ -21,6 +21,9 @@ typedef struct PassInfo {
 /* The target-independent pipeline, in order. NULL-terminated. */
 extern const PassInfo pass_pipeline_tab[];
 const PassInfo *pass_find(const char *name);
+/* Appends the distinct pass names of the pipeline, in order, ", "-separated
+ * ("fold, cse, licm, dce"): for messages that list what --dump-after takes. */
+void pass_list_names(StrBuf *out);
 
 /* Runs every pass of pass_pipeline_tab in order, verifying after each.
  * dump_after: NULL, "all" or a pass name; dumps go to `dump`.

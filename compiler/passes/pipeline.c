@@ -38,6 +38,13 @@ const PassInfo *pass_find(const char *name)
     return NULL;
 }
 
+void pass_list_names(StrBuf *out)
+{
+    for (const PassInfo *p = pass_pipeline_tab; p->name; p++)
+        if (pass_find(p->name) == p) /* the first entry of a name: cse runs twice */
+            sb_printf(out, "%s%s", p == pass_pipeline_tab ? "" : ", ", p->name);
+}
+
 bool pass_pipeline(IrFunc *f, const char *dump_after, StrBuf *dump, StrBuf *err)
 {
     for (const PassInfo *p = pass_pipeline_tab; p->name; p++) {

@@ -1,9 +1,13 @@
 /* support.c — arenas, vectors, string buffers; see support.h. */
 #include "support.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct ArenaChunk {
     ArenaChunk *next;
@@ -25,15 +29,25 @@ void arena_free(Arena *a)
     a->used_total = 0;
 }
 
+/* The one place arena memory runs out: recorded as an internal error (see the
+ * failure policy in support.h), never an exit. */
+static void *arena_oom(size_t n)
+{
+    INTERNAL_ERROR("out of host memory (an arena allocation of %zu bytes failed)", n);
+    return NULL;
+}
+
 void *arena_alloc(Arena *a, size_t n)
 {
+    /* Rounding up must not wrap: a huge n would become a tiny chunk. */
+    if (n > SIZE_MAX - sizeof(ArenaChunk) - 65536) return arena_oom(n);
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     ArenaChunk *c = a->head;
     if (!c || c->used + n > c->size) {
         size_t sz = n > 65536 ? n : 65536;
         c = malloc(sizeof(ArenaChunk) + sz);
-        if (!c) return NULL; /* callers on small data: treated as fatal upstream */
+        if (!c) return arena_oom(n);
         c->size = sz;
         c->used = 0;
         c->next = a->head;
@@ -46,9 +60,17 @@ void *arena_alloc(Arena *a, size_t n)
     return p;
 }
 
+void *arena_array(Arena *a, size_t elem_size, int64_t n)
+{
+    size_t bytes;
+    if (n < 0 || __builtin_mul_overflow(elem_size, (uint64_t)n, &bytes)) return arena_oom(SIZE_MAX);
+    return arena_alloc(a, bytes);
+}
+
 char *arena_strndup(Arena *a, const char *s, size_t n)
 {
-    char *p = arena_alloc(a, n + 1);
+    char *p = n < SIZE_MAX ? arena_alloc(a, n + 1) : arena_oom(n);
+    if (!p) return NULL;
     memcpy(p, s, n);
     p[n] = 0;
     return p;
@@ -63,8 +85,8 @@ char *arena_printf(Arena *a, const char *fmt, ...)
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    char *p = arena_alloc(a, (size_t)n + 1);
-    vsnprintf(p, (size_t)n + 1, fmt, ap2);
+    char *p = n >= 0 ? arena_alloc(a, (size_t)n + 1) : NULL;
+    if (p) vsnprintf(p, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     return p;
 }
@@ -73,7 +95,8 @@ void vec_push(Arena *a, PtrVec *v, void *p)
 {
     if (v->len == v->cap) {
         int nc = v->cap ? v->cap * 2 : 8;
-        void **nd = ARENA_ARRAY(a, void *, nc);
+        void **nd = v->cap < (1 << 29) ? ARENA_ARRAY(a, void *, nc) : arena_oom(SIZE_MAX);
+        if (!nd) return; /* recorded; the vector keeps what it had */
         if (v->len) memcpy(nd, v->data, sizeof(void *) * (size_t)v->len);
         v->data = nd;
         v->cap = nc;
@@ -81,24 +104,33 @@ void vec_push(Arena *a, PtrVec *v, void *p)
     v->data[v->len++] = p;
 }
 
-void sb_init(StrBuf *sb) { sb->data = NULL; sb->len = sb->cap = 0; }
+void sb_init(StrBuf *sb) { sb->data = NULL; sb->len = sb->cap = 0; sb->failed = false; }
 void sb_free(StrBuf *sb) { free(sb->data); sb_init(sb); }
 
-static void sb_reserve(StrBuf *sb, size_t extra)
+/* Room for `extra` more bytes and the NUL; false (and sb->failed) when the
+ * size would overflow or memory runs out. */
+static bool sb_reserve(StrBuf *sb, size_t extra)
 {
-    if (sb->len + extra + 1 <= sb->cap) return;
+    if (sb->failed) return false;
+    if (extra < sb->cap && sb->len + extra + 1 <= sb->cap) return true;
+    char *nd = NULL;
     size_t nc = sb->cap ? sb->cap : 256;
-    while (nc < sb->len + extra + 1) nc *= 2;
-    char *nd = realloc(sb->data, nc);
-    if (!nd) return;
+    if (extra <= SIZE_MAX / 4 - sb->len) { /* then doubling cannot wrap */
+        while (nc < sb->len + extra + 1) nc *= 2;
+        nd = realloc(sb->data, nc);
+    }
+    if (!nd) {
+        sb->failed = true;
+        return false;
+    }
     sb->data = nd;
     sb->cap = nc;
+    return true;
 }
 
 void sb_putn(StrBuf *sb, const char *s, size_t n)
 {
-    sb_reserve(sb, n);
-    if (sb->len + n + 1 > sb->cap) return;
+    if (!sb_reserve(sb, n)) return;
     memcpy(sb->data + sb->len, s, n);
     sb->len += n;
     sb->data[sb->len] = 0;
@@ -111,12 +143,10 @@ void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap)
     va_list ap2;
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
-    if (n > 0) {
-        sb_reserve(sb, (size_t)n);
-        if (sb->len + (size_t)n + 1 <= sb->cap) {
-            vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap2);
-            sb->len += (size_t)n;
-        }
+    if (n < 0) sb->failed = true;
+    else if (n > 0 && sb_reserve(sb, (size_t)n)) {
+        vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap2);
+        sb->len += (size_t)n;
     }
     va_end(ap2);
 }
@@ -166,20 +196,70 @@ int edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+/* Opens path for reading a source: regular files and pipes only. O_NONBLOCK
+ * so that opening a FIFO nobody writes to does not wait forever; reads block
+ * again afterwards (a pipe's writer is waited for, as cat would). */
+static int open_source(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    int err = 0;
+    if (fstat(fd, &st) != 0) err = errno;
+    else if (S_ISDIR(st.st_mode)) err = EISDIR;
+    else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) err = ENODEV;
+    else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > KILN_MAX_SOURCE_BYTES) err = EFBIG;
+    else {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) err = errno;
+    }
+    if (err) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
 char *read_file_text(const char *path, size_t *len_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    StrBuf sb;
-    sb_init(&sb);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_putn(&sb, buf, n);
-    int err = ferror(f);
-    fclose(f);
-    if (err) { sb_free(&sb); return NULL; }
-    if (len_out) *len_out = sb.len;
-    return sb_steal(&sb);
+    int fd = open_source(path);
+    if (fd < 0) return NULL;
+    size_t len = 0, cap = 0;
+    char *buf = NULL;
+    int err = 0;
+    for (;;) {
+        if (len == cap) { /* never past the limit: one byte over it is enough to refuse */
+            size_t nc = cap ? cap * 2 : 65536;
+            if (nc > KILN_MAX_SOURCE_BYTES + 2) nc = KILN_MAX_SOURCE_BYTES + 2;
+            if (nc == cap) { err = EFBIG; break; }
+            char *nb = realloc(buf, nc);
+            if (!nb) { err = ENOMEM; break; }
+            buf = nb;
+            cap = nc;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { err = errno ? errno : EIO; break; }
+        if (r == 0) break;
+        len += (size_t)r;
+        if (len > KILN_MAX_SOURCE_BYTES) { err = EFBIG; break; }
+    }
+    close(fd);
+    if (err) {
+        free(buf);
+        errno = err;
+        return NULL;
+    }
+    if (len == cap) { /* room for the NUL */
+        char *nb = realloc(buf, len + 1);
+        if (!nb) { free(buf); errno = ENOMEM; return NULL; }
+        buf = nb;
+    }
+    if (!buf && !(buf = malloc(1))) { errno = ENOMEM; return NULL; }
+    buf[len] = 0;
+    if (len_out) *len_out = len;
+    return buf;
 }
 
 /* One pending internal error per thread; the pipeline turns it into a diagnostic. */

@@ -3,6 +3,19 @@
  * Every compilation owns one Arena; AST nodes, IR ops, strings and tables are
  * allocated from it and freed together with arena_free(). Nothing in the
  * compiler frees individual nodes, so there is nothing to leak.
+ *
+ * Failure policy (the libraries never exit, abort or print):
+ *   - arena_alloc / ARENA_ARRAY fail on a size that overflows or on malloc
+ *     failure: they return NULL and record the internal error "out of host
+ *     memory" (INTERNAL_ERROR below). The pipeline checks ice_message() after
+ *     every stage and turns it into a reported error; code that can continue
+ *     checks for NULL, code that cannot must not run past the next check.
+ *     arena_strdup/strndup/printf and vec_push are NULL-safe (they skip the
+ *     copy and return NULL / leave the vector unchanged).
+ *   - a StrBuf that cannot grow drops the text, sets `failed` and keeps it set
+ *     (sb_failed): callers that hand a buffer on check it once at the end
+ *     instead of at every append.
+ *   - read_file_text refuses what it cannot read whole: see below.
  */
 #ifndef KILN_SUPPORT_H
 #define KILN_SUPPORT_H
@@ -32,7 +45,8 @@ char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define ARENA_NEW(a, T) ((T *)arena_alloc((a), sizeof(T)))
-#define ARENA_ARRAY(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))
+void *arena_array(Arena *a, size_t elem_size, int64_t n); /* n x elem_size bytes; NULL on overflow */
+#define ARENA_ARRAY(a, T, n) ((T *)arena_array((a), sizeof(T), (int64_t)(n)))
 
 /* ---- growable pointer vector (arena backed) ---- */
 typedef struct PtrVec {
@@ -45,7 +59,9 @@ void vec_push(Arena *a, PtrVec *v, void *p);
 typedef struct StrBuf {
     char *data;
     size_t len, cap;
+    bool failed;   /* an append was dropped (out of memory); stays set */
 } StrBuf;
+static inline bool sb_failed(const StrBuf *sb) { return sb->failed; }
 void sb_init(StrBuf *sb);
 void sb_free(StrBuf *sb);
 void sb_putc(StrBuf *sb, char c);
@@ -59,7 +75,16 @@ char *sb_steal(StrBuf *sb);                     /* returns malloc'd string, rese
 bool   is_pow2(int64_t x);
 int    ilog2(int64_t x);                        /* floor(log2(x)), x > 0 */
 int    edit_distance(const char *a, const char *b);
-char  *read_file_text(const char *path, size_t *len_out); /* malloc'd, NUL-terminated; NULL on error */
+/* The largest source read_file_text accepts (the kiln command's input limit,
+ * docs/language.md "Limits"): generous for a tile program, small enough that
+ * reading can never exhaust memory or run forever. */
+#define KILN_MAX_SOURCE_BYTES ((size_t)16 << 20)
+/* Reads a whole file: malloc'd and NUL-terminated, its length in *len_out.
+ * Regular files and pipes only; NULL with errno set on failure: ENOENT,
+ * EACCES... from open; EISDIR for a directory, ENODEV for a device or socket
+ * (/dev/zero would never end); EFBIG above KILN_MAX_SOURCE_BYTES; ENOMEM
+ * when memory runs out; EIO or read's errno on a read error. */
+char  *read_file_text(const char *path, size_t *len_out);
 
 /* An internal error: a compiler bug, never a user mistake. Records where it
  * happened; the pipeline checks ice_pending() and reports. Never aborts. */

@@ -9,7 +9,11 @@
  * file systems: a reader sees the old entry, the new one, or none — never a
  * mix, even with several compilers writing the same key at once. Readers
  * verify everything (magic, key, bounds, checksum) and treat a bad entry as a
- * miss, so the next compile rewrites it.
+ * miss, so the next compile rewrites it. Nothing in the directory can hang a
+ * compile: readers open entries without following links or waiting on FIFOs
+ * and read regular files only; writers only create new files. A writer killed
+ * between create and rename leaves its temporary file: the first store of a
+ * process removes those of dead writers (sweep_stale_tmp).
  *
  * The key covers the request (source, kernel, defines, arch, schedule, emit,
  * hints) and the compiler that serves it: kiln_version() and the build
@@ -19,13 +23,16 @@
  */
 #include "jit_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAGIC "KILNCE01"
@@ -284,17 +291,22 @@ void kiln_cache_entry_free(KilnCacheEntry *e)
 
 /* ---------------- files ---------------- */
 
+/* An entry's bytes, or NULL (a miss). Only a regular file is read: the open
+ * neither follows a symlink nor waits on a FIFO (O_NONBLOCK), and anything
+ * that is not a regular file of a sane size is a miss, so a planted FIFO or
+ * device can never hang or flood a compile. */
 static uint8_t *read_all(const char *path, size_t *size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
     if (fd < 0) return NULL;
     struct stat st;
     uint8_t *buf = NULL;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (1LL << 31)) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size < (1LL << 31)) {
         size_t n = (size_t)st.st_size, got = 0;
         buf = malloc(n);
         while (buf && got < n) {
             ssize_t r = read(fd, buf + got, n - got);
+            if (r < 0 && errno == EINTR) continue;
             if (r <= 0) break;
             got += (size_t)r;
         }
@@ -356,6 +368,56 @@ static KilnStatus write_all(int fd, const uint8_t *p, size_t n, const char *path
     return KILN_OK;
 }
 
+/* A writer's temporary file is ".<key>.<pid>.<thread>.<n>.tmp" (write_entry).
+ * Returns the writer's pid, or 0 when `name` is not one. */
+static long tmp_writer_pid(const char *name)
+{
+    size_t len = strlen(name);
+    if (name[0] != '.' || len < 66 + 4 || strcmp(name + len - 4, ".tmp") || name[65] != '.') return 0;
+    char key[65];
+    memcpy(key, name + 1, 64);
+    key[64] = 0;
+    if (!valid_key(key)) return 0;
+    char *end;
+    long pid = strtol(name + 66, &end, 10);
+    return *end == '.' && pid > 0 ? pid : 0;
+}
+
+/* How old a dead writer's temporary file must be before it is removed: a
+ * writer on another host sharing the directory (whose pid means nothing here)
+ * finishes its few-kilobyte write long before this. */
+#define STALE_TMP_SECONDS (10 * 60)
+
+/* Removes the temporary files of writers killed mid-store (they would stay
+ * for ever): only files whose writer process is gone AND that are older than
+ * STALE_TMP_SECONDS, so a live writer's file is never touched. Best effort:
+ * errors are ignored (the store itself does not depend on it). Once per
+ * process: a directory scan per compile would cost more than the litter. */
+static void sweep_stale_tmp(const char *dir)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static bool swept;
+    pthread_mutex_lock(&lock);
+    bool first = !swept;
+    swept = true;
+    pthread_mutex_unlock(&lock);
+    if (!first) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid = tmp_writer_pid(e->d_name);
+        struct stat st;
+        if (!pid || pid == (long)getpid()) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (now - st.st_mtime < STALE_TMP_SECONDS) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to know */
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 static KilnStatus write_entry(const char *dir, const char *key_hex, const uint8_t *buf, size_t n)
 {
     static unsigned counter;
@@ -366,7 +428,9 @@ static KilnStatus write_entry(const char *dir, const char *key_hex, const uint8_
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/.%s.%ld.%lx.%u.tmp", dir, key_hex, (long)getpid(),
              (unsigned long)pthread_self(), c);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    /* O_EXCL|O_NOFOLLOW: never opens (or blocks on) an existing FIFO or link;
+     * rename() then replaces whatever the entry path holds without opening it. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd < 0) return kiln_set_error(KILN_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     KilnStatus st = write_all(fd, buf, n, tmp);
     if (close(fd) != 0 && st == KILN_OK) st = kiln_set_error(KILN_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
@@ -388,6 +452,7 @@ KilnStatus kiln_cache_store(const char *key_hex, const KilnCacheEntry *e)
     char dir[4096];
     if (st == KILN_OK) st = kiln_cache_dir(dir, sizeof dir);
     if (st == KILN_OK) st = make_dirs(dir);
+    if (st == KILN_OK) sweep_stale_tmp(dir);
     if (st == KILN_OK) st = write_entry(dir, key_hex, buf, n);
     free(buf);
     return st;

@@ -90,8 +90,8 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   expect 0 "--num-warps 8" -- "$kiln" compile --emit ptx --arch sm_80 --num-warps 8 --stats "$v"
   contains "$tmp/err" "warps: 8" "--num-warps overrides the kernel's setting"
   contains "$tmp/out" ".maxntid 256, 1, 1" "8 warps are 256 threads"
-  expect 1 "--num-warps 3" -- "$kiln" compile --emit ptx --arch sm_80 --num-warps 3 "$v"
-  contains "$tmp/err" "num_warps must be a power of two" "bad --num-warps message"
+  expect 2 "--num-warps 3" -- "$kiln" compile --emit ptx --arch sm_80 --num-warps 3 "$v"
+  contains "$tmp/err" "num-warps must be a power of two" "bad --num-warps message"
   expect 2 "--num-stages -1" -- "$kiln" compile --num-stages -1 "$v"
   # --assume: hinted pointers and n give 16-byte vector loads; without hints, none.
   expect 0 "--assume" -- "$kiln" compile --emit ptx --arch sm_80 --assume n=16 --assume X=16 --assume Y=16 --assume Z=16 "$v"
@@ -99,8 +99,9 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   expect 0 "no --assume" -- "$kiln" compile --emit ptx --arch sm_80 "$v"
   n=$((n+1)); if grep -q "ld.global.v4" "$tmp/out"; then echo "FAIL: vector loads without --assume (X + 1 is legal)"; fail=$((fail+1)); fi
   expect 2 "--assume without a value" -- "$kiln" compile --assume n "$v"
-  expect 1 "--assume not a power of two" -- "$kiln" compile --assume n=3 "$v"
-  contains "$tmp/err" "power of two" "--assume n=3 message"
+  expect 2 "--assume not a power of two" -- "$kiln" compile --assume n=3 "$v"
+  contains "$tmp/err" "--assume expects NAME=DIV with DIV a power of two (1 to 2^30), or NAME==1, got 'n=3'" "--assume n=3 message"
+  expect 2 "--assume 0" -- "$kiln" compile --assume n=0 "$v"
   expect 1 "--assume on a const parameter" -- "$kiln" compile --assume BLOCK=16 "$v"
   contains "$tmp/err" "const parameter" "--assume BLOCK message"
   expect 1 "--assume unknown name" -- "$kiln" compile --assume nope=16 "$v"
@@ -130,7 +131,7 @@ if [ -f "$m" ]; then
   # shellcheck disable=SC2086
   expect 0 "matmul gpu-ir" -- "$kiln" compile --emit gpu-ir --arch sm_80 $hints "$m"
   contains "$tmp/out" "#mma<C" "GPU IR shows the MMA accumulator layout"
-  contains "$tmp/out" "pipelined: 3 stages" "GPU IR marks the pipelined loop"
+  contains "$tmp/out" "pipeline.stages = 3" "GPU IR marks the pipelined loop"
 fi
 w="$root/docs/snippets/wrong.tile"
 if [ -f "$w" ] && [ -f "$root/docs/snippets/wrong.expected" ]; then
@@ -146,10 +147,110 @@ fi
 # Schedule overrides must be at least 1; a misspelt hint gets a suggestion.
 if [ -f "$root/examples/vec_add.tile" ]; then
   expect 2 "--num-stages 0" -- "$kiln" compile --num-stages 0 "$root/examples/vec_add.tile"
-  contains "$tmp/err" "--num-stages must be at least 1" "--num-stages 0 message"
+  contains "$tmp/err" "--num-stages must be between 1 and 1024, got '0'" "--num-stages 0 message"
+  expect 2 "--num-stages 2000" -- "$kiln" compile --num-stages 2000 "$root/examples/vec_add.tile"
+  contains "$tmp/err" "--num-stages must be between 1 and 1024, got '2000'" "--num-stages 2000 message"
+  expect 0 "--num-stages 1024" -- "$kiln" compile --num-stages 1024 "$root/examples/vec_add.tile"
   expect 1 "misspelt --assume" -- "$kiln" compile --assume nn=16 "$root/examples/vec_add.tile"
   contains "$tmp/err" "did you mean 'n'?" "--assume suggestion"
 fi
+
+# Issue 12: no hang, no lost output, no silently accepted bad input.
+if [ -f "$root/examples/vec_add.tile" ]; then
+  v="$root/examples/vec_add.tile"
+  # Output that cannot be written is an error, not a silent exit 0.
+  if [ -w /dev/full ]; then
+    expect 1 "-o /dev/full" -- "$kiln" compile -o /dev/full "$v"
+    contains "$tmp/err" "kiln: cannot write '/dev/full': No space left on device" "-o /dev/full message"
+    expect 1 "> /dev/full" -- bash -c '"$1" compile "$2" > /dev/full' _ "$kiln" "$v"
+    contains "$tmp/err" "kiln: cannot write 'stdout': No space left on device" "stdout full message"
+    expect 1 "run > /dev/full" -- bash -c '"$1" run --cpu "$2" X=ones:8 Y=ones:8 Z=zeros:8 n=8 > /dev/full' _ "$kiln" "$v"
+    expect 1 "--help > /dev/full" -- bash -c '"$1" --help > /dev/full' _ "$kiln"
+  fi
+  # A reader that went away: a reported write error (exit 1), not a death by SIGPIPE.
+  # (stdout is a pipe whose read end is already closed: no race with the reader)
+  if command -v python3 >/dev/null; then
+    expect 1 "stdout closed early" -- python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r); sys.exit(subprocess.call(sys.argv[1:], stdout=w))' "$kiln" compile "$v"
+    contains "$tmp/err" "kiln: cannot write 'stdout': Broken pipe" "closed pipe message"
+  fi
+  # Inputs that never end or are not files are refused at once (timeout: a hang fails).
+  expect 1 "check /dev/zero" -- timeout 20 "$kiln" check /dev/zero
+  contains "$tmp/err" "cannot read '/dev/zero': not a regular file or a pipe" "/dev/zero message"
+  # (only where kiln starts at all under the limit: a sanitizer build reserves terabytes)
+  if bash -c 'ulimit -v 1000000; "$1" --version' _ "$kiln" >/dev/null 2>&1; then
+    expect 1 "check /dev/zero under ulimit -v" -- bash -c 'ulimit -v 1000000; timeout 20 "$1" check /dev/zero' _ "$kiln"
+    expect 1 "piped zeros under ulimit -v" -- bash -c 'ulimit -v 1000000; timeout 20 "$1" check /dev/stdin < /dev/zero' _ "$kiln"
+  fi
+  expect 1 "check a directory" -- "$kiln" check "$tmp"
+  contains "$tmp/err" "Is a directory" "directory message"
+  mkfifo "$tmp/fifo" && expect 1 "check a FIFO nobody writes" -- timeout 20 "$kiln" check "$tmp/fifo"
+  truncate -s 17M "$tmp/huge.tile"
+  expect 1 "source above the size limit" -- "$kiln" check "$tmp/huge.tile"
+  contains "$tmp/err" "larger than 16 MiB, the limit for a source file" "size limit message"
+  expect 1 "piped source above the size limit" -- bash -c 'head -c 17000000 /dev/zero | timeout 20 "$1" check /dev/stdin' _ "$kiln"
+  contains "$tmp/err" "larger than 16 MiB" "piped size limit message"
+  expect 0 "piped source" -- bash -c 'timeout 20 "$1" check /dev/stdin < "$2"' _ "$kiln" "$v"
+  # Scalars are exact: integers in the range of their type, no rounding, no wrapping.
+  r=(run --cpu "$v" X=ones:8 Y=ones:8 Z=zeros:8)
+  expect 0 "n=0x8 (hex)" -- "$kiln" "${r[@]}" n=0x8
+  contains "$tmp/out" "Z: f32[8] = [2, 2, 2" "hex n runs"
+  expect 0 "n=-2147483648" -- "$kiln" "${r[@]}" n=-2147483648
+  for bad in 3.7 1e30 nan -inf 1e3 " 8" 8x ""; do
+    expect 2 "n='$bad' (not an integer)" -- "$kiln" "${r[@]}" "n=$bad"
+    contains "$tmp/err" "argument 'n' (i32) needs an integer (decimal or 0x hex), got '$bad'" "n='$bad' message"
+  done
+  for bad in 5000000000 2147483648 -2147483649 99999999999999999999999; do
+    expect 2 "n=$bad (out of i32)" -- "$kiln" "${r[@]}" "n=$bad"
+    contains "$tmp/err" "needs an integer from -2147483648 to 2147483647, got '$bad'" "n=$bad message"
+  done
+  expect 2 "repeated argument" -- "$kiln" "${r[@]}" n=8 n=4
+  contains "$tmp/err" "argument 'n' given twice ('n=8' and 'n=4')" "repeated argument message"
+  expect 2 "bad buffer length" -- "$kiln" run --cpu "$v" X=ones:0 Y=ones:8 Z=zeros:8 n=8
+  contains "$tmp/err" "bad buffer spec 'X=ones:0'" "bad buffer message"
+  # Usage errors name what is allowed.
+  for w in -1 0 3 64; do
+    expect 2 "--num-warps $w" -- "$kiln" compile --num-warps "$w" "$v"
+  done
+  contains "$tmp/err" "--num-warps must be a power of two between 1 and 32" "--num-warps message"
+  many=(); for i in $(seq 1 65); do many+=("a$i=1"); done
+  expect 2 "65 ARG=SPEC" -- "$kiln" run --cpu "$v" "${many[@]}"
+  contains "$tmp/err" "too many ARG=SPEC arguments (at most 64), at 'a65=1'" "argument limit message"
+  expect 2 "--dump-after unknown pass" -- "$kiln" compile --dump-after nosuchpass "$v"
+  contains "$tmp/err" "unknown pass 'nosuchpass' for --dump-after" "--dump-after message"
+  contains "$tmp/err" "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, pipeline, sram-alloc" "--dump-after lists the passes"
+  expect 2 "run --dump-after unknown pass" -- "$kiln" run --cpu --dump-after nope "$v" X=ones:8 Y=ones:8 Z=zeros:8 n=8
+  expect 0 "--dump-after a GPU pass" -- "$kiln" compile --emit gpu-ir --arch sm_80 --dump-after layout-assign "$v"
+  contains "$tmp/err" "GPU IR after layout-assign" "a GPU pass name is accepted"
+  expect 0 "--dump-after licm" -- "$kiln" compile --dump-after licm "$v"
+  contains "$tmp/err" "IR after licm" "a target-independent pass name is accepted"
+fi
+
+# An i64 offset of 2^62 f32 elements wraps to X in 64-bit bytes: the interpreter
+# reports it instead of reading X[0] (the scalar reaches it exactly, not as a double).
+printf 'kernel k(X: *f32, Z: *f32, o: i64) {\n  let i = arange(4);\n  store(Z + i, load(X + o + i));\n}\n' > "$tmp/wrap.tile"
+expect 1 "offset 2^62 is out of bounds" -- "$kiln" run --cpu "$tmp/wrap.tile" X=iota:4 Z=zeros:4 o=4611686018427387904
+contains "$tmp/err" "wrap.tile:3:16: op 'load': load of 4 bytes out of bounds at lane 0 (index [0]): the pointer's offset overflowed the address space" "offset overflow message"
+expect 0 "offset 0 reads X" -- "$kiln" run --cpu "$tmp/wrap.tile" X=iota:4 Z=zeros:4 o=0
+contains "$tmp/out" "Z: f32[4] = [0, 1, 2, 3]" "offset 0 copies X"
+
+# Float scalars: finite and in the range of the parameter's type, or nan/inf written out.
+printf 'kernel sc(X: *f32, a: f32, h: f16, b: bool, u: u64, c: i8) {\n  let o = arange(8);\n  store(X + o, load(X + o) * a + h.to(f32));\n}\n' > "$tmp/sc.tile"
+s=(run --cpu "$tmp/sc.tile" X=ones:8 b=1 u=18446744073709551615 c=-128)
+expect 0 "float scalars" -- "$kiln" "${s[@]}" a=1.5 h=65504
+contains "$tmp/out" "X: f32[8] = [65505.5" "float scalars run"
+expect 0 "nan written out" -- "$kiln" "${s[@]}" a=nan h=-inf
+contains "$tmp/out" "NaN: 8" "a=nan is allowed for a float parameter"
+expect 2 "1e39 for f32" -- "$kiln" "${s[@]}" a=1e39 h=1
+contains "$tmp/err" "argument 'a' (f32) needs a finite number in the range of its type" "f32 overflow message"
+expect 2 "65520 for f16" -- "$kiln" "${s[@]}" a=1 h=65520
+contains "$tmp/err" "argument 'h' (f16) needs a finite number" "f16 overflow message"
+expect 2 "1e400" -- "$kiln" "${s[@]}" a=1e400 h=1
+expect 2 "bool 2" -- "$kiln" run --cpu "$tmp/sc.tile" X=ones:8 a=1 h=1 b=2 u=0 c=0
+contains "$tmp/err" "argument 'b' (i1) needs 0 or 1" "bool message"
+expect 2 "u64 -1" -- "$kiln" run --cpu "$tmp/sc.tile" X=ones:8 a=1 h=1 b=0 u=-1 c=0
+contains "$tmp/err" "needs an integer from 0 to 18446744073709551615" "u64 message"
+expect 2 "i8 128" -- "$kiln" run --cpu "$tmp/sc.tile" X=ones:8 a=1 h=1 b=0 u=0 c=128
 
 # After ptxas, --stats also reports registers and spills.
 if [ -f "$root/examples/vec_add.tile" ] && [ -x /usr/local/cuda/bin/ptxas ]; then

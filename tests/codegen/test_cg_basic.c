@@ -67,7 +67,7 @@ static void check_geom(const IrFunc *f, int layout, IrType t)
         }
     StrBuf ls;
     sb_init(&ls);
-    cg_layout_str(f, layout, &ls);
+    ir_layout_print(&ls, f, layout);
     for (int64_t i = 0; i < n; i++) {
         ck_assert_msg(owners[i] == 1, "element %lld of %s has %d owners", (long long)i, ls.data, owners[i]);
         ck_assert_msg(holders[i] >= 1, "element %lld not held", (long long)i);
@@ -96,7 +96,7 @@ START_TEST(layout_sweep)
                         int32_t shape[2] = {m, n};
                         int spt[2] = {ord ? s : 1, ord ? 1 : s}, order[2] = {ord ? 0 : 1, ord ? 1 : 0};
                         int l = cg_layout_blocked(f, 2, shape, spt, order, f->sched.num_warps);
-                        const CgLayout *L = cg_layout_get(f, l);
+                        const IrLayout *L = ir_layout_get(f, l);
                         ck_assert_int_eq(L->tpw[0] * L->tpw[1], 32);
                         ck_assert_int_eq(L->wpc[0] * L->wpc[1], f->sched.num_warps);
                         IrType t = t2(IR_F32, m, n);
@@ -127,7 +127,7 @@ START_TEST(layout_reference_mapping)
     int32_t shape[2] = {128, 64};
     int spt[2] = {1, 4}, order[2] = {1, 0};
     int l = cg_layout_blocked(f, 2, shape, spt, order, 4);
-    const CgLayout *L = cg_layout_get(f, l);
+    const IrLayout *L = ir_layout_get(f, l);
     ck_assert_int_eq(L->tpw[0], 2);
     ck_assert_int_eq(L->tpw[1], 16);
     ck_assert_int_eq(L->wpc[0], 4);

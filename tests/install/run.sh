@@ -6,7 +6,8 @@
 # elsewhere): builds tests/install/consumer.c with
 # `cc $(pkg-config --cflags --libs kiln)` and runs it (it compiles the shipped
 # attention program to PTX, runs vec_add on the CPU interpreter, reports "no
-# GPU" cleanly); builds it again through find_package(Kiln); runs the installed
+# GPU" cleanly); builds it again through find_package(Kiln), on the shared and
+# on the static library; runs the installed
 # `kiln check` on a shipped program by its short name and the installed
 # `kiln-examples --cpu`. Exit 0 when all of it works.
 #
@@ -38,12 +39,19 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -std=c17 -Wall -Wextra -Werror $extra "$src/tests/install/consumer.c" -o consumer $(pkg-config --cflags --libs kiln)
 LD_LIBRARY_PATH="$prefix/lib" ./consumer "$prefix/share/kiln"
 # The program really runs on the installed shared library.
-LD_LIBRARY_PATH="$prefix/lib" ldd ./consumer | grep -q "$prefix/lib/libkiln.so" ||
-  { echo "install: consumer does not load $prefix/lib/libkiln.so"; exit 1; }
+# (ldd's output is kept first: grep -q may close the pipe early, which pipefail counts.)
+libs=$(LD_LIBRARY_PATH="$prefix/lib" ldd ./consumer)
+grep -q "$prefix/lib/libkiln.so" <<< "$libs" || { echo "install: consumer does not load $prefix/lib/libkiln.so"; exit 1; }
 
 cmake -S "$src/tests/install" -B cmk -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$extra" >/dev/null
 cmake --build cmk >/dev/null
 LD_LIBRARY_PATH="$prefix/lib" ./cmk/consumer "$prefix/share/kiln" >/dev/null
+# The static library needs no libkiln.so at run time. Linked into a program
+# outside the prefix, it finds the shipped files through KILN_DATA_DIR (what
+# KilnConfig.cmake's KILN_DATA_DIR is for).
+KILN_DATA_DIR="$prefix/share/kiln" ./cmk/consumer_static "$prefix/share/kiln" >/dev/null
+libs=$(ldd ./cmk/consumer_static)
+if grep -q libkiln <<< "$libs"; then echo "install: consumer_static loads libkiln.so"; exit 1; fi
 
 # The installed programs find the shipped .tile files from the prefix alone.
 "$prefix/bin/kiln" check examples/softmax.tile

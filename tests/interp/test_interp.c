@@ -225,6 +225,63 @@ START_TEST(oob_store_before_buffer_reports)
 }
 END_TEST
 
+/* Pointer arithmetic is checked in element space: X + 2^62 f32 elements is
+ * X + 2^64 bytes, which wraps to X itself in 64-bit addresses; it must be an
+ * out-of-bounds error, not a read of X[0]. So must an offset below address 0,
+ * a u64 offset above INT64_MAX, and a wild pointer brought back by a second
+ * addptr. A masked-off wild lane touches nothing and is no error. */
+static int run_wild(IrElem off_elem, int64_t k, int64_t back, bool masked, StrBuf *err)
+{
+    T t;
+    t_init(&t, "wild");
+    IrValue *X = ir_func_add_param(t.f, ir_type_ptr(IR_F32), "X");
+    IrValue *Z = ir_func_add_param(t.f, ir_type_ptr(IR_F32), "Z");
+    IrValue *p = ptrs(&t, X, ci(&t, tile(off_elem, 4), k), 4);
+    if (back) p = op2(&t, IR_ADDPTR, ptile(IR_F32, 4), p, ci(&t, tile(IR_I64, 4), back));
+    IrValue *mask = masked ? cmp(&t, IR_CMP_LT, tile(IR_I1, 4), arange(&t, 4), ci(&t, tile(IR_I32, 4), 0)) : NULL;
+    at(&t, 3);
+    IrValue *v = load(&t, tile(IR_F32, 4), p, mask, NULL);
+    store(&t, ptrs(&t, Z, arange(&t, 4), 4), v, NULL);
+    ret(&t);
+    static float x[4] = {1, 2, 3, 4}, z[4];
+    InterpBuffer bufs[2] = {{x, sizeof x, "X"}, {z, sizeof z, "Z"}};
+    InterpArg args[2] = {{.ptr = x}, {.ptr = z}};
+    InterpOptions o = {{1, 1, 1}, bufs, 2};
+    int rc = interp_run(t.f, args, 2, &o, err);
+    t_free(&t);
+    return rc;
+}
+
+START_TEST(addptr_overflow_is_out_of_bounds)
+{
+    const struct { IrElem e; int64_t k, back; } cases[] = {
+        {IR_I64, INT64_C(1) << 62, 0},              /* wraps to X exactly */
+        {IR_I64, INT64_C(1) << 61, INT64_C(1) << 61}, /* in two steps */
+        {IR_I64, -(INT64_C(1) << 62), 0},           /* below address 0 */
+        {IR_I64, INT64_MAX, 0},                     /* the byte offset overflows */
+        {IR_I64, INT64_C(1) << 62, -(INT64_C(1) << 62)}, /* wild stays wild */
+        {IR_U64, -(INT64_C(1) << 62), 0},           /* as u64: 3 * 2^62, above INT64_MAX */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        StrBuf err;
+        sb_init(&err);
+        ck_assert_msg(run_wild(cases[c].e, cases[c].k, cases[c].back, false, &err) == 1, "case %zu ran", c);
+        ck_assert_msg(err.data && strstr(err.data, "t.tile:3:5: op 'load'"), "case %zu: %s", c, err.data);
+        ck_assert_msg(strstr(err.data, "overflowed the address space"), "case %zu: %s", c, err.data);
+        sb_free(&err);
+        sb_init(&err);
+        ck_assert_msg(run_wild(cases[c].e, cases[c].k, cases[c].back, true, &err) == 0, "case %zu masked: %s", c,
+                      err.data ? err.data : "");
+        sb_free(&err);
+    }
+    /* in-range offsets of every sign still work: X + 3 - 3 reads X */
+    StrBuf err;
+    sb_init(&err);
+    ck_assert_msg(run_wild(IR_I64, 3, -3, false, &err) == 0, "%s", err.data ? err.data : "");
+    sb_free(&err);
+}
+END_TEST
+
 START_TEST(masked_load_reads_other)
 {
     /* load(X + arange(8), mask = arange(8) < 3, other = -2.5) on a 3-float buffer
@@ -804,6 +861,7 @@ static Suite *interp_suite(void)
     tcase_add_test(tc, vec_add_masked_ragged);
     tcase_add_test(tc, unmasked_oob_load_reports);
     tcase_add_test(tc, oob_store_before_buffer_reports);
+    tcase_add_test(tc, addptr_overflow_is_out_of_bounds);
     tcase_add_test(tc, masked_load_reads_other);
     tcase_add_test(tc, scalar_op_table);
     tcase_add_test(tc, f16_rounds_every_op);

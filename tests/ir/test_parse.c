@@ -96,6 +96,31 @@ static const ErrCase cases[] = {
      "t.ir:1:30: error: tensor rank above 4\n"
      "kernel @k(%x: tensor<8x8x8x8x8xf32>) {\n"
      "                             ^\n"},
+    /* GPU IR: layouts and attributes */
+    {"#L0 = #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>\nkernel @k() {\n  %0 = arange 0, 64 : tensor<64xi32, #L1>\n}\n",
+     "t.ir:3:38: error: undefined layout '#L1'\n"
+     "  %0 = arange 0, 64 : tensor<64xi32, #L1>\n"
+     "                                     ^\n"},
+    {"#L1 = #mma<C, wm=2, wn=2>\n",
+     "t.ir:1:1: error: layout '#L1' out of order (expected #L0)\n"
+     "#L1 = #mma<C, wm=2, wn=2>\n"
+     "^\n"},
+    {"#L0 = #blocked<spt=[1], tpw=[32,1], wpc=[4], order=[0]>\n",
+     "t.ir:1:25: error: 'tpw' has 2 entries, the layout rank is 1\n"
+     "#L0 = #blocked<spt=[1], tpw=[32,1], wpc=[4], order=[0]>\n"
+     "                        ^\n"},
+    {"#L0 = #blocked<spt=[1], tpw=[32], order=[0]>\n",
+     "t.ir:1:44: error: #blocked needs 'wpc'\n"
+     "#L0 = #blocked<spt=[1], tpw=[32], order=[0]>\n"
+     "                                           ^\n"},
+    {"kernel @k(%n: i32) {\n  %0 = add %n, %n {a = 1, a = 2} : i32\n}\n",
+     "t.ir:2:27: error: attribute 'a' given twice\n"
+     "  %0 = add %n, %n {a = 1, a = 2} : i32\n"
+     "                          ^\n"},
+    {"kernel @k(%x: ptr<f32>) consts(T: tensor<4xf32, #L0> = 1) {\n}\n",
+     "t.ir:1:47: error: a layout is not allowed here\n"
+     "kernel @k(%x: ptr<f32>) consts(T: tensor<4xf32, #L0> = 1) {\n"
+     "                                              ^\n"},
 };
 
 START_TEST(parse_errors)

@@ -125,6 +125,88 @@ START_TEST(header_alone_ok)
 }
 END_TEST
 
+/* ---- GPU IR: layouts, pipeline plans, SRAM placement ---- */
+#define L0 "#L0 = #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>\n"
+#define GHEAD "kernel @g(%p: ptr<f16>, %n: i32) num_warps = 4 num_stages = 2"
+
+static const Case gpu_cases[] = {
+    {"#L0 = #blocked<spt=[1], tpw=[16], wpc=[4], order=[0]>\n" GHEAD " {\n  return\n}\n",
+     "layout #L0: tpw covers 16 lanes, not 32"},
+    {"#L0 = #blocked<spt=[1], tpw=[32], wpc=[8], order=[0]>\n" GHEAD " {\n  return\n}\n",
+     "layout #L0: wpc covers 8 warps, the kernel has 4"},
+    {"#L0 = #blocked<spt=[1,1], tpw=[1,32], wpc=[1,4], order=[1,1]>\n" GHEAD " {\n  return\n}\n",
+     "layout #L0: order is not a permutation"},
+    {L0 GHEAD " {\n  %0 = const 0 : tensor<8x8xi32, #L0>\n  return\n}\n",
+     "const at 3:3: result 0: layout #L0 has rank 1, the value tensor<8x8xi32>"},
+    {L0 GHEAD " {\n  %0 = arange 0, 64 : tensor<64xi32, #L0>\n  %1 = load %p {pipeline.slot_bytes = 128} : f16\n"
+     "  return\n}\n",
+     "load at 4:3: pipeline.slot_bytes on an op that is not a load in the body of a pipelined loop"},
+    {L0 GHEAD " attributes {smem = 1024} {\n"
+     "  %0 = arange 0, 64 : tensor<64xi32, #L0>\n"
+     "  %1 = reduce sum 0 %0 {smem.offset = 0, smem.bytes = 512, smem.live = [1, 3]} : i32\n"
+     "  %2 = reduce max 0 %0 {smem.offset = 256, smem.bytes = 512, smem.live = [3, 3]} : i32\n"
+     "  return\n}\n",
+     "reduce at 4:3: SRAM [0, 512) live 1..3 overlaps that of reduce at 5:3 ([256, 768) live 3..3)"},
+    {L0 GHEAD " attributes {smem = 256} {\n"
+     "  %0 = arange 0, 64 : tensor<64xi32, #L0>\n"
+     "  %1 = reduce sum 0 %0 {smem.offset = 0, smem.bytes = 512, smem.live = [1, 1]} : i32\n"
+     "  return\n}\n",
+     "reduce at 4:3: SRAM [0, 512) ends past the kernel's smem = 256"},
+    {L0 GHEAD " attributes {smem = 1024} {\n"
+     "  %0 = arange 0, 64 : tensor<64xi32, #L0>\n"
+     "  %1 = reduce sum 0 %0 {smem.offset = 8, smem.bytes = 512, smem.live = [1, 1]} : i32\n"
+     "  return\n}\n",
+     "reduce at 4:3: smem.offset is not 16-byte aligned"},
+    {L0 GHEAD " {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.issue = 5} {\n    yield\n  }\n  return\n}\n",
+     "for at 5:3: attribute pipeline.issue must be one integer in [0, 2]"},
+};
+
+START_TEST(gpu_text_cases)
+{
+    const Case *c = &gpu_cases[_i];
+    Arena a;
+    arena_init(&a);
+    expect_fail(parse_one(&a, c->body), c->want, c->body);
+    arena_free(&a);
+}
+END_TEST
+
+/* ir_verify_gpu (after layout assignment) wants a layout on every tile; ir_verify does not. */
+START_TEST(gpu_tile_without_layout)
+{
+    Arena a;
+    arena_init(&a);
+    IrFunc *f = parse_one(&a, L0 GHEAD " {\n  %0 = arange 0, 64 : tensor<64xi32>\n  return\n}\n");
+    StrBuf e;
+    sb_init(&e);
+    ck_assert(ir_verify(f, &e));
+    ck_assert(!ir_verify_gpu(f, &e));
+    ck_assert_msg(strstr(e.data, "arange at 3:3: result 0 is a tile without a layout"), "%s", e.data);
+    sb_free(&e);
+    arena_free(&a);
+}
+END_TEST
+
+/* An #mma layout with other fields would print as something it is not. */
+START_TEST(gpu_mma_fields_fixed)
+{
+    Arena a;
+    arena_init(&a);
+    IrFunc *f = parse_one(&a, GHEAD " {\n  return\n}\n");
+    int l = ir_layout_mma(f, IR_MMA_C, 2, 2);
+    StrBuf e;
+    sb_init(&e);
+    ck_assert(ir_verify(f, &e));
+    ((IrLayout *)f->layouts.data[l])->spt[1] = 4;
+    ck_assert(!ir_verify(f, &e));
+    ck_assert_msg(strstr(e.data, "layout #L0: an mma layout whose fields are not those of #mma<C, wm=2, wn=2>"), "%s",
+                  e.data);
+    sb_free(&e);
+    arena_free(&a);
+}
+END_TEST
+
 /* ---- built in C: what the parser would refuse ---- */
 static IrFunc *new_func(Arena *a, IrBuilder *b)
 {
@@ -280,6 +362,9 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_loop_test(tc, text_cases, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, header_alone_ok);
+    tcase_add_loop_test(tc, gpu_text_cases, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
+    tcase_add_test(tc, gpu_tile_without_layout);
+    tcase_add_test(tc, gpu_mma_fields_fixed);
     tcase_add_test(tc, use_before_def);
     tcase_add_test(tc, sibling_region_use);
     tcase_add_test(tc, duplicate_ids);

@@ -6,8 +6,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -300,6 +303,90 @@ START_TEST(corrupt_entries_are_ignored_and_rebuilt)
 }
 END_TEST
 
+/* An entry path that is a FIFO, a symlink or a directory is a miss at once
+ * (a FIFO opened for reading would wait for a writer for ever), and a store
+ * replaces it without opening it. alarm(): a hang fails the test. */
+START_TEST(special_entries_are_misses_and_never_block)
+{
+    alarm(20);
+    KilnCacheEntry e = fake_entry(2, 100), got;
+    const char *targets[] = {"fifo", "link", "dir"};
+    for (int i = 0; i < 3; i++) {
+        char key[65];
+        rt_sha256_hex(targets[i], strlen(targets[i]), key);
+        ck_assert_int_eq(kiln_cache_store(key, &e), KILN_OK); /* creates the directory */
+        char *path = entry_path(key);
+        ck_assert_int_eq(unlink(path), 0);
+        if (i == 0) ck_assert_int_eq(mkfifo(path, 0600), 0);
+        if (i == 1) ck_assert_int_eq(symlink("/dev/zero", path), 0);
+        if (i == 2) ck_assert_int_eq(mkdir(path, 0700), 0);
+        ck_assert_int_eq(kiln_cache_lookup(key, &got), KILN_ERR_NOT_FOUND);
+        if (i < 2) { /* a directory cannot be renamed over: the store fails, cleanly */
+            ck_assert_int_eq(kiln_cache_store(key, &e), KILN_OK);
+            ck_assert_int_eq(kiln_cache_lookup(key, &got), KILN_OK);
+            assert_same(&e, &got);
+            kiln_cache_entry_free(&got);
+        } else {
+            ck_assert_int_eq(kiln_cache_store(key, &e), KILN_ERR_IO);
+        }
+        free(path);
+    }
+    free(e.payload);
+    alarm(0);
+}
+END_TEST
+
+/* Makes a writer's temporary file named for `pid`, `age` seconds old. */
+static char *make_tmp(const char *dir, long pid, time_t age)
+{
+    char key[65], *p = malloc(512);
+    rt_sha256_hex("tmp", 3, key);
+    snprintf(p, 512, "%s/.%s.%ld.7f00.%ld.tmp", dir, key, pid, (long)age);
+    write_file(p, (const uint8_t *)"half an entry", 13);
+    struct timespec t[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, p, t, 0), 0);
+    return p;
+}
+
+/* A writer killed between create and rename leaves a .tmp file: a later
+ * store removes it once it is old and its writer is gone, and leaves alone
+ * the files of live writers and fresh ones (a writer on another host). */
+START_TEST(stale_tmp_files_are_swept)
+{
+    char dir[4096];
+    ck_assert_int_eq(kiln_cache_dir(dir, sizeof dir), KILN_OK);
+    KilnCacheEntry e = fake_entry(1, 10);
+    char key[65];
+    rt_sha256_hex("first", 5, key);
+    pid_t dead = fork(); /* a pid that is surely gone */
+    if (dead == 0) _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    pid_t live = fork();
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    /* the cache directory does not exist yet: create it through a first store
+     * in a child (the sweep runs once per process) */
+    pid_t c = fork();
+    if (c == 0) _exit(kiln_cache_store(key, &e) == KILN_OK ? 0 : 1);
+    int st = 0;
+    ck_assert_int_eq(waitpid(c, &st, 0), c);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    char *stale = make_tmp(dir, dead, 3600), *fresh = make_tmp(dir, dead, 10),
+         *alive = make_tmp(dir, live, 3600);
+    rt_sha256_hex("second", 6, key);
+    ck_assert_int_eq(kiln_cache_store(key, &e), KILN_OK);
+    ck_assert_msg(access(stale, F_OK) != 0, "a dead writer's old .tmp stayed");
+    ck_assert_msg(access(fresh, F_OK) == 0, "a fresh .tmp was removed");
+    ck_assert_msg(access(alive, F_OK) == 0, "a live writer's .tmp was removed");
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    free(stale), free(fresh), free(alive);
+    free(e.payload);
+}
+END_TEST
+
 START_TEST(disable_bypasses)
 {
     char key[65];
@@ -439,6 +526,8 @@ static Suite *suite(void)
     tcase_add_test(tc, disable_bypasses);
     tcase_add_test(tc, default_dir_under_home);
     tcase_add_test(tc, concurrent_writers_same_key);
+    tcase_add_test(tc, special_entries_are_misses_and_never_block);
+    tcase_add_test(tc, stale_tmp_files_are_swept);
     suite_add_tcase(s, tc);
     return s;
 }

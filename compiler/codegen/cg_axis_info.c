@@ -1,5 +1,5 @@
-/* pass_axis_info.c — divisibility, contiguity and constancy of integer and
- * pointer values (Triton's AxisInfo, simplified).
+/* cg_axis_info.c — an analysis, not a pass (it changes nothing): divisibility,
+ * contiguity and constancy of integer and pointer values (Triton's AxisInfo, simplified).
  *
  * For a value and each dimension d (scalars use d = 0):
  *   contig[d]    the values come in runs of this many +1 steps along d;
@@ -222,6 +222,9 @@ static void ax_op(IrOp *op, void *vctx)
     case IR_ARANGE:
         r->contig[0] = rt.shape[0];
         r->div[0] = hp2(op->attr[0]);
+        break;
+    case IR_CONVERT_LAYOUT: /* GPU IR (a pass run alone on it): the same values */
+        *r = *cg_axis_get(c->m, op->args[0]);
         break;
     case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS:
         ax_shape_op(c, op, r, rt);

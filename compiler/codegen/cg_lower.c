@@ -1,0 +1,63 @@
+/* cg_lower.c — the lowering's dispatch: one IR op (or a block of them) to
+ * per-thread LLVM IR, by op family (cg_*.c, one family per file).
+ *
+ * What it does: cg_lower_op picks the family's lowering; cg_lower_block walks
+ * a block in program order and issues a pipelined loop's prologue at the op
+ * the plan names (pipeline.issue, read through CgTcState). Layering: the
+ * GPU passes (pass_*.c) run before this and may ask lowering files for
+ * facts (scratch sizes, vector widths); lowering never calls a pass; both
+ * are driven by codegen.c, and emission (cg_emit.c) comes last.
+ *
+ * Invariants: lowering reads decisions, never makes them: layouts from
+ * IrValue.layout, SRAM and pipeline plans from CgTcState (built from the IR).
+ * Example: `%y = convert_layout %x : tensor<64x64xf32, #L3>` goes to
+ * cg_lower_convert, which stores %x through the buffer its smem.* attributes
+ * name and reads it back in #L3.
+ */
+#include "cg_internal.h"
+
+bool cg_lower_op(CgCtx *c, IrOp *op)
+{
+    c->smem_base = 0;
+    c->cur = (CgRange){-1, -1};
+    /* A pipelined load has no registers: its copies are issued by the loop
+     * (cg_pipeline.c) and its convert_layout reads the stage buffer. */
+    if ((op->op == IR_LOAD || op->op == IR_CAST) && c->pipe && cg_pipeline_load(c->tc, op, NULL)) return true;
+    switch (op->op) {
+    case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
+    case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
+        return cg_lower_shape_op(c, op);
+    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD:
+        return cg_lower_memory(c, op);
+    case IR_REDUCE:
+        return cg_lower_reduce(c, op);
+    case IR_CONVERT_LAYOUT: case IR_RESHAPE:
+        return cg_lower_convert(c, op);
+    case IR_DOT:
+        return cg_lower_dot(c, op);
+    case IR_FOR: case IR_IF: case IR_ASSERT:
+        return cg_lower_control(c, op);
+    case IR_YIELD:
+        return true; /* read by the parent for/if */
+    case IR_RETURN:
+        LLVMBuildRetVoid(c->b);
+        return true;
+    default:
+        if (ir_op_info[op->op].flags & IRF_ELEMWISE) return cg_lower_elementwise(c, op);
+        cg_fail(c, op, "the GPU backend cannot lower '%s'", ir_op_info[op->op].name);
+        return false;
+    }
+}
+
+bool cg_lower_block(CgCtx *c, IrBlock *blk)
+{
+    for (IrOp *op = blk->first; op; op = op->next) {
+        for (int i = 0; c->tc && i < c->tc->loops.len; i++) {   /* a loop's copies issued early */
+            CgPipeLoop *pl = c->tc->loops.data[i];
+            if (pl->issue_at == op && pl->loop != op && !cg_pipeline_prologue(c, pl)) return false;
+        }
+        if (!cg_lower_op(c, op) || c->failed) return false;
+        if (ice_message()) return false;
+    }
+    return true;
+}

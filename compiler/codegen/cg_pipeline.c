@@ -1,0 +1,340 @@
+/* cg_pipeline.c — lowering of software-pipelined loops (the plan is made by
+ * pass_pipeline.c and lives on the IR as attributes; docs/tensor_cores.md).
+ *
+ * What it does: reads the plan back from the IR into CgPipeLoop (which loads
+ * of a loop are copied ahead, their convert_layout and cast, the slice of
+ * body ops their addresses need, where the prologue goes), then emits the
+ * prologue (copies of iterations 0 .. S-2), the loop (wait, barrier, issue of
+ * iteration i + S - 1, body with ldmatrix from the current slot) and the
+ * final wait. The schedule and its group accounting are described in
+ * pass_pipeline.c's header; the IR attributes in docs/tensor_cores.md section 0:
+ *     for ... {pipeline.stages = S, pipeline.issue = K}   K ops before the loop
+ *     %a = load ... {pipeline.slot_bytes = B, smem.offset = O, ...}
+ *
+ * Invariants: the plan read here is exactly the pass's (cg_pipeline_slice is
+ * the one definition of the slice, shared with the pass); nothing here
+ * decides anything the IR does not say.
+ */
+#include "cg_internal.h"
+#include "cg_tc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the plan, read from the IR ---- */
+
+bool cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids)
+{
+    if (v->block == body) return v->index == 0; /* block args: only the iv */
+    IrOp *d = v->def;
+    if (!d || d->parent != body) return true;   /* defined outside the loop */
+    if (d->res[0]->id < nids && in_slice[d->res[0]->id]) return true;
+    if (!(ir_op_info[d->op].flags & IRF_PURE) || d->nregions) return false;
+    if (d->res[0]->id < nids) in_slice[d->res[0]->id] = true;
+    for (int i = 0; i < d->nargs; i++)
+        if (!cg_pipeline_slice(body, d->args[i], in_slice, nids)) return false;
+    return true;
+}
+
+IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses)
+{
+    if (uses[v->id] != 1) return NULL;
+    for (IrOp *o = body->first; o; o = o->next)
+        for (int i = 0; i < o->nargs; i++)
+            if (o->args[i] == v) return o;
+    return NULL;
+}
+
+int cg_fast_value_dim(const IrFunc *f, const IrValue *v)
+{
+    CgGeom g;
+    if (!cg_geom(f, v->layout, v->type, &g)) return -1;
+    for (int i = 0; i < v->type.rank; i++)
+        if (g.vdims[i] == g.order[0]) return i;
+    return -1;
+}
+
+bool cg_half_cast(const IrOp *op)
+{
+    if (!op || op->op != IR_CAST) return false;
+    IrElem a = (IrElem)op->args[0]->type.elem, b = (IrElem)op->res[0]->type.elem;
+    return (a == IR_F16 || a == IR_BF16) && (b == IR_F16 || b == IR_BF16);
+}
+
+/* The loop's plan from its attributes; NULL (with an internal error) when
+ * the IR does not hold a consistent plan. */
+static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
+{
+    IrBlock *body = op->regions[0];
+    CgPipeLoop *pl = ARENA_NEW(f->arena, CgPipeLoop);
+    pl->loop = op;
+    pl->stages = (int)ir_attr_int(&op->attrs, IR_ATTR_STAGES, 0);
+    int n = 0;
+    for (IrOp *x = body->first; x; x = x->next) n += ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES) != NULL;
+    pl->loads = ARENA_ARRAY(f->arena, CgPipeLoad, n + 1);
+    bool *in_slice = ARENA_ARRAY(f->arena, bool, f->next_id);
+    for (IrOp *x = body->first; x; x = x->next) {
+        if (!ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES)) continue;
+        CgPipeLoad *l = &pl->loads[pl->nloads++];
+        l->load = x;
+        l->slot_bytes = (int)ir_attr_int(&x->attrs, IR_ATTR_SLOT_BYTES, 0);
+        l->fast_dim = cg_fast_value_dim(f, x->res[0]);
+        IrOp *u = cg_single_user_in(body, x->res[0], uses);
+        if (cg_half_cast(u)) {
+            l->cast = u;
+            u = cg_single_user_in(body, u->res[0], uses);
+        }
+        l->convert = u;
+        bool ok = x->op == IR_LOAD && u && u->op == IR_CONVERT_LAYOUT && l->fast_dim >= 0;
+        for (int i = 0; ok && i < x->nargs; i++) ok = cg_pipeline_slice(body, x->args[i], in_slice, f->next_id);
+        if (!ok) {
+            INTERNAL_ERROR("codegen: %s:%d: the pipelined load's plan does not fit the IR", f->name, x->loc.line);
+            return NULL;
+        }
+    }
+    int back = (int)ir_attr_int(&op->attrs, IR_ATTR_ISSUE, 0);
+    pl->issue_at = op;
+    for (int i = 0; i < back && pl->issue_at->prev; i++) pl->issue_at = pl->issue_at->prev;
+    int ns = 0;
+    for (IrOp *x = body->first; x; x = x->next)
+        if (x->nres && x->res[0]->id < f->next_id && in_slice[x->res[0]->id]) ns++;
+    pl->slice = ARENA_ARRAY(f->arena, IrOp *, ns + 1);
+    for (IrOp *x = body->first; x; x = x->next)
+        if (x->nres && x->res[0]->id < f->next_id && in_slice[x->res[0]->id]) pl->slice[pl->nslice++] = x;
+    return pl;
+}
+
+typedef struct LoopsCtx {
+    IrFunc *f;
+    PtrVec *loops;
+    const int *uses;
+} LoopsCtx;
+
+static void collect_loop(IrOp *op, void *vctx)
+{
+    LoopsCtx *c = vctx;
+    if (op->op != IR_FOR || !ir_attr_get(&op->attrs, IR_ATTR_STAGES)) return;
+    CgPipeLoop *pl = loop_from_ir(c->f, op, c->uses);
+    if (pl) vec_push(c->f->arena, c->loops, pl);
+}
+
+void cg_pipeline_loops(IrFunc *f, PtrVec *loops)
+{
+    LoopsCtx c = {f, loops, ir_use_counts(f)};
+    ir_walk(f, collect_loop, &c);
+}
+
+CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *op)
+{
+    for (int i = 0; tc && i < tc->loops.len; i++)
+        if (((CgPipeLoop *)tc->loops.data[i])->loop == op) return tc->loops.data[i];
+    return NULL;
+}
+
+CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop)
+{
+    for (int i = 0; tc && i < tc->loops.len; i++) {
+        CgPipeLoop *pl = tc->loops.data[i];
+        for (int j = 0; j < pl->nloads; j++)
+            if (pl->loads[j].load == op || pl->loads[j].convert == op || (op && pl->loads[j].cast == op)) {
+                if (loop) *loop = pl;
+                return &pl->loads[j];
+            }
+    }
+    return NULL;
+}
+
+/* ---- lowering ---- */
+
+static LLVMValueRef icmp_lt(CgCtx *c, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildICmp(c->b, ir_elem_is_signed(e) ? LLVMIntSLT : LLVMIntULT, a, b, "");
+}
+
+static void commit(CgCtx *c) { cg_asm(c, c->t_void, "cp.async.commit_group;", "~{memory}", 0, NULL, true); }
+
+static void wait_group(CgCtx *c, int n)
+{
+    char text[48];
+    snprintf(text, sizeof text, "cp.async.wait_group %d;", n);
+    cg_asm(c, c->t_void, text, "~{memory}", 0, NULL, true);
+}
+
+/* Bytes from chunk `from`'s SRAM slot to chunk `to`'s when the swizzle moves
+ * them by a constant (cg_swizzle_shift). Then `to` is addressed as [from's
+ * register + immediate]. */
+static bool swizzle_shift(const CgGeom *g, const CgSwizzle *sw, int mr_dim, int mc_dim, int from, int to, int *bytes)
+{
+    int dv[CG_MAX_RANK];
+    cg_geom_reg_delta(g, from, to, dv);
+    if (!cg_swizzle_shift(sw, dv[mr_dim], dv[mc_dim], bytes)) return false;
+    *bytes *= sw->elem_bytes;
+    return true;
+}
+
+/* The copies of one load for the iteration whose slice values are lowered.
+ * Both addresses of a chunk are derived from a few registers where the tile
+ * allows: the global one walks an affine pointer tile from its first chunk by
+ * invariant steps (cg_affine.c says why; the add is opaque to LLVM, or its LICM
+ * would re-associate the walk and hoist one 64-bit pointer per chunk again), the
+ * SRAM one is an immediate from an earlier chunk's (swizzle_shift). */
+static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LLVMValueRef valid)
+{
+    IrOp *ld = l->load;
+    CgGeom g;
+    if (!cg_geom_of(c, ld->res[0], &g)) return;
+    CgTile *pt = cg_get(c, ld->args[0]);
+    CgTile *mk = ld->nargs > 1 && ld->args[1]->type.rank ? cg_get(c, ld->args[1]) : NULL;
+    LLVMValueRef smask = ld->nargs > 1 && !ld->args[1]->type.rank ? cg_get(c, ld->args[1])->r[0] : NULL;
+    int mr_dim = 1 - l->fast_dim, anchor = -1;
+    CgSwizzle sw = cg_swizzle_for(ld->res[0]->type.shape[mr_dim], ld->res[0]->type.shape[l->fast_dim], 2);
+    bool exact = !cg_geom_replicated(&g);        /* register index = thread base + constant */
+    LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK], coef[CG_MAX_RANK];
+    bool walk = exact && cg_affine_coefs(c, ld->args[0], coef);
+    LLVMValueRef src = pt->r[0], dst = NULL;
+    cg_thread_base(c, &g, tb);
+    for (int i = 0; i < g.nregs; i += 8) {
+        if (walk && i) {
+            LLVMValueRef sa[2] = {src, cg_affine_step(c, &g, coef, i - 8, i, 2)};
+            src = cg_asm(c, LLVMTypeOf(src), "add.s64 $0, $1, $2;", "=l,l,l", 2, sa, false);
+        } else if (!walk) {
+            src = pt->r[i];
+        }
+        int imm = 0;
+        if (!exact || anchor < 0 || !swizzle_shift(&g, &sw, mr_dim, l->fast_dim, anchor, i, &imm)) {
+            cg_reg_index(c, &g, tb, i, idx);
+            LLVMValueRef off = cg_swizzle_offset_ir(c, &sw, idx[mr_dim], idx[l->fast_dim]);
+            off = LLVMBuildAdd(c->b, slot_base, LLVMBuildMul(c->b, off, cg_i32(c, 2), ""), "");
+            dst = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, off), c->t_i32, "");
+            anchor = i;
+            imm = 0;
+        }
+        LLVMValueRef pred = LLVMBuildAnd(c->b, valid, cg_reg_owner(c, &g, tb, i), "");
+        if (mk) pred = LLVMBuildAnd(c->b, pred, mk->r[i], "");
+        if (smask) pred = LLVMBuildAnd(c->b, pred, smask, "");
+        /* Inline PTX: LLVM 19 cannot select the cp.async intrinsics with
+         * 32-bit shared pointers (-nvptx-short-ptr). src-size 0 reads nothing
+         * and zero-fills the 16 bytes. */
+        char text[80];
+        snprintf(text, sizeof text, "cp.async.cg.shared.global [$0+%d], [$1], 16, $2;", imm);
+        LLVMValueRef args[3] = {dst, src, LLVMBuildSelect(c->b, pred, cg_i32(c, 16), cg_i32(c, 0), "")};
+        cg_asm(c, c->t_void, text, "r,l,r,~{memory}", 3, args, true);
+    }
+}
+
+/* Evaluate the slice with the induction variable = ivv and issue every
+ * pipelined load of the loop into `slot`; the body's own values are restored
+ * afterwards. */
+static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot)
+{
+    IrBlock *body = pl->loop->regions[0];
+    IrValue *iv = body->args[0];
+    CgTile saved_iv = c->vals[iv->id];
+    CgTile *saved = ARENA_ARRAY(c->arena, CgTile, pl->nslice + 1);
+    for (int i = 0; i < pl->nslice; i++) saved[i] = c->vals[pl->slice[i]->res[0]->id];
+    c->vals[iv->id].r = ARENA_ARRAY(c->arena, LLVMValueRef, 1);
+    c->vals[iv->id].r[0] = ivv;
+    c->vals[iv->id].n = 1;
+    for (int i = 0; i < pl->nslice; i++)
+        if (!cg_lower_op(c, pl->slice[i])) return false;
+    for (int j = 0; j < pl->nloads; j++) {
+        const CgPipeLoad *l = &pl->loads[j];
+        LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
+        issue_load(c, l, base, valid);
+    }
+    commit(c);
+    c->vals[iv->id] = saved_iv;
+    for (int i = 0; i < pl->nslice; i++) c->vals[pl->slice[i]->res[0]->id] = saved[i];
+    return true;
+}
+
+bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
+{
+    if (pl->issued) return true;
+    pl->issued = true;
+    IrOp *op = pl->loop;
+    IrElem ie = (IrElem)op->args[0]->type.elem;
+    LLVMTypeRef it = cg_type(c, ie);
+    LLVMValueRef lo = cg_get(c, op->args[0])->r[0], hi = cg_get(c, op->args[1])->r[0];
+    LLVMValueRef step = cg_get(c, op->args[2])->r[0];
+    /* The copies overwrite the stage buffers: earlier users of those bytes
+     * must be done with them first. */
+    for (int i = 0; i < pl->nloads; i++) {
+        const CgSmemBuf *b = pl->loads[i].buf;
+        for (int j = 0; b && j < c->npending; j++)
+            if (c->pending[j].lo < b->offset + b->bytes && b->offset < c->pending[j].hi) {
+                cg_barrier(c);
+                break;
+            }
+    }
+    /* iterations 0 .. S-2 */
+    for (int j = 0; j < pl->stages - 1; j++) {
+        LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
+        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j))) return false;
+    }
+    return true;
+}
+
+bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
+{
+    IrBlock *body = op->regions[0];
+    IrElem ie = (IrElem)op->args[0]->type.elem;
+    LLVMTypeRef it = cg_type(c, ie);
+    int S = pl->stages;
+    LLVMValueRef lo = cg_get(c, op->args[0])->r[0], hi = cg_get(c, op->args[1])->r[0];
+    LLVMValueRef step = cg_get(c, op->args[2])->r[0];
+    if (!cg_pipeline_prologue(c, pl)) return false;   /* unless issued earlier (issue_at) */
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef header = cg_block(c, "pipe_header"), bb = cg_block(c, "pipe_body"),
+                      exit = cg_block(c, "pipe_exit");
+    LLVMBuildBr(c->b, header);
+    LLVMPositionBuilderAtEnd(c->b, header);
+    LLVMValueRef iv = LLVMBuildPhi(c->b, it, "iv");
+    LLVMValueRef cnt = LLVMBuildPhi(c->b, c->t_i32, "iter");
+    cg_set(c, body->args[0], 1)->r[0] = iv;
+    cg_loop_carry_phis(c, op, pre);
+    LLVMBuildCondBr(c->b, icmp_lt(c, ie, iv, hi), bb, exit);
+    LLVMPositionBuilderAtEnd(c->b, bb);
+    wait_group(c, S - 2);
+    cg_fence_proxy_async(c);
+    cg_barrier(c);
+    /* Issue iteration i + S - 1 before computing iteration i: its slot,
+     * (i - 1) % S, was last read by iteration i - 1, which every thread has
+     * left at the barrier above. So the copies overlap this whole iteration
+     * (with S = 2 too), instead of only the S - 2 iterations after it. */
+    LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)(S - 1), 0), ""), "");
+    LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, S - 1), ""), cg_i32(c, S), "");
+    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn)) return false;
+    c->pipe_slot = LLVMBuildURem(c->b, cnt, cg_i32(c, S), "slot");
+    c->pipe = pl;
+    if (!cg_lower_block(c, body)) return false;
+    c->pipe = NULL;
+    LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
+    LLVMValueRef cnext = LLVMBuildAdd(c->b, cnt, cg_i32(c, 1), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, header);
+    LLVMAddIncoming(iv, &lo, &pre, 1);
+    LLVMAddIncoming(iv, &next, &latch, 1);
+    LLVMValueRef zero = cg_i32(c, 0);
+    LLVMAddIncoming(cnt, &zero, &pre, 1);
+    LLVMAddIncoming(cnt, &cnext, &latch, 1);
+    if (!cg_loop_carry_close(c, op, latch)) return false;
+    LLVMPositionBuilderAtEnd(c->b, exit);
+    wait_group(c, 0);
+    return true;
+}
+
+/* The convert_layout of a pipelined load: ldmatrix from the current slot. */
+bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
+{
+    CgGeom g;
+    cg_geom_of(c, op->res[0], &g);
+    LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0),
+                                     LLVMBuildMul(c->b, c->pipe_slot, cg_i32(c, l->slot_bytes), ""), "");
+    CgRange stages = {l->buf ? l->buf->offset : 0, l->buf ? l->buf->offset + l->buf->bytes : 0};
+    IrElem stored = (IrElem)l->load->res[0]->type.elem;
+    if (cg_mma_defer(c, op->res[0], l->fast_dim, base, stored, stages)) return true;
+    CgTile *out = cg_set(c, op->res[0], g.nregs);
+    cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, stored, out);
+    return true;
+}
