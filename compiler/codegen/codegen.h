@@ -36,5 +36,8 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d);
  * the IR after the pass before it; NULL: none, the input is the final GPU IR,
  * decisions included), then lowering and emission. */
 bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts, CgResult *res, Diag *d);
+/* The name of GPU pass `i` in the order they run (pass_table.c), NULL past
+ * the last: the driver checks --dump-after names against it. */
+const char *cg_gpu_pass_name(int i);
 
 #endif

@@ -34,6 +34,8 @@ const CgPass *cg_gpu_pass(const char *name)
     return NULL;
 }
 
+const char *cg_gpu_pass_name(int i) { return i >= 0 && i < cg_ngpu_passes ? cg_gpu_passes[i].name : NULL; }
+
 static bool wants_dump(const char *dump, const char *pass)
 {
     return dump && (strcmp(dump, "all") == 0 || strcmp(dump, pass) == 0);

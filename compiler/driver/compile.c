@@ -143,24 +143,18 @@ static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
     return st;
 }
 
-/* The GPU passes --dump-after can name: the names compiler/codegen/codegen.c
- * dumps under (cg_compile, in order). Kept here until codegen exports its pass
- * table, so the driver can refuse a misspelt name without running codegen. */
-static const char *const gpu_pass_names[] = {"accelerate-dot", "layout-assign", "remove-convert", "pipeline",
-                                             "sram-alloc"};
-
-/* --dump-after takes "all" or a pass name; anything else would dump nothing
- * and say nothing, so it is a usage error listing the names. */
+/* --dump-after takes "all" or a pass name: a target-independent pass
+ * (compiler/passes) or a GPU pass (codegen's pass table); anything else would
+ * dump nothing and say nothing, so it is a usage error listing the names. */
 static bool dump_after_known(const char *name, Diag *d)
 {
     if (!name || !strcmp(name, "all") || pass_find(name)) return true;
-    for (size_t i = 0; i < sizeof gpu_pass_names / sizeof gpu_pass_names[0]; i++)
-        if (!strcmp(name, gpu_pass_names[i])) return true;
+    for (int i = 0; cg_gpu_pass_name(i); i++)
+        if (!strcmp(name, cg_gpu_pass_name(i))) return true;
     StrBuf names;
     sb_init(&names);
     pass_list_names(&names);
-    for (size_t i = 0; i < sizeof gpu_pass_names / sizeof gpu_pass_names[0]; i++)
-        sb_printf(&names, ", %s", gpu_pass_names[i]);
+    for (int i = 0; cg_gpu_pass_name(i); i++) sb_printf(&names, ", %s", cg_gpu_pass_name(i));
     diag_error(d, (SrcLoc){0}, "unknown pass '%s' for --dump-after (expected all, %s)", name,
                names.data ? names.data : "");
     sb_free(&names);

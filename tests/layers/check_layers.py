@@ -51,8 +51,6 @@ def layer_of(rel):
     """The layer a source-relative path belongs to (None: not checked)."""
     if rel in PUBLIC:
         return "public"
-    if rel.startswith("lang/diag."):
-        return "support"  # the diagnostics engine, wherever it lives now
     for prefix, layer in (("compiler/support/", "support"), ("compiler/ir/", "ir"),
                           ("compiler/passes/", "passes"), ("compiler/interp/", "interp"),
                           ("compiler/codegen/", "codegen"), ("compiler/driver/", "driver"),
