@@ -285,3 +285,43 @@ int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const flo
             }
     return bad;
 }
+
+/* ---- decode: one forward problem per sequence ---- */
+
+AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
+                                const void *v, const void *o_dev, const float *lse_dev)
+{
+    AttnDecodeErr r = {{0}, 0, 0};
+    size_t es = attn_dtype_size(p->dtype), rows = (size_t)p->heads_q * p->seqlen_q;
+    double *ref = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *plain = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *lse = malloc(sizeof(double) * rows + 8);
+    double sum = 0;
+    for (int b = 0; b < p->batch; b++) {
+        AttnProblem pb = *p;
+        pb.batch = 1;
+        pb.seqlen_k = seqlens[b];
+        const char *qb = (const char *)q + (size_t)(b * p->q_stride[0]) * es;
+        const char *kb = (const char *)k + (size_t)(b * p->k_stride[0]) * es;
+        const char *vb = (const char *)v + (size_t)(b * p->v_stride[0]) * es;
+        const char *ob = (const char *)o_dev + (size_t)(b * p->o_stride[0]) * es;
+        const float *lb = lse_dev ? lse_dev + (size_t)b * rows : NULL;
+        attn_ref_fwd(&pb, qb, kb, vb, ref, lse);
+        attn_ref_torchlike(&pb, qb, kb, vb, plain);
+        AttnErr e = attn_compare(&pb, ob, lb, ref, lse);
+        if (e.o_max_abs > r.e.o_max_abs) {
+            r.e.o_max_abs = e.o_max_abs;
+            r.e.worst_b = b, r.e.worst_h = e.worst_h, r.e.worst_i = e.worst_i, r.e.worst_d = e.worst_d;
+        }
+        r.e.lse_max_rel = fmax(r.e.lse_max_rel, e.lse_max_rel);
+        r.e.nonfinite += e.nonfinite;
+        sum += e.o_mean_abs;
+        r.plain_err = fmax(r.plain_err, attn_max_abs_diff(&pb, plain, ref));
+        r.empty_bad += attn_check_empty_rows(&pb, ob, lb);
+    }
+    r.e.o_mean_abs = p->batch ? sum / p->batch : 0;
+    free(ref);
+    free(plain);
+    free(lse);
+    return r;
+}

@@ -99,4 +99,19 @@ double attn_max_abs_diff(const AttnProblem *p, const double *a, const double *b)
 /* Number of elements of empty rows where O != 0 or LSE != -inf (should be 0). */
 int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const float *lse_dev);
 
+/* ---- decode (lang/lib/attention_decode.tile) ----
+ * A decode problem is p with seqlen_q = the new tokens per sequence and a KV
+ * cache whose sequence b holds seqlens[b] keys (p->seqlen_k is the cache's
+ * capacity; the K/V strides address the contiguous cache). Token i of batch b
+ * is the forward's row i of a problem with seqlen_k = seqlens[b], so causal
+ * masking stays bottom-right aligned per sequence. Judged per batch against
+ * attn_ref_fwd / attn_ref_torchlike; the errors are the maxima over batches. */
+typedef struct AttnDecodeErr {
+    AttnErr e;              /* merged: maxima, nonfinite summed, worst_b the global batch */
+    double plain_err;       /* max |O_plain - ref| (the accuracy rule's yardstick) */
+    int64_t empty_bad;      /* elements of rows seeing no key that are not O = 0 / LSE = -inf */
+} AttnDecodeErr;
+AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
+                                const void *v, const void *o_dev, const float *lse_dev);
+
 #endif
