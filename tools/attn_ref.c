@@ -325,3 +325,49 @@ AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const 
     free(lse);
     return r;
 }
+
+void attn_paged_make(const AttnProblem *p, const int *seqlens, int page, const void *k, const void *v,
+                     uint64_t seed, AttnPaged *out)
+{
+    size_t es = attn_dtype_size(p->dtype), row = (size_t)p->heads_kv * p->head_dim;
+    int maxlen = 1;
+    for (int b = 0; b < p->batch; b++) maxlen = seqlens[b] > maxlen ? seqlens[b] : maxlen;
+    int pps = (maxlen + page - 1) / page;
+    *out = (AttnPaged){.page = page, .max_pages = pps + 1, .num_pages = p->batch * pps + 3};
+    out->numel = (size_t)out->num_pages * page * row;
+    out->k = malloc(out->numel * es);
+    out->v = malloc(out->numel * es);
+    memset(out->k, 0xFF, out->numel * es);
+    memset(out->v, 0xFF, out->numel * es);
+    int *perm = malloc(sizeof(int) * out->num_pages);
+    for (int i = 0; i < out->num_pages; i++) perm[i] = i;
+    for (int i = out->num_pages - 1; i > 0; i--) {   /* Fisher-Yates */
+        int j = (int)(splitmix64(&seed) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    out->block_table = malloc(sizeof(int32_t) * p->batch * out->max_pages);
+    for (int b = 0; b < p->batch; b++)
+        for (int i = 0; i < out->max_pages; i++)
+            out->block_table[b * out->max_pages + i] = i < pps ? perm[b * pps + i] : -1;
+    for (int b = 0; b < p->batch; b++)
+        for (int j = 0; j < seqlens[b]; j++) {
+            size_t dst = ((size_t)out->block_table[b * out->max_pages + j / page] * page + j % page) * row;
+            size_t ks = (size_t)(b * p->k_stride[0] + j * p->k_stride[2]);
+            size_t vs = (size_t)(b * p->v_stride[0] + j * p->v_stride[2]);
+            for (int h = 0; h < p->heads_kv; h++) {   /* K/V heads through their strides */
+                memcpy((char *)out->k + (dst + (size_t)h * p->head_dim) * es,
+                       (const char *)k + (ks + (size_t)(h * p->k_stride[1])) * es, (size_t)p->head_dim * es);
+                memcpy((char *)out->v + (dst + (size_t)h * p->head_dim) * es,
+                       (const char *)v + (vs + (size_t)(h * p->v_stride[1])) * es, (size_t)p->head_dim * es);
+            }
+        }
+    free(perm);
+}
+
+void attn_paged_free(AttnPaged *pg)
+{
+    free(pg->k);
+    free(pg->v);
+    free(pg->block_table);
+    memset(pg, 0, sizeof *pg);
+}

@@ -114,4 +114,18 @@ typedef struct AttnDecodeErr {
 AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
                                 const void *v, const void *o_dev, const float *lse_dev);
 
+/* The keys of a contiguous decode cache (p's K/V strides, sequence b's first seqlens[b]
+ * rows) copied into a paged cache [num_pages, page, heads_kv, head_dim] whose pages are
+ * shuffled (seed) through a block table [batch, max_pages] (one spare column of -1, three
+ * spare pages); every element no key owns is NaN. Free with attn_paged_free. */
+typedef struct AttnPaged {
+    void *k, *v;                /* num_pages * page * heads_kv * head_dim elements each */
+    int32_t *block_table;       /* [batch, max_pages] */
+    int page, max_pages, num_pages;
+    size_t numel;
+} AttnPaged;
+void attn_paged_make(const AttnProblem *p, const int *seqlens, int page, const void *k, const void *v,
+                     uint64_t seed, AttnPaged *out);
+void attn_paged_free(AttnPaged *pg);
+
 #endif

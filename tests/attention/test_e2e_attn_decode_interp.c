@@ -84,45 +84,11 @@ static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, boo
 typedef struct DData {
     AttnProblem p;            /* seqlen_q = tokens, seqlen_k = the contiguous cache's capacity */
     int seqlens[MAXB];
-    void *q, *k, *v, *kp, *vp, *o;
+    void *q, *k, *v, *o;
     float *lse, *opart, *lsepart;
-    int32_t *bt;
-    size_t nq, nkv, npaged;
-    int max_pages, num_pages;
+    AttnPaged pg;             /* the same keys, paged */
+    size_t nq, nkv;
 } DData;
-
-static void fill_paged(DData *r, const DCase *c, uint64_t seed)
-{
-    size_t es = attn_dtype_size(c->dtype), row = (size_t)c->hkv * c->d;
-    int pps = (max_len(c) + c->page - 1) / c->page;
-    r->max_pages = pps + 1;                       /* wider than needed: the table's stride is its own */
-    r->num_pages = c->batch * pps + 3;            /* spare pages stay NaN */
-    r->npaged = (size_t)r->num_pages * c->page * row;
-    r->kp = malloc(r->npaged * es);
-    r->vp = malloc(r->npaged * es);
-    memset(r->kp, 0xFF, r->npaged * es);
-    memset(r->vp, 0xFF, r->npaged * es);
-    int *perm = malloc(sizeof(int) * r->num_pages);
-    for (int i = 0; i < r->num_pages; i++) perm[i] = i;
-    uint64_t s = seed;
-    for (int i = r->num_pages - 1; i > 0; i--) {
-        int j = (int)(splitmix64(&s) % (uint64_t)(i + 1));
-        int t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    r->bt = malloc(sizeof(int32_t) * c->batch * r->max_pages);
-    for (int b = 0; b < c->batch; b++)
-        for (int i = 0; i < r->max_pages; i++) r->bt[b * r->max_pages + i] = i < pps ? perm[b * pps + i] : -1;
-    for (int b = 0; b < c->batch; b++)
-        for (int j = 0; j < r->seqlens[b]; j++) {
-            size_t dst = ((size_t)r->bt[b * r->max_pages + j / c->page] * c->page + j % c->page) * row;
-            size_t src = (size_t)(b * r->p.k_stride[0] + j * r->p.k_stride[2]);
-            memcpy((char *)r->kp + dst * es, (char *)r->k + src * es, row * es);
-            memcpy((char *)r->vp + dst * es, (char *)r->v + src * es, row * es);
-        }
-    free(perm);
-}
 
 static void dsetup(DData *r, const DCase *c, uint64_t seed)
 {
@@ -156,13 +122,14 @@ static void dsetup(DData *r, const DCase *c, uint64_t seed)
     int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
     r->opart = malloc(rows * max_splits * c->d * sizeof(float));
     r->lsepart = malloc(rows * max_splits * sizeof(float));
-    fill_paged(r, c, seed + 99);
+    attn_paged_make(p, r->seqlens, c->page, r->k, r->v, seed + 99, &r->pg);
 }
 
 static void dteardown(DData *r)
 {
-    free(r->q); free(r->k); free(r->v); free(r->kp); free(r->vp); free(r->o);
-    free(r->lse); free(r->opart); free(r->lsepart); free(r->bt);
+    free(r->q); free(r->k); free(r->v); free(r->o);
+    free(r->lse); free(r->opart); free(r->lsepart);
+    attn_paged_free(&r->pg);
 }
 
 static void run_interp(const IrFunc *f, InterpArg *args, bool *set, const int grid[3], DData *r, const DCase *c,
@@ -172,12 +139,12 @@ static void run_interp(const IrFunc *f, InterpArg *args, bool *set, const int gr
     size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
     int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
     InterpBuffer bufs[] = {
-        {r->q, r->nq * es, "Q"}, {paged ? r->kp : r->k, (paged ? r->npaged : r->nkv) * es, "K"},
-        {paged ? r->vp : r->v, (paged ? r->npaged : r->nkv) * es, "V"}, {r->o, r->nq * es, "O"},
+        {r->q, r->nq * es, "Q"}, {paged ? r->pg.k : r->k, (paged ? r->pg.numel : r->nkv) * es, "K"},
+        {paged ? r->pg.v : r->v, (paged ? r->pg.numel : r->nkv) * es, "V"}, {r->o, r->nq * es, "O"},
         {r->lse, rows * sizeof(float), "LSE"}, {r->opart, rows * max_splits * c->d * sizeof(float), "O_part"},
         {r->lsepart, rows * max_splits * sizeof(float), "LSE_part"},
         {r->seqlens, sizeof(int) * c->batch, "cache_seqlens"},
-        {r->bt, sizeof(int32_t) * c->batch * r->max_pages, "block_table"}};
+        {r->pg.block_table, sizeof(int32_t) * c->batch * r->pg.max_pages, "block_table"}};
     InterpOptions io = {.grid = {grid[0], grid[1], grid[2]}, .buffers = bufs, .nbuffers = (int)COUNT_OF(bufs)};
     StrBuf err;
     sb_init(&err);
@@ -219,10 +186,10 @@ static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase
     const AttnProblem *p = &r->p;
     int64_t row = (int64_t)c->hkv * c->d;
     bind(fs, args, set, "Q", a_ptr(r->q));
-    bind(fs, args, set, "K", a_ptr(paged ? r->kp : r->k));
-    bind(fs, args, set, "V", a_ptr(paged ? r->vp : r->v));
+    bind(fs, args, set, "K", a_ptr(paged ? r->pg.k : r->k));
+    bind(fs, args, set, "V", a_ptr(paged ? r->pg.v : r->v));
     bind(fs, args, set, "cache_seqlens", a_ptr(r->seqlens));
-    bind(fs, args, set, "block_table", a_ptr(r->bt));
+    bind(fs, args, set, "block_table", a_ptr(r->pg.block_table));
     bind_common(fs, args, set, r, c, splits);
     bind(fs, args, set, "stride_qb", a_int(p->q_stride[0]));
     bind(fs, args, set, "stride_qh", a_int(p->q_stride[1]));
@@ -238,7 +205,7 @@ static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase
         snprintf(nm, sizeof nm, "stride_%sn", kv[t]);
         bind(fs, args, set, nm, a_int(paged ? row : kvs[t][2]));
     }
-    bind(fs, args, set, "stride_bt", a_int(r->max_pages));
+    bind(fs, args, set, "stride_bt", a_int(r->pg.max_pages));
     bind(fs, args, set, "heads_kv", a_int(c->hkv));
     bind(fs, args, set, "sm_scale", (InterpArg){.f = p->scale});
     int mrows = c->hq / c->hkv * c->tokens;
