@@ -288,6 +288,20 @@ int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const flo
 
 /* ---- decode: one forward problem per sequence ---- */
 
+/* The decode program's hooks see token i of sequence b at its position i + L - Sq and the
+ * real batch index; the per-sequence forward problem numbers them 0.. and 0. */
+typedef struct DecodeHooks { const AttnProblem *p; int b, off; } DecodeHooks;
+static double dec_score(double s, int b, int h, int i, int j, const void *ctx)
+{
+    const DecodeHooks *w = ctx;
+    return w->p->score_mod(s, w->b, h, i + w->off, j, w->p->mod_ctx);
+}
+static int dec_mask(int b, int h, int i, int j, const void *ctx)
+{
+    const DecodeHooks *w = ctx;
+    return w->p->mask_mod(w->b, h, i + w->off, j, w->p->mod_ctx);
+}
+
 AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
                                 const void *v, const void *o_dev, const float *lse_dev)
 {
@@ -301,6 +315,10 @@ AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const 
         AttnProblem pb = *p;
         pb.batch = 1;
         pb.seqlen_k = seqlens[b];
+        DecodeHooks w = {p, b, seqlens[b] - p->seqlen_q};
+        pb.score_mod = p->score_mod ? dec_score : NULL;
+        pb.mask_mod = p->mask_mod ? dec_mask : NULL;
+        pb.mod_ctx = &w;
         const char *qb = (const char *)q + (size_t)(b * p->q_stride[0]) * es;
         const char *kb = (const char *)k + (size_t)(b * p->k_stride[0]) * es;
         const char *vb = (const char *)v + (size_t)(b * p->v_stride[0]) * es;

@@ -104,7 +104,8 @@ int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const flo
  * cache whose sequence b holds seqlens[b] keys (p->seqlen_k is the cache's
  * capacity; the K/V strides address the contiguous cache). Token i of batch b
  * is the forward's row i of a problem with seqlen_k = seqlens[b], so causal
- * masking stays bottom-right aligned per sequence. Judged per batch against
+ * masking stays bottom-right aligned per sequence; p's hooks see the token's position
+ * i + seqlens[b] - seqlen_q and the real b, as the program's do. Judged per batch against
  * attn_ref_fwd / attn_ref_torchlike; the errors are the maxima over batches. */
 typedef struct AttnDecodeErr {
     AttnErr e;              /* merged: maxima, nonfinite summed, worst_b the global batch */

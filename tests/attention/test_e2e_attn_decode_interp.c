@@ -20,6 +20,9 @@
  * Shapes cover GQA packing 4/1 and 8/2, 1..10 tokens (rows of two M blocks),
  * ragged lengths with 0 and 1 (and lengths below the token count: empty
  * rows), head dims 64/128/256, f16 and bf16, page sizes 16 and 32.
+ * The forward's hooks work here too: ALiBi, soft-capping and a sliding window
+ * (examples/attention, compiled in front of the program) against the reference
+ * with the same hooks at the tokens' positions (i + L - seqlen_q).
  */
 #pragma GCC diagnostic ignored "-Wunused-function"   /* the harness's forward-only helpers */
 #include "attn_harness.h"
@@ -34,14 +37,41 @@ typedef struct DCase {
     int batch, hq, hkv, tokens, d;
     int seqlens[MAXB];
     int block_n, page;       /* page size for the paged runs */
+    /* a variant: hooks from `file` (examples/attention) compiled in front of the program */
+    const char *file;
+    KilnDefine hook_defs[4];
+    int nhook_defs;
+    void (*hook)(AttnProblem *p);   /* the reference's hooks */
 } DCase;
 
 static const DCase dcases[] = {
-    {"f16 d64 MQA 4/1 t1 lens 37,0,1,20", ATTN_F16, 4, 4, 1, 1, 64, {37, 0, 1, 20}, 16, 16},
-    {"bf16 d128 GQA 8/2 t3 lens 1,45,2", ATTN_BF16, 3, 8, 2, 3, 128, {1, 45, 2}, 16, 32},
-    {"f16 d64 GQA 2/1 t10 (two M blocks) lens 23,9", ATTN_F16, 2, 2, 1, 10, 64, {23, 9}, 16, 16},
-    {"bf16 d256 t1 lens 33", ATTN_BF16, 1, 2, 2, 1, 256, {33}, 16, 32},
-    {"f16 d128 GQA 4/1 t3 block_n 32 lens 70,0", ATTN_F16, 2, 4, 1, 3, 128, {70, 0}, 32, 16},
+    {"f16 d64 MQA 4/1 t1 lens 37,0,1,20", ATTN_F16, 4, 4, 1, 1, 64, {37, 0, 1, 20}, 16, 16, .file = NULL},
+    {"bf16 d128 GQA 8/2 t3 lens 1,45,2", ATTN_BF16, 3, 8, 2, 3, 128, {1, 45, 2}, 16, 32, .file = NULL},
+    {"f16 d64 GQA 2/1 t10 (two M blocks) lens 23,9", ATTN_F16, 2, 2, 1, 10, 64, {23, 9}, 16, 16, .file = NULL},
+    {"bf16 d256 t1 lens 33", ATTN_BF16, 1, 2, 2, 1, 256, {33}, 16, 32, .file = NULL},
+    {"f16 d128 GQA 4/1 t3 block_n 32 lens 70,0", ATTN_F16, 2, 4, 1, 3, 128, {70, 0}, 32, 16, .file = NULL},
+};
+
+/* ---- reference hooks (natural units; positions as the program's hooks see them) ---- */
+static double ref_alibi4(double s, int b, int h, int i, int j, const void *ctx)
+{
+    return s - exp2(-8.0 * (h + 1) / 4) * fabs((double)(i - j));
+}
+static double ref_softcap15(double s, int b, int h, int i, int j, const void *ctx) { return 1.5 * tanh(s / 1.5); }
+static int ref_window20(int b, int h, int i, int j, const void *ctx) { return j >= i - 20 && j <= i; }
+static void hook_alibi(AttnProblem *p) { p->score_mod = ref_alibi4; }
+static void hook_softcap(AttnProblem *p) { p->score_mod = ref_softcap15; }
+static void hook_window(AttnProblem *p) { p->mask_mod = ref_window20; }
+
+static const DCase vcases[] = {
+    {"alibi f16 d64 GQA 4/2 t3 lens 40,2,0", ATTN_F16, 3, 4, 2, 3, 64, {40, 2, 0}, 16, 16,
+     "examples/attention/alibi.tile", {{"score_mod", "alibi_score"}, {"ALIBI_HEADS", "4"}}, 2, hook_alibi},
+    {"softcap bf16 d128 MQA 2/1 t1 lens 33,1", ATTN_BF16, 2, 2, 1, 1, 128, {33, 1}, 16, 32,
+     "examples/attention/softcap.tile", {{"score_mod", "softcap_score"}, {"SOFTCAP", "1.5"}}, 2, hook_softcap},
+    {"window 20 f16 d64 MQA 4/1 t4 lens 70,5", ATTN_F16, 2, 4, 1, 4, 64, {70, 5}, 16, 16,
+     "examples/attention/sliding_window.tile",
+     {{"mask_mod", "window_mask"}, {"kv_start", "window_start"}, {"WINDOW_LEFT", "20"}, {"WINDOW_RIGHT", "0"}}, 4,
+     hook_window},
 };
 
 static int max_len(const DCase *c)
@@ -57,13 +87,22 @@ static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, boo
     snprintf(dbuf, sizeof dbuf, "%d", c->d);
     snprintf(bn, sizeof bn, "%d", c->block_n);
     snprintf(ps, sizeof ps, "%d", c->page);
-    KilnDefine defs[] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
-                         {"PAGE_SIZE", ps}, {"DIRECT", direct ? "true" : "false"}};
+    KilnDefine defs[9] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
+                          {"PAGE_SIZE", ps}, {"DIRECT", direct ? "true" : "false"}};
     bool combine = strstr(kernel, "combine") != NULL;
+    int ndefs = combine ? 1 : 5;
+    for (int i = 0; i < c->nhook_defs && !combine; i++) defs[ndefs++] = c->hook_defs[i];
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kernel, c->dtype == ATTN_F16 ? "f16" : "bf16");
-    KilnCompileOptions o = {.kernel = name, .defines = defs, .ndefines = combine ? 1 : 5, .emit = KILN_EMIT_IR};
+    KilnCompileOptions o = {.kernel = name, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
     const char *src = ah_text(DEC_PROGRAM);
+    char *joined = NULL;
+    if (c->file && !combine) {   /* variant text, then the program */
+        const char *hooks = ah_text(c->file);
+        joined = malloc(strlen(hooks) + strlen(src) + 2);
+        sprintf(joined, "%s\n%s", hooks, src);
+        src = joined;
+    }
     Diag d;
     diag_init(&d, DEC_PROGRAM, src);
     IrModule *m = NULL;
@@ -76,6 +115,7 @@ static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, boo
     sb_free(&out);
     sb_free(&dumps);
     diag_free(&d);
+    free(joined);   /* the IR lives in the arena */
     return m->funcs[0];
 }
 
@@ -99,6 +139,7 @@ static void dsetup(DData *r, const DCase *c, uint64_t seed)
                        .seqlen_k = max_len(c), .head_dim = c->d, .causal = 1,
                        .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
     attn_set_strides(p, ATTN_BSHD);
+    if (c->hook) c->hook(p);
     r->nq = attn_numel_q(p);
     r->nkv = attn_numel_kv(p);
     size_t es = attn_dtype_size(c->dtype);
@@ -322,6 +363,36 @@ START_TEST(test_paged_equals_contiguous)
 }
 END_TEST
 
+/* The forward's hooks work in decode: ALiBi, soft-capping and a sliding window (whose
+ * kv_start skips the key blocks left of every window), at several split counts, paged
+ * equal to contiguous. */
+START_TEST(test_hooks)
+{
+    const DCase *c = &vcases[_i];
+    Arena arena;
+    arena_init(&arena);
+    Kernels k = compile_all(&arena, c);
+    DData r;
+    dsetup(&r, c, (uint64_t)_i * 71 + 3);
+    size_t es = attn_dtype_size(c->dtype);
+    void *oc = malloc(r.nq * es);
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    int counts[] = {1, 2, max_splits};
+    for (size_t i = 0; i < COUNT_OF(counts); i++) {
+        char how[32];
+        snprintf(how, sizeof how, "%d splits", counts[i]);
+        run_decode(k.split, k.combine, &r, c, counts[i], false);
+        check_rule(&r, c, how);
+        memcpy(oc, r.o, r.nq * es);
+        run_decode(k.split_paged, k.combine, &r, c, counts[i], true);
+        ck_assert_msg(memcmp(oc, r.o, r.nq * es) == 0, "%s: paged differs (%d splits)", c->what, counts[i]);
+    }
+    free(oc);
+    dteardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
 /* The checks must be able to fail: a 2% wrong softmax scale breaks the rule. */
 START_TEST(test_rule_catches_wrong_scale)
 {
@@ -352,6 +423,7 @@ static Suite *suite(void)
     int n = (int)COUNT_OF(dcases);
     tcase_add_loop_test(tc, test_splits_agree, 0, n);
     tcase_add_loop_test(tc, test_paged_equals_contiguous, 0, n);
+    tcase_add_loop_test(tc, test_hooks, 0, (int)COUNT_OF(vcases));
     tcase_add_test(tc, test_rule_catches_wrong_scale);
     suite_add_tcase(s, tc);
     return s;
