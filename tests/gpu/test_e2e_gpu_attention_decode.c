@@ -10,7 +10,8 @@
  * split runs must agree with the one-split run within the bound), and paged
  * cases also on the contiguous copy of the same keys (the results must be
  * identical). Cache rows past each length and unused pages are NaN, outputs
- * NaN-poisoned before every call. One ROW line per case (error, bound, splits
+ * NaN-poisoned before every call. Also the forward with batch * heads_q above 65535
+ * (several launches of whole batches) against float64. One ROW line per case (error, bound, splits
  * chosen, GPU time, GB/s of K+V read) and a summary line.
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
  */
@@ -183,6 +184,61 @@ done:
     return fail;
 }
 
+/* The forward with batch * heads_q above 65535 (several launches of whole batches): every
+ * row must be written and right. 8193 x 8 heads, 2 x 3 tokens, d 64, causal. */
+static int check_forward_many_heads(void)
+{
+    AttnProblem p = {.batch = 8193, .heads_q = 8, .heads_kv = 2, .seqlen_q = 2, .seqlen_k = 3, .head_dim = 64,
+                     .causal = 1, .scale = 0.125, .dtype = ATTN_F16};
+    attn_set_strides(&p, ATTN_BSHD);
+    size_t nq = attn_numel_q(&p), nkv = attn_numel_kv(&p), nl = (size_t)p.batch * p.heads_q * p.seqlen_q;
+    void *q = malloc(nq * 2), *k = malloc(nkv * 2), *v = malloc(nkv * 2), *o = malloc(nq * 2);
+    float *lse = malloc(nl * 4);
+    double *ref = malloc(nq * sizeof(double)), *rlse = malloc(nl * sizeof(double));
+    double *plain = malloc(nq * sizeof(double)), bound = 0;
+    attn_fill_random(ATTN_F16, q, nq, 1, -1, 1);
+    attn_fill_random(ATTN_F16, k, nkv, 2, -1, 1);
+    attn_fill_random(ATTN_F16, v, nkv, 3, -1, 1);
+    KilnDevPtr g[5] = {0};
+    KilnStatus st;
+    AttnErr e = {0};
+    TRY(kiln_malloc(g_dev, nq * 2, &g[0]));
+    TRY(kiln_malloc(g_dev, nkv * 2, &g[1]));
+    TRY(kiln_malloc(g_dev, nkv * 2, &g[2]));
+    TRY(kiln_malloc(g_dev, nq * 2, &g[3]));
+    TRY(kiln_malloc(g_dev, nl * 4, &g[4]));
+    TRY(kiln_memcpy_htod(g_dev, g[0], q, nq * 2));
+    TRY(kiln_memcpy_htod(g_dev, g[1], k, nkv * 2));
+    TRY(kiln_memcpy_htod(g_dev, g[2], v, nkv * 2));
+    TRY(kiln_memset(g_dev, g[3], 0xFF, nq * 2));
+    TRY(kiln_memset(g_dev, g[4], 0xFF, nl * 4));
+    KilnAttentionParams a = {.dtype = KILN_F16, .batch = p.batch, .heads_q = p.heads_q, .heads_kv = p.heads_kv,
+                             .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .head_dim = p.head_dim, .q = g[0],
+                             .k = g[1], .v = g[2], .o = g[3], .lse = g[4], .softmax_scale = 0.125f, .causal = 1};
+    memcpy(a.q_stride, p.q_stride, sizeof a.q_stride);
+    memcpy(a.k_stride, p.k_stride, sizeof a.k_stride);
+    memcpy(a.v_stride, p.v_stride, sizeof a.v_stride);
+    memcpy(a.o_stride, p.o_stride, sizeof a.o_stride);
+    TRY(kiln_attention_fwd(g_dev, &a, NULL));
+    TRY(kiln_synchronize(g_dev));
+    TRY(kiln_memcpy_dtoh(g_dev, o, g[3], nq * 2));
+    TRY(kiln_memcpy_dtoh(g_dev, lse, g[4], nl * 4));
+    attn_ref_fwd(&p, q, k, v, ref, rlse);
+    e = attn_compare(&p, o, lse, ref, rlse);
+    attn_ref_torchlike(&p, q, k, v, plain);
+    bound = 2 * attn_max_abs_diff(&p, plain, ref) + 1e-5;
+done:;
+    int fail = st != KILN_OK || e.nonfinite || e.o_max_abs > bound || e.lse_max_rel > 1e-4 ||
+               attn_check_empty_rows(&p, o, lse);
+    printf("ROW fwd batch*heads_q=%d (>65535) err %.3g bound %.3g lse %.3g nonfinite %lld %s%s%s\n",
+           p.batch * p.heads_q, e.o_max_abs, bound, e.lse_max_rel, (long long)e.nonfinite, fail ? "FAIL" : "PASS",
+           st ? ": " : "",
+           st ? kiln_last_error() : "");
+    for (int i = 0; i < 5; i++) kiln_free(g_dev, g[i]);
+    free(q), free(k), free(v), free(o), free(lse), free(ref), free(rlse), free(plain);
+    return fail;
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -205,8 +261,10 @@ int main(void)
                                .lens = {0, 1, 1000 + 977 * (n % 5), 3 + 131 * (n % 7), 4096}};
                     fails += run_case(n++, &c);
                 }
+    int fwd_fail = check_forward_many_heads();
     kiln_attention_cache_clear(g_dev);
     kiln_shutdown(g_dev);
-    printf("summary: %d/%d cases pass, %.1f s\n", n - fails, n, (gu_now_ms() - t0) / 1e3);
-    return fails ? EXIT_FAILURE : EXIT_SUCCESS;
+    printf("summary: %d/%d cases pass, forward above 65535 (batch * heads_q) %s, %.1f s\n", n - fails, n,
+           fwd_fail ? "FAIL" : "PASS", (gu_now_ms() - t0) / 1e3);
+    return fails || fwd_fail ? EXIT_FAILURE : EXIT_SUCCESS;
 }
