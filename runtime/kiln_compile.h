@@ -206,7 +206,8 @@ KILN_API KilnStatus kiln_attention_check(const KilnAttentionParams *p);
  * kiln_launch. The first call for a variant compiles it (through the on-disk
  * cache: seconds cold, milliseconds warm) and loads it; later calls on the same
  * device find it loaded. KILN_ERR_USAGE: bad arguments; KILN_ERR_UNSUPPORTED: a
- * head dim the program lacks, or more than 65535 (batch * heads_q) programs. */
+ * head dim the program lacks, or heads_q above 65535 (batch * heads_q above 65535 runs
+ * as several launches of whole batches). */
 KILN_API KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream);
 /* Unload the variants loaded for `dev` (NULL: for every device). Call it before
  * kiln_shutdown(dev), and not while another thread runs kiln_attention_fwd on dev. */
@@ -216,6 +217,71 @@ KILN_API int kiln_attention_cache_size(const KilnDevice *dev);
 /* The text of an embedded library program ("lang/lib/attention_fwd.tile"), e.g.
  * to compile a variant with hooks through kiln_module_compile; NULL if none. */
 KILN_API const char *kiln_lib_source(const char *path);
+/* ---------------- attention: decoding ---------------- */
+/* Flash-decoding (lang/lib/attention_decode.tile): a few new query tokens per
+ * sequence against a long KV cache, the keys split across CTAs and the partial
+ * results combined by their log-sum-exps. Same conventions as the forward
+ * (strides in elements, 16-byte aligned pointers, LSE in natural log). See
+ * docs/attention_api.md, "Decoding". */
+
+typedef struct KilnAttentionDecodeParams {
+    KilnDtype dtype;                   /* of Q, K, V and O */
+    int batch, heads_q, heads_kv;      /* heads_q % heads_kv == 0 */
+    int seqlen_q;                      /* new tokens per sequence: 1..16 (0: nothing to do) */
+    int head_dim;                      /* 32, 64, 96, 128 or 256 */
+    /* Q, O: [batch, seqlen_q, heads_q, head_dim] through (batch, head, token) strides. */
+    KilnDevPtr q, o;
+    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q] */
+    int64_t q_stride[3], o_stride[3];
+    /* K, V: contiguous (block_table 0): sequence b's key j at b * stride[0] + h * stride[1]
+     * + j * stride[2], j < max_seqlen_k. Paged: key j of sequence b on page
+     * block_table[b * block_table_stride + j / page_size], row j % page_size of
+     * [num_pages, page_size, heads_kv, head_dim]: page * stride[0] + h * stride[1] +
+     * row * stride[2]. */
+    KilnDevPtr k, v;
+    int64_t k_stride[3], v_stride[3];
+    /* int32 [batch]: keys of each sequence (the new tokens' included), each in
+     * [0, max_seqlen_k]. Query token t sees keys j <= t + len - seqlen_q (causal,
+     * bottom-right aligned); a token that sees no key gets O = 0, LSE = -inf. */
+    KilnDevPtr cache_seqlens;
+    int max_seqlen_k;                  /* >= every cache_seqlens[b]: the cache's capacity per sequence */
+    /* Paged cache: int32 [batch, >= cdiv(max_seqlen_k, page_size)] page indices, each in
+     * [0, num_pages). The lengths and page indices are device data the call cannot read
+     * without a synchronisation: keeping them in range is the CALLER's contract (out of
+     * range reads other memory or faults). 0: contiguous cache. */
+    KilnDevPtr block_table;
+    int64_t block_table_stride;        /* elements between rows of the table */
+    int page_size;                     /* 16, 32, 64, 128 or 256 */
+    int num_pages;                     /* pages in K and V (sizes the stride checks) */
+    float softmax_scale;               /* 0: 1 / sqrt(head_dim) */
+    int causal;                        /* nonzero: the new tokens are causal among themselves */
+    /* Key splits: 0 = from the shape and the SM count (kiln_attention_decode_splits), else
+     * 1..KILN_DECODE_MAX_SPLITS. With more than one split the partial O (f32) and LSE go to
+     * a scratch buffer: `workspace` (workspace_size bytes, kiln_attention_decode_workspace),
+     * or when 0 the runtime's per-device scratch (grown on demand, freed at kiln_shutdown;
+     * calls using it must be ordered: one stream, or synchronised). */
+    int num_splits;
+    KilnDevPtr workspace;
+    size_t workspace_size;
+    int block_n, num_warps, num_stages;   /* tuning, 0: the defaults (runtime/jit/attention_decode.c) */
+} KilnAttentionDecodeParams;
+
+#define KILN_DECODE_MAX_SPLITS 128
+
+/* Validate `p` without touching any device (KILN_ERR_USAGE / KILN_ERR_UNSUPPORTED,
+ * naming the field). */
+KILN_API KilnStatus kiln_attention_decode_check(const KilnAttentionDecodeParams *p);
+/* The split count kiln_attention_decode uses for `p` on a device of `sm_count` SMs:
+ * p->num_splits when set, else enough splits to fill about two waves of CTAs, each
+ * split keeping at least 4 key blocks, 1 when the (batch, KV head) programs already
+ * fill the GPU. */
+KILN_API int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_count);
+/* Bytes of scratch that `splits` splits of `p` need (0 for one split). */
+KILN_API size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams *p, int splits);
+/* Run the decode on `stream` (NULL: default); asynchronous like kiln_launch: the split
+ * kernel and, with more than one split, the combine. */
+KILN_API KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParams *p, KilnStream *stream);
+
 /* The full path of a shipped file: a program ("examples/vec_add.tile") or a
  * library program ("lib/attention_fwd.tile"; "lang/lib/..." is accepted too)
  * into buf. Searched, first hit wins: $KILN_DATA_DIR; share/kiln of the

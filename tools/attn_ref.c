@@ -285,3 +285,107 @@ int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const flo
             }
     return bad;
 }
+
+/* ---- decode: one forward problem per sequence ---- */
+
+/* The decode program's hooks see token i of sequence b at its position i + L - Sq and the
+ * real batch index; the per-sequence forward problem numbers them 0.. and 0. */
+typedef struct DecodeHooks { const AttnProblem *p; int b, off; } DecodeHooks;
+static double dec_score(double s, int b, int h, int i, int j, const void *ctx)
+{
+    const DecodeHooks *w = ctx;
+    return w->p->score_mod(s, w->b, h, i + w->off, j, w->p->mod_ctx);
+}
+static int dec_mask(int b, int h, int i, int j, const void *ctx)
+{
+    const DecodeHooks *w = ctx;
+    return w->p->mask_mod(w->b, h, i + w->off, j, w->p->mod_ctx);
+}
+
+AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
+                                const void *v, const void *o_dev, const float *lse_dev)
+{
+    AttnDecodeErr r = {{0}, 0, 0};
+    size_t es = attn_dtype_size(p->dtype), rows = (size_t)p->heads_q * p->seqlen_q;
+    double *ref = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *plain = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *lse = malloc(sizeof(double) * rows + 8);
+    double sum = 0;
+    for (int b = 0; b < p->batch; b++) {
+        AttnProblem pb = *p;
+        pb.batch = 1;
+        pb.seqlen_k = seqlens[b];
+        DecodeHooks w = {p, b, seqlens[b] - p->seqlen_q};
+        pb.score_mod = p->score_mod ? dec_score : NULL;
+        pb.mask_mod = p->mask_mod ? dec_mask : NULL;
+        pb.mod_ctx = &w;
+        const char *qb = (const char *)q + (size_t)(b * p->q_stride[0]) * es;
+        const char *kb = (const char *)k + (size_t)(b * p->k_stride[0]) * es;
+        const char *vb = (const char *)v + (size_t)(b * p->v_stride[0]) * es;
+        const char *ob = (const char *)o_dev + (size_t)(b * p->o_stride[0]) * es;
+        const float *lb = lse_dev ? lse_dev + (size_t)b * rows : NULL;
+        attn_ref_fwd(&pb, qb, kb, vb, ref, lse);
+        attn_ref_torchlike(&pb, qb, kb, vb, plain);
+        AttnErr e = attn_compare(&pb, ob, lb, ref, lse);
+        if (e.o_max_abs > r.e.o_max_abs) {
+            r.e.o_max_abs = e.o_max_abs;
+            r.e.worst_b = b, r.e.worst_h = e.worst_h, r.e.worst_i = e.worst_i, r.e.worst_d = e.worst_d;
+        }
+        r.e.lse_max_rel = fmax(r.e.lse_max_rel, e.lse_max_rel);
+        r.e.nonfinite += e.nonfinite;
+        sum += e.o_mean_abs;
+        r.plain_err = fmax(r.plain_err, attn_max_abs_diff(&pb, plain, ref));
+        r.empty_bad += attn_check_empty_rows(&pb, ob, lb);
+    }
+    r.e.o_mean_abs = p->batch ? sum / p->batch : 0;
+    free(ref);
+    free(plain);
+    free(lse);
+    return r;
+}
+
+void attn_paged_make(const AttnProblem *p, const int *seqlens, int page, const void *k, const void *v,
+                     uint64_t seed, AttnPaged *out)
+{
+    size_t es = attn_dtype_size(p->dtype), row = (size_t)p->heads_kv * p->head_dim;
+    int maxlen = 1;
+    for (int b = 0; b < p->batch; b++) maxlen = seqlens[b] > maxlen ? seqlens[b] : maxlen;
+    int pps = (maxlen + page - 1) / page;
+    *out = (AttnPaged){.page = page, .max_pages = pps + 1, .num_pages = p->batch * pps + 3};
+    out->numel = (size_t)out->num_pages * page * row;
+    out->k = malloc(out->numel * es);
+    out->v = malloc(out->numel * es);
+    memset(out->k, 0xFF, out->numel * es);
+    memset(out->v, 0xFF, out->numel * es);
+    int *perm = malloc(sizeof(int) * out->num_pages);
+    for (int i = 0; i < out->num_pages; i++) perm[i] = i;
+    for (int i = out->num_pages - 1; i > 0; i--) {   /* Fisher-Yates */
+        int j = (int)(splitmix64(&seed) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    out->block_table = malloc(sizeof(int32_t) * p->batch * out->max_pages);
+    for (int b = 0; b < p->batch; b++)
+        for (int i = 0; i < out->max_pages; i++)
+            out->block_table[b * out->max_pages + i] = i < pps ? perm[b * pps + i] : -1;
+    for (int b = 0; b < p->batch; b++)
+        for (int j = 0; j < seqlens[b]; j++) {
+            size_t dst = ((size_t)out->block_table[b * out->max_pages + j / page] * page + j % page) * row;
+            size_t ks = (size_t)(b * p->k_stride[0] + j * p->k_stride[2]);
+            size_t vs = (size_t)(b * p->v_stride[0] + j * p->v_stride[2]);
+            for (int h = 0; h < p->heads_kv; h++) {   /* K/V heads through their strides */
+                memcpy((char *)out->k + (dst + (size_t)h * p->head_dim) * es,
+                       (const char *)k + (ks + (size_t)(h * p->k_stride[1])) * es, (size_t)p->head_dim * es);
+                memcpy((char *)out->v + (dst + (size_t)h * p->head_dim) * es,
+                       (const char *)v + (vs + (size_t)(h * p->v_stride[1])) * es, (size_t)p->head_dim * es);
+            }
+        }
+    free(perm);
+}
+
+void attn_paged_free(AttnPaged *pg)
+{
+    free(pg->k);
+    free(pg->v);
+    free(pg->block_table);
+    memset(pg, 0, sizeof *pg);
+}

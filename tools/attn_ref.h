@@ -99,4 +99,34 @@ double attn_max_abs_diff(const AttnProblem *p, const double *a, const double *b)
 /* Number of elements of empty rows where O != 0 or LSE != -inf (should be 0). */
 int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const float *lse_dev);
 
+/* ---- decode (lang/lib/attention_decode.tile) ----
+ * A decode problem is p with seqlen_q = the new tokens per sequence and a KV
+ * cache whose sequence b holds seqlens[b] keys (p->seqlen_k is the cache's
+ * capacity; the K/V strides address the contiguous cache). Token i of batch b
+ * is the forward's row i of a problem with seqlen_k = seqlens[b], so causal
+ * masking stays bottom-right aligned per sequence; p's hooks see the token's position
+ * i + seqlens[b] - seqlen_q and the real b, as the program's do. Judged per batch against
+ * attn_ref_fwd / attn_ref_torchlike; the errors are the maxima over batches. */
+typedef struct AttnDecodeErr {
+    AttnErr e;              /* merged: maxima, nonfinite summed, worst_b the global batch */
+    double plain_err;       /* max |O_plain - ref| (the accuracy rule's yardstick) */
+    int64_t empty_bad;      /* elements of rows seeing no key that are not O = 0 / LSE = -inf */
+} AttnDecodeErr;
+AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
+                                const void *v, const void *o_dev, const float *lse_dev);
+
+/* The keys of a contiguous decode cache (p's K/V strides, sequence b's first seqlens[b]
+ * rows) copied into a paged cache [num_pages, page, heads_kv, head_dim] whose pages are
+ * shuffled (seed) through a block table [batch, max_pages] (one spare column of -1, three
+ * spare pages); every element no key owns is NaN. Free with attn_paged_free. */
+typedef struct AttnPaged {
+    void *k, *v;                /* num_pages * page * heads_kv * head_dim elements each */
+    int32_t *block_table;       /* [batch, max_pages] */
+    int page, max_pages, num_pages;
+    size_t numel;
+} AttnPaged;
+void attn_paged_make(const AttnProblem *p, const int *seqlens, int page, const void *k, const void *v,
+                     uint64_t seed, AttnPaged *out);
+void attn_paged_free(AttnPaged *pg);
+
 #endif

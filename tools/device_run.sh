@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .carry/bundle.tar.xz
 # (tools/device_pack.sh) carried along: the main job on the GPU, the GPU suite,
 # then the benchmarks named in $KILN_BENCH (memory matmul attention; default all;
-# also attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
+# also decode (kiln-bench-decode: GB/s of K+V, contiguous and paged 64), attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
 # within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
 # (KILN_FUZZ_SECONDS, over all cores). KILN_SUITE=0 skips the main job and the GPU
 # suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). KILN_MATMUL_ARGS /
@@ -52,6 +52,9 @@ for b in $benches; do
     memory) timeout 240 python3 tools/bench/bench_memory.py --kiln-bin "$bin/kiln-bench" ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_memory.log" 2>&1 ;;
     matmul) timeout 300 python3 tools/bench/bench_matmul.py --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} ${KILN_MATMUL_ARGS:-} --out "$out" >"$out/bench_matmul.log" 2>&1 ;;
     attention) timeout 540 python3 tools/bench/bench_attention.py --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" >"$out/bench_attention.log" 2>&1 ;;
+    decode) for pg in 0 64; do for d in 64 128; do timeout 120 "$bin/kiln-bench-decode" --dtype bf16 --head-dim $d \
+        --batch ${KILN_DECODE_BATCH:-4} --heads 32 --heads-kv 8 --page $pg --seqlens 1024,8192,65536,262144; done; done \
+        >"$out/bench_decode.log" 2>&1 ;;
     profile) timeout 300 bash tools/bench/profile_attention.sh "$bin/kiln-bench-attn" >"$out/bench_profile.log" 2>&1 ;;
     attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" \

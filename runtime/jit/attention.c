@@ -14,7 +14,8 @@
  *      insert it;
  *   4. bind the arguments by the kernel's parameter NAMES (so the program may
  *      reorder or retype its parameters) and launch on the grid
- *      (cdiv(seqlen_q, BLOCK_M), batch * heads_q).
+ *      (cdiv(seqlen_q, BLOCK_M), batch * heads_q); above 65535 (batch * heads_q)
+ *      as several launches of whole batches (launch_batches).
  *
  * Invariants: a cache entry owns its module; entries of a device go away with
  * kiln_attention_cache_clear(dev). Compiles run outside the lock (they take
@@ -85,16 +86,18 @@ static const int k_head_dims[] = {32, 64, 96, 128, 256};
 
 /* ---------------- errors ---------------- */
 
-static KilnStatus bad(KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static KilnStatus bad(KilnStatus s, const char *fmt, ...)
+KilnStatus rt_attn_error(const char *who, KilnStatus s, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return kiln_set_error(s, "kiln_attention_fwd: %s", msg);
+    return kiln_set_error(s, "%s: %s", who, msg);
 }
+
+#define WHO "kiln_attention_fwd"
+#define bad(...) rt_attn_error(WHO, __VA_ARGS__)
 
 /* ---------------- validation (never touches a device) ---------------- */
 
@@ -149,39 +152,45 @@ static KilnStatus check_shape(const KilnAttentionParams *p)
                    (long long)lim);
     if (!isfinite(p->softmax_scale))
         return bad(KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
-    if ((int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
-        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d (the grid's second axis)",
-                   (long long)p->batch * p->heads_q, ATTN_MAX_GRID_Y);
+    if (p->heads_q > ATTN_MAX_GRID_Y)
+        return bad(KILN_ERR_UNSUPPORTED, "heads_q = %d exceeds %d (one batch's heads must fit the grid's second axis)",
+                   p->heads_q, ATTN_MAX_GRID_Y);
     return KILN_OK;
 }
 
 /* One tensor: non-null, aligned, strides >= 0 and its last element's byte
  * offset representable in the kernel's i64 address arithmetic. */
-static KilnStatus check_tensor(const char *name, KilnDevPtr ptr, const int64_t st[3], int nb, int nh, int ns,
-                               int d, int elem, bool is_output)
+KilnStatus rt_attn_check_tensor(const char *who, const char *name, KilnDevPtr ptr, const int64_t st[3], int nb,
+                                int nh, int ns, int d, int elem, bool is_output)
 {
-    if (!ptr) return bad(KILN_ERR_USAGE, "%s is a null pointer", name);
+    if (!ptr) return rt_attn_error(who, KILN_ERR_USAGE, "%s is a null pointer", name);
     if (ptr % ATTN_PTR_ALIGN)
-        return bad(KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
+        return rt_attn_error(who, KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
                    name, (unsigned long long)ptr, ATTN_PTR_ALIGN);
     if (!st) return KILN_OK;   /* LSE: dense, checked by its size */
     const int ext[3] = {nb, nh, ns};
     static const char *dim[3] = {"batch", "head", "sequence"};
     int64_t last = d - 1;
     for (int i = 0; i < 3; i++) {
-        if (st[i] < 0) return bad(KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
+        if (st[i] < 0) return rt_attn_error(who, KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
                                   (long long)st[i]);
         if (is_output && st[i] == 0 && ext[i] > 1)
-            return bad(KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
+            return rt_attn_error(who, KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
                        name, i, dim[i], ext[i], dim[i]);
         int64_t off;
         if (__builtin_mul_overflow(st[i], (int64_t)(ext[i] > 0 ? ext[i] - 1 : 0), &off) ||
             __builtin_add_overflow(last, off, &last))
-            return bad(KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
+            return rt_attn_error(who, KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
     }
     if (last > INT64_MAX / elem)
-        return bad(KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
+        return rt_attn_error(who, KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
     return KILN_OK;
+}
+
+static KilnStatus check_tensor(const char *name, KilnDevPtr ptr, const int64_t st[3], int nb, int nh, int ns,
+                               int d, int elem, bool is_output)
+{
+    return rt_attn_check_tensor(WHO, name, ptr, st, nb, nh, ns, d, elem, is_output);
 }
 
 static KilnStatus check_tensors(const KilnAttentionParams *p)
@@ -207,15 +216,19 @@ KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 
 /* ---------------- variants and the in-process cache ---------------- */
 
+/* The forward's tuning choice; its kernel is an RtAttnVariant (jit_internal.h). */
 typedef struct AttnKey {
-    const KilnDevice *dev;
     int dtype, head_dim, causal;
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
 } AttnKey;
 
+/* The cache maps (device, variant description) to the loaded kernel: the
+ * description names the program's kernel, every define and the schedule, so
+ * equal descriptions are equal compiles, whichever entry point asked. */
 typedef struct AttnEntry {
-    AttnKey key;
+    const KilnDevice *dev;
+    char desc[RT_ATTN_DESC];
     KilnModule *mod;
     KilnKernel *kern;
     struct AttnEntry *next;
@@ -235,7 +248,7 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = &k_tune[0];
     bool own_tiles = p->block_m || p->block_n;
-    AttnKey k = {.dev = dev, .dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
+    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
                  .no_wgmma = p->no_wgmma != 0};
     k.block_m = p->block_m ? p->block_m : t->block_m;
     k.block_n = p->block_n ? p->block_n : t->block_n;
@@ -245,39 +258,53 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     return k;
 }
 
-static bool key_eq(const AttnKey *a, const AttnKey *b)
+void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *kernel, int num_warps,
+                          int num_stages, int no_wgmma)
 {
-    return a->dev == b->dev && a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
-           a->block_m == b->block_m && a->block_n == b->block_n && a->num_warps == b->num_warps &&
-           a->num_stages == b->num_stages && a->no_wgmma == b->no_wgmma;
+    memset(v, 0, sizeof *v);
+    v->program = program;
+    v->kernel = kernel;
+    v->num_warps = num_warps;
+    v->num_stages = num_stages;
+    v->no_wgmma = no_wgmma;
 }
 
-static unsigned key_hash(const AttnKey *k)
+void rt_attn_variant_define(RtAttnVariant *v, const char *name, int value, bool is_bool)
 {
-    uint64_t h = 1469598103934665603ull;
-    int64_t f[] = {(int64_t)(uintptr_t)k->dev, k->dtype, k->head_dim, k->causal,
-                   k->block_m, k->block_n, k->num_warps, k->num_stages, k->no_wgmma};
-    for (size_t i = 0; i < COUNT(f); i++) h = (h ^ (uint64_t)f[i]) * 1099511628211ull;
+    if (v->ndefs >= RT_ATTN_MAX_DEFS) return;   /* callers define a fixed handful */
+    char *val = v->vals[v->ndefs];
+    if (is_bool) snprintf(val, sizeof v->vals[0], "%s", value ? "true" : "false");
+    else snprintf(val, sizeof v->vals[0], "%d", value);
+    v->defs[v->ndefs++] = (KilnDefine){name, val};
+}
+
+/* "attn_fwd_f16 HEAD_DIM=64 BLOCK_M=128 BLOCK_N=64 CAUSAL=false PLAIN_SCORES=true num_warps=8 num_stages=2" */
+static void describe(const RtAttnVariant *v, char *buf, size_t n)
+{
+    size_t at = (size_t)snprintf(buf, n, "%s", v->kernel);
+    for (int i = 0; i < v->ndefs && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, " %s=%s", v->defs[i].name, v->defs[i].value);
+    if (at < n)
+        snprintf(buf + at, n - at, " num_warps=%d num_stages=%d%s", v->num_warps, v->num_stages,
+                 v->no_wgmma ? " no_wgmma" : "");
+}
+
+static unsigned desc_hash(const KilnDevice *dev, const char *desc)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)dev;
+    for (const char *c = desc; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
     return (unsigned)(h ^ (h >> 32)) % ATTN_BUCKETS;
 }
 
-/* The cached kernel of `k`, or NULL. Caller holds g_lock. */
-static KilnKernel *find_locked(const AttnKey *k)
+/* The cached kernel of (dev, desc), or NULL. Caller holds g_lock. */
+static KilnKernel *find_locked(const KilnDevice *dev, const char *desc)
 {
-    for (AttnEntry *e = g_buckets[key_hash(k)]; e; e = e->next)
-        if (key_eq(&e->key, k)) return e->kern;
+    for (AttnEntry *e = g_buckets[desc_hash(dev, desc)]; e; e = e->next)
+        if (e->dev == dev && !strcmp(e->desc, desc)) return e->kern;
     return NULL;
 }
 
 static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
-
-/* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2" */
-static void describe(const AttnKey *k, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s HEAD_DIM=%d CAUSAL=%s BLOCK_M=%d BLOCK_N=%d num_warps=%d num_stages=%d%s",
-             kernel_name(k->dtype), k->head_dim, k->causal ? "true" : "false", k->block_m, k->block_n,
-             k->num_warps, k->num_stages, k->no_wgmma ? " no_wgmma" : "");
-}
 
 const char *kiln_lib_source(const char *path)
 {
@@ -288,21 +315,16 @@ const char *kiln_lib_source(const char *path)
 }
 
 /* Compile and load the variant (no lock held: this can take seconds). */
-static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **mod, KilnKernel **kern)
+static KilnStatus build_variant(KilnDevice *dev, const RtAttnVariant *v, const char *desc, const char *who,
+                                KilnModule **mod, KilnKernel **kern)
 {
-    const char *src = kiln_lib_source(ATTN_PROGRAM);
-    if (!src) return bad(KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)", ATTN_PROGRAM);
-    char d[16], bm[16], bn[16];
-    snprintf(d, sizeof d, "%d", k->head_dim);
-    snprintf(bm, sizeof bm, "%d", k->block_m);
-    snprintf(bn, sizeof bn, "%d", k->block_n);
-    /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
-     * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
-    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", k->causal ? "true" : "false"},
-                         {"PLAIN_SCORES", "true"}};
-    KilnCompileOptions o = {.kernel = kernel_name(k->dtype), .defines = defs, .ndefines = (int)COUNT(defs),
-                            .num_warps = k->num_warps, .num_stages = k->num_stages, .no_wgmma = k->no_wgmma};
-    KilnStatus st = kiln_module_compile(dev, ATTN_PROGRAM, src, &o, mod);
+    const char *src = kiln_lib_source(v->program);
+    if (!src)
+        return rt_attn_error(who, KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)",
+                             v->program);
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defs, .ndefines = v->ndefs,
+                            .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma};
+    KilnStatus st = kiln_module_compile(dev, v->program, src, &o, mod);
     if (st == KILN_OK) {
         st = kiln_kernel_get(*mod, o.kernel, kern);
         if (st != KILN_OK) {
@@ -312,10 +334,8 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
     }
     if (st != KILN_OK) {
         /* say which variant, then what the compiler or driver said */
-        char what[160];
-        describe(k, what, sizeof what);
         char *why = strdup(kiln_last_error());
-        kiln_set_error(st, "kiln_attention_fwd: cannot build %s: ", what);
+        kiln_set_error(st, "%s: cannot build %s: ", who, desc);
         rt_append_error(why ? why : "(out of memory)");
         free(why);
     }
@@ -326,28 +346,31 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
  * runtime core, which calls nothing of this layer by name). */
 static void teardown(KilnDevice *dev) { kiln_attention_cache_clear(dev); }
 
-static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
+KilnStatus rt_attn_kernel(KilnDevice *dev, const RtAttnVariant *v, const char *who, KilnKernel **out)
 {
     KilnStatus reg = rt_on_device_shutdown(teardown);
     if (reg != KILN_OK) return reg;
+    char desc[RT_ATTN_DESC];
+    describe(v, desc, sizeof desc);
     pthread_mutex_lock(&g_lock);
-    *out = find_locked(k);
+    *out = find_locked(dev, desc);
     pthread_mutex_unlock(&g_lock);
     if (*out) return KILN_OK;
     KilnModule *mod = NULL;
     KilnKernel *kern = NULL;
-    KilnStatus st = build_variant(dev, k, &mod, &kern);
+    KilnStatus st = build_variant(dev, v, desc, who, &mod, &kern);
     if (st != KILN_OK) return st;
     AttnEntry *e = calloc(1, sizeof *e);
     if (!e) {
         kiln_module_free(mod);
-        return bad(KILN_ERR_INTERNAL, "out of host memory");
+        return rt_attn_error(who, KILN_ERR_INTERNAL, "out of host memory");
     }
     pthread_mutex_lock(&g_lock);
-    *out = find_locked(k);
+    *out = find_locked(dev, desc);
     if (!*out) {   /* no other thread got there first */
-        unsigned h = key_hash(k);
-        *e = (AttnEntry){.key = *k, .mod = mod, .kern = kern, .next = g_buckets[h]};
+        unsigned h = desc_hash(dev, desc);
+        *e = (AttnEntry){.dev = dev, .mod = mod, .kern = kern, .next = g_buckets[h]};
+        snprintf(e->desc, sizeof e->desc, "%s", desc);
         g_buckets[h] = e;
         *out = kern;
         e = NULL;
@@ -359,6 +382,21 @@ static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **ou
     return KILN_OK;
 }
 
+/* The forward's kernel for `k`. PLAIN_SCORES: the API never passes a score_mod, so the
+ * scores take FlashAttention-2's one-FFMA form (attention_fwd.tile). The defines keep
+ * their historical order (the on-disk cache key hashes them in order). */
+static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
+{
+    RtAttnVariant v;
+    rt_attn_variant_init(&v, ATTN_PROGRAM, kernel_name(k->dtype), k->num_warps, k->num_stages, k->no_wgmma);
+    rt_attn_variant_define(&v, "HEAD_DIM", k->head_dim, false);
+    rt_attn_variant_define(&v, "BLOCK_M", k->block_m, false);
+    rt_attn_variant_define(&v, "BLOCK_N", k->block_n, false);
+    rt_attn_variant_define(&v, "CAUSAL", k->causal, true);
+    rt_attn_variant_define(&v, "PLAIN_SCORES", 1, true);
+    return rt_attn_kernel(dev, &v, WHO, out);
+}
+
 KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
 {
     AttnEntry *dead = NULL;
@@ -366,7 +404,7 @@ KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
     for (int b = 0; b < ATTN_BUCKETS; b++)
         for (AttnEntry **pe = &g_buckets[b]; *pe;) {
             AttnEntry *e = *pe;
-            if (dev && e->key.dev != dev) {
+            if (dev && e->dev != dev) {
                 pe = &e->next;
                 continue;
             }
@@ -392,14 +430,14 @@ int kiln_attention_cache_size(const KilnDevice *dev)
     int n = 0;
     pthread_mutex_lock(&g_lock);
     for (int b = 0; b < ATTN_BUCKETS; b++)
-        for (AttnEntry *e = g_buckets[b]; e; e = e->next) n += !dev || e->key.dev == dev;
+        for (AttnEntry *e = g_buckets[b]; e; e = e->next) n += !dev || e->dev == dev;
     pthread_mutex_unlock(&g_lock);
     return n;
 }
 
 /* ---------------- arguments by parameter name ---------------- */
 
-static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a)
+KilnStatus rt_attn_int_arg(const char *who, const KilnParam *prm, int64_t v, KilnArg *a)
 {
     switch (prm->kind) {
     case KILN_PARAM_I64: *a = kiln_arg_i64(v); return KILN_OK;
@@ -413,12 +451,14 @@ static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a)
         *a = kiln_arg_u32((uint32_t)v);
         return KILN_OK;
     default:
-        return bad(KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
+        return rt_attn_error(who, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
                    rt_param_kind_name(prm->kind));
     }
-    return bad(KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name, (long long)v,
+    return rt_attn_error(who, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name, (long long)v,
                rt_param_kind_name(prm->kind));
 }
+
+static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a) { return rt_attn_int_arg(WHO, prm, v, a); }
 
 /* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride). */
 static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v)
@@ -462,6 +502,49 @@ static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, K
 
 /* ---------------- the call ---------------- */
 
+/* Grid axis 1 carries batch * heads_q (the program reads (b, h) from program_id(1)), and
+ * holds at most 65535. Above that the call runs as several launches of whole batches:
+ * Q, K, V, O and LSE advance by the first batch's offset, and each launch sees `batch`
+ * sequences of its own. The pointers must stay 16-byte aligned (codegen assumes it), so
+ * a launch's batch count is the largest that keeps every advance aligned (any count that
+ * is a multiple of 8 does). */
+static bool advance_aligned(const KilnAttentionParams *p, int64_t nb)
+{
+    int64_t adv[5] = {nb * p->q_stride[0] * 2, nb * p->k_stride[0] * 2, nb * p->v_stride[0] * 2,
+                      nb * p->o_stride[0] * 2, nb * p->heads_q * p->seqlen_q * 4};
+    for (int i = 0; i < 5; i++)
+        if (adv[i] % ATTN_PTR_ALIGN) return false;
+    return true;
+}
+
+static KilnStatus launch_batches(KilnKernel *k, const KilnKernelInfo *info, KilnArg *args,
+                                 const KilnAttentionParams *p, int row_blocks, KilnStream *stream)
+{
+    int grid[3] = {row_blocks, p->batch * p->heads_q, 1};
+    if ((int64_t)p->batch * p->heads_q <= ATTN_MAX_GRID_Y) return kiln_launch(k, grid, stream, args, info->nparams);
+    int nb = ATTN_MAX_GRID_Y / p->heads_q;
+    while (nb > 0 && !advance_aligned(p, nb)) nb--;
+    if (nb == 0)
+        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d (the grid's second axis) and the batch "
+                   "strides do not allow splitting it into aligned launches", (long long)p->batch * p->heads_q,
+                   ATTN_MAX_GRID_Y);
+    for (int b0 = 0; b0 < p->batch; b0 += nb) {
+        KilnAttentionParams c = *p;
+        c.batch = p->batch - b0 < nb ? p->batch - b0 : nb;
+        c.q += (KilnDevPtr)(b0 * p->q_stride[0] * 2);
+        if (c.k) c.k += (KilnDevPtr)(b0 * p->k_stride[0] * 2);   /* 0: seqlen_k == 0, never read */
+        if (c.v) c.v += (KilnDevPtr)(b0 * p->v_stride[0] * 2);
+        c.o += (KilnDevPtr)(b0 * p->o_stride[0] * 2);
+        c.lse += (KilnDevPtr)((int64_t)b0 * p->heads_q * p->seqlen_q * 4);
+        KilnStatus st = KILN_OK;
+        for (int i = 0; i < info->nparams && st == KILN_OK; i++) st = make_arg(&c, &info->params[i], &args[i]);
+        grid[1] = c.batch * c.heads_q;
+        if (st == KILN_OK) st = kiln_launch(k, grid, stream, args, info->nparams);
+        if (st != KILN_OK) return st;
+    }
+    return KILN_OK;
+}
+
 KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream)
 {
     KilnStatus st = kiln_attention_check(p);
@@ -480,6 +563,5 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
         return bad(KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
     for (int i = 0; i < info->nparams; i++)
         if ((st = make_arg(p, &info->params[i], &args[i])) != KILN_OK) return st;
-    int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
-    return kiln_launch(k, grid, stream, args, info->nparams);
+    return launch_batches(k, info, args, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
 }

@@ -1,0 +1,356 @@
+/* attention_decode.c — kiln_attention_decode: flash-decoding in one call.
+ *
+ * What it does, in order:
+ *   1. validate the parameters (check_shape, check_tensors) WITHOUT touching a
+ *      device, messages naming the field, like kiln_attention_fwd;
+ *   2. pick the schedule: BLOCK_N by head dim (k_dec_tune), BLOCK_M the power of
+ *      two >= 16 that holds the packed rows (the group's query heads x the new
+ *      tokens) up to 64 (more rows take more programs on grid axis 2), and the
+ *      split count (kiln_attention_decode_splits: from the shape and the SM count);
+ *   3. get the split kernel and, for more than one split, the combine kernel from
+ *      attention.c's variant cache (rt_attn_kernel: one cache for every attention
+ *      entry point); one split compiles the split kernel with DIRECT, which writes
+ *      O and LSE itself;
+ *   4. bind arguments by parameter name and launch the split kernel on
+ *      (batch * heads_kv, splits, row blocks), then the combine on
+ *      cdiv(batch * heads_q * seqlen_q, 16) programs; the partial O (f32) and LSE
+ *      live in the caller's workspace or the runtime's per-device scratch.
+ *
+ * Invariants: validation never reads *dev; the lengths and page indices are
+ * device data and never read here (the caller's contract, documented in
+ * kiln_compile.h). The scratch of a device only grows; growing it synchronises
+ * the device first, since work queued earlier may still use the old buffer.
+ *
+ * Example: heads_q 32, heads_kv 8, one token, batch 4, max_seqlen_k 32768, d 128
+ * on 132 SMs: 32 (batch, KV head) programs with 4 packed rows in a 16-row tile;
+ * splits = min(cdiv(2 * 132, 32), 512 blocks / 4) = 9: 288 CTAs, then the combine.
+ */
+#include "cuda_loader.h"
+#include "jit_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEC_PROGRAM "lang/lib/attention_decode.tile"
+#define WHO "kiln_attention_decode"
+#define DEC_MAX_TOKENS 16
+#define DEC_MAX_BLOCK_M 64
+#define DEC_COMBINE_ROWS 16      /* BLOCK_R of the combine kernel (its default) */
+#define DEC_MIN_BLOCKS_PER_SPLIT 4
+#define DEC_MAX_DEVICES 64
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#define bad(...) rt_attn_error(WHO, __VA_ARGS__)
+
+/* ---------------- defaults: the one table to tune ---------------- */
+
+/* Keys per block by head dim: the tiles stay small (K and V blocks of 8 KB in
+ * f16) so two stages fit beside each other; one warpgroup per CTA. Retune after
+ * GPU benchmarks (tools/bench/). */
+typedef struct DecTune { int head_dim, block_n, num_warps, num_stages; } DecTune;
+static const DecTune k_dec_tune[] = {
+    {32, 64, 4, 2}, {64, 64, 4, 2}, {96, 64, 4, 2}, {128, 64, 4, 2}, {256, 32, 4, 2},
+};
+
+static const DecTune *tune_of(int head_dim)
+{
+    for (size_t i = 0; i < COUNT(k_dec_tune); i++)
+        if (k_dec_tune[i].head_dim == head_dim) return &k_dec_tune[i];
+    return NULL;
+}
+
+static int block_n_of(const KilnAttentionDecodeParams *p)
+{
+    const DecTune *t = tune_of(p->head_dim);
+    return p->block_n ? p->block_n : t ? t->block_n : 64;
+}
+
+static int packed_rows(const KilnAttentionDecodeParams *p) { return p->heads_q / p->heads_kv * p->seqlen_q; }
+
+static int block_m_of(const KilnAttentionDecodeParams *p)
+{
+    int m = 16;
+    while (m < packed_rows(p) && m < DEC_MAX_BLOCK_M) m *= 2;
+    return m;
+}
+
+/* ---------------- validation (never touches a device) ---------------- */
+
+static bool pow2_in(int x, int lo, int hi) { return x >= lo && x <= hi && (x & (x - 1)) == 0; }
+
+static KilnStatus check_options(const KilnAttentionDecodeParams *p)
+{
+    if (p->block_n && !pow2_in(p->block_n, 16, 256))
+        return bad(KILN_ERR_USAGE, "block_n %d must be 0 (default) or a power of two in [16, 256]", p->block_n);
+    if (p->num_warps && !pow2_in(p->num_warps, 1, 32))
+        return bad(KILN_ERR_USAGE, "num_warps %d must be 0 (default) or a power of two in [1, 32]", p->num_warps);
+    if (p->num_stages < 0 || p->num_stages > 8)
+        return bad(KILN_ERR_USAGE, "num_stages %d must be 0 (default) or in [1, 8]", p->num_stages);
+    if (p->num_splits < 0 || p->num_splits > KILN_DECODE_MAX_SPLITS)
+        return bad(KILN_ERR_USAGE, "num_splits %d must be 0 (automatic) or in [1, %d]", p->num_splits,
+                   KILN_DECODE_MAX_SPLITS);
+    if (!isfinite(p->softmax_scale))
+        return bad(KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
+    return KILN_OK;
+}
+
+static KilnStatus check_paging(const KilnAttentionDecodeParams *p)
+{
+    if (!p->block_table) return KILN_OK;
+    if (!pow2_in(p->page_size, 16, 256))
+        return bad(KILN_ERR_UNSUPPORTED, "page_size %d is not supported (16, 32, 64, 128 or 256)", p->page_size);
+    if (p->num_pages <= 0) return bad(KILN_ERR_USAGE, "num_pages must be positive, got %d", p->num_pages);
+    int64_t need = ((int64_t)p->max_seqlen_k + p->page_size - 1) / p->page_size;
+    if (p->block_table_stride < need)
+        return bad(KILN_ERR_USAGE, "block_table_stride %lld is below the %lld pages a sequence of max_seqlen_k = %d "
+                   "needs", (long long)p->block_table_stride, (long long)need, p->max_seqlen_k);
+    if (p->block_table_stride > INT64_MAX / 4 / (p->batch > 0 ? p->batch : 1))
+        return bad(KILN_ERR_USAGE, "block_table_stride %lld overflows 64-bit offsets", (long long)p->block_table_stride);
+    return KILN_OK;
+}
+
+/* Sizes, dtype and options: everything but the tensors. */
+static KilnStatus check_shape(const KilnAttentionDecodeParams *p)
+{
+    if (!p) return bad(KILN_ERR_USAGE, "params is NULL");
+    if (p->dtype != KILN_F16 && p->dtype != KILN_BF16)
+        return bad(KILN_ERR_USAGE, "dtype %d is neither KILN_F16 nor KILN_BF16", (int)p->dtype);
+    if (p->batch <= 0) return bad(KILN_ERR_USAGE, "batch must be positive, got %d", p->batch);
+    if (p->heads_q <= 0) return bad(KILN_ERR_USAGE, "heads_q must be positive, got %d", p->heads_q);
+    if (p->heads_kv <= 0) return bad(KILN_ERR_USAGE, "heads_kv must be positive, got %d", p->heads_kv);
+    if (p->heads_q % p->heads_kv)
+        return bad(KILN_ERR_USAGE, "heads_q (%d) must be a multiple of heads_kv (%d)", p->heads_q, p->heads_kv);
+    if (p->seqlen_q < 0 || p->seqlen_q > DEC_MAX_TOKENS)
+        return bad(KILN_ERR_UNSUPPORTED, "seqlen_q %d is outside [0, %d] (new tokens per sequence; use "
+                   "kiln_attention_fwd for longer queries)", p->seqlen_q, DEC_MAX_TOKENS);
+    if (!tune_of(p->head_dim))
+        return bad(KILN_ERR_UNSUPPORTED, "head_dim %d is not supported (supported: 32, 64, 96, 128, 256)",
+                   p->head_dim);
+    if (p->max_seqlen_k < 0 || p->max_seqlen_k > INT32_MAX - 2 * 256)
+        return bad(KILN_ERR_USAGE, "max_seqlen_k %d is outside [0, %d] (the kernel's 32-bit key index)",
+                   p->max_seqlen_k, INT32_MAX - 2 * 256);
+    /* grid axis 0 carries batch * heads_kv, the combine's cdiv(rows, 16): both i32 */
+    if ((int64_t)p->batch * p->heads_q * (p->seqlen_q > 0 ? p->seqlen_q : 1) > INT32_MAX)
+        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q * seqlen_q = %lld exceeds %d",
+                   (long long)p->batch * p->heads_q * p->seqlen_q, INT32_MAX);
+    KilnStatus st = check_options(p);
+    return st != KILN_OK ? st : check_paging(p);
+}
+
+static KilnStatus check_tensors(const KilnAttentionDecodeParams *p)
+{
+    const int es = 2; /* f16 and bf16 */
+    KilnStatus st = rt_attn_check_tensor(WHO, "q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q,
+                                         p->head_dim, es, false);
+    bool paged = p->block_table != 0;
+    int nb = paged ? p->num_pages : p->batch, ns = paged ? p->page_size : p->max_seqlen_k;
+    if (st == KILN_OK && p->max_seqlen_k > 0)
+        st = rt_attn_check_tensor(WHO, "k", p->k, p->k_stride, nb, p->heads_kv, ns, p->head_dim, es, false);
+    if (st == KILN_OK && p->max_seqlen_k > 0)
+        st = rt_attn_check_tensor(WHO, "v", p->v, p->v_stride, nb, p->heads_kv, ns, p->head_dim, es, false);
+    if (st == KILN_OK)
+        st = rt_attn_check_tensor(WHO, "o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es,
+                                  true);
+    if (st == KILN_OK) st = rt_attn_check_tensor(WHO, "lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
+    if (st == KILN_OK)
+        st = rt_attn_check_tensor(WHO, "cache_seqlens", p->cache_seqlens, NULL, 0, 0, 0, 0, 4, false);
+    if (st == KILN_OK && paged)
+        st = rt_attn_check_tensor(WHO, "block_table", p->block_table, NULL, 0, 0, 0, 0, 4, false);
+    if (st == KILN_OK && p->workspace)
+        st = rt_attn_check_tensor(WHO, "workspace", p->workspace, NULL, 0, 0, 0, 0, 4, true);
+    return st;
+}
+
+KilnStatus kiln_attention_decode_check(const KilnAttentionDecodeParams *p)
+{
+    KilnStatus st = check_shape(p);
+    if (st != KILN_OK || p->seqlen_q == 0) return st;   /* no rows: empty tensors may be null */
+    return check_tensors(p);
+}
+
+/* ---------------- splits and scratch ---------------- */
+
+int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_count)
+{
+    if (!p || p->heads_kv <= 0 || p->seqlen_q <= 0) return 1;
+    if (p->num_splits > 0) return p->num_splits;
+    int64_t bm = block_m_of(p);
+    int64_t ctas = (int64_t)p->batch * p->heads_kv * ((packed_rows(p) + bm - 1) / bm);
+    int64_t blocks = ((int64_t)p->max_seqlen_k + block_n_of(p) - 1) / block_n_of(p);
+    int64_t most = blocks / DEC_MIN_BLOCKS_PER_SPLIT;   /* each split keeps >= 4 key blocks */
+    if (sm_count <= 0 || ctas * 5 >= (int64_t)sm_count * 4 || most < 2) return 1;   /* the GPU is (80%) full */
+    int64_t s = (2 * (int64_t)sm_count + ctas - 1) / ctas;                            /* about two waves */
+    if (s > most) s = most;
+    if (s > KILN_DECODE_MAX_SPLITS) s = KILN_DECODE_MAX_SPLITS;
+    return s < 1 ? 1 : (int)s;
+}
+
+size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams *p, int splits)
+{
+    if (!p || splits <= 1 || p->seqlen_q <= 0) return 0;
+    size_t rows = (size_t)p->batch * p->heads_q * p->seqlen_q * (size_t)splits;
+    return rows * (size_t)p->head_dim * 4 + rows * 4;   /* O_part, then LSE_part (16-byte aligned: d >= 32) */
+}
+
+typedef struct Scratch { KilnDevice *dev; KilnDevPtr ptr; size_t size; } Scratch;
+static pthread_mutex_t g_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static Scratch g_scratch[DEC_MAX_DEVICES];
+
+static void scratch_teardown(KilnDevice *dev)
+{
+    pthread_mutex_lock(&g_scratch_lock);
+    for (int i = 0; i < DEC_MAX_DEVICES; i++)
+        if (g_scratch[i].dev == dev) {
+            kiln_free(dev, g_scratch[i].ptr);
+            g_scratch[i] = (Scratch){0};
+        }
+    pthread_mutex_unlock(&g_scratch_lock);
+}
+
+/* The device's scratch, at least `bytes` (grown: after a synchronisation, since
+ * queued work may still use the old buffer). */
+static KilnStatus device_scratch(KilnDevice *dev, size_t bytes, KilnDevPtr *out)
+{
+    KilnStatus st = rt_on_device_shutdown(scratch_teardown);
+    if (st != KILN_OK) return st;
+    pthread_mutex_lock(&g_scratch_lock);
+    Scratch *s = NULL;
+    for (int i = 0; i < DEC_MAX_DEVICES && !s; i++)
+        if (g_scratch[i].dev == dev) s = &g_scratch[i];
+    for (int i = 0; i < DEC_MAX_DEVICES && !s; i++)
+        if (!g_scratch[i].dev) s = &g_scratch[i];
+    if (!s) st = bad(KILN_ERR_UNSUPPORTED, "more than %d devices hold decode scratch", DEC_MAX_DEVICES);
+    else if (s->size < bytes) {
+        if (s->ptr) st = kiln_synchronize(dev);
+        if (st == KILN_OK && s->ptr) st = kiln_free(dev, s->ptr);
+        *s = (Scratch){0};
+        if (st == KILN_OK) st = kiln_malloc(dev, bytes, &s->ptr);
+        if (st == KILN_OK) s->dev = dev, s->size = bytes;
+    }
+    if (st == KILN_OK) *out = s->ptr;
+    pthread_mutex_unlock(&g_scratch_lock);
+    return st;
+}
+
+/* ---------------- arguments by parameter name ---------------- */
+
+typedef struct DecCall {
+    const KilnAttentionDecodeParams *p;
+    int splits;
+    KilnDevPtr o_part, lse_part;
+} DecCall;
+
+/* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride); stride_bt. */
+static bool stride_of(const KilnAttentionDecodeParams *p, const char *name, int64_t *v)
+{
+    if (!strcmp(name, "stride_bt")) {
+        *v = p->block_table ? p->block_table_stride : 0;
+        return true;
+    }
+    if (strncmp(name, "stride_", 7) || strlen(name) != 9) return false;
+    const char *ts = "qkvo", *t = strchr(ts, name[7]);
+    const char *ds = "bhmn", *d = strchr(ds, name[8]);
+    if (!t || !d) return false;
+    const int64_t *st[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    int di = (int)(d - ds);
+    *v = st[t - ts][di > 2 ? 2 : di];
+    return true;
+}
+
+static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)
+{
+    const KilnAttentionDecodeParams *p = c->p;
+    const char *n = prm->name;
+    /* Pointers a variant never reads (K/V of an empty cache, the table of a contiguous
+     * one, the scratch of DIRECT) get a valid stand-in: launches check device pointers. */
+    KilnDevPtr in = p->q;
+    struct { const char *name; KilnDevPtr v; } ptrs[] = {
+        {"Q", p->q}, {"K", p->k ? p->k : in}, {"V", p->v ? p->v : in}, {"O", p->o}, {"LSE", p->lse},
+        {"O_part", c->o_part ? c->o_part : p->lse}, {"LSE_part", c->lse_part ? c->lse_part : p->lse},
+        {"cache_seqlens", p->cache_seqlens}, {"block_table", p->block_table ? p->block_table : p->cache_seqlens}};
+    for (size_t i = 0; i < COUNT(ptrs); i++)
+        if (!strcmp(n, ptrs[i].name)) {
+            *a = kiln_arg_ptr(ptrs[i].v);
+            return KILN_OK;
+        }
+    struct { const char *name; int64_t v; } ints[] = {
+        {"batch", p->batch}, {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q},
+        {"num_splits", c->splits}};
+    for (size_t i = 0; i < COUNT(ints); i++)
+        if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(WHO, prm, ints[i].v, a);
+    int64_t s;
+    if (stride_of(p, n, &s)) return rt_attn_int_arg(WHO, prm, s, a);
+    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
+        *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
+        return KILN_OK;
+    }
+    return bad(KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_decode", n,
+               rt_param_kind_name(prm->kind));
+}
+
+static KilnStatus launch(KilnKernel *k, const DecCall *c, const int grid[3], KilnStream *stream)
+{
+    const KilnKernelInfo *info = kiln_kernel_info(k);
+    KilnArg args[64];
+    if (info->nparams > (int)COUNT(args)) return bad(KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
+    for (int i = 0; i < info->nparams; i++) {
+        KilnStatus st = make_arg(c, &info->params[i], &args[i]);
+        if (st != KILN_OK) return st;
+    }
+    return kiln_launch(k, grid, stream, args, info->nparams);
+}
+
+/* ---------------- the call ---------------- */
+
+static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, int splits, KilnKernel **split,
+                              KilnKernel **combine)
+{
+    const DecTune *t = tune_of(p->head_dim);
+    bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
+    RtAttnVariant v;
+    rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_bf16" : "attn_decode_f16",
+                         p->num_warps ? p->num_warps : own ? 0 : t->num_warps,
+                         p->num_stages ? p->num_stages : own ? 0 : t->num_stages, 0);
+    rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
+    rt_attn_variant_define(&v, "BLOCK_M", block_m_of(p), false);
+    rt_attn_variant_define(&v, "BLOCK_N", block_n_of(p), false);
+    rt_attn_variant_define(&v, "CAUSAL", p->causal != 0, true);
+    rt_attn_variant_define(&v, "PAGED", p->block_table != 0, true);
+    if (p->block_table) rt_attn_variant_define(&v, "PAGE_SIZE", p->page_size, false);
+    rt_attn_variant_define(&v, "DIRECT", splits == 1, true);
+    KilnStatus st = rt_attn_kernel(dev, &v, WHO, split);
+    if (st != KILN_OK || splits == 1) return st;
+    rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, 0);
+    rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
+    return rt_attn_kernel(dev, &v, WHO, combine);
+}
+
+KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParams *p, KilnStream *stream)
+{
+    KilnStatus st = kiln_attention_decode_check(p);
+    if (st != KILN_OK) return st;
+    if (!dev) return bad(KILN_ERR_USAGE, "dev is NULL");
+    if (stream && rt_stream_device(stream) != dev) return bad(KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
+    DecCall c = {.p = p, .splits = kiln_attention_decode_splits(p, dev->info.sm_count)};
+    size_t need = kiln_attention_decode_workspace(p, c.splits);
+    if (p->workspace && p->workspace_size < need)
+        return bad(KILN_ERR_USAGE, "workspace_size %zu is below the %zu bytes %d splits need "
+                   "(kiln_attention_decode_workspace)", p->workspace_size, need, c.splits);
+    KilnKernel *split = NULL, *combine = NULL;
+    if ((st = get_kernels(dev, p, c.splits, &split, &combine)) != KILN_OK) return st;
+    if (need) {
+        KilnDevPtr ws = p->workspace;
+        if (!ws && (st = device_scratch(dev, need, &ws)) != KILN_OK) return st;
+        c.o_part = ws;
+        c.lse_part = ws + (KilnDevPtr)((size_t)c.splits * p->batch * p->heads_q * p->seqlen_q * p->head_dim * 4);
+    }
+    int bm = block_m_of(p);
+    int grid[3] = {p->batch * p->heads_kv, c.splits, (packed_rows(p) + bm - 1) / bm};
+    if ((st = launch(split, &c, grid, stream)) != KILN_OK || c.splits == 1) return st;
+    int64_t rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
+    int cgrid[3] = {(int)((rows + DEC_COMBINE_ROWS - 1) / DEC_COMBINE_ROWS), 1, 1};
+    return launch(combine, &c, cgrid, stream);
+}

@@ -1,0 +1,432 @@
+/* test_e2e_attn_decode_interp.c — the shipped flash-decoding program
+ * (lang/lib/attention_decode.tile: split-KV kernel + combine) on the CPU
+ * interpreter, against the float64 reference (tools/attn_ref.c,
+ * attn_decode_judge: one forward problem per sequence).
+ *
+ * Every case: random Q/K/V written into NaN-filled buffers; the cache rows
+ * past each sequence's length stay NaN (a read past cache_seqlens[b] poisons
+ * the result); outputs and the split scratch are poisoned with NaN before
+ * every run. Then, for the contiguous cache:
+ *   - every split count from 1 to the number of key blocks (and one more,
+ *     whose last split has no keys) meets FlashAttention's accuracy rule
+ *     (max |O - ref| <= 2 max |O_plain - ref| + 1e-5, LSE within 1e-4 rel,
+ *     rows that see no key give exactly O = 0 / LSE = -inf) and agrees with
+ *     the one-split result within that bound;
+ *   - DIRECT (one split writing O itself, no combine) matches the one-split
+ *     combine bit for bit;
+ * and for the paged cache (pages shuffled through the block table, unused
+ * table entries -1): the same result as the contiguous cache, bit for bit,
+ * at several split counts.
+ * Shapes cover GQA packing 4/1 and 8/2, 1..10 tokens (rows of two M blocks),
+ * ragged lengths with 0 and 1 (and lengths below the token count: empty
+ * rows), head dims 64/128/256, f16 and bf16, page sizes 16 and 32.
+ * The forward's hooks work here too: ALiBi, soft-capping and a sliding window
+ * (examples/attention, compiled in front of the program) against the reference
+ * with the same hooks at the tokens' positions (i + L - seqlen_q).
+ */
+#pragma GCC diagnostic ignored "-Wunused-function"   /* the harness's forward-only helpers */
+#include "attn_harness.h"
+
+#define DEC_PROGRAM "lang/lib/attention_decode.tile"
+#define MAXB 4
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef struct DCase {
+    const char *what;
+    AttnDtype dtype;
+    int batch, hq, hkv, tokens, d;
+    int seqlens[MAXB];
+    int block_n, page;       /* page size for the paged runs */
+    /* a variant: hooks from `file` (examples/attention) compiled in front of the program */
+    const char *file;
+    KilnDefine hook_defs[4];
+    int nhook_defs;
+    void (*hook)(AttnProblem *p);   /* the reference's hooks */
+} DCase;
+
+static const DCase dcases[] = {
+    {"f16 d64 MQA 4/1 t1 lens 37,0,1,20", ATTN_F16, 4, 4, 1, 1, 64, {37, 0, 1, 20}, 16, 16, .file = NULL},
+    {"bf16 d128 GQA 8/2 t3 lens 1,45,2", ATTN_BF16, 3, 8, 2, 3, 128, {1, 45, 2}, 16, 32, .file = NULL},
+    {"f16 d64 GQA 2/1 t10 (two M blocks) lens 23,9", ATTN_F16, 2, 2, 1, 10, 64, {23, 9}, 16, 16, .file = NULL},
+    {"bf16 d256 t1 lens 33", ATTN_BF16, 1, 2, 2, 1, 256, {33}, 16, 32, .file = NULL},
+    {"f16 d128 GQA 4/1 t3 block_n 32 lens 70,0", ATTN_F16, 2, 4, 1, 3, 128, {70, 0}, 32, 16, .file = NULL},
+};
+
+/* ---- reference hooks (natural units; positions as the program's hooks see them) ---- */
+static double ref_alibi4(double s, int b, int h, int i, int j, const void *ctx)
+{
+    return s - exp2(-8.0 * (h + 1) / 4) * fabs((double)(i - j));
+}
+static double ref_softcap15(double s, int b, int h, int i, int j, const void *ctx) { return 1.5 * tanh(s / 1.5); }
+static int ref_window20(int b, int h, int i, int j, const void *ctx) { return j >= i - 20 && j <= i; }
+static void hook_alibi(AttnProblem *p) { p->score_mod = ref_alibi4; }
+static void hook_softcap(AttnProblem *p) { p->score_mod = ref_softcap15; }
+static void hook_window(AttnProblem *p) { p->mask_mod = ref_window20; }
+
+static const DCase vcases[] = {
+    {"alibi f16 d64 GQA 4/2 t3 lens 40,2,0", ATTN_F16, 3, 4, 2, 3, 64, {40, 2, 0}, 16, 16,
+     "examples/attention/alibi.tile", {{"score_mod", "alibi_score"}, {"ALIBI_HEADS", "4"}}, 2, hook_alibi},
+    {"softcap bf16 d128 MQA 2/1 t1 lens 33,1", ATTN_BF16, 2, 2, 1, 1, 128, {33, 1}, 16, 32,
+     "examples/attention/softcap.tile", {{"score_mod", "softcap_score"}, {"SOFTCAP", "1.5"}}, 2, hook_softcap},
+    {"window 20 f16 d64 MQA 4/1 t4 lens 70,5", ATTN_F16, 2, 4, 1, 4, 64, {70, 5}, 16, 16,
+     "examples/attention/sliding_window.tile",
+     {{"mask_mod", "window_mask"}, {"kv_start", "window_start"}, {"WINDOW_LEFT", "20"}, {"WINDOW_RIGHT", "0"}}, 4,
+     hook_window},
+};
+
+static int max_len(const DCase *c)
+{
+    int m = 1;
+    for (int b = 0; b < c->batch; b++) m = c->seqlens[b] > m ? c->seqlens[b] : m;
+    return m;
+}
+
+static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, bool paged, bool direct)
+{
+    char dbuf[16], bn[16], ps[16];
+    snprintf(dbuf, sizeof dbuf, "%d", c->d);
+    snprintf(bn, sizeof bn, "%d", c->block_n);
+    snprintf(ps, sizeof ps, "%d", c->page);
+    KilnDefine defs[9] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
+                          {"PAGE_SIZE", ps}, {"DIRECT", direct ? "true" : "false"}};
+    bool combine = strstr(kernel, "combine") != NULL;
+    int ndefs = combine ? 1 : 5;
+    for (int i = 0; i < c->nhook_defs && !combine; i++) defs[ndefs++] = c->hook_defs[i];
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", kernel, c->dtype == ATTN_F16 ? "f16" : "bf16");
+    KilnCompileOptions o = {.kernel = name, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
+    const char *src = ah_text(DEC_PROGRAM);
+    char *joined = NULL;
+    if (c->file && !combine) {   /* variant text, then the program */
+        const char *hooks = ah_text(c->file);
+        joined = malloc(strlen(hooks) + strlen(src) + 2);
+        sprintf(joined, "%s\n%s", hooks, src);
+        src = joined;
+    }
+    Diag d;
+    diag_init(&d, DEC_PROGRAM, src);
+    IrModule *m = NULL;
+    StrBuf out, dumps;
+    sb_init(&out);
+    sb_init(&dumps);
+    KilnStatus st = kiln_compile_ir(arena, &d, src, &o, &m, &out, &dumps);
+    ck_assert_msg(st == KILN_OK && m && m->nfuncs == 1, "%s: compile of %s failed (%d):\n%s", c->what, name,
+                  (int)st, d.out.data ? d.out.data : "");
+    sb_free(&out);
+    sb_free(&dumps);
+    diag_free(&d);
+    free(joined);   /* the IR lives in the arena */
+    return m->funcs[0];
+}
+
+/* The data of one case: Q [B, T, Hq, D], the contiguous cache [B, S, Hkv, D] and the
+ * same keys in a paged cache [num_pages, page, Hkv, D] behind a shuffled block table. */
+typedef struct DData {
+    AttnProblem p;            /* seqlen_q = tokens, seqlen_k = the contiguous cache's capacity */
+    int seqlens[MAXB];
+    void *q, *k, *v, *o;
+    float *lse, *opart, *lsepart;
+    AttnPaged pg;             /* the same keys, paged */
+    size_t nq, nkv;
+} DData;
+
+static void dsetup(DData *r, const DCase *c, uint64_t seed)
+{
+    memset(r, 0, sizeof *r);
+    memcpy(r->seqlens, c->seqlens, sizeof r->seqlens);
+    AttnProblem *p = &r->p;
+    *p = (AttnProblem){.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->tokens,
+                       .seqlen_k = max_len(c), .head_dim = c->d, .causal = 1,
+                       .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
+    attn_set_strides(p, ATTN_BSHD);
+    if (c->hook) c->hook(p);
+    r->nq = attn_numel_q(p);
+    r->nkv = attn_numel_kv(p);
+    size_t es = attn_dtype_size(c->dtype);
+    r->q = malloc(r->nq * es);
+    r->o = malloc(r->nq * es);
+    r->k = malloc(r->nkv * es);
+    r->v = malloc(r->nkv * es);
+    memset(r->q, 0xFF, r->nq * es);
+    memset(r->k, 0xFF, r->nkv * es);
+    memset(r->v, 0xFF, r->nkv * es);
+    attn_fill_strided(c->dtype, r->q, p->q_stride, c->batch, c->hq, c->tokens, c->d, seed);
+    /* only each sequence's own keys get values: the rest of the cache stays NaN */
+    for (int b = 0; b < c->batch; b++) {
+        char *kb = (char *)r->k + (size_t)(b * p->k_stride[0]) * es;
+        char *vb = (char *)r->v + (size_t)(b * p->v_stride[0]) * es;
+        attn_fill_strided(c->dtype, kb, p->k_stride, 1, c->hkv, c->seqlens[b], c->d, seed + 1 + 2 * b);
+        attn_fill_strided(c->dtype, vb, p->v_stride, 1, c->hkv, c->seqlens[b], c->d, seed + 2 + 2 * b);
+    }
+    size_t rows = (size_t)c->batch * c->hq * c->tokens;
+    r->lse = malloc(rows * sizeof(float));
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    r->opart = malloc(rows * max_splits * c->d * sizeof(float));
+    r->lsepart = malloc(rows * max_splits * sizeof(float));
+    attn_paged_make(p, r->seqlens, c->page, r->k, r->v, seed + 99, &r->pg);
+}
+
+static void dteardown(DData *r)
+{
+    free(r->q); free(r->k); free(r->v); free(r->o);
+    free(r->lse); free(r->opart); free(r->lsepart);
+    attn_paged_free(&r->pg);
+}
+
+static void run_interp(const IrFunc *f, InterpArg *args, bool *set, const int grid[3], DData *r, const DCase *c,
+                       bool paged)
+{
+    for (int i = 0; i < f->nparams; i++) ck_assert_msg(set[i], "parameter %s left unbound", f->params[i]->name);
+    size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    InterpBuffer bufs[] = {
+        {r->q, r->nq * es, "Q"}, {paged ? r->pg.k : r->k, (paged ? r->pg.numel : r->nkv) * es, "K"},
+        {paged ? r->pg.v : r->v, (paged ? r->pg.numel : r->nkv) * es, "V"}, {r->o, r->nq * es, "O"},
+        {r->lse, rows * sizeof(float), "LSE"}, {r->opart, rows * max_splits * c->d * sizeof(float), "O_part"},
+        {r->lsepart, rows * max_splits * sizeof(float), "LSE_part"},
+        {r->seqlens, sizeof(int) * c->batch, "cache_seqlens"},
+        {r->pg.block_table, sizeof(int32_t) * c->batch * r->pg.max_pages, "block_table"}};
+    InterpOptions io = {.grid = {grid[0], grid[1], grid[2]}, .buffers = bufs, .nbuffers = (int)COUNT_OF(bufs)};
+    StrBuf err;
+    sb_init(&err);
+    int rc = interp_run(f, args, f->nparams, &io, &err);
+    ck_assert_msg(rc == 0, "%s: interpreter failed in %s: %s", c->what, f->name, err.data ? err.data : "");
+    sb_free(&err);
+}
+
+static void bind_common(const IrFunc *f, InterpArg *args, bool *set, DData *r, const DCase *c, int splits)
+{
+    const AttnProblem *p = &r->p;
+    bind(f, args, set, "O", a_ptr(r->o));
+    bind(f, args, set, "LSE", a_ptr(r->lse));
+    bind(f, args, set, "O_part", a_ptr(r->opart));
+    bind(f, args, set, "LSE_part", a_ptr(r->lsepart));
+    bind(f, args, set, "stride_ob", a_int(p->o_stride[0]));
+    bind(f, args, set, "stride_oh", a_int(p->o_stride[1]));
+    bind(f, args, set, "stride_om", a_int(p->o_stride[2]));
+    bind(f, args, set, "batch", a_int(c->batch));
+    bind(f, args, set, "heads", a_int(c->hq));
+    bind(f, args, set, "seqlen_q", a_int(c->tokens));
+    bind(f, args, set, "num_splits", a_int(splits));
+}
+
+/* One decode: poison the outputs, run the split kernel `fs` on `splits` splits and,
+ * unless it is DIRECT, the combine `fc`. */
+static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase *c, int splits, bool paged)
+{
+    size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    memset(r->o, 0xFF, r->nq * es);
+    memset(r->lse, 0xFF, rows * sizeof(float));
+    memset(r->opart, 0xFF, rows * max_splits * c->d * sizeof(float));
+    memset(r->lsepart, 0xFF, rows * max_splits * sizeof(float));
+    ck_assert_int_le(splits, max_splits);
+    InterpArg args[64];
+    bool set[64] = {0};
+    ck_assert_int_le(fs->nparams, 64);
+    const AttnProblem *p = &r->p;
+    int64_t row = (int64_t)c->hkv * c->d;
+    bind(fs, args, set, "Q", a_ptr(r->q));
+    bind(fs, args, set, "K", a_ptr(paged ? r->pg.k : r->k));
+    bind(fs, args, set, "V", a_ptr(paged ? r->pg.v : r->v));
+    bind(fs, args, set, "cache_seqlens", a_ptr(r->seqlens));
+    bind(fs, args, set, "block_table", a_ptr(r->pg.block_table));
+    bind_common(fs, args, set, r, c, splits);
+    bind(fs, args, set, "stride_qb", a_int(p->q_stride[0]));
+    bind(fs, args, set, "stride_qh", a_int(p->q_stride[1]));
+    bind(fs, args, set, "stride_qm", a_int(p->q_stride[2]));
+    const char *kv[2] = {"k", "v"};
+    const int64_t *kvs[2] = {p->k_stride, p->v_stride};
+    for (int t = 0; t < 2; t++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "stride_%sb", kv[t]);
+        bind(fs, args, set, nm, a_int(paged ? (int64_t)c->page * row : kvs[t][0]));
+        snprintf(nm, sizeof nm, "stride_%sh", kv[t]);
+        bind(fs, args, set, nm, a_int(paged ? c->d : kvs[t][1]));
+        snprintf(nm, sizeof nm, "stride_%sn", kv[t]);
+        bind(fs, args, set, nm, a_int(paged ? row : kvs[t][2]));
+    }
+    bind(fs, args, set, "stride_bt", a_int(r->pg.max_pages));
+    bind(fs, args, set, "heads_kv", a_int(c->hkv));
+    bind(fs, args, set, "sm_scale", (InterpArg){.f = p->scale});
+    int mrows = c->hq / c->hkv * c->tokens;
+    int grid[3] = {c->batch * c->hkv, splits, (mrows + 15) / 16};
+    run_interp(fs, args, set, grid, r, c, paged);
+    if (!fc) return;
+    bool cset[64] = {0};
+    bind_common(fc, args, cset, r, c, splits);
+    int cgrid[3] = {(int)((rows + 15) / 16), 1, 1};
+    run_interp(fc, args, cset, cgrid, r, c, paged);
+}
+
+static void check_rule(const DData *r, const DCase *c, const char *how)
+{
+    AttnDecodeErr v = attn_decode_judge(&r->p, r->seqlens, r->q, r->k, r->v, r->o, r->lse);
+    double bound = 2 * v.plain_err + 1e-5;
+    if (getenv("ATTN_VERBOSE"))
+        fprintf(stderr, "%-48s %-22s err %.3g plain %.3g lse %.3g\n", c->what, how, v.e.o_max_abs, v.plain_err,
+                v.e.lse_max_rel);
+    ck_assert_msg(v.e.nonfinite == 0, "%s, %s: %lld non-finite outputs", c->what, how, (long long)v.e.nonfinite);
+    ck_assert_msg(v.e.o_max_abs <= bound, "%s, %s: max |O - ref| = %.3g > %.3g at b%d h%d t%d d%d", c->what, how,
+                  v.e.o_max_abs, bound, v.e.worst_b, v.e.worst_h, v.e.worst_i, v.e.worst_d);
+    ck_assert_msg(v.e.lse_max_rel <= 1e-4, "%s, %s: LSE relative error %.3g", c->what, how, v.e.lse_max_rel);
+    ck_assert_msg(v.empty_bad == 0, "%s, %s: %lld elements of rows seeing no key are not O = 0 / LSE = -inf",
+                  c->what, how, (long long)v.empty_bad);
+}
+
+/* Max |a - b| over two O buffers (same layout), NaN counting as infinite. */
+static double o_diff(const void *a, const void *b, const DData *r)
+{
+    double mx = 0;
+    for (size_t i = 0; i < r->nq; i++) {
+        double d = fabs(attn_get(r->p.dtype, a, i) - attn_get(r->p.dtype, b, i));
+        mx = d == d ? fmax(mx, d) : INFINITY;
+    }
+    return mx;
+}
+
+typedef struct Kernels { IrFunc *split, *split_paged, *direct, *combine; } Kernels;
+
+static Kernels compile_all(Arena *arena, const DCase *c)
+{
+    return (Kernels){compile_dec(arena, c, "attn_decode", false, false),
+                     compile_dec(arena, c, "attn_decode", true, false),
+                     compile_dec(arena, c, "attn_decode", false, true),
+                     compile_dec(arena, c, "attn_decode_combine", false, false)};
+}
+
+START_TEST(test_splits_agree)
+{
+    const DCase *c = &dcases[_i];
+    Arena arena;
+    arena_init(&arena);
+    Kernels k = compile_all(&arena, c);
+    DData r;
+    dsetup(&r, c, (uint64_t)_i * 131 + 7);
+    size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
+    void *o1 = malloc(r.nq * es);
+    float *lse1 = malloc(rows * sizeof(float));
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    for (int s = 1; s <= max_splits; s++) {
+        char how[32];
+        snprintf(how, sizeof how, "%d splits", s);
+        run_decode(k.split, k.combine, &r, c, s, false);
+        check_rule(&r, c, how);
+        if (s == 1) {
+            memcpy(o1, r.o, r.nq * es);
+            memcpy(lse1, r.lse, rows * sizeof(float));
+            continue;
+        }
+        AttnDecodeErr v = attn_decode_judge(&r.p, r.seqlens, r.q, r.k, r.v, r.o, r.lse);
+        double d = o_diff(r.o, o1, &r);
+        ck_assert_msg(d <= 2 * v.plain_err + 1e-5, "%s: %d splits differ from 1 split by %.3g", c->what, s, d);
+    }
+    /* DIRECT: the one split writes O and LSE itself, exactly what the combine makes of it */
+    run_decode(k.direct, NULL, &r, c, 1, false);
+    check_rule(&r, c, "direct");
+    ck_assert_msg(o_diff(r.o, o1, &r) == 0, "%s: DIRECT differs from 1 split + combine", c->what);
+    free(o1);
+    free(lse1);
+    dteardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
+START_TEST(test_paged_equals_contiguous)
+{
+    const DCase *c = &dcases[_i];
+    Arena arena;
+    arena_init(&arena);
+    Kernels k = compile_all(&arena, c);
+    DData r;
+    dsetup(&r, c, (uint64_t)_i * 131 + 7);
+    size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
+    void *oc = malloc(r.nq * es);
+    float *lc = malloc(rows * sizeof(float));
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    int counts[] = {1, 2, max_splits};
+    for (size_t i = 0; i < COUNT_OF(counts); i++) {
+        run_decode(k.split, k.combine, &r, c, counts[i], false);
+        memcpy(oc, r.o, r.nq * es);
+        memcpy(lc, r.lse, rows * sizeof(float));
+        run_decode(k.split_paged, k.combine, &r, c, counts[i], true);
+        check_rule(&r, c, "paged");
+        ck_assert_msg(memcmp(oc, r.o, r.nq * es) == 0, "%s: paged O differs from contiguous (%d splits)", c->what,
+                      counts[i]);
+        ck_assert_msg(memcmp(lc, r.lse, rows * sizeof(float)) == 0, "%s: paged LSE differs (%d splits)", c->what,
+                      counts[i]);
+    }
+    free(oc);
+    free(lc);
+    dteardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
+/* The forward's hooks work in decode: ALiBi, soft-capping and a sliding window (whose
+ * kv_start skips the key blocks left of every window), at several split counts, paged
+ * equal to contiguous. */
+START_TEST(test_hooks)
+{
+    const DCase *c = &vcases[_i];
+    Arena arena;
+    arena_init(&arena);
+    Kernels k = compile_all(&arena, c);
+    DData r;
+    dsetup(&r, c, (uint64_t)_i * 71 + 3);
+    size_t es = attn_dtype_size(c->dtype);
+    void *oc = malloc(r.nq * es);
+    int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
+    int counts[] = {1, 2, max_splits};
+    for (size_t i = 0; i < COUNT_OF(counts); i++) {
+        char how[32];
+        snprintf(how, sizeof how, "%d splits", counts[i]);
+        run_decode(k.split, k.combine, &r, c, counts[i], false);
+        check_rule(&r, c, how);
+        memcpy(oc, r.o, r.nq * es);
+        run_decode(k.split_paged, k.combine, &r, c, counts[i], true);
+        ck_assert_msg(memcmp(oc, r.o, r.nq * es) == 0, "%s: paged differs (%d splits)", c->what, counts[i]);
+    }
+    free(oc);
+    dteardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
+/* The checks must be able to fail: a 2% wrong softmax scale breaks the rule. */
+START_TEST(test_rule_catches_wrong_scale)
+{
+    const DCase *c = &dcases[0];
+    Arena arena;
+    arena_init(&arena);
+    Kernels k = compile_all(&arena, c);
+    DData r;
+    dsetup(&r, c, 7);
+    double right = r.p.scale;
+    r.p.scale = right * 1.02;
+    run_decode(k.split, k.combine, &r, c, 2, false);
+    r.p.scale = right;
+    AttnDecodeErr v = attn_decode_judge(&r.p, r.seqlens, r.q, r.k, r.v, r.o, r.lse);
+    ck_assert_msg(v.e.o_max_abs > 2 * v.plain_err + 1e-5 || v.e.lse_max_rel > 1e-4,
+                  "a wrong scale went unnoticed: err %.3g plain %.3g lse %.3g", v.e.o_max_abs, v.plain_err,
+                  v.e.lse_max_rel);
+    dteardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("attention_decode_interp");
+    TCase *tc = tcase_create("decode");
+    tcase_set_timeout(tc, 600);
+    int n = (int)COUNT_OF(dcases);
+    tcase_add_loop_test(tc, test_splits_agree, 0, n);
+    tcase_add_loop_test(tc, test_paged_equals_contiguous, 0, n);
+    tcase_add_loop_test(tc, test_hooks, 0, (int)COUNT_OF(vcases));
+    tcase_add_test(tc, test_rule_catches_wrong_scale);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)

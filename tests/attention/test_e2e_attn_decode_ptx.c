@@ -1,0 +1,105 @@
+/* test_e2e_attn_decode_ptx.c — the flash-decoding program (lang/lib/attention_decode.tile)
+ * at the schedules kiln_attention_decode picks (runtime/jit/attention_decode.c's
+ * k_dec_tune: BLOCK_N by head dim, BLOCK_M 16/32/64 by packed rows, contiguous
+ * and paged caches of every page size, DIRECT, the combine), compiled for sm_80
+ * and sm_90a with the hints the runtime's launch specialisation derives for
+ * aligned tensors (every pointer and stride a multiple of 16):
+ *   - the split kernel's dots run on tensor cores (mma.sync or wgmma), even for
+ *     one token (GQA packing pads M to 16);
+ *   - the contiguous cache's K/V loads are pipelined (cp.async);
+ *   - where ptxas exists, every variant assembles to a cubin (ELF).
+ */
+#include "tests/ptx_util.h"
+#include "tests/testutil.h"
+#include "compiler/support/support.h"
+
+#define DEC_PROGRAM "lang/lib/attention_decode.tile"
+
+typedef struct Variant {
+    const char *kernel;      /* attn_decode_f16 ... */
+    int d, block_m, block_n, paged, page, direct;
+} Variant;
+
+static const Variant variants[] = {
+    {"attn_decode_f16", 64, 16, 64, 0, 16, 0},
+    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0},
+    {"attn_decode_f16", 128, 16, 64, 1, 256, 0},
+    {"attn_decode_bf16", 128, 64, 64, 0, 16, 0},
+    {"attn_decode_f16", 128, 16, 64, 1, 32, 1},
+    {"attn_decode_bf16", 128, 16, 64, 1, 128, 0},
+    {"attn_decode_f16", 256, 16, 32, 1, 64, 0},
+    {"attn_decode_bf16", 256, 16, 32, 0, 16, 1},
+    {"attn_decode_combine_f16", 64, 0, 0, 0, 0, 0},
+    {"attn_decode_combine_bf16", 128, 0, 0, 0, 0, 0},
+    {"attn_decode_combine_f16", 256, 0, 0, 0, 0, 0},
+};
+
+static const char *const hinted[] = {
+    "Q", "K", "V", "O", "LSE", "O_part", "LSE_part", "cache_seqlens", "block_table",
+    "stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh",
+    "stride_vn", "stride_ob", "stride_oh", "stride_om", "stride_bt"};
+
+static void compile_variant(const Variant *v, const char *arch, KilnEmit emit, KilnCompileResult *r)
+{
+    char d[16], bm[16], bn[16], ps[16];
+    snprintf(d, sizeof d, "%d", v->d);
+    snprintf(bm, sizeof bm, "%d", v->block_m);
+    snprintf(bn, sizeof bn, "%d", v->block_n);
+    snprintf(ps, sizeof ps, "%d", v->page);
+    bool combine = strstr(v->kernel, "combine") != NULL;
+    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"PAGED", v->paged ? "true" : "false"},
+                         {"PAGE_SIZE", ps}, {"DIRECT", v->direct ? "true" : "false"}};
+    KilnParamHint h[sizeof hinted / sizeof hinted[0]];
+    int nh = 0;
+    for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
+        if (!combine || (strncmp(hinted[i], "stride_", 7) ? strchr("OL", hinted[i][0]) != NULL
+                                                           : hinted[i][7] == 'o'))
+            h[nh++] = (KilnParamHint){hinted[i], 16, 0};
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = defs, .ndefines = combine ? 1 : 6, .arch = arch,
+                            .emit = emit, .hints = h, .nhints = nh};
+    const char *src = read_file_text(tu_src_path(DEC_PROGRAM), NULL);
+    ck_assert_ptr_nonnull(src);
+    KilnStatus st = kiln_compile(DEC_PROGRAM, src, &o, r);
+    ck_assert_msg(st == KILN_OK, "%s d%d BM%d BN%d paged %d/%d direct %d --arch %s: %s\n%s", v->kernel, v->d,
+                  v->block_m, v->block_n, v->paged, v->page, v->direct, arch, kiln_status_name(st),
+                  r->diagnostics ? r->diagnostics : "");
+    free((void *)src);
+}
+
+START_TEST(test_variant_ptx)
+{
+    const Variant *v = &variants[_i];
+    bool combine = strstr(v->kernel, "combine") != NULL;
+    const char *archs[] = {"sm_80", "sm_90a"};
+    for (int a = 0; a < 2; a++) {
+        KilnCompileResult r;
+        compile_variant(v, archs[a], KILN_EMIT_PTX, &r);
+        int mma = pu_count_n(r.output, r.output_size, "mma.sync") + pu_count_n(r.output, r.output_size, "wgmma.mma_async");
+        if (!combine)
+            ck_assert_msg(mma > 0, "%s d%d BM%d %s: no tensor-core instruction", v->kernel, v->d, v->block_m,
+                          archs[a]);
+        if (!combine && !v->paged)
+            ck_assert_msg(pu_count_n(r.output, r.output_size, "cp.async") > 0,
+                          "%s d%d BM%d %s: contiguous K/V loads are not pipelined", v->kernel, v->d, v->block_m,
+                          archs[a]);
+        kiln_compile_result_free(&r);
+        if (!pu_have_ptxas()) continue;
+        compile_variant(v, archs[a], KILN_EMIT_CUBIN, &r);
+        ck_assert_msg(r.output_size > 4 && memcmp(r.output, "\177ELF", 4) == 0, "%s %s: cubin is not ELF",
+                      v->kernel, archs[a]);
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("attention_decode_ptx");
+    TCase *tc = tcase_create("ptx");
+    tcase_set_timeout(tc, 900);
+    tcase_add_loop_test(tc, test_variant_ptx, 0, (int)(sizeof variants / sizeof variants[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)
