@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""bench_decode.py — flash-decoding, Kiln against PyTorch SDPA, in one run.
+
+GB/s of K and V read (2 * B * N * heads_kv * d * 2 bytes per call: Q, O and
+split scratch not counted) for one query token per sequence, GQA heads_q /
+heads_kv, d 128, f16, the whole cache visible (cache_seqlens = N):
+
+  kiln        kiln-bench-decode (kiln_attention_decode through the public API,
+              split count chosen by the runtime), contiguous and paged (--pages)
+  sdpa_flash  torch SDPA, FlashAttention-2 backend, enable_gqa
+  sdpa_cudnn  torch SDPA, cuDNN backend, enable_gqa
+
+  python3 tools/bench/bench_decode.py --kiln-bin build/kiln-bench-decode [--quick]
+
+Prints a markdown table; with --out DIR also writes decode_bench.{json,md}.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def kiln_rows(args, batch, ns, page):
+    cmd = [args.kiln_bin, "--dtype", "f16", "--head-dim", str(args.head_dim), "--batch", str(batch),
+           "--heads", str(args.heads), "--heads-kv", str(args.heads_kv), "--tokens", "1",
+           "--seqlens", ",".join(map(str, ns)), "--min-ms", str(args.min_ms)]
+    if page:
+        cmd += ["--page", str(page)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return {n: {"error": "timeout"} for n in ns}
+    recs = {}
+    for line in out.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if "seqlen_k" in r:
+                recs[int(r["seqlen_k"])] = r
+    for n in ns:
+        recs.setdefault(n, {"error": (out.stderr or out.stdout)[-300:]})
+    return recs
+
+
+def torch_gbs(backend, batch, n, args):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    be = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    d, hq, hk = args.head_dim, args.heads, args.heads_kv
+    try:
+        q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.float16)
+        k = torch.randn(batch, hk, n, d, device="cuda", dtype=torch.float16)
+        v = torch.randn(batch, hk, n, d, device="cuda", dtype=torch.float16)
+        with sdpa_kernel(be):
+            f = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            f()
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            reps = 1
+            while True:
+                s.record()
+                for _ in range(reps):
+                    f()
+                e.record()
+                torch.cuda.synchronize()
+                ms = s.elapsed_time(e)
+                if ms >= args.min_ms or reps >= 1 << 14:
+                    break
+                reps *= 4
+        t = ms / reps / 1e3
+        return {"gbs": 2 * batch * n * hk * d * 2 / t / 1e9, "us": t * 1e6}
+    except Exception as exc:  # a backend that refuses the shape
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    finally:
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+def cell(r):
+    if "gbs" in r:
+        return f"{r['gbs']:.0f}"
+    if "gbps" in r:
+        return f"{r['gbps']:.0f}"
+    return "err"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln-bin", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--heads-kv", type=int, default=8)
+    ap.add_argument("--pages", default="16,256", help="page sizes for the paged Kiln rows")
+    ap.add_argument("--min-ms", type=float, default=100)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    batches = [1, 8] if args.quick else [1, 8, 64]
+    ns = [4096, 16384, 65536, 131072]
+    pages = [int(p) for p in args.pages.split(",") if p]
+    cols = ["kiln"] + [f"kiln_page{p}" for p in pages] + ["sdpa_flash", "sdpa_cudnn"]
+    rows = []
+    for b in batches:
+        nb = [n for n in ns if b * n * args.heads_kv * args.head_dim * 4 <= 40 << 30]
+        kr = {"kiln": kiln_rows(args, b, nb, 0)}
+        for p in pages:
+            kr[f"kiln_page{p}"] = kiln_rows(args, b, nb, p)
+        for n in nb:
+            row = {"batch": b, "n": n, "results": {c: kr[c][n] for c in kr}}
+            for p in ("sdpa_flash", "sdpa_cudnn"):
+                row["results"][p] = torch_gbs(p, b, n, args)
+            rows.append(row)
+            print(f"B={b} N={n}: " + ", ".join(f"{c} {cell(row['results'][c])}" for c in cols), file=sys.stderr)
+    md = [f"decode, f16, heads {args.heads}/{args.heads_kv}, d {args.head_dim}, one query token: GB/s of K+V",
+          "", "| B | N | " + " | ".join(cols) + " | kiln / cudnn |", "|---" * (len(cols) + 3) + "|"]
+    for r in rows:
+        k, c = r["results"]["kiln"], r["results"]["sdpa_cudnn"]
+        kv = k.get("gbps")
+        ratio = f"{kv / c['gbs']:.2f}" if kv and "gbs" in c else "-"
+        md.append(f"| {r['batch']} | {r['n']} | " + " | ".join(cell(r["results"][x]) for x in cols) + f" | {ratio} |")
+    text = "\n".join(md)
+    print(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "decode_bench.json"), "w") as f:
+            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+        with open(os.path.join(args.out, "decode_bench.md"), "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
