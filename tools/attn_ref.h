@@ -99,4 +99,32 @@ double attn_max_abs_diff(const AttnProblem *p, const double *a, const double *b)
 /* Number of elements of empty rows where O != 0 or LSE != -inf (should be 0). */
 int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const float *lse_dev);
 
+/* ---------------- backward ----------------
+ * Gradients of O = softmax(scale * Q K^T) V given dO (same shape and strides as O:
+ * p->o_stride). Outputs are dense doubles: dq like o ([B, Hq, Sq, D]), dk and dv
+ * [B, Hkv, Sk, D] (dk[((b*Hkv + hk)*Sk + j)*D + d]); under GQA a K/V head's gradient is
+ * the sum over the query heads of its group. Rows that see no key contribute nothing
+ * (their dq is 0); keys no row sees get dk = dv = 0. score_mod is not supported (it
+ * needs its derivative): p->score_mod must be NULL. */
+
+/* The exact backward in float64 (analytic: dS = P * (dP - rowsum(dO * O))). */
+void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout,
+                  double *dq, double *dk, double *dv);
+/* The backward as PyTorch computes it in the storage dtype, emulated: P (f32 softmax,
+ * rounded to the dtype), O rounded; dV = P^T dO, dP = dO V^T and dS = P * (dP - rowsum(P * dP))
+ * each accumulated in f32 and rounded to the dtype; dQ = scale * dS K and dK = scale * dS^T Q
+ * likewise. Outputs dense like attn_ref_bwd's: the "plain" error of the accuracy rule. */
+void attn_ref_bwd_torchlike(const AttnProblem *p, const void *q, const void *k, const void *v,
+                            const void *dout, double *dq, double *dk, double *dv);
+/* The loss sum(O * dO) of the float64 forward, dO read through p->o_stride:
+ * its gradient with respect to Q, K and V is attn_ref_bwd's (for finite differences). */
+double attn_ref_loss(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout);
+
+/* Max |x - ref| of a kernel's gradient (dtype t, strides st, nb x nh x ns x d) against a
+ * dense double reference; NaN/inf elements are counted in *nonfinite (not in the max). */
+double attn_grad_max_err(AttnDtype t, const void *x, const int64_t st[3], int nb, int nh, int ns, int d,
+                         const double *ref, int64_t *nonfinite);
+/* Max |a - b| of two dense double arrays of n elements. */
+double attn_dense_max_diff(const double *a, const double *b, size_t n);
+
 #endif
