@@ -85,15 +85,16 @@ static const int k_head_dims[] = {32, 64, 96, 128, 256};
 
 /* ---------------- errors ---------------- */
 
-static KilnStatus bad(KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static KilnStatus bad(KilnStatus s, const char *fmt, ...)
+#define FWD "kiln_attention_fwd"
+
+KilnStatus rt_attn_error(const char *api, KilnStatus s, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return kiln_set_error(s, "kiln_attention_fwd: %s", msg);
+    return kiln_set_error(s, "%s: %s", api, msg);
 }
 
 /* ---------------- validation (never touches a device) ---------------- */
@@ -107,115 +108,125 @@ static bool head_dim_ok(int d)
     return false;
 }
 
-static KilnStatus check_tuning(const KilnAttentionParams *p)
+KilnStatus rt_attn_check_tuning(const char *api, int block_m, int block_n, int num_warps, int num_stages)
 {
-    if (p->block_m && !pow2_in(p->block_m, 16, 256))
-        return bad(KILN_ERR_USAGE, "block_m %d must be 0 (default) or a power of two in [16, 256]", p->block_m);
-    if (p->block_n && !pow2_in(p->block_n, 16, 256))
-        return bad(KILN_ERR_USAGE, "block_n %d must be 0 (default) or a power of two in [16, 256]", p->block_n);
-    if (p->num_warps && !pow2_in(p->num_warps, 1, 32))
-        return bad(KILN_ERR_USAGE, "num_warps %d must be 0 (default) or a power of two in [1, 32]", p->num_warps);
-    if (p->num_stages < 0 || p->num_stages > 8)
-        return bad(KILN_ERR_USAGE, "num_stages %d must be 0 (default) or in [1, 8]", p->num_stages);
+    if (block_m && !pow2_in(block_m, 16, 256))
+        return rt_attn_error(api, KILN_ERR_USAGE, "block_m %d must be 0 (default) or a power of two in [16, 256]",
+                             block_m);
+    if (block_n && !pow2_in(block_n, 16, 256))
+        return rt_attn_error(api, KILN_ERR_USAGE, "block_n %d must be 0 (default) or a power of two in [16, 256]",
+                             block_n);
+    if (num_warps && !pow2_in(num_warps, 1, 32))
+        return rt_attn_error(api, KILN_ERR_USAGE, "num_warps %d must be 0 (default) or a power of two in [1, 32]",
+                             num_warps);
+    if (num_stages < 0 || num_stages > 8)
+        return rt_attn_error(api, KILN_ERR_USAGE, "num_stages %d must be 0 (default) or in [1, 8]", num_stages);
     return KILN_OK;
 }
 
 /* Sizes, dtype and options: everything but the tensors. */
-static KilnStatus check_shape(const KilnAttentionParams *p)
+KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
 {
-    if (!p) return bad(KILN_ERR_USAGE, "params is NULL");
+    if (!p) return rt_attn_error(api, KILN_ERR_USAGE, "params is NULL");
     if (p->dtype != KILN_F16 && p->dtype != KILN_BF16)
-        return bad(KILN_ERR_USAGE, "dtype %d is neither KILN_F16 nor KILN_BF16", (int)p->dtype);
-    if (p->batch <= 0) return bad(KILN_ERR_USAGE, "batch must be positive, got %d", p->batch);
-    if (p->heads_q <= 0) return bad(KILN_ERR_USAGE, "heads_q must be positive, got %d", p->heads_q);
-    if (p->heads_kv <= 0) return bad(KILN_ERR_USAGE, "heads_kv must be positive, got %d", p->heads_kv);
+        return rt_attn_error(api, KILN_ERR_USAGE, "dtype %d is neither KILN_F16 nor KILN_BF16", (int)p->dtype);
+    if (p->batch <= 0) return rt_attn_error(api, KILN_ERR_USAGE, "batch must be positive, got %d", p->batch);
+    if (p->heads_q <= 0) return rt_attn_error(api, KILN_ERR_USAGE, "heads_q must be positive, got %d", p->heads_q);
+    if (p->heads_kv <= 0) return rt_attn_error(api, KILN_ERR_USAGE, "heads_kv must be positive, got %d", p->heads_kv);
     if (p->heads_q % p->heads_kv)
-        return bad(KILN_ERR_USAGE,
+        return rt_attn_error(api, KILN_ERR_USAGE,
                    "heads_q (%d) must be a multiple of heads_kv (%d): each K/V head serves a whole group "
                    "of query heads",
                    p->heads_q, p->heads_kv);
     if (p->seqlen_q < 0 || p->seqlen_k < 0)
-        return bad(KILN_ERR_USAGE, "sequence lengths must be >= 0, got seqlen_q %d, seqlen_k %d", p->seqlen_q,
+        return rt_attn_error(api, KILN_ERR_USAGE, "sequence lengths must be >= 0, got seqlen_q %d, seqlen_k %d", p->seqlen_q,
                    p->seqlen_k);
     if (!head_dim_ok(p->head_dim))
-        return bad(KILN_ERR_UNSUPPORTED, "head_dim %d is not supported (supported: 32, 64, 96, 128, 256)",
+        return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "head_dim %d is not supported (supported: 32, 64, 96, 128, 256)",
                    p->head_dim);
-    KilnStatus st = check_tuning(p);
+    KilnStatus st = rt_attn_check_tuning(api, p->block_m, p->block_n, p->num_warps, p->num_stages);
     if (st != KILN_OK) return st;
     /* The kernel indexes rows in i32: row + block and seqlen_k + block must not wrap. */
     int64_t lim = INT32_MAX - 2 * 256;
     if (p->seqlen_q > lim || p->seqlen_k > lim)
-        return bad(KILN_ERR_USAGE, "sequence lengths above %lld do not fit the kernel's 32-bit row index",
+        return rt_attn_error(api, KILN_ERR_USAGE, "sequence lengths above %lld do not fit the kernel's 32-bit row index",
                    (long long)lim);
     if (!isfinite(p->softmax_scale))
-        return bad(KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
+        return rt_attn_error(api, KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
     if ((int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
-        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d (the grid's second axis)",
+        return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d (the grid's second axis)",
                    (long long)p->batch * p->heads_q, ATTN_MAX_GRID_Y);
     return KILN_OK;
 }
 
 /* One tensor: non-null, aligned, strides >= 0 and its last element's byte
  * offset representable in the kernel's i64 address arithmetic. */
-static KilnStatus check_tensor(const char *name, KilnDevPtr ptr, const int64_t st[3], int nb, int nh, int ns,
-                               int d, int elem, bool is_output)
+KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr ptr, const int64_t st[3], int nb,
+                                int nh, int ns, int d, int elem, bool is_output)
 {
-    if (!ptr) return bad(KILN_ERR_USAGE, "%s is a null pointer", name);
+    if (!ptr) return rt_attn_error(api, KILN_ERR_USAGE, "%s is a null pointer", name);
     if (ptr % ATTN_PTR_ALIGN)
-        return bad(KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
+        return rt_attn_error(api, KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
                    name, (unsigned long long)ptr, ATTN_PTR_ALIGN);
     if (!st) return KILN_OK;   /* LSE: dense, checked by its size */
     const int ext[3] = {nb, nh, ns};
     static const char *dim[3] = {"batch", "head", "sequence"};
     int64_t last = d - 1;
     for (int i = 0; i < 3; i++) {
-        if (st[i] < 0) return bad(KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
+        if (st[i] < 0) return rt_attn_error(api, KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
                                   (long long)st[i]);
         if (is_output && st[i] == 0 && ext[i] > 1)
-            return bad(KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
                        name, i, dim[i], ext[i], dim[i]);
         int64_t off;
         if (__builtin_mul_overflow(st[i], (int64_t)(ext[i] > 0 ? ext[i] - 1 : 0), &off) ||
             __builtin_add_overflow(last, off, &last))
-            return bad(KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
     }
     if (last > INT64_MAX / elem)
-        return bad(KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
+        return rt_attn_error(api, KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
     return KILN_OK;
 }
 
 static KilnStatus check_tensors(const KilnAttentionParams *p)
 {
     int es = 2; /* f16 and bf16 */
-    KilnStatus st = check_tensor("q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, false);
+    KilnStatus st =
+        rt_attn_check_tensor(FWD, "q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, false);
     if (st == KILN_OK && p->seqlen_k > 0)
-        st = check_tensor("k", p->k, p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es, false);
+        st = rt_attn_check_tensor(FWD, "k", p->k, p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es,
+                                  false);
     if (st == KILN_OK && p->seqlen_k > 0)
-        st = check_tensor("v", p->v, p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es, false);
+        st = rt_attn_check_tensor(FWD, "v", p->v, p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es,
+                                  false);
     if (st == KILN_OK)
-        st = check_tensor("o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, true);
-    if (st == KILN_OK) st = check_tensor("lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
+        st = rt_attn_check_tensor(FWD, "o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es,
+                                  true);
+    if (st == KILN_OK) st = rt_attn_check_tensor(FWD, "lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
     return st;
 }
 
 KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 {
-    KilnStatus st = check_shape(p);
+    KilnStatus st = rt_attn_check_shape(FWD, p);
     if (st != KILN_OK || p->seqlen_q == 0) return st;   /* no rows: empty tensors may be null */
     return check_tensors(p);
 }
 
 /* ---------------- variants and the in-process cache ---------------- */
 
+/* The forward's choice for a call: the tuning table's row (or the caller's tiles). */
 typedef struct AttnKey {
-    const KilnDevice *dev;
     int dtype, head_dim, causal;
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
 } AttnKey;
 
+/* A cache entry: one compiled kernel of one device, found by its variant's text
+ * ("program|kernel|NAME=VALUE ...|num_warps|num_stages|no_wgmma"). */
 typedef struct AttnEntry {
-    AttnKey key;
+    const KilnDevice *dev;
+    char *text;
     KilnModule *mod;
     KilnKernel *kern;
     struct AttnEntry *next;
@@ -235,8 +246,7 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = &k_tune[0];
     bool own_tiles = p->block_m || p->block_n;
-    AttnKey k = {.dev = dev, .dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
-                 .no_wgmma = p->no_wgmma != 0};
+    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0, .no_wgmma = p->no_wgmma != 0};
     k.block_m = p->block_m ? p->block_m : t->block_m;
     k.block_n = p->block_n ? p->block_n : t->block_n;
     /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
@@ -245,38 +255,41 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     return k;
 }
 
-static bool key_eq(const AttnKey *a, const AttnKey *b)
+/* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false num_warps=8 num_stages=2": the variant for messages. */
+static void describe(const RtAttnVariant *v, char *buf, size_t n)
 {
-    return a->dev == b->dev && a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
-           a->block_m == b->block_m && a->block_n == b->block_n && a->num_warps == b->num_warps &&
-           a->num_stages == b->num_stages && a->no_wgmma == b->no_wgmma;
+    size_t used = (size_t)snprintf(buf, n, "%s", v->kernel);
+    for (int i = 0; i < v->ndefines && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
+    if (used < n)
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s", v->num_warps, v->num_stages,
+                 v->no_wgmma ? " no_wgmma" : "");
 }
 
-static unsigned key_hash(const AttnKey *k)
+/* The cache key's text (malloc'd; NULL when out of memory). */
+static char *variant_text(const RtAttnVariant *v)
 {
-    uint64_t h = 1469598103934665603ull;
-    int64_t f[] = {(int64_t)(uintptr_t)k->dev, k->dtype, k->head_dim, k->causal,
-                   k->block_m, k->block_n, k->num_warps, k->num_stages, k->no_wgmma};
-    for (size_t i = 0; i < COUNT(f); i++) h = (h ^ (uint64_t)f[i]) * 1099511628211ull;
+    char desc[512];
+    describe(v, desc, sizeof desc);
+    size_t n = strlen(v->program) + strlen(desc) + 2;
+    char *t = malloc(n);
+    if (t) snprintf(t, n, "%s|%s", v->program, desc);
+    return t;
+}
+
+static unsigned text_hash(const KilnDevice *dev, const char *t)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)dev;
+    for (; *t; t++) h = (h ^ (uint8_t)*t) * 1099511628211ull;
     return (unsigned)(h ^ (h >> 32)) % ATTN_BUCKETS;
 }
 
-/* The cached kernel of `k`, or NULL. Caller holds g_lock. */
-static KilnKernel *find_locked(const AttnKey *k)
+/* The cached kernel of (dev, text), or NULL. Caller holds g_lock. */
+static KilnKernel *find_locked(const KilnDevice *dev, const char *text)
 {
-    for (AttnEntry *e = g_buckets[key_hash(k)]; e; e = e->next)
-        if (key_eq(&e->key, k)) return e->kern;
+    for (AttnEntry *e = g_buckets[text_hash(dev, text)]; e; e = e->next)
+        if (e->dev == dev && !strcmp(e->text, text)) return e->kern;
     return NULL;
-}
-
-static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
-
-/* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2" */
-static void describe(const AttnKey *k, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s HEAD_DIM=%d CAUSAL=%s BLOCK_M=%d BLOCK_N=%d num_warps=%d num_stages=%d%s",
-             kernel_name(k->dtype), k->head_dim, k->causal ? "true" : "false", k->block_m, k->block_n,
-             k->num_warps, k->num_stages, k->no_wgmma ? " no_wgmma" : "");
 }
 
 const char *kiln_lib_source(const char *path)
@@ -288,21 +301,16 @@ const char *kiln_lib_source(const char *path)
 }
 
 /* Compile and load the variant (no lock held: this can take seconds). */
-static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **mod, KilnKernel **kern)
+static KilnStatus build_variant(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnModule **mod,
+                                KilnKernel **kern)
 {
-    const char *src = kiln_lib_source(ATTN_PROGRAM);
-    if (!src) return bad(KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)", ATTN_PROGRAM);
-    char d[16], bm[16], bn[16];
-    snprintf(d, sizeof d, "%d", k->head_dim);
-    snprintf(bm, sizeof bm, "%d", k->block_m);
-    snprintf(bn, sizeof bn, "%d", k->block_n);
-    /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
-     * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
-    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", k->causal ? "true" : "false"},
-                         {"PLAIN_SCORES", "true"}};
-    KilnCompileOptions o = {.kernel = kernel_name(k->dtype), .defines = defs, .ndefines = (int)COUNT(defs),
-                            .num_warps = k->num_warps, .num_stages = k->num_stages, .no_wgmma = k->no_wgmma};
-    KilnStatus st = kiln_module_compile(dev, ATTN_PROGRAM, src, &o, mod);
+    const char *src = kiln_lib_source(v->program);
+    if (!src)
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)",
+                             v->program);
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                            .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma};
+    KilnStatus st = kiln_module_compile(dev, v->program, src, &o, mod);
     if (st == KILN_OK) {
         st = kiln_kernel_get(*mod, o.kernel, kern);
         if (st != KILN_OK) {
@@ -312,10 +320,10 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
     }
     if (st != KILN_OK) {
         /* say which variant, then what the compiler or driver said */
-        char what[160];
-        describe(k, what, sizeof what);
+        char what[512];
+        describe(v, what, sizeof what);
         char *why = strdup(kiln_last_error());
-        kiln_set_error(st, "kiln_attention_fwd: cannot build %s: ", what);
+        kiln_set_error(st, "%s: cannot build %s: ", api, what);
         rt_append_error(why ? why : "(out of memory)");
         free(why);
     }
@@ -326,37 +334,62 @@ static KilnStatus build_variant(KilnDevice *dev, const AttnKey *k, KilnModule **
  * runtime core, which calls nothing of this layer by name). */
 static void teardown(KilnDevice *dev) { kiln_attention_cache_clear(dev); }
 
-static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
+KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnKernel **out)
 {
     KilnStatus reg = rt_on_device_shutdown(teardown);
     if (reg != KILN_OK) return reg;
+    char *text = variant_text(v);
+    if (!text) return rt_attn_error(api, KILN_ERR_INTERNAL, "out of host memory");
     pthread_mutex_lock(&g_lock);
-    *out = find_locked(k);
+    *out = find_locked(dev, text);
     pthread_mutex_unlock(&g_lock);
-    if (*out) return KILN_OK;
+    if (*out) {
+        free(text);
+        return KILN_OK;
+    }
     KilnModule *mod = NULL;
     KilnKernel *kern = NULL;
-    KilnStatus st = build_variant(dev, k, &mod, &kern);
-    if (st != KILN_OK) return st;
-    AttnEntry *e = calloc(1, sizeof *e);
-    if (!e) {
+    KilnStatus st = build_variant(dev, api, v, &mod, &kern);
+    AttnEntry *e = st == KILN_OK ? calloc(1, sizeof *e) : NULL;
+    if (st != KILN_OK || !e) {
+        free(text);
         kiln_module_free(mod);
-        return bad(KILN_ERR_INTERNAL, "out of host memory");
+        return st != KILN_OK ? st : rt_attn_error(api, KILN_ERR_INTERNAL, "out of host memory");
     }
     pthread_mutex_lock(&g_lock);
-    *out = find_locked(k);
+    *out = find_locked(dev, text);
     if (!*out) {   /* no other thread got there first */
-        unsigned h = key_hash(k);
-        *e = (AttnEntry){.key = *k, .mod = mod, .kern = kern, .next = g_buckets[h]};
+        unsigned h = text_hash(dev, text);
+        *e = (AttnEntry){.dev = dev, .text = text, .mod = mod, .kern = kern, .next = g_buckets[h]};
         g_buckets[h] = e;
         *out = kern;
         e = NULL;
         mod = NULL;
+        text = NULL;
     }
     pthread_mutex_unlock(&g_lock);
     free(e);
+    free(text);
     kiln_module_free(mod);
     return KILN_OK;
+}
+
+static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
+
+static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
+{
+    char d[16], bm[16], bn[16];
+    snprintf(d, sizeof d, "%d", k->head_dim);
+    snprintf(bm, sizeof bm, "%d", k->block_m);
+    snprintf(bn, sizeof bn, "%d", k->block_n);
+    /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
+     * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
+    RtAttnVariant v = {.program = ATTN_PROGRAM, .kernel = kernel_name(k->dtype),
+                       .defines = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
+                                   {"CAUSAL", k->causal ? "true" : "false"}, {"PLAIN_SCORES", "true"}},
+                       .ndefines = 5, .num_warps = k->num_warps, .num_stages = k->num_stages,
+                       .no_wgmma = k->no_wgmma};
+    return rt_attn_get_kernel(dev, FWD, &v, out);
 }
 
 KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
@@ -366,7 +399,7 @@ KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
     for (int b = 0; b < ATTN_BUCKETS; b++)
         for (AttnEntry **pe = &g_buckets[b]; *pe;) {
             AttnEntry *e = *pe;
-            if (dev && e->key.dev != dev) {
+            if (dev && e->dev != dev) {
                 pe = &e->next;
                 continue;
             }
@@ -382,6 +415,7 @@ KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
         dead = e->next;
         KilnStatus st = kiln_module_free(e->mod);
         if (first == KILN_OK) first = st;
+        free(e->text);
         free(e);
     }
     return first;
@@ -392,14 +426,14 @@ int kiln_attention_cache_size(const KilnDevice *dev)
     int n = 0;
     pthread_mutex_lock(&g_lock);
     for (int b = 0; b < ATTN_BUCKETS; b++)
-        for (AttnEntry *e = g_buckets[b]; e; e = e->next) n += !dev || e->key.dev == dev;
+        for (AttnEntry *e = g_buckets[b]; e; e = e->next) n += !dev || e->dev == dev;
     pthread_mutex_unlock(&g_lock);
     return n;
 }
 
 /* ---------------- arguments by parameter name ---------------- */
 
-static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a)
+KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a)
 {
     switch (prm->kind) {
     case KILN_PARAM_I64: *a = kiln_arg_i64(v); return KILN_OK;
@@ -413,11 +447,11 @@ static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a)
         *a = kiln_arg_u32((uint32_t)v);
         return KILN_OK;
     default:
-        return bad(KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
-                   rt_param_kind_name(prm->kind));
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer",
+                             prm->name, rt_param_kind_name(prm->kind));
     }
-    return bad(KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name, (long long)v,
-               rt_param_kind_name(prm->kind));
+    return rt_attn_error(api, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name,
+                         (long long)v, rt_param_kind_name(prm->kind));
 }
 
 /* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride). */
@@ -449,14 +483,14 @@ static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, K
     struct { const char *name; int64_t v; } ints[] = {
         {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
     for (size_t i = 0; i < COUNT(ints); i++)
-        if (!strcmp(n, ints[i].name)) return int_arg(prm, ints[i].v, a);
+        if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(FWD, prm, ints[i].v, a);
     int64_t s;
-    if (stride_of(p, n, &s)) return int_arg(prm, s, a);
+    if (stride_of(p, n, &s)) return rt_attn_int_arg(FWD, prm, s, a);
     if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
         *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
         return KILN_OK;
     }
-    return bad(KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_fwd", n,
+    return rt_attn_error(FWD, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_fwd", n,
                rt_param_kind_name(prm->kind));
 }
 
@@ -466,9 +500,9 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
 {
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK) return st;
-    if (!dev) return bad(KILN_ERR_USAGE, "dev is NULL");
+    if (!dev) return rt_attn_error(FWD, KILN_ERR_USAGE, "dev is NULL");
     if (stream && rt_stream_device(stream) != dev)
-        return bad(KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+        return rt_attn_error(FWD, KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
     if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
     AttnKey key = resolve_key(dev, p);
     KilnKernel *k = NULL;
@@ -477,7 +511,7 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     const KilnKernelInfo *info = kiln_kernel_info(k);
     KilnArg args[64];
     if (info->nparams > (int)COUNT(args))
-        return bad(KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
+        return rt_attn_error(FWD, KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
     for (int i = 0; i < info->nparams; i++)
         if ((st = make_arg(p, &info->params[i], &args[i])) != KILN_OK) return st;
     int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};

@@ -129,4 +129,47 @@ extern const RtLibSource rt_lib_sources[];
  * makes m own s (freed with it) and route its launches through rt_spec_select. */
 void rt_spec_attach(KilnModule *m, RtSpec *s);
 
+/* ---- attention entry points (attention.c; attention_bwd.c shares them) ---- */
+
+/* kiln_set_error(s, "<api>: <message>"); returns s. */
+KilnStatus rt_attn_error(const char *api, KilnStatus s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The forward's checks of sizes, dtype, scale and tuning (no tensors), messages prefixed by api. */
+KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p);
+/* Tuning fields: 0 (default) or block sizes powers of two in [16, 256], warps a power
+ * of two in [1, 32], stages in [1, 8]. */
+KilnStatus rt_attn_check_tuning(const char *api, int block_m, int block_n, int num_warps, int num_stages);
+/* One tensor of nb x nh x ns x d elements of `elem` bytes: non-null, 16-byte aligned,
+ * strides >= 0 (an output's > 0 where its extent is > 1), offsets within 64 bits.
+ * st NULL: a dense buffer, only the pointer is checked. */
+KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr ptr, const int64_t st[3], int nb,
+                                int nh, int ns, int d, int elem, bool is_output);
+/* An integer argument for the program's parameter prm (its kind), range-checked. */
+KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a);
+
+/* One compiled kernel of a library program: found in the per-device in-process cache
+ * (kiln_attention_cache_clear/size count every entry, forward and backward), else
+ * compiled through kiln_module_compile and kept. */
+#define RT_ATTN_MAX_DEFINES 8
+typedef struct RtAttnVariant {
+    const char *program;      /* "lang/lib/attention_bwd.tile" (embedded) */
+    const char *kernel;
+    KilnDefine defines[RT_ATTN_MAX_DEFINES];
+    int ndefines;
+    int num_warps, num_stages, no_wgmma;   /* 0: the program's own setting */
+} RtAttnVariant;
+KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnKernel **out);
+
+/* The backward's launches for a device of compute capability sm_version (attention_bwd.c):
+ * up to three kernels in stream order (preprocess, dK/dV, then dQ or the dQ conversion;
+ * a kernel over an empty axis is left out), each with its grid. Filled in place (the
+ * variants point into the plan's own storage). p must have passed kiln_attention_bwd_check. */
+typedef struct RtAttnBwdPlan {
+    int n;
+    RtAttnVariant k[3];
+    int grid[3][3];
+    char name[3][32];
+    char value[3][RT_ATTN_MAX_DEFINES][16];
+} RtAttnBwdPlan;
+void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwdPlan *plan);
+
 #endif
