@@ -454,6 +454,21 @@ KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, Kil
                          (long long)v, rt_param_kind_name(prm->kind));
 }
 
+KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)
+{
+    const char *n = prm->name;
+    struct { const char *name; int64_t v; } ints[] = {
+        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
+    for (size_t i = 0; i < COUNT(ints); i++)
+        if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(api, prm, ints[i].v, a);
+    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
+        *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
+        return KILN_OK;
+    }
+    return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to %s", n,
+                         rt_param_kind_name(prm->kind), api);
+}
+
 /* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride). */
 static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v)
 {
@@ -480,18 +495,9 @@ static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, K
             *a = kiln_arg_ptr(ptrs[i].v);
             return KILN_OK;
         }
-    struct { const char *name; int64_t v; } ints[] = {
-        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
-    for (size_t i = 0; i < COUNT(ints); i++)
-        if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(FWD, prm, ints[i].v, a);
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(FWD, prm, s, a);
-    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
-        *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
-        return KILN_OK;
-    }
-    return rt_attn_error(FWD, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_fwd", n,
-               rt_param_kind_name(prm->kind));
+    return rt_attn_scalar_arg(FWD, p, prm, a);
 }
 
 /* ---------------- the call ---------------- */

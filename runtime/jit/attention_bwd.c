@@ -209,18 +209,9 @@ static KilnStatus make_arg(const KilnAttentionBwdParams *p, const KilnParam *prm
             *a = kiln_arg_ptr(ptrs[i].v);
             return KILN_OK;
         }
-    struct { const char *name; int64_t v; } ints[] = {
-        {"heads", f->heads_q}, {"heads_kv", f->heads_kv}, {"seqlen_q", f->seqlen_q}, {"seqlen_k", f->seqlen_k}};
-    for (size_t i = 0; i < COUNT(ints); i++)
-        if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(BWD, prm, ints[i].v, a);
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(BWD, prm, s, a);
-    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
-        *a = kiln_arg_f32(f->softmax_scale != 0 ? f->softmax_scale : (float)(1.0 / sqrt((double)f->head_dim)));
-        return KILN_OK;
-    }
-    return rt_attn_error(BWD, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to %s", n,
-                         rt_param_kind_name(prm->kind), BWD);
+    return rt_attn_scalar_arg(BWD, f, prm, a);
 }
 
 /* ---------------- the call ---------------- */

@@ -145,6 +145,10 @@ KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr pt
                                 int nh, int ns, int d, int elem, bool is_output);
 /* An integer argument for the program's parameter prm (its kind), range-checked. */
 KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a);
+/* The argument of one of the programs' scalar parameters from the forward's params:
+ * heads, heads_kv, seqlen_q, seqlen_k (range-checked), sm_scale (0: 1/sqrt(head_dim));
+ * any other name is an internal error naming it. */
+KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a);
 
 /* One compiled kernel of a library program: found in the per-device in-process cache
  * (kiln_attention_cache_clear/size count every entry, forward and backward), else

@@ -11,6 +11,7 @@
 #define KILN_ATTN_BWD_HARNESS_H
 
 #include "attn_harness.h"
+#include "jit_internal.h"   /* rt_attn_bwd_plan: the runtime's launches */
 
 #define BWD_PROGRAM "lang/lib/attention_bwd.tile"
 
@@ -21,6 +22,8 @@ typedef struct BwdCase {
     const char *mask_mod;  /* ... and the names given to -D mask_mod / kv_start */
     const char *kv_start;
     int (*ref_mask)(int b, int h, int i, int j, const void *ctx);   /* the reference's mask_mod */
+    int plan_sm;           /* nonzero: run kiln_attention_bwd's plan for this sm_version (its
+                              kernels, defines, tiles and grids) instead of the case's blocks */
 } BwdCase;
 
 typedef struct BwdRun {
@@ -155,6 +158,22 @@ static int bwd_named_args(BwdRun *r, const BwdCase *bc, double scale, NamedArg *
     return n;
 }
 
+/* The runtime's own plan (rt_attn_bwd_plan) run on the interpreter. */
+static void bwd_run_plan(Arena *arena, BwdRun *r, const BwdCase *bc, const NamedArg *named, int nn)
+{
+    const Case *c = &bc->c;
+    KilnAttentionBwdParams p = {.fwd = {.dtype = c->dtype == ATTN_BF16 ? KILN_BF16 : KILN_F16, .batch = c->batch,
+                                        .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
+                                        .head_dim = c->d, .causal = c->causal},
+                                .deterministic = bc->deterministic};
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(bc->plan_sm, &p, &plan);
+    for (int i = 0; i < plan.n; i++) {
+        IrFunc *f = bwd_compile(arena, bc, plan.k[i].kernel, plan.k[i].defines, plan.k[i].ndefines);
+        bwd_run_kernel(f, r, named, nn, plan.grid[i][0], plan.grid[i][1]);
+    }
+}
+
 /* The backward as the runtime runs it, with softmax scale `scale`. */
 static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
 {
@@ -176,6 +195,10 @@ static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
 
     NamedArg named[64];
     int nn = bwd_named_args(r, bc, scale, named);
+    if (bc->plan_sm) {
+        bwd_run_plan(arena, r, bc, named, nn);
+        return;
+    }
     int gq = (c->sq + c->block_m - 1) / c->block_m, gk = (c->sk + c->block_n - 1) / c->block_n;
     IrFunc *f = bwd_compile(arena, bc, bf ? "attn_bwd_pre_bf16" : "attn_bwd_pre_f16", pre, 3);
     bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq);

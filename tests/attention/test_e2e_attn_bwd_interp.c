@@ -8,7 +8,9 @@
  * max |g - ref| <= 2 * max |g_plain - ref| + 1e-5, where g_plain is the same
  * backward computed in the storage dtype (attn_ref_bwd_torchlike). Rows that see
  * no key must get dQ = 0 exactly; nothing may be NaN. Both dQ paths (atomic_add
- * into f32 scratch, and the deterministic pass over query blocks) run.
+ * into f32 scratch, and the deterministic pass over query blocks) run, and the
+ * runtime's own plan (rt_attn_bwd_plan: kernels, defines, tiles, grids) for every
+ * head dim.
  *
  * The reference itself is checked once against central finite differences of
  * the float64 forward's loss sum(O * dO) (test_ref_matches_finite_differences),
@@ -43,6 +45,16 @@ static const BwdCase cases[] = {
     {.c = C("f16 d32 sliding window hooks atomic", ATTN_F16, 1, 2, 1, 40, 40, 32, 1, ATTN_BSHD, 0, 16, 16, 0),
      .deterministic = 0, .hooks = k_window_hooks, .mask_mod = "win_mask", .kv_start = "win_start",
      .ref_mask = ref_window},
+    /* the runtime's plan (its tiles, defines and grids) for every head dim, both dQ paths */
+    {.c = C("plan sm90 f16 d32 GQA causal atomic", ATTN_F16, 1, 4, 2, 150, 200, 32, 1, ATTN_BSHD, 0, 0, 0, 0),
+     .plan_sm = 90},
+    {.c = C("plan sm80 bf16 d64 ragged det", ATTN_BF16, 2, 2, 1, 131, 77, 64, 1, ATTN_BHSD, 0, 0, 0, 0),
+     .deterministic = 1, .plan_sm = 80},
+    {.c = C("plan sm90 bf16 d96 atomic", ATTN_BF16, 1, 2, 2, 70, 90, 96, 0, ATTN_BSHD, 0, 0, 0, 8), .plan_sm = 90},
+    {.c = C("plan sm90 f16 d128 causal det", ATTN_F16, 1, 2, 1, 100, 70, 128, 1, ATTN_BSHD, 0, 0, 0, 0),
+     .deterministic = 1, .plan_sm = 90},
+    {.c = C("plan sm80 f16 d256 causal atomic", ATTN_F16, 1, 1, 1, 40, 50, 256, 1, ATTN_BHSD, 0, 0, 0, 0),
+     .plan_sm = 80},
 };
 
 START_TEST(test_case)
