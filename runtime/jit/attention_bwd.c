@@ -41,21 +41,25 @@
  * The last row matching the head dim with min_sm <= the device's sm_version wins.
  * dK/dV programs hold K, K^T, V^T (dtype) and dK, dV (f32) for BLOCK_N keys while they
  * walk BLOCK_M query rows at a time; the dQ programs hold Q, dO and dQ for BLOCK_M rows.
- * Chosen so that ptxas (sm_80 and sm_90a) fits or nearly fits them in registers
- * (tests/attention/test_e2e_attn_bwd_ptx.c compiles every row); not yet tuned on a GPU. */
+ * Chosen so that ptxas (sm_80 and sm_90a) fits them in registers, or nearly: the
+ * rows below spill at most 144 bytes per thread in the dK/dV kernel with atomic dQ
+ * (d 64; 0-32 bytes for the others) and nothing in the dQ pass, where the program's
+ * defaults (64 x 64, 4 warps) spill kilobytes at d >= 128. 8 warps halve each thread's
+ * share of the f32 accumulators. tests/attention/test_e2e_attn_bwd_ptx.c compiles every
+ * row; not yet timed on a GPU. */
 typedef struct BwdTune {
     int min_sm, head_dim;
     int kv_block_m, kv_block_n, kv_warps;   /* attn_bwd_dkdv */
-    int q_block_m, q_block_n, q_warps;      /* attn_bwd_dq (deterministic) */
+    int q_block_m, q_block_n, q_warps;      /* attn_bwd_dq (deterministic); pre and cvt use q_block_m */
 } BwdTune;
 
 static const BwdTune k_bwd_tune[] = {
     /* min_sm  d   dkdv: BM  BN warps   dq: BM  BN warps */
-    {0,  32,   32, 128, 8,   64, 32, 4},
-    {0,  64,   32, 128, 8,   64, 32, 4},
-    {0,  96,   16,  64, 4,   64, 32, 4},
-    {0, 128,   16,  64, 4,   64, 32, 4},
-    {0, 256,   16,  32, 4,   32, 16, 4},
+    {0,  32,   32, 128, 8,    64, 32, 4},
+    {0,  64,   32, 128, 8,   128, 32, 8},
+    {0,  96,   16,  64, 8,    64, 32, 8},
+    {0, 128,   16,  64, 8,    64, 32, 8},
+    {0, 256,   16,  32, 8,    32, 16, 8},
 };
 
 /* ---------------- validation (never touches a device) ---------------- */
