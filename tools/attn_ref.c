@@ -293,9 +293,11 @@ static size_t dense_kv_row(const AttnProblem *p, int b, int hk, int j)
     return ((size_t)b * p->heads_kv + hk) * p->seqlen_k + j;
 }
 
-/* The softmax row of query i of (b, h) in float64: prob[j] (0 where hidden);
- * returns 0 when the row sees no key. */
-static int ref_prob_row(const AttnProblem *p, const void *q, const void *k, int b, int h, int i, double *prob)
+/* The softmax row of query i of (b, h) in float64: prob[j] (0 where hidden) and the
+ * factor grad[j] = score_mod'(scale * q.k) (1 without a score_mod_grad); returns 0 when
+ * the row sees no key. */
+static int ref_prob_row(const AttnProblem *p, const void *q, const void *k, int b, int h, int i, double *prob,
+                        double *grad)
 {
     int hk = kv_head(p, h), any = 0;
     size_t qi = at(p->q_stride, b, h, i);
@@ -307,6 +309,8 @@ static int ref_prob_row(const AttnProblem *p, const void *q, const void *k, int 
         double dotp = 0;
         for (int d = 0; d < p->head_dim; d++) dotp += attn_get(p->dtype, q, qi + d) * attn_get(p->dtype, k, kj + d);
         prob[j] = dotp * p->scale;
+        grad[j] = p->score_mod_grad ? p->score_mod_grad(prob[j], b, h, i, j, p->mod_ctx) : 1.0;
+        if (p->score_mod) prob[j] = p->score_mod(prob[j], b, h, i, j, p->mod_ctx);
         if (prob[j] > m) m = prob[j];
         any = 1;
     }
@@ -328,10 +332,11 @@ void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void
     memset(dv, 0, sizeof(double) * nkv);
     double *prob = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
     double *dp = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
+    double *grad = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                if (!ref_prob_row(p, q, k, b, h, i, prob)) continue;
+                if (!ref_prob_row(p, q, k, b, h, i, prob, grad)) continue;
                 int hk = kv_head(p, h);
                 size_t qi = at(p->q_stride, b, h, i), oi = at(p->o_stride, b, h, i), row = dense_row(p, b, h, i);
                 double delta = 0;   /* rowsum(dO * O) = sum_j P_j dP_j */
@@ -344,7 +349,7 @@ void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void
                 }
                 for (int j = 0; j < Sk; j++) {
                     if (prob[j] == 0) continue;
-                    double ds = prob[j] * (dp[j] - delta) * p->scale;
+                    double ds = prob[j] * (dp[j] - delta) * grad[j] * p->scale;
                     size_t kj = at(p->k_stride, b, hk, j), kr = dense_kv_row(p, b, hk, j);
                     for (int d = 0; d < D; d++) {
                         dq[row * D + d] += ds * attn_get(p->dtype, k, kj + d);
@@ -355,10 +360,13 @@ void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void
             }
     free(prob);
     free(dp);
+    free(grad);
 }
 
-/* f32 scores and softmax of one row, P rounded to the dtype (attn_ref_torchlike's forward). */
-static int torch_prob_row(const AttnProblem *p, const void *q, const void *k, int b, int h, int i, float *prob)
+/* f32 scores and softmax of one row, P rounded to the dtype (attn_ref_torchlike's forward),
+ * and score_mod's derivative in f32 (1 without one). */
+static int torch_prob_row(const AttnProblem *p, const void *q, const void *k, int b, int h, int i, float *prob,
+                          float *grad)
 {
     int hk = kv_head(p, h), any = 0;
     size_t qi = at(p->q_stride, b, h, i);
@@ -371,6 +379,8 @@ static int torch_prob_row(const AttnProblem *p, const void *q, const void *k, in
         for (int d = 0; d < p->head_dim; d++)
             dotp += (float)attn_get(p->dtype, q, qi + d) * (float)attn_get(p->dtype, k, kj + d);
         prob[j] = dotp * (float)p->scale;
+        grad[j] = p->score_mod_grad ? (float)p->score_mod_grad(prob[j], b, h, i, j, p->mod_ctx) : 1.0f;
+        if (p->score_mod) prob[j] = (float)p->score_mod(prob[j], b, h, i, j, p->mod_ctx);
         if (prob[j] > m) m = prob[j];
         any = 1;
     }
@@ -390,13 +400,14 @@ void attn_ref_bwd_torchlike(const AttnProblem *p, const void *q, const void *k, 
     float *dk32 = calloc(nkv + 1, sizeof(float)), *dv32 = calloc(nkv + 1, sizeof(float));
     float *prob = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
     float *ds = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
+    float *grad = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
     float *acc = malloc(sizeof(float) * (size_t)D);
     AttnDtype t = p->dtype;
     for (size_t x = 0; x < nq; x++) dq[x] = 0;
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < p->seqlen_q; i++) {
-                if (!torch_prob_row(p, q, k, b, h, i, prob)) continue;
+                if (!torch_prob_row(p, q, k, b, h, i, prob, grad)) continue;
                 int hk = kv_head(p, h);
                 size_t qi = at(p->q_stride, b, h, i), oi = at(p->o_stride, b, h, i), row = dense_row(p, b, h, i);
                 float delta = 0;
@@ -409,7 +420,7 @@ void attn_ref_bwd_torchlike(const AttnProblem *p, const void *q, const void *k, 
                 }
                 memset(acc, 0, sizeof(float) * (size_t)D);
                 for (int j = 0; j < Sk; j++) {
-                    float dsj = (float)attn_round(t, attn_round(t, prob[j] * (ds[j] - delta)) * (float)p->scale);
+                    float dsj = (float)attn_round(t, attn_round(t, prob[j] * (ds[j] - delta) * grad[j]) * (float)p->scale);
                     size_t kj = at(p->k_stride, b, hk, j), kr = dense_kv_row(p, b, hk, j);
                     for (int d = 0; d < D; d++) {
                         acc[d] += dsj * (float)attn_get(t, k, kj + d);
@@ -423,7 +434,7 @@ void attn_ref_bwd_torchlike(const AttnProblem *p, const void *q, const void *k, 
         dk[x] = attn_round(t, dk32[x]);
         dv[x] = attn_round(t, dv32[x]);
     }
-    free(dk32); free(dv32); free(prob); free(ds); free(acc);
+    free(dk32); free(dv32); free(prob); free(ds); free(grad); free(acc);
 }
 
 double attn_ref_loss(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout)

@@ -35,6 +35,8 @@ typedef struct AttnProblem {
      * nonzero where query i may see key j (on top of the bounds and causal). */
     double (*score_mod)(double s, int b, int h, int i, int j, const void *ctx);
     int (*mask_mod)(int b, int h, int i, int j, const void *ctx);
+    /* The backward's: d score_mod / ds at s (natural units; NULL: 1, or no score_mod). */
+    double (*score_mod_grad)(double s, int b, int h, int i, int j, const void *ctx);
     const void *mod_ctx;
 } AttnProblem;
 
@@ -104,8 +106,8 @@ int64_t attn_check_empty_rows(const AttnProblem *p, const void *o_dev, const flo
  * p->o_stride). Outputs are dense doubles: dq like o ([B, Hq, Sq, D]), dk and dv
  * [B, Hkv, Sk, D] (dk[((b*Hkv + hk)*Sk + j)*D + d]); under GQA a K/V head's gradient is
  * the sum over the query heads of its group. Rows that see no key contribute nothing
- * (their dq is 0); keys no row sees get dk = dv = 0. score_mod is not supported (it
- * needs its derivative): p->score_mod must be NULL. */
+ * (their dq is 0); keys no row sees get dk = dv = 0. A score_mod g needs its derivative
+ * p->score_mod_grad: dS is multiplied by g'(s) (s = scale * q.k before g). */
 
 /* The exact backward in float64 (analytic: dS = P * (dP - rowsum(dO * O))). */
 void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout,

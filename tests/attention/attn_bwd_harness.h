@@ -19,9 +19,12 @@ typedef struct BwdCase {
     Case c;
     int deterministic;     /* the dQ pass over query blocks instead of atomic_add */
     const char *hooks;     /* NULL, or hook source prepended to the program ... */
-    const char *mask_mod;  /* ... and the names given to -D mask_mod / kv_start */
-    const char *kv_start;
-    int (*ref_mask)(int b, int h, int i, int j, const void *ctx);   /* the reference's mask_mod */
+    const char *mask_mod;  /* ... and the names given to -D mask_mod / kv_start / score_mod / */
+    const char *kv_start;  /* score_mod_grad */
+    const char *score_mod, *score_mod_grad;
+    int (*ref_mask)(int b, int h, int i, int j, const void *ctx);   /* the reference's hooks */
+    double (*ref_score)(double s, int b, int h, int i, int j, const void *ctx);
+    double (*ref_score_grad)(double s, int b, int h, int i, int j, const void *ctx);
     int plan_sm;           /* nonzero: run kiln_attention_bwd's plan for this sm_version (its
                               kernels, defines, tiles and grids) instead of the case's blocks */
 } BwdCase;
@@ -71,6 +74,8 @@ static void bwd_setup(BwdRun *r, const BwdCase *bc, uint64_t seed)
     setup(&r->f, c, seed);
     AttnProblem *p = &r->f.p;
     p->mask_mod = bc->ref_mask;
+    p->score_mod = bc->ref_score;
+    p->score_mod_grad = bc->ref_score_grad;
     size_t es = attn_dtype_size(c->dtype);
     r->dout = poisoned(r->f.nq * es);
     r->dq = poisoned(r->f.nq * es);
@@ -187,6 +192,8 @@ static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
     KilnDefine body[8] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", c->causal ? "true" : "false"}};
     int nmain = 4;
     if (bc->mask_mod) body[nmain++] = (KilnDefine){"mask_mod", bc->mask_mod};
+    if (bc->score_mod) body[nmain++] = (KilnDefine){"score_mod", bc->score_mod};
+    if (bc->score_mod_grad) body[nmain++] = (KilnDefine){"score_mod_grad", bc->score_mod_grad};
     KilnDefine dkdv[8];
     memcpy(dkdv, body, sizeof body);
     int ndkdv = nmain;

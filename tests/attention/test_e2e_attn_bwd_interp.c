@@ -12,8 +12,9 @@
  * runtime's own plan (rt_attn_bwd_plan: kernels, defines, tiles, grids) for every
  * head dim.
  *
- * The reference itself is checked once against central finite differences of
- * the float64 forward's loss sum(O * dO) (test_ref_matches_finite_differences),
+ * The reference itself is checked against central finite differences of the
+ * float64 forward's loss sum(O * dO), with and without a score_mod
+ * (test_ref_matches_finite_differences),
  * and the rule must be able to fail (test_rule_catches_wrong_scale).
  */
 #include "attn_bwd_harness.h"
@@ -23,6 +24,28 @@ static const char k_window_hooks[] =
     "fn win_mask(b, h, q_idx, kv_idx) { return kv_idx >= q_idx - 5 && kv_idx <= q_idx; }\n"
     "fn win_start(start_m, block_m, seqlen_q, seqlen_k) { return start_m - 5; }\n";
 static int ref_window(int b, int h, int i, int j, const void *ctx) { return j >= i - 5 && j <= i; }
+
+/* Soft-capping (examples/attention/softcap.tile's, cap 1.5) with its derivative, and
+ * ALiBi (slopes for 4 heads), whose derivative is the default 1. Log2 units in the
+ * program, natural units in the reference. */
+static const char k_score_hooks[] =
+    "const SC = 1.5;\n"
+    "fn sc_score(s, b, h, q_idx, kv_idx) { let c = SC * LOG2E; return c * tanh(s * (1.0 / c)); }\n"
+    "fn sc_grad(s, b, h, q_idx, kv_idx) { let c = SC * LOG2E; let t = tanh(s * (1.0 / c)); return 1.0 - t * t; }\n"
+    "fn alibi(s, b, h, q_idx, kv_idx) {\n"
+    "    let slope = exp2((h + 1).to(f32) * (-8.0 / 4));\n"
+    "    return s - (slope * LOG2E) * abs((q_idx - kv_idx).to(f32));\n"
+    "}\n";
+static double ref_softcap(double s, int b, int h, int i, int j, const void *ctx) { return 1.5 * tanh(s / 1.5); }
+static double ref_softcap_grad(double s, int b, int h, int i, int j, const void *ctx)
+{
+    double t = tanh(s / 1.5);
+    return 1 - t * t;
+}
+static double ref_alibi(double s, int b, int h, int i, int j, const void *ctx)
+{
+    return s - exp2(-8.0 * (h + 1) / 4) * fabs((double)(i - j));
+}
 
 #define C(...) {__VA_ARGS__}
 static const BwdCase cases[] = {
@@ -45,6 +68,15 @@ static const BwdCase cases[] = {
     {.c = C("f16 d32 sliding window hooks atomic", ATTN_F16, 1, 2, 1, 40, 40, 32, 1, ATTN_BSHD, 0, 16, 16, 0),
      .deterministic = 0, .hooks = k_window_hooks, .mask_mod = "win_mask", .kv_start = "win_start",
      .ref_mask = ref_window},
+    /* score_mod with its derivative (soft-capping), and ALiBi (derivative 1) */
+    {.c = C("f16 d64 softcap 1.5 scale 0.5 atomic", ATTN_F16, 1, 2, 2, 41, 41, 64, 0, ATTN_BSHD, 0.5, 16, 16, 0),
+     .hooks = k_score_hooks, .score_mod = "sc_score", .score_mod_grad = "sc_grad", .ref_score = ref_softcap,
+     .ref_score_grad = ref_softcap_grad},
+    {.c = C("bf16 d128 softcap causal GQA det", ATTN_BF16, 1, 4, 2, 33, 40, 128, 1, ATTN_BHSD, 0.3, 16, 16, 0),
+     .deterministic = 1, .hooks = k_score_hooks, .score_mod = "sc_score", .score_mod_grad = "sc_grad",
+     .ref_score = ref_softcap, .ref_score_grad = ref_softcap_grad},
+    {.c = C("f16 d32 alibi causal det", ATTN_F16, 1, 4, 4, 50, 50, 32, 1, ATTN_BSHD, 0, 16, 16, 0),
+     .deterministic = 1, .hooks = k_score_hooks, .score_mod = "alibi", .ref_score = ref_alibi},
     /* the runtime's plan (its tiles, defines and grids) for every head dim, both dQ paths */
     {.c = C("plan sm90 f16 d32 GQA causal atomic", ATTN_F16, 1, 4, 2, 150, 200, 32, 1, ATTN_BSHD, 0, 0, 0, 0),
      .plan_sm = 90},
@@ -84,6 +116,29 @@ START_TEST(test_rule_catches_wrong_scale)
 }
 END_TEST
 
+/* ... and a score_mod run without its derivative (the default g' = 1) must fail it too. */
+START_TEST(test_rule_catches_missing_derivative)
+{
+    const BwdCase *src = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !src; i++)
+        if (cases[i].score_mod_grad) src = &cases[i];
+    ck_assert_ptr_nonnull(src);
+    BwdCase bc = *src;
+    bc.score_mod_grad = NULL;   /* the kernel's default; the reference keeps the derivative */
+    Arena arena;
+    arena_init(&arena);
+    BwdRun r;
+    bwd_setup(&r, &bc, 5);
+    bwd_run(&arena, &r, &bc, r.f.p.scale);
+    BwdVerdict v = bwd_judge(&r);
+    ck_assert_msg(v.err[0] > v.bound[0] && v.err[1] > v.bound[1],
+                  "a missing score_mod derivative went unnoticed: dQ %.3g/%.3g dK %.3g/%.3g", v.err[0], v.bound[0],
+                  v.err[1], v.bound[1]);
+    bwd_teardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
 /* d loss / d x by central differences, the step as actually stored in f32. */
 static double fd_grad(AttnProblem *p, float *x, size_t idx, const void *q, const void *k, const void *v,
                       const void *dout)
@@ -103,6 +158,10 @@ START_TEST(test_ref_matches_finite_differences)
 {
     AttnProblem p = {.batch = 1, .heads_q = 4, .heads_kv = 2, .seqlen_q = 7, .seqlen_k = 5, .head_dim = 3,
                      .causal = 1, .scale = 0.7, .dtype = ATTN_F32};
+    if (_i == 1) {   /* with a score_mod and its derivative */
+        p.score_mod = ref_softcap;
+        p.score_mod_grad = ref_softcap_grad;
+    }
     attn_set_strides(&p, ATTN_BSHD);
     size_t nq = attn_numel_q(&p), nkv = attn_numel_kv(&p);
     float *q = malloc(nq * 4), *k = malloc(nkv * 4), *v = malloc(nkv * 4), *dout = malloc(nq * 4);
@@ -146,7 +205,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_case, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_rule_catches_wrong_scale);
-    tcase_add_test(tc, test_ref_matches_finite_differences);
+    tcase_add_test(tc, test_rule_catches_missing_derivative);
+    tcase_add_loop_test(tc, test_ref_matches_finite_differences, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
