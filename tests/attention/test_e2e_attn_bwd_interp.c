@@ -87,6 +87,11 @@ static const BwdCase cases[] = {
      .deterministic = 1, .plan_sm = 90},
     {.c = C("plan sm80 f16 d256 causal atomic", ATTN_F16, 1, 1, 1, 40, 50, 256, 1, ATTN_BHSD, 0, 0, 0, 0),
      .plan_sm = 80},
+    /* empty axes: no keys (dQ = 0, no dK/dV program) and no rows (dK = dV = 0, only dK/dV runs) */
+    {.c = C("plan no keys atomic", ATTN_F16, 1, 2, 1, 20, 0, 64, 0, ATTN_BSHD, 0, 0, 0, 0), .plan_sm = 90},
+    {.c = C("plan no keys det", ATTN_BF16, 1, 2, 1, 20, 0, 32, 1, ATTN_BHSD, 0, 0, 0, 0), .deterministic = 1,
+     .plan_sm = 90},
+    {.c = C("plan no rows", ATTN_F16, 1, 2, 2, 0, 20, 64, 1, ATTN_BSHD, 0, 0, 0, 0), .plan_sm = 80},
 };
 
 START_TEST(test_case)
