@@ -482,8 +482,9 @@ static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v
     return true;
 }
 
-static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)
+static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
 {
+    const KilnAttentionParams *p = ctx;
     const char *n = prm->name;
     /* With seqlen_k == 0, K and V are never read: an empty tensor's null pointer is fine. */
     KilnDevPtr kv_stand_in = p->q;
@@ -502,24 +503,38 @@ static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, K
 
 /* ---------------- the call ---------------- */
 
+KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const KilnStream *stream)
+{
+    if (!dev) return rt_attn_error(api, KILN_ERR_USAGE, "dev is NULL");
+    if (stream && rt_stream_device(stream) != dev)
+        return rt_attn_error(api, KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    return KILN_OK;
+}
+
+KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,
+                          KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx)
+{
+    const KilnKernelInfo *info = kiln_kernel_info(k);
+    KilnArg args[64];
+    if (info->nparams > (int)COUNT(args))
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "%s has %d parameters", info->name, info->nparams);
+    for (int i = 0; i < info->nparams; i++) {
+        KilnStatus st = bind(ctx, &info->params[i], &args[i]);
+        if (st != KILN_OK) return st;
+    }
+    return kiln_launch(k, grid, stream, args, info->nparams);
+}
+
 KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream)
 {
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK) return st;
-    if (!dev) return rt_attn_error(FWD, KILN_ERR_USAGE, "dev is NULL");
-    if (stream && rt_stream_device(stream) != dev)
-        return rt_attn_error(FWD, KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
     if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
     AttnKey key = resolve_key(dev, p);
     KilnKernel *k = NULL;
     st = get_variant(dev, &key, &k);
     if (st != KILN_OK) return st;
-    const KilnKernelInfo *info = kiln_kernel_info(k);
-    KilnArg args[64];
-    if (info->nparams > (int)COUNT(args))
-        return rt_attn_error(FWD, KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
-    for (int i = 0; i < info->nparams; i++)
-        if ((st = make_arg(p, &info->params[i], &args[i])) != KILN_OK) return st;
     int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
-    return kiln_launch(k, grid, stream, args, info->nparams);
+    return rt_attn_launch(FWD, k, grid, stream, make_arg, p);
 }

@@ -193,8 +193,9 @@ static bool stride_of(const KilnAttentionBwdParams *p, const char *name, int64_t
     return false;
 }
 
-static KilnStatus make_arg(const KilnAttentionBwdParams *p, const KilnParam *prm, KilnArg *a)
+static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
 {
+    const KilnAttentionBwdParams *p = ctx;
     const KilnAttentionParams *f = &p->fwd;
     const char *n = prm->name;
     size_t delta_bytes = kiln_attention_bwd_scratch_size(&(KilnAttentionBwdParams){.fwd = *f, .deterministic = 1});
@@ -224,21 +225,13 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
 {
     KilnStatus st = kiln_attention_bwd_check(p);
     if (st != KILN_OK) return st;
-    if (!dev) return rt_attn_error(BWD, KILN_ERR_USAGE, "dev is NULL");
-    if (stream && rt_stream_device(stream) != dev)
-        return rt_attn_error(BWD, KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    if ((st = rt_attn_check_call(BWD, dev, stream)) != KILN_OK) return st;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(dev->info.sm_version, p, &plan);
     for (int i = 0; i < plan.n; i++) {
         KilnKernel *k = NULL;
         if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &k)) != KILN_OK) return st;
-        const KilnKernelInfo *info = kiln_kernel_info(k);
-        KilnArg args[64];
-        if (info->nparams > (int)COUNT(args))
-            return rt_attn_error(BWD, KILN_ERR_INTERNAL, "%s has %d parameters", plan.k[i].kernel, info->nparams);
-        for (int j = 0; j < info->nparams; j++)
-            if ((st = make_arg(p, &info->params[j], &args[j])) != KILN_OK) return st;
-        if ((st = kiln_launch(k, plan.grid[i], stream, args, info->nparams)) != KILN_OK) return st;
+        if ((st = rt_attn_launch(BWD, k, plan.grid[i], stream, make_arg, p)) != KILN_OK) return st;
     }
     return KILN_OK;
 }

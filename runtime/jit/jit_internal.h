@@ -153,6 +153,12 @@ KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, con
 /* One compiled kernel of a library program: found in the per-device in-process cache
  * (kiln_attention_cache_clear/size count every entry, forward and backward), else
  * compiled through kiln_module_compile and kept. */
+/* The checks every entry point makes after validation: a device, and a stream of it. */
+KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const KilnStream *stream);
+/* Launch k on grid with each runtime parameter's argument from bind(ctx, param) (by name). */
+KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,
+                          KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx);
+
 #define RT_ATTN_MAX_DEFINES 8
 typedef struct RtAttnVariant {
     const char *program;      /* "lang/lib/attention_bwd.tile" (embedded) */
