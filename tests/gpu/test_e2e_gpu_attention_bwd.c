@@ -230,6 +230,10 @@ int main(void)
         Case *c = &cases[i];
         host_setup(c, 4000 + 13 * (uint64_t)i);
         gpu_run(c);
+        /* progress, so a slow compile or a hung kernel shows where */
+        fprintf(stderr, "[%d/%d] %s d=%d %s det=%d %dx%d: first call %.0f ms%s%s\n", i + 1, n,
+                c->dtype == ATTN_BF16 ? "bf16" : "f16", c->d, c->causal ? "causal" : "full", c->det, c->sq, c->sk,
+                c->ms_first, c->st ? " " : "", c->why);
         judge(c);
         pass += c->pass;
         ndet += c->det;
