@@ -193,7 +193,7 @@ static bool stride_of(const KilnAttentionBwdParams *p, const char *name, int64_t
     return false;
 }
 
-static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
+KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
 {
     const KilnAttentionBwdParams *p = ctx;
     const KilnAttentionParams *f = &p->fwd;
@@ -231,7 +231,7 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
     for (int i = 0; i < plan.n; i++) {
         KilnKernel *k = NULL;
         if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &k)) != KILN_OK) return st;
-        if ((st = rt_attn_launch(BWD, k, plan.grid[i], stream, make_arg, p)) != KILN_OK) return st;
+        if ((st = rt_attn_launch(BWD, k, plan.grid[i], stream, rt_attn_bwd_arg, p)) != KILN_OK) return st;
     }
     return KILN_OK;
 }

@@ -181,5 +181,8 @@ typedef struct RtAttnBwdPlan {
     char value[3][RT_ATTN_MAX_DEFINES][16];
 } RtAttnBwdPlan;
 void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwdPlan *plan);
+/* The launch argument of a backward kernel's parameter `prm` (by its name) for the call
+ * *(const KilnAttentionBwdParams *)ctx: what kiln_attention_bwd passes (tests check it). */
+KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a);
 
 #endif

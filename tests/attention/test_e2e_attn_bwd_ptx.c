@@ -7,13 +7,16 @@
  * Each head dim is planned for both dQ paths (deterministic: preprocess, dK/dV,
  * dQ pass; atomic: preprocess zeroing the accumulator, dK/dV with atomic dQ,
  * conversion); dtype and causal alternate over the head dims to keep CI short.
- * test_e2e_ptxas.c already compiles every kernel at its defaults.
+ * test_e2e_ptxas.c already compiles every kernel at its defaults. Also: the plan's
+ * launch order and grids, and the argument kiln_attention_bwd binds to every
+ * parameter of every kernel it launches.
  */
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
 #include "kiln.h"
 #include "jit_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 static const int k_dims[] = {32, 64, 96, 128, 256};
@@ -111,6 +114,65 @@ START_TEST(plan_shapes)
 }
 END_TEST
 
+/* What kiln_attention_bwd passes for each parameter of each kernel it launches, checked
+ * against the names' meaning written out independently here: every pointer, stride and
+ * scalar, with distinct values so that a swapped binding shows. */
+START_TEST(binds_every_parameter)
+{
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {
+        .fwd = {.dtype = KILN_BF16, .batch = 2, .heads_q = 6, .heads_kv = 3, .seqlen_q = 77, .seqlen_k = 91,
+                .head_dim = 96, .q = 0x10000, .k = 0x20000, .v = 0x30000, .o = 0x40000, .lse = 0x50000,
+                .q_stride = {101, 102, 103}, .k_stride = {201, 202, 203}, .v_stride = {301, 302, 303},
+                .o_stride = {401, 402, 403}, .causal = 1},
+        .dout = 0x60000, .dq = 0x70000, .dk = 0x80000, .dv = 0x90000, .scratch = 0xa0000,
+        .dout_stride = {501, 502, 503}, .dq_stride = {601, 602, 603}, .dk_stride = {701, 702, 703},
+        .dv_stride = {801, 802, 803}};
+    struct { const char *name; uint64_t v; } want[] = {
+        {"Q", 0x10000}, {"K", 0x20000}, {"V", 0x30000}, {"O", 0x40000}, {"LSE", 0x50000}, {"DO", 0x60000},
+        {"DQ", 0x70000}, {"DK", 0x80000}, {"DV", 0x90000}, {"DELTA", 0xa0000},
+        {"DQ_ACC", 0xa0000 + (2 * 6 * 77 * 4 + 255) / 256 * 256},
+        {"stride_qb", 101}, {"stride_qh", 102}, {"stride_qm", 103}, {"stride_kb", 201}, {"stride_kh", 202},
+        {"stride_kn", 203}, {"stride_vb", 301}, {"stride_vh", 302}, {"stride_vn", 303}, {"stride_ob", 401},
+        {"stride_oh", 402}, {"stride_om", 403}, {"stride_dob", 501}, {"stride_doh", 502}, {"stride_dom", 503},
+        {"stride_dqb", 601}, {"stride_dqh", 602}, {"stride_dqm", 603}, {"stride_dkb", 701}, {"stride_dkh", 702},
+        {"stride_dkn", 703}, {"stride_dvb", 801}, {"stride_dvh", 802}, {"stride_dvn", 803},
+        {"heads", 6}, {"heads_kv", 3}, {"seqlen_q", 77}, {"seqlen_k", 91}};
+    int bound = 0;
+    for (int det = 0; det < 2; det++) {
+        p.deterministic = det;
+        RtAttnBwdPlan plan;
+        rt_attn_bwd_plan(90, &p, &plan);
+        for (int k = 0; k < plan.n; k++) {
+            KilnCompileOptions o = {.kernel = plan.k[k].kernel, .defines = plan.k[k].defines,
+                                    .ndefines = plan.k[k].ndefines, .emit = KILN_EMIT_IR};
+            KilnCompileResult r;
+            ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+            for (int i = 0; i < r.kernels[0].nparams; i++) {
+                const KilnParam *prm = &r.kernels[0].params[i];
+                KilnArg a;
+                ck_assert_msg(rt_attn_bwd_arg(&p, prm, &a) == KILN_OK, "%s: %s: %s", o.kernel, prm->name,
+                              kiln_last_error());
+                if (!strcmp(prm->name, "sm_scale")) {
+                    ck_assert(a.kind == KILN_PARAM_F32 && a.v.f32 == (float)(1.0 / sqrt(96.0)));
+                    bound++;
+                    continue;
+                }
+                size_t j = 0;
+                while (j < sizeof want / sizeof want[0] && strcmp(want[j].name, prm->name)) j++;
+                ck_assert_msg(j < sizeof want / sizeof want[0], "%s: unexpected parameter %s", o.kernel, prm->name);
+                uint64_t got = a.kind == KILN_PARAM_PTR ? a.v.ptr : (uint64_t)a.v.i;
+                ck_assert_msg(got == want[j].v, "%s: %s = %llu, want %llu", o.kernel, prm->name,
+                              (unsigned long long)got, (unsigned long long)want[j].v);
+                bound++;
+            }
+            kiln_compile_result_free(&r);
+        }
+    }
+    ck_assert_int_gt(bound, 100);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("attention_bwd_ptx");
@@ -118,6 +180,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, plans_compile, 0, 2 * (int)(sizeof k_dims / sizeof k_dims[0]));
     tcase_add_test(tc, plan_shapes);
+    tcase_add_test(tc, binds_every_parameter);
     suite_add_tcase(s, tc);
     return s;
 }
