@@ -42,8 +42,8 @@
  * dK/dV programs hold K, K^T, V^T (dtype) and dK, dV (f32) for BLOCK_N keys while they
  * walk BLOCK_M query rows at a time; the dQ programs hold Q, dO and dQ for BLOCK_M rows.
  * Chosen so that ptxas (sm_80 and sm_90a) fits them in registers, or nearly: the
- * rows below spill at most 144 bytes per thread in the dK/dV kernel with atomic dQ
- * (d 64; 0-32 bytes for the others) and nothing in the dQ pass, where the program's
+ * rows below spill at most 232 bytes per thread in the dK/dV kernel with atomic dQ
+ * (d 64 on sm_80; 0-32 bytes for the others) and nothing in the dQ pass, where the program's
  * defaults (64 x 64, 4 warps) spill kilobytes at d >= 128. 8 warps halve each thread's
  * share of the f32 accumulators. tests/attention/test_e2e_attn_bwd_ptx.c compiles every
  * row; not yet timed on a GPU. */
