@@ -214,6 +214,44 @@ KILN_API KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParam
 KILN_API KilnStatus kiln_attention_cache_clear(KilnDevice *dev);
 /* How many variants are loaded for `dev` (NULL: for all devices). */
 KILN_API int kiln_attention_cache_size(const KilnDevice *dev);
+/* FlashAttention backward (lang/lib/attention_bwd.tile, embedded): given the forward's
+ * inputs, its O and LSE, and dO, writes dQ, dK and dV (FlashAttention-2's algorithm:
+ * P is recomputed from Q, K and LSE, never stored). Under GQA/MQA dK and dV are summed
+ * over each K/V head's query heads. Rows that saw no key (LSE = -inf) get dQ = 0 and
+ * add nothing to dK, dV. See docs/attention_api.md. */
+typedef struct KilnAttentionBwdParams {
+    /* The forward call as made: shapes, dtype, q, k, v, o, lse (all inputs here), their
+     * strides, softmax_scale, causal, no_wgmma. Its block_m/block_n/num_warps/num_stages
+     * are the forward's: validated, not used. */
+    KilnAttentionParams fwd;
+    KilnDevPtr dout;                   /* dO, like O: [batch, heads_q, seqlen_q, head_dim] */
+    KilnDevPtr dq, dk, dv;             /* outputs, shaped like q, k, v (strides of their own) */
+    int64_t dout_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
+    /* Nonzero: dQ from a separate pass over query blocks, so every output is bit-identical
+     * from run to run. Zero: dQ is accumulated with f32 atomic_add (faster; dQ's last bits
+     * depend on the order the GPU runs the programs in). dK and dV are deterministic in both. */
+    int deterministic;
+    /* Device scratch the call may overwrite, kiln_attention_bwd_scratch_size(p) bytes,
+     * 16-byte aligned (required when seqlen_q > 0): the per-row delta = rowsum(dO * O)
+     * and, unless deterministic, the f32 dQ accumulator. The caller owns it, so calls on
+     * different streams never share one behind the caller's back. */
+    KilnDevPtr scratch;
+    /* Tuning, 0 = the default for the head dim and the device (runtime/jit/attention_bwd.c):
+     * block_n keys per dK/dV program with block_m query rows per step, block_m query rows
+     * per dQ program with block_n keys per step; same ranges as the forward's. */
+    int block_m, block_n, num_warps, num_stages;
+} KilnAttentionBwdParams;
+
+/* Bytes of scratch the call needs (0 when seqlen_q == 0 or on overflow). */
+KILN_API size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p);
+/* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
+ * KILN_ERR_UNSUPPORTED with a message "kiln_attention_bwd: ..." naming the field
+ * (fields of the forward's call as fwd.q, fwd.lse, ...). */
+KILN_API KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p);
+/* Run the backward on `stream` (NULL: the default stream), asynchronously: up to three
+ * launches in stream order. Variants are compiled on first use and kept per device like
+ * the forward's (kiln_attention_cache_clear / _size cover both). */
+KILN_API KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream);
 /* The text of an embedded library program ("lang/lib/attention_fwd.tile"), e.g.
  * to compile a variant with hooks through kiln_module_compile; NULL if none. */
 KILN_API const char *kiln_lib_source(const char *path);

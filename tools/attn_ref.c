@@ -1,4 +1,4 @@
-/* attn_ref.c — float64 attention forward reference, the storage-dtype
+/* attn_ref.c — float64 attention forward and backward references, the storage-dtype
  * emulation of plain (PyTorch-style) attention, and error metrics.
  *
  * Why two references: FlashAttention's accuracy rule compares the kernel's
@@ -388,4 +388,196 @@ void attn_paged_free(AttnPaged *pg)
     free(pg->v);
     free(pg->block_table);
     memset(pg, 0, sizeof *pg);
+}
+
+/* ---------------- backward ---------------- */
+
+static size_t dense_kv_row(const AttnProblem *p, int b, int hk, int j)
+{
+    return ((size_t)b * p->heads_kv + hk) * p->seqlen_k + j;
+}
+
+/* The softmax row of query i of (b, h) in float64: prob[j] (0 where hidden) and the
+ * factor grad[j] = score_mod'(scale * q.k) (1 without a score_mod_grad); returns 0 when
+ * the row sees no key. */
+static int ref_prob_row(const AttnProblem *p, const void *q, const void *k, int b, int h, int i, double *prob,
+                        double *grad)
+{
+    int hk = kv_head(p, h), any = 0;
+    size_t qi = at(p->q_stride, b, h, i);
+    double m = -INFINITY, l = 0;
+    for (int j = 0; j < p->seqlen_k; j++) {
+        prob[j] = -INFINITY;
+        if (!attn_visible(p, b, h, i, j)) continue;
+        size_t kj = at(p->k_stride, b, hk, j);
+        double dotp = 0;
+        for (int d = 0; d < p->head_dim; d++) dotp += attn_get(p->dtype, q, qi + d) * attn_get(p->dtype, k, kj + d);
+        prob[j] = dotp * p->scale;
+        grad[j] = p->score_mod_grad ? p->score_mod_grad(prob[j], b, h, i, j, p->mod_ctx) : 1.0;
+        if (p->score_mod) prob[j] = p->score_mod(prob[j], b, h, i, j, p->mod_ctx);
+        if (prob[j] > m) m = prob[j];
+        any = 1;
+    }
+    for (int j = 0; j < p->seqlen_k; j++) {
+        prob[j] = any && prob[j] != -INFINITY ? exp(prob[j] - m) : 0.0;
+        l += prob[j];
+    }
+    for (int j = 0; any && j < p->seqlen_k; j++) prob[j] /= l;
+    return any;
+}
+
+void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout,
+                  double *dq, double *dk, double *dv)
+{
+    int D = p->head_dim, Sk = p->seqlen_k;
+    size_t nkv = (size_t)p->batch * p->heads_kv * Sk * D;
+    memset(dq, 0, sizeof(double) * (size_t)p->batch * p->heads_q * p->seqlen_q * D);
+    memset(dk, 0, sizeof(double) * nkv);
+    memset(dv, 0, sizeof(double) * nkv);
+    double *prob = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
+    double *dp = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
+    double *grad = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                if (!ref_prob_row(p, q, k, b, h, i, prob, grad)) continue;
+                int hk = kv_head(p, h);
+                size_t qi = at(p->q_stride, b, h, i), oi = at(p->o_stride, b, h, i), row = dense_row(p, b, h, i);
+                double delta = 0;   /* rowsum(dO * O) = sum_j P_j dP_j */
+                for (int j = 0; j < Sk; j++) {
+                    dp[j] = 0;
+                    if (prob[j] == 0) continue;
+                    size_t vj = at(p->v_stride, b, hk, j);
+                    for (int d = 0; d < D; d++) dp[j] += attn_get(p->dtype, dout, oi + d) * attn_get(p->dtype, v, vj + d);
+                    delta += prob[j] * dp[j];
+                }
+                for (int j = 0; j < Sk; j++) {
+                    if (prob[j] == 0) continue;
+                    double ds = prob[j] * (dp[j] - delta) * grad[j] * p->scale;
+                    size_t kj = at(p->k_stride, b, hk, j), kr = dense_kv_row(p, b, hk, j);
+                    for (int d = 0; d < D; d++) {
+                        dq[row * D + d] += ds * attn_get(p->dtype, k, kj + d);
+                        dk[kr * D + d] += ds * attn_get(p->dtype, q, qi + d);
+                        dv[kr * D + d] += prob[j] * attn_get(p->dtype, dout, oi + d);
+                    }
+                }
+            }
+    free(prob);
+    free(dp);
+    free(grad);
+}
+
+/* f32 scores and softmax of one row, P rounded to the dtype (attn_ref_torchlike's forward),
+ * and score_mod's derivative in f32 (1 without one). */
+static int torch_prob_row(const AttnProblem *p, const void *q, const void *k, int b, int h, int i, float *prob,
+                          float *grad)
+{
+    int hk = kv_head(p, h), any = 0;
+    size_t qi = at(p->q_stride, b, h, i);
+    float m = -INFINITY, l = 0;
+    for (int j = 0; j < p->seqlen_k; j++) {
+        prob[j] = -INFINITY;
+        if (!attn_visible(p, b, h, i, j)) continue;
+        size_t kj = at(p->k_stride, b, hk, j);
+        float dotp = 0;
+        for (int d = 0; d < p->head_dim; d++)
+            dotp += (float)attn_get(p->dtype, q, qi + d) * (float)attn_get(p->dtype, k, kj + d);
+        prob[j] = dotp * (float)p->scale;
+        grad[j] = p->score_mod_grad ? (float)p->score_mod_grad(prob[j], b, h, i, j, p->mod_ctx) : 1.0f;
+        if (p->score_mod) prob[j] = (float)p->score_mod(prob[j], b, h, i, j, p->mod_ctx);
+        if (prob[j] > m) m = prob[j];
+        any = 1;
+    }
+    for (int j = 0; j < p->seqlen_k; j++) {
+        prob[j] = any && prob[j] != -INFINITY ? expf(prob[j] - m) : 0.0f;
+        l += prob[j];
+    }
+    for (int j = 0; any && j < p->seqlen_k; j++) prob[j] = (float)attn_round(p->dtype, prob[j] / l);
+    return any;
+}
+
+void attn_ref_bwd_torchlike(const AttnProblem *p, const void *q, const void *k, const void *v,
+                            const void *dout, double *dq, double *dk, double *dv)
+{
+    int D = p->head_dim, Sk = p->seqlen_k;
+    size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * D, nkv = (size_t)p->batch * p->heads_kv * Sk * D;
+    float *dk32 = calloc(nkv + 1, sizeof(float)), *dv32 = calloc(nkv + 1, sizeof(float));
+    float *prob = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
+    float *ds = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
+    float *grad = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
+    float *acc = malloc(sizeof(float) * (size_t)D);
+    AttnDtype t = p->dtype;
+    for (size_t x = 0; x < nq; x++) dq[x] = 0;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                if (!torch_prob_row(p, q, k, b, h, i, prob, grad)) continue;
+                int hk = kv_head(p, h);
+                size_t qi = at(p->q_stride, b, h, i), oi = at(p->o_stride, b, h, i), row = dense_row(p, b, h, i);
+                float delta = 0;
+                for (int j = 0; j < Sk; j++) {   /* dP rounded, then softmax's backward in f32 */
+                    size_t vj = at(p->v_stride, b, hk, j);
+                    float dpj = 0;
+                    for (int d = 0; d < D; d++) dpj += (float)attn_get(t, dout, oi + d) * (float)attn_get(t, v, vj + d);
+                    ds[j] = (float)attn_round(t, dpj);
+                    delta += prob[j] * ds[j];
+                }
+                memset(acc, 0, sizeof(float) * (size_t)D);
+                for (int j = 0; j < Sk; j++) {
+                    float dsj = (float)attn_round(t, attn_round(t, prob[j] * (ds[j] - delta) * grad[j]) * (float)p->scale);
+                    size_t kj = at(p->k_stride, b, hk, j), kr = dense_kv_row(p, b, hk, j);
+                    for (int d = 0; d < D; d++) {
+                        acc[d] += dsj * (float)attn_get(t, k, kj + d);
+                        dk32[kr * D + d] += dsj * (float)attn_get(t, q, qi + d);
+                        dv32[kr * D + d] += prob[j] * (float)attn_get(t, dout, oi + d);
+                    }
+                }
+                for (int d = 0; d < D; d++) dq[row * D + d] = attn_round(t, acc[d]);
+            }
+    for (size_t x = 0; x < nkv; x++) {
+        dk[x] = attn_round(t, dk32[x]);
+        dv[x] = attn_round(t, dv32[x]);
+    }
+    free(dk32); free(dv32); free(prob); free(ds); free(grad); free(acc);
+}
+
+double attn_ref_loss(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout)
+{
+    int D = p->head_dim;
+    double *o = malloc(sizeof(double) * ((size_t)p->batch * p->heads_q * p->seqlen_q * D + 1));
+    attn_ref_fwd(p, q, k, v, o, NULL);
+    double loss = 0;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++)
+                for (int d = 0; d < D; d++)
+                    loss += o[dense_row(p, b, h, i) * D + d] * attn_get(p->dtype, dout, at(p->o_stride, b, h, i) + d);
+    free(o);
+    return loss;
+}
+
+double attn_grad_max_err(AttnDtype t, const void *x, const int64_t st[3], int nb, int nh, int ns, int d,
+                         const double *ref, int64_t *nonfinite)
+{
+    double mx = 0;
+    size_t r = 0;
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++)
+            for (int s = 0; s < ns; s++)
+                for (int e = 0; e < d; e++, r++) {
+                    double y = attn_get(t, x, at(st, b, h, s) + e);
+                    if (!isfinite(y)) {
+                        if (nonfinite) ++*nonfinite;
+                        continue;
+                    }
+                    mx = fmax(mx, fabs(y - ref[r]));
+                }
+    return mx;
+}
+
+double attn_dense_max_diff(const double *a, const double *b, size_t n)
+{
+    double mx = 0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(a[i] - b[i]));
+    return mx;
 }

@@ -35,6 +35,8 @@ typedef struct AttnProblem {
      * nonzero where query i may see key j (on top of the bounds and causal). */
     double (*score_mod)(double s, int b, int h, int i, int j, const void *ctx);
     int (*mask_mod)(int b, int h, int i, int j, const void *ctx);
+    /* The backward's: d score_mod / ds at s (natural units; NULL: 1, or no score_mod). */
+    double (*score_mod_grad)(double s, int b, int h, int i, int j, const void *ctx);
     const void *mod_ctx;
 } AttnProblem;
 
@@ -128,5 +130,33 @@ typedef struct AttnPaged {
 void attn_paged_make(const AttnProblem *p, const int *seqlens, int page, const void *k, const void *v,
                      uint64_t seed, AttnPaged *out);
 void attn_paged_free(AttnPaged *pg);
+
+/* ---------------- backward ----------------
+ * Gradients of O = softmax(scale * Q K^T) V given dO (same shape and strides as O:
+ * p->o_stride). Outputs are dense doubles: dq like o ([B, Hq, Sq, D]), dk and dv
+ * [B, Hkv, Sk, D] (dk[((b*Hkv + hk)*Sk + j)*D + d]); under GQA a K/V head's gradient is
+ * the sum over the query heads of its group. Rows that see no key contribute nothing
+ * (their dq is 0); keys no row sees get dk = dv = 0. A score_mod g needs its derivative
+ * p->score_mod_grad: dS is multiplied by g'(s) (s = scale * q.k before g). */
+
+/* The exact backward in float64 (analytic: dS = P * (dP - rowsum(dO * O))). */
+void attn_ref_bwd(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout,
+                  double *dq, double *dk, double *dv);
+/* The backward as PyTorch computes it in the storage dtype, emulated: P (f32 softmax,
+ * rounded to the dtype), O rounded; dV = P^T dO, dP = dO V^T and dS = P * (dP - rowsum(P * dP))
+ * each accumulated in f32 and rounded to the dtype; dQ = scale * dS K and dK = scale * dS^T Q
+ * likewise. Outputs dense like attn_ref_bwd's: the "plain" error of the accuracy rule. */
+void attn_ref_bwd_torchlike(const AttnProblem *p, const void *q, const void *k, const void *v,
+                            const void *dout, double *dq, double *dk, double *dv);
+/* The loss sum(O * dO) of the float64 forward, dO read through p->o_stride:
+ * its gradient with respect to Q, K and V is attn_ref_bwd's (for finite differences). */
+double attn_ref_loss(const AttnProblem *p, const void *q, const void *k, const void *v, const void *dout);
+
+/* Max |x - ref| of a kernel's gradient (dtype t, strides st, nb x nh x ns x d) against a
+ * dense double reference; NaN/inf elements are counted in *nonfinite (not in the max). */
+double attn_grad_max_err(AttnDtype t, const void *x, const int64_t st[3], int nb, int nh, int ns, int d,
+                         const double *ref, int64_t *nonfinite);
+/* Max |a - b| of two dense double arrays of n elements. */
+double attn_dense_max_diff(const double *a, const double *b, size_t n);
 
 #endif

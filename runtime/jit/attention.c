@@ -86,18 +86,17 @@ static const int k_head_dims[] = {32, 64, 96, 128, 256};
 
 /* ---------------- errors ---------------- */
 
-KilnStatus rt_attn_error(const char *who, KilnStatus s, const char *fmt, ...)
+#define FWD "kiln_attention_fwd"
+
+KilnStatus rt_attn_error(const char *api, KilnStatus s, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return kiln_set_error(s, "%s: %s", who, msg);
+    return kiln_set_error(s, "%s: %s", api, msg);
 }
-
-#define WHO "kiln_attention_fwd"
-#define bad(...) rt_attn_error(WHO, __VA_ARGS__)
 
 /* ---------------- validation (never touches a device) ---------------- */
 
@@ -110,125 +109,126 @@ static bool head_dim_ok(int d)
     return false;
 }
 
-static KilnStatus check_tuning(const KilnAttentionParams *p)
+KilnStatus rt_attn_check_tuning(const char *api, int block_m, int block_n, int num_warps, int num_stages)
 {
-    if (p->block_m && !pow2_in(p->block_m, 16, 256))
-        return bad(KILN_ERR_USAGE, "block_m %d must be 0 (default) or a power of two in [16, 256]", p->block_m);
-    if (p->block_n && !pow2_in(p->block_n, 16, 256))
-        return bad(KILN_ERR_USAGE, "block_n %d must be 0 (default) or a power of two in [16, 256]", p->block_n);
-    if (p->num_warps && !pow2_in(p->num_warps, 1, 32))
-        return bad(KILN_ERR_USAGE, "num_warps %d must be 0 (default) or a power of two in [1, 32]", p->num_warps);
-    if (p->num_stages < 0 || p->num_stages > 8)
-        return bad(KILN_ERR_USAGE, "num_stages %d must be 0 (default) or in [1, 8]", p->num_stages);
+    if (block_m && !pow2_in(block_m, 16, 256))
+        return rt_attn_error(api, KILN_ERR_USAGE, "block_m %d must be 0 (default) or a power of two in [16, 256]",
+                             block_m);
+    if (block_n && !pow2_in(block_n, 16, 256))
+        return rt_attn_error(api, KILN_ERR_USAGE, "block_n %d must be 0 (default) or a power of two in [16, 256]",
+                             block_n);
+    if (num_warps && !pow2_in(num_warps, 1, 32))
+        return rt_attn_error(api, KILN_ERR_USAGE, "num_warps %d must be 0 (default) or a power of two in [1, 32]",
+                             num_warps);
+    if (num_stages < 0 || num_stages > 8)
+        return rt_attn_error(api, KILN_ERR_USAGE, "num_stages %d must be 0 (default) or in [1, 8]", num_stages);
     return KILN_OK;
 }
 
 /* Sizes, dtype and options: everything but the tensors. */
-static KilnStatus check_shape(const KilnAttentionParams *p)
+KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
 {
-    if (!p) return bad(KILN_ERR_USAGE, "params is NULL");
+    if (!p) return rt_attn_error(api, KILN_ERR_USAGE, "params is NULL");
     if (p->dtype != KILN_F16 && p->dtype != KILN_BF16)
-        return bad(KILN_ERR_USAGE, "dtype %d is neither KILN_F16 nor KILN_BF16", (int)p->dtype);
-    if (p->batch <= 0) return bad(KILN_ERR_USAGE, "batch must be positive, got %d", p->batch);
-    if (p->heads_q <= 0) return bad(KILN_ERR_USAGE, "heads_q must be positive, got %d", p->heads_q);
-    if (p->heads_kv <= 0) return bad(KILN_ERR_USAGE, "heads_kv must be positive, got %d", p->heads_kv);
+        return rt_attn_error(api, KILN_ERR_USAGE, "dtype %d is neither KILN_F16 nor KILN_BF16", (int)p->dtype);
+    if (p->batch <= 0) return rt_attn_error(api, KILN_ERR_USAGE, "batch must be positive, got %d", p->batch);
+    if (p->heads_q <= 0) return rt_attn_error(api, KILN_ERR_USAGE, "heads_q must be positive, got %d", p->heads_q);
+    if (p->heads_kv <= 0) return rt_attn_error(api, KILN_ERR_USAGE, "heads_kv must be positive, got %d", p->heads_kv);
     if (p->heads_q % p->heads_kv)
-        return bad(KILN_ERR_USAGE,
+        return rt_attn_error(api, KILN_ERR_USAGE,
                    "heads_q (%d) must be a multiple of heads_kv (%d): each K/V head serves a whole group "
                    "of query heads",
                    p->heads_q, p->heads_kv);
     if (p->seqlen_q < 0 || p->seqlen_k < 0)
-        return bad(KILN_ERR_USAGE, "sequence lengths must be >= 0, got seqlen_q %d, seqlen_k %d", p->seqlen_q,
+        return rt_attn_error(api, KILN_ERR_USAGE, "sequence lengths must be >= 0, got seqlen_q %d, seqlen_k %d", p->seqlen_q,
                    p->seqlen_k);
     if (!head_dim_ok(p->head_dim))
-        return bad(KILN_ERR_UNSUPPORTED, "head_dim %d is not supported (supported: 32, 64, 96, 128, 256)",
+        return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "head_dim %d is not supported (supported: 32, 64, 96, 128, 256)",
                    p->head_dim);
-    KilnStatus st = check_tuning(p);
+    KilnStatus st = rt_attn_check_tuning(api, p->block_m, p->block_n, p->num_warps, p->num_stages);
     if (st != KILN_OK) return st;
     /* The kernel indexes rows in i32: row + block and seqlen_k + block must not wrap. */
     int64_t lim = INT32_MAX - 2 * 256;
     if (p->seqlen_q > lim || p->seqlen_k > lim)
-        return bad(KILN_ERR_USAGE, "sequence lengths above %lld do not fit the kernel's 32-bit row index",
+        return rt_attn_error(api, KILN_ERR_USAGE, "sequence lengths above %lld do not fit the kernel's 32-bit row index",
                    (long long)lim);
     if (!isfinite(p->softmax_scale))
-        return bad(KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
+        return rt_attn_error(api, KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
     if (p->heads_q > ATTN_MAX_GRID_Y)
-        return bad(KILN_ERR_UNSUPPORTED, "heads_q = %d exceeds %d (one batch's heads must fit the grid's second axis)",
-                   p->heads_q, ATTN_MAX_GRID_Y);
+        return rt_attn_error(api, KILN_ERR_UNSUPPORTED,
+                             "heads_q = %d exceeds %d (one batch's heads must fit the grid's second axis)",
+                             p->heads_q, ATTN_MAX_GRID_Y);
     return KILN_OK;
 }
 
 /* One tensor: non-null, aligned, strides >= 0 and its last element's byte
  * offset representable in the kernel's i64 address arithmetic. */
-KilnStatus rt_attn_check_tensor(const char *who, const char *name, KilnDevPtr ptr, const int64_t st[3], int nb,
+KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr ptr, const int64_t st[3], int nb,
                                 int nh, int ns, int d, int elem, bool is_output)
 {
-    if (!ptr) return rt_attn_error(who, KILN_ERR_USAGE, "%s is a null pointer", name);
+    if (!ptr) return rt_attn_error(api, KILN_ERR_USAGE, "%s is a null pointer", name);
     if (ptr % ATTN_PTR_ALIGN)
-        return rt_attn_error(who, KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
+        return rt_attn_error(api, KILN_ERR_USAGE, "%s (0x%llx) is not %d-byte aligned (Kiln kernels assume aligned pointers)",
                    name, (unsigned long long)ptr, ATTN_PTR_ALIGN);
     if (!st) return KILN_OK;   /* LSE: dense, checked by its size */
     const int ext[3] = {nb, nh, ns};
     static const char *dim[3] = {"batch", "head", "sequence"};
     int64_t last = d - 1;
     for (int i = 0; i < 3; i++) {
-        if (st[i] < 0) return rt_attn_error(who, KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
+        if (st[i] < 0) return rt_attn_error(api, KILN_ERR_USAGE, "%s_stride[%d] (%s) is negative: %lld", name, i, dim[i],
                                   (long long)st[i]);
         if (is_output && st[i] == 0 && ext[i] > 1)
-            return rt_attn_error(who, KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s_stride[%d] (%s) is 0 with %d %s entries: the output would overlap itself",
                        name, i, dim[i], ext[i], dim[i]);
         int64_t off;
         if (__builtin_mul_overflow(st[i], (int64_t)(ext[i] > 0 ? ext[i] - 1 : 0), &off) ||
             __builtin_add_overflow(last, off, &last))
-            return rt_attn_error(who, KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s strides overflow 64-bit offsets", name);
     }
     if (last > INT64_MAX / elem)
-        return rt_attn_error(who, KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
+        return rt_attn_error(api, KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
     return KILN_OK;
-}
-
-static KilnStatus check_tensor(const char *name, KilnDevPtr ptr, const int64_t st[3], int nb, int nh, int ns,
-                               int d, int elem, bool is_output)
-{
-    return rt_attn_check_tensor(WHO, name, ptr, st, nb, nh, ns, d, elem, is_output);
 }
 
 static KilnStatus check_tensors(const KilnAttentionParams *p)
 {
     int es = 2; /* f16 and bf16 */
-    KilnStatus st = check_tensor("q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, false);
+    KilnStatus st =
+        rt_attn_check_tensor(FWD, "q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, false);
     if (st == KILN_OK && p->seqlen_k > 0)
-        st = check_tensor("k", p->k, p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es, false);
+        st = rt_attn_check_tensor(FWD, "k", p->k, p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es,
+                                  false);
     if (st == KILN_OK && p->seqlen_k > 0)
-        st = check_tensor("v", p->v, p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es, false);
+        st = rt_attn_check_tensor(FWD, "v", p->v, p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es,
+                                  false);
     if (st == KILN_OK)
-        st = check_tensor("o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, true);
-    if (st == KILN_OK) st = check_tensor("lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
+        st = rt_attn_check_tensor(FWD, "o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es,
+                                  true);
+    if (st == KILN_OK) st = rt_attn_check_tensor(FWD, "lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
     return st;
 }
 
 KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 {
-    KilnStatus st = check_shape(p);
+    KilnStatus st = rt_attn_check_shape(FWD, p);
     if (st != KILN_OK || p->seqlen_q == 0) return st;   /* no rows: empty tensors may be null */
     return check_tensors(p);
 }
 
 /* ---------------- variants and the in-process cache ---------------- */
 
-/* The forward's tuning choice; its kernel is an RtAttnVariant (jit_internal.h). */
+/* The forward's choice for a call: the tuning table's row (or the caller's tiles). */
 typedef struct AttnKey {
     int dtype, head_dim, causal;
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
 } AttnKey;
 
-/* The cache maps (device, variant description) to the loaded kernel: the
- * description names the program's kernel, every define and the schedule, so
- * equal descriptions are equal compiles, whichever entry point asked. */
+/* A cache entry: one compiled kernel of one device, found by its variant's text
+ * ("program|kernel|NAME=VALUE ...|num_warps|num_stages|no_wgmma"). */
 typedef struct AttnEntry {
     const KilnDevice *dev;
-    char desc[RT_ATTN_DESC];
+    char *text;
     KilnModule *mod;
     KilnKernel *kern;
     struct AttnEntry *next;
@@ -248,8 +248,7 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = &k_tune[0];
     bool own_tiles = p->block_m || p->block_n;
-    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
-                 .no_wgmma = p->no_wgmma != 0};
+    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0, .no_wgmma = p->no_wgmma != 0};
     k.block_m = p->block_m ? p->block_m : t->block_m;
     k.block_n = p->block_n ? p->block_n : t->block_n;
     /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
@@ -257,6 +256,85 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     k.num_stages = p->num_stages ? p->num_stages : own_tiles ? 0 : t->num_stages;
     return k;
 }
+
+/* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false num_warps=8 num_stages=2": the variant for messages. */
+static void describe(const RtAttnVariant *v, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "%s", v->kernel);
+    for (int i = 0; i < v->ndefines && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
+    if (used < n)
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s", v->num_warps, v->num_stages,
+                 v->no_wgmma ? " no_wgmma" : "");
+}
+
+/* The cache key's text (malloc'd; NULL when out of memory). */
+static char *variant_text(const RtAttnVariant *v)
+{
+    char desc[512];
+    describe(v, desc, sizeof desc);
+    size_t n = strlen(v->program) + strlen(desc) + 2;
+    char *t = malloc(n);
+    if (t) snprintf(t, n, "%s|%s", v->program, desc);
+    return t;
+}
+
+static unsigned text_hash(const KilnDevice *dev, const char *t)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)dev;
+    for (; *t; t++) h = (h ^ (uint8_t)*t) * 1099511628211ull;
+    return (unsigned)(h ^ (h >> 32)) % ATTN_BUCKETS;
+}
+
+/* The cached kernel of (dev, text), or NULL. Caller holds g_lock. */
+static KilnKernel *find_locked(const KilnDevice *dev, const char *text)
+{
+    for (AttnEntry *e = g_buckets[text_hash(dev, text)]; e; e = e->next)
+        if (e->dev == dev && !strcmp(e->text, text)) return e->kern;
+    return NULL;
+}
+
+const char *kiln_lib_source(const char *path)
+{
+    if (!path) return NULL;
+    for (const RtLibSource *s = rt_lib_sources; s->path; s++)
+        if (!strcmp(s->path, path)) return s->text;
+    return NULL;
+}
+
+/* Compile and load the variant (no lock held: this can take seconds). */
+static KilnStatus build_variant(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnModule **mod,
+                                KilnKernel **kern)
+{
+    const char *src = kiln_lib_source(v->program);
+    if (!src)
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)",
+                             v->program);
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                            .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma};
+    KilnStatus st = kiln_module_compile(dev, v->program, src, &o, mod);
+    if (st == KILN_OK) {
+        st = kiln_kernel_get(*mod, o.kernel, kern);
+        if (st != KILN_OK) {
+            kiln_module_free(*mod);
+            *mod = NULL;
+        }
+    }
+    if (st != KILN_OK) {
+        /* say which variant, then what the compiler or driver said */
+        char what[512];
+        describe(v, what, sizeof what);
+        char *why = strdup(kiln_last_error());
+        kiln_set_error(st, "%s: cannot build %s: ", api, what);
+        rt_append_error(why ? why : "(out of memory)");
+        free(why);
+    }
+    return st;
+}
+
+/* kiln_shutdown(dev) unloads dev's variants first (registered with the
+ * runtime core, which calls nothing of this layer by name). */
+static void teardown(KilnDevice *dev) { kiln_attention_cache_clear(dev); }
 
 void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *kernel, int num_warps,
                           int num_stages, int no_wgmma)
@@ -271,130 +349,69 @@ void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *ker
 
 void rt_attn_variant_define(RtAttnVariant *v, const char *name, int value, bool is_bool)
 {
-    if (v->ndefs >= RT_ATTN_MAX_DEFS) return;   /* callers define a fixed handful */
-    char *val = v->vals[v->ndefs];
+    if (v->ndefines >= RT_ATTN_MAX_DEFINES) return;   /* callers define a fixed handful */
+    char *val = v->vals[v->ndefines];
     if (is_bool) snprintf(val, sizeof v->vals[0], "%s", value ? "true" : "false");
     else snprintf(val, sizeof v->vals[0], "%d", value);
-    v->defs[v->ndefs++] = (KilnDefine){name, val};
+    v->defines[v->ndefines++] = (KilnDefine){name, val};
 }
 
-/* "attn_fwd_f16 HEAD_DIM=64 BLOCK_M=128 BLOCK_N=64 CAUSAL=false PLAIN_SCORES=true num_warps=8 num_stages=2" */
-static void describe(const RtAttnVariant *v, char *buf, size_t n)
-{
-    size_t at = (size_t)snprintf(buf, n, "%s", v->kernel);
-    for (int i = 0; i < v->ndefs && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, " %s=%s", v->defs[i].name, v->defs[i].value);
-    if (at < n)
-        snprintf(buf + at, n - at, " num_warps=%d num_stages=%d%s", v->num_warps, v->num_stages,
-                 v->no_wgmma ? " no_wgmma" : "");
-}
-
-static unsigned desc_hash(const KilnDevice *dev, const char *desc)
-{
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)dev;
-    for (const char *c = desc; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-    return (unsigned)(h ^ (h >> 32)) % ATTN_BUCKETS;
-}
-
-/* The cached kernel of (dev, desc), or NULL. Caller holds g_lock. */
-static KilnKernel *find_locked(const KilnDevice *dev, const char *desc)
-{
-    for (AttnEntry *e = g_buckets[desc_hash(dev, desc)]; e; e = e->next)
-        if (e->dev == dev && !strcmp(e->desc, desc)) return e->kern;
-    return NULL;
-}
-
-static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
-
-const char *kiln_lib_source(const char *path)
-{
-    if (!path) return NULL;
-    for (const RtLibSource *s = rt_lib_sources; s->path; s++)
-        if (!strcmp(s->path, path)) return s->text;
-    return NULL;
-}
-
-/* Compile and load the variant (no lock held: this can take seconds). */
-static KilnStatus build_variant(KilnDevice *dev, const RtAttnVariant *v, const char *desc, const char *who,
-                                KilnModule **mod, KilnKernel **kern)
-{
-    const char *src = kiln_lib_source(v->program);
-    if (!src)
-        return rt_attn_error(who, KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)",
-                             v->program);
-    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defs, .ndefines = v->ndefs,
-                            .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma};
-    KilnStatus st = kiln_module_compile(dev, v->program, src, &o, mod);
-    if (st == KILN_OK) {
-        st = kiln_kernel_get(*mod, o.kernel, kern);
-        if (st != KILN_OK) {
-            kiln_module_free(*mod);
-            *mod = NULL;
-        }
-    }
-    if (st != KILN_OK) {
-        /* say which variant, then what the compiler or driver said */
-        char *why = strdup(kiln_last_error());
-        kiln_set_error(st, "%s: cannot build %s: ", who, desc);
-        rt_append_error(why ? why : "(out of memory)");
-        free(why);
-    }
-    return st;
-}
-
-/* kiln_shutdown(dev) unloads dev's variants first (registered with the
- * runtime core, which calls nothing of this layer by name). */
-static void teardown(KilnDevice *dev) { kiln_attention_cache_clear(dev); }
-
-KilnStatus rt_attn_kernel(KilnDevice *dev, const RtAttnVariant *v, const char *who, KilnKernel **out)
+KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnKernel **out)
 {
     KilnStatus reg = rt_on_device_shutdown(teardown);
     if (reg != KILN_OK) return reg;
-    char desc[RT_ATTN_DESC];
-    describe(v, desc, sizeof desc);
+    char *text = variant_text(v);
+    if (!text) return rt_attn_error(api, KILN_ERR_INTERNAL, "out of host memory");
     pthread_mutex_lock(&g_lock);
-    *out = find_locked(dev, desc);
+    *out = find_locked(dev, text);
     pthread_mutex_unlock(&g_lock);
-    if (*out) return KILN_OK;
+    if (*out) {
+        free(text);
+        return KILN_OK;
+    }
     KilnModule *mod = NULL;
     KilnKernel *kern = NULL;
-    KilnStatus st = build_variant(dev, v, desc, who, &mod, &kern);
-    if (st != KILN_OK) return st;
-    AttnEntry *e = calloc(1, sizeof *e);
-    if (!e) {
+    KilnStatus st = build_variant(dev, api, v, &mod, &kern);
+    AttnEntry *e = st == KILN_OK ? calloc(1, sizeof *e) : NULL;
+    if (st != KILN_OK || !e) {
+        free(text);
         kiln_module_free(mod);
-        return rt_attn_error(who, KILN_ERR_INTERNAL, "out of host memory");
+        return st != KILN_OK ? st : rt_attn_error(api, KILN_ERR_INTERNAL, "out of host memory");
     }
     pthread_mutex_lock(&g_lock);
-    *out = find_locked(dev, desc);
+    *out = find_locked(dev, text);
     if (!*out) {   /* no other thread got there first */
-        unsigned h = desc_hash(dev, desc);
-        *e = (AttnEntry){.dev = dev, .mod = mod, .kern = kern, .next = g_buckets[h]};
-        snprintf(e->desc, sizeof e->desc, "%s", desc);
+        unsigned h = text_hash(dev, text);
+        *e = (AttnEntry){.dev = dev, .text = text, .mod = mod, .kern = kern, .next = g_buckets[h]};
         g_buckets[h] = e;
         *out = kern;
         e = NULL;
         mod = NULL;
+        text = NULL;
     }
     pthread_mutex_unlock(&g_lock);
     free(e);
+    free(text);
     kiln_module_free(mod);
     return KILN_OK;
 }
 
-/* The forward's kernel for `k`. PLAIN_SCORES: the API never passes a score_mod, so the
- * scores take FlashAttention-2's one-FFMA form (attention_fwd.tile). The defines keep
- * their historical order (the on-disk cache key hashes them in order). */
+static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
+
 static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
 {
-    RtAttnVariant v;
-    rt_attn_variant_init(&v, ATTN_PROGRAM, kernel_name(k->dtype), k->num_warps, k->num_stages, k->no_wgmma);
-    rt_attn_variant_define(&v, "HEAD_DIM", k->head_dim, false);
-    rt_attn_variant_define(&v, "BLOCK_M", k->block_m, false);
-    rt_attn_variant_define(&v, "BLOCK_N", k->block_n, false);
-    rt_attn_variant_define(&v, "CAUSAL", k->causal, true);
-    rt_attn_variant_define(&v, "PLAIN_SCORES", 1, true);
-    return rt_attn_kernel(dev, &v, WHO, out);
+    char d[16], bm[16], bn[16];
+    snprintf(d, sizeof d, "%d", k->head_dim);
+    snprintf(bm, sizeof bm, "%d", k->block_m);
+    snprintf(bn, sizeof bn, "%d", k->block_n);
+    /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
+     * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
+    RtAttnVariant v = {.program = ATTN_PROGRAM, .kernel = kernel_name(k->dtype),
+                       .defines = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
+                                   {"CAUSAL", k->causal ? "true" : "false"}, {"PLAIN_SCORES", "true"}},
+                       .ndefines = 5, .num_warps = k->num_warps, .num_stages = k->num_stages,
+                       .no_wgmma = k->no_wgmma};
+    return rt_attn_get_kernel(dev, FWD, &v, out);
 }
 
 KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
@@ -420,6 +437,7 @@ KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
         dead = e->next;
         KilnStatus st = kiln_module_free(e->mod);
         if (first == KILN_OK) first = st;
+        free(e->text);
         free(e);
     }
     return first;
@@ -437,7 +455,7 @@ int kiln_attention_cache_size(const KilnDevice *dev)
 
 /* ---------------- arguments by parameter name ---------------- */
 
-KilnStatus rt_attn_int_arg(const char *who, const KilnParam *prm, int64_t v, KilnArg *a)
+KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a)
 {
     switch (prm->kind) {
     case KILN_PARAM_I64: *a = kiln_arg_i64(v); return KILN_OK;
@@ -451,14 +469,27 @@ KilnStatus rt_attn_int_arg(const char *who, const KilnParam *prm, int64_t v, Kil
         *a = kiln_arg_u32((uint32_t)v);
         return KILN_OK;
     default:
-        return rt_attn_error(who, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
-                   rt_param_kind_name(prm->kind));
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer",
+                             prm->name, rt_param_kind_name(prm->kind));
     }
-    return rt_attn_error(who, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name, (long long)v,
-               rt_param_kind_name(prm->kind));
+    return rt_attn_error(api, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name,
+                         (long long)v, rt_param_kind_name(prm->kind));
 }
 
-static KilnStatus int_arg(const KilnParam *prm, int64_t v, KilnArg *a) { return rt_attn_int_arg(WHO, prm, v, a); }
+KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)
+{
+    const char *n = prm->name;
+    struct { const char *name; int64_t v; } ints[] = {
+        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
+    for (size_t i = 0; i < COUNT(ints); i++)
+        if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(api, prm, ints[i].v, a);
+    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
+        *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
+        return KILN_OK;
+    }
+    return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to %s", n,
+                         rt_param_kind_name(prm->kind), api);
+}
 
 /* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride). */
 static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v)
@@ -473,8 +504,9 @@ static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v
     return true;
 }
 
-static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)
+static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
 {
+    const KilnAttentionParams *p = ctx;
     const char *n = prm->name;
     /* With seqlen_k == 0, K and V are never read: an empty tensor's null pointer is fine. */
     KilnDevPtr kv_stand_in = p->q;
@@ -486,21 +518,34 @@ static KilnStatus make_arg(const KilnAttentionParams *p, const KilnParam *prm, K
             *a = kiln_arg_ptr(ptrs[i].v);
             return KILN_OK;
         }
-    struct { const char *name; int64_t v; } ints[] = {
-        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
-    for (size_t i = 0; i < COUNT(ints); i++)
-        if (!strcmp(n, ints[i].name)) return int_arg(prm, ints[i].v, a);
     int64_t s;
-    if (stride_of(p, n, &s)) return int_arg(prm, s, a);
-    if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
-        *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
-        return KILN_OK;
-    }
-    return bad(KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_fwd", n,
-               rt_param_kind_name(prm->kind));
+    if (stride_of(p, n, &s)) return rt_attn_int_arg(FWD, prm, s, a);
+    return rt_attn_scalar_arg(FWD, p, prm, a);
 }
 
 /* ---------------- the call ---------------- */
+
+KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const KilnStream *stream)
+{
+    if (!dev) return rt_attn_error(api, KILN_ERR_USAGE, "dev is NULL");
+    if (stream && rt_stream_device(stream) != dev)
+        return rt_attn_error(api, KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    return KILN_OK;
+}
+
+KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,
+                          KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx)
+{
+    const KilnKernelInfo *info = kiln_kernel_info(k);
+    KilnArg args[64];
+    if (info->nparams > (int)COUNT(args))
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "%s has %d parameters", info->name, info->nparams);
+    for (int i = 0; i < info->nparams; i++) {
+        KilnStatus st = bind(ctx, &info->params[i], &args[i]);
+        if (st != KILN_OK) return st;
+    }
+    return kiln_launch(k, grid, stream, args, info->nparams);
+}
 
 /* Grid axis 1 carries batch * heads_q (the program reads (b, h) from program_id(1)), and
  * holds at most 65535. Above that the call runs as several launches of whole batches:
@@ -517,17 +562,17 @@ static bool advance_aligned(const KilnAttentionParams *p, int64_t nb)
     return true;
 }
 
-static KilnStatus launch_batches(KilnKernel *k, const KilnKernelInfo *info, KilnArg *args,
-                                 const KilnAttentionParams *p, int row_blocks, KilnStream *stream)
+static KilnStatus launch_batches(KilnKernel *k, const KilnAttentionParams *p, int row_blocks, KilnStream *stream)
 {
     int grid[3] = {row_blocks, p->batch * p->heads_q, 1};
-    if ((int64_t)p->batch * p->heads_q <= ATTN_MAX_GRID_Y) return kiln_launch(k, grid, stream, args, info->nparams);
+    if ((int64_t)p->batch * p->heads_q <= ATTN_MAX_GRID_Y) return rt_attn_launch(FWD, k, grid, stream, make_arg, p);
     int nb = ATTN_MAX_GRID_Y / p->heads_q;
     while (nb > 0 && !advance_aligned(p, nb)) nb--;
     if (nb == 0)
-        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d (the grid's second axis) and the batch "
-                   "strides do not allow splitting it into aligned launches", (long long)p->batch * p->heads_q,
-                   ATTN_MAX_GRID_Y);
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED,
+                             "batch * heads_q = %lld exceeds %d (the grid's second axis) and the batch strides do "
+                             "not allow splitting it into aligned launches",
+                             (long long)p->batch * p->heads_q, ATTN_MAX_GRID_Y);
     for (int b0 = 0; b0 < p->batch; b0 += nb) {
         KilnAttentionParams c = *p;
         c.batch = p->batch - b0 < nb ? p->batch - b0 : nb;
@@ -536,10 +581,8 @@ static KilnStatus launch_batches(KilnKernel *k, const KilnKernelInfo *info, Kiln
         if (c.v) c.v += (KilnDevPtr)(b0 * p->v_stride[0] * 2);
         c.o += (KilnDevPtr)(b0 * p->o_stride[0] * 2);
         c.lse += (KilnDevPtr)((int64_t)b0 * p->heads_q * p->seqlen_q * 4);
-        KilnStatus st = KILN_OK;
-        for (int i = 0; i < info->nparams && st == KILN_OK; i++) st = make_arg(&c, &info->params[i], &args[i]);
         grid[1] = c.batch * c.heads_q;
-        if (st == KILN_OK) st = kiln_launch(k, grid, stream, args, info->nparams);
+        KilnStatus st = rt_attn_launch(FWD, k, grid, stream, make_arg, &c);
         if (st != KILN_OK) return st;
     }
     return KILN_OK;
@@ -549,19 +592,11 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
 {
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK) return st;
-    if (!dev) return bad(KILN_ERR_USAGE, "dev is NULL");
-    if (stream && rt_stream_device(stream) != dev)
-        return bad(KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
+    if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
     if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
     AttnKey key = resolve_key(dev, p);
     KilnKernel *k = NULL;
     st = get_variant(dev, &key, &k);
     if (st != KILN_OK) return st;
-    const KilnKernelInfo *info = kiln_kernel_info(k);
-    KilnArg args[64];
-    if (info->nparams > (int)COUNT(args))
-        return bad(KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
-    for (int i = 0; i < info->nparams; i++)
-        if ((st = make_arg(p, &info->params[i], &args[i])) != KILN_OK) return st;
-    return launch_batches(k, info, args, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
+    return launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
 }

@@ -8,7 +8,7 @@
  *      tokens) up to 64 (more rows take more programs on grid axis 2), and the
  *      split count (kiln_attention_decode_splits: from the shape and the SM count);
  *   3. get the split kernel and, for more than one split, the combine kernel from
- *      attention.c's variant cache (rt_attn_kernel: one cache for every attention
+ *      attention.c's variant cache (rt_attn_get_kernel: one cache for every attention
  *      entry point); one split compiles the split kernel with DIRECT, which writes
  *      O and LSE itself;
  *   4. bind arguments by parameter name and launch the split kernel on
@@ -320,11 +320,11 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
     rt_attn_variant_define(&v, "PAGED", p->block_table != 0, true);
     if (p->block_table) rt_attn_variant_define(&v, "PAGE_SIZE", p->page_size, false);
     rt_attn_variant_define(&v, "DIRECT", splits == 1, true);
-    KilnStatus st = rt_attn_kernel(dev, &v, WHO, split);
+    KilnStatus st = rt_attn_get_kernel(dev, WHO, &v, split);
     if (st != KILN_OK || splits == 1) return st;
     rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, 0);
     rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
-    return rt_attn_kernel(dev, &v, WHO, combine);
+    return rt_attn_get_kernel(dev, WHO, &v, combine);
 }
 
 KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParams *p, KilnStream *stream)

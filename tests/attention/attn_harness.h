@@ -203,7 +203,7 @@ static Verdict judge(const Run *r)
 
 /* Run a case end to end and check the rule; `p_hook` lets a variant set the
  * reference's score_mod / mask_mod before the reference runs. */
-static void check_case(const Case *c, IrFunc *f, uint64_t seed, void (*p_hook)(AttnProblem *p))
+static inline void check_case(const Case *c, IrFunc *f, uint64_t seed, void (*p_hook)(AttnProblem *p))
 {
     Run r;
     setup(&r, c, seed);

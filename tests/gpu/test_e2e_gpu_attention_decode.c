@@ -153,7 +153,9 @@ static int run_case(int idx, const DCase *c)
         if (r == 0) memcpy(o1, o, nq * es);
         else split_diff = fmax(split_diff, max_diff(c->dtype, o, o1, nq));
     }
-    if (split_diff > bound) fail = 1, snprintf(why, sizeof why, "splits disagree by %.3g", split_diff);
+    /* each split count is within `bound` of the float64 result, so two of them are within
+     * twice that of each other (bf16 rounds the outputs of different splits apart) */
+    if (split_diff > 2 * bound) fail = 1, snprintf(why, sizeof why, "splits disagree by %.3g", split_diff);
     if (c->page) {   /* the same keys, contiguous: identical results */
         Bufs gc = g;
         TRY(kiln_malloc(g_dev, nkv * es, &gc.k));

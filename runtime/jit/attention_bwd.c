@@ -1,0 +1,241 @@
+/* attention_bwd.c — kiln_attention_bwd: FlashAttention backward in one call.
+ *
+ * What it does, in order:
+ *   1. validate everything WITHOUT touching a device (kiln_attention_bwd_check):
+ *      the forward's shape checks (shared with attention.c), the backward's
+ *      tuning, every tensor (q, k, v, o, dout inputs; dq, dk, dv outputs; lse
+ *      and the caller's scratch), naming the bad field;
+ *   2. plan the launches (rt_attn_bwd_plan): the tile sizes from the table
+ *      below (or the caller's) and up to three kernels of
+ *      lang/lib/attention_bwd.tile, in stream order:
+ *        attn_bwd_pre_*   delta = rowsum(dO * O) into scratch (and zero the f32
+ *                         dQ accumulator unless deterministic);
+ *        attn_bwd_dkdv_*  dK, dV over key blocks (+ atomic dQ unless deterministic);
+ *        attn_bwd_dq_cvt_* (dQ accumulator -> dQ) or attn_bwd_dq_* (deterministic dQ);
+ *   3. fetch each kernel from attention.c's per-device variant cache (compiled
+ *      once through kiln_module_compile and its on-disk cache) and launch it
+ *      with its arguments bound by the program's parameter NAMES.
+ *
+ * Scratch is the caller's (kiln_attention_bwd_scratch_size bytes): delta, then
+ * the f32 dQ accumulator. Keeping it out of the runtime means two calls on two
+ * streams never share a buffer behind the caller's back.
+ *
+ * Example: a bf16, head dim 128, causal, non-deterministic call on sm_90
+ * launches attn_bwd_pre_bf16 (cdiv(seqlen_q, 64) x batch*heads_q),
+ * attn_bwd_dkdv_bf16 with COMPUTE_DQ=true (cdiv(seqlen_k, 64) x batch*heads_kv)
+ * and attn_bwd_dq_cvt_bf16 (cdiv(seqlen_q, 64) x batch*heads_q).
+ */
+#include "cuda_loader.h"
+#include "jit_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define BWD "kiln_attention_bwd"
+#define BWD_PROGRAM "lang/lib/attention_bwd.tile"
+#define SCRATCH_ALIGN 256          /* the dQ accumulator starts on its own 256-byte boundary */
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---------------- defaults: the table to tune ----------------
+ * The last row matching the head dim with min_sm <= the device's sm_version wins.
+ * dK/dV programs hold K, K^T, V^T (dtype) and dK, dV (f32) for BLOCK_N keys while they
+ * walk BLOCK_M query rows at a time; the dQ programs hold Q, dO and dQ for BLOCK_M rows.
+ * Chosen so that ptxas (sm_80 and sm_90a) fits them in registers, or nearly: the
+ * rows below spill at most 232 bytes per thread in the dK/dV kernel with atomic dQ
+ * (d 64 on sm_80; 0-32 bytes for the others) and nothing in the dQ pass, where the program's
+ * defaults (64 x 64, 4 warps) spill kilobytes at d >= 128. 8 warps halve each thread's
+ * share of the f32 accumulators. tests/attention/test_e2e_attn_bwd_ptx.c compiles every
+ * row; not yet timed on a GPU. */
+typedef struct BwdTune {
+    int min_sm, head_dim;
+    int kv_block_m, kv_block_n, kv_warps;   /* attn_bwd_dkdv */
+    int q_block_m, q_block_n, q_warps;      /* attn_bwd_dq (deterministic); pre and cvt use q_block_m */
+} BwdTune;
+
+static const BwdTune k_bwd_tune[] = {
+    /* min_sm  d   dkdv: BM  BN warps   dq: BM  BN warps */
+    {0,  32,   32, 128, 8,    64, 32, 4},
+    {0,  64,   32, 128, 8,   128, 32, 8},
+    {0,  96,   16,  64, 8,    64, 32, 8},
+    {0, 128,   16,  64, 8,    64, 32, 8},
+    {0, 256,   16,  32, 8,    32, 16, 8},
+};
+
+/* ---------------- validation (never touches a device) ---------------- */
+
+size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p)
+{
+    if (!p) return 0;
+    const KilnAttentionParams *f = &p->fwd;
+    if (f->batch <= 0 || f->heads_q <= 0 || f->seqlen_q <= 0 || f->head_dim <= 0) return 0;
+    uint64_t rows = (uint64_t)f->batch * (uint64_t)f->heads_q * (uint64_t)f->seqlen_q;
+    uint64_t delta = (rows * 4 + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    uint64_t acc = p->deterministic ? 0 : rows * (uint64_t)f->head_dim * 4;
+    uint64_t total = delta + acc;
+    return total > SIZE_MAX ? 0 : (size_t)total;
+}
+
+static KilnStatus check_tensors(const KilnAttentionBwdParams *p)
+{
+    const KilnAttentionParams *f = &p->fwd;
+    int B = f->batch, hq = f->heads_q, hk = f->heads_kv, sq = f->seqlen_q, sk = f->seqlen_k, d = f->head_dim;
+    struct { const char *name; KilnDevPtr ptr; const int64_t *st; int nh, ns, is_output; } t[] = {
+        {"fwd.q", f->q, f->q_stride, hq, sq, 0},       {"fwd.o", f->o, f->o_stride, hq, sq, 0},
+        {"dout", p->dout, p->dout_stride, hq, sq, 0},  {"dq", p->dq, p->dq_stride, hq, sq, 1},
+        {"fwd.k", f->k, f->k_stride, hk, sk, 0},       {"fwd.v", f->v, f->v_stride, hk, sk, 0},
+        {"dk", p->dk, p->dk_stride, hk, sk, 1},        {"dv", p->dv, p->dv_stride, hk, sk, 1},
+    };
+    for (size_t i = 0; i < COUNT(t); i++) {
+        if (t[i].ns == 0) continue;   /* an empty tensor may be null */
+        KilnStatus st = rt_attn_check_tensor(BWD, t[i].name, t[i].ptr, t[i].st, B, t[i].nh, t[i].ns, d, 2,
+                                             t[i].is_output);
+        if (st != KILN_OK) return st;
+    }
+    if (sq == 0) return KILN_OK;
+    KilnStatus st = rt_attn_check_tensor(BWD, "fwd.lse", f->lse, NULL, 0, 0, 0, 0, 4, false);
+    if (st == KILN_OK) st = rt_attn_check_tensor(BWD, "scratch", p->scratch, NULL, 0, 0, 0, 0, 4, true);
+    if (st == KILN_OK && kiln_attention_bwd_scratch_size(p) == 0)
+        return rt_attn_error(BWD, KILN_ERR_USAGE, "the scratch size overflows size_t");
+    return st;
+}
+
+KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
+{
+    if (!p) return rt_attn_error(BWD, KILN_ERR_USAGE, "params is NULL");
+    KilnStatus st = rt_attn_check_shape(BWD, &p->fwd);
+    if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
+    /* The forward splits larger batches into several launches; the backward's
+     * grids still carry batch * heads on their second axis. */
+    if (st == KILN_OK && (int64_t)p->fwd.batch * p->fwd.heads_q > 65535)
+        return rt_attn_error(BWD, KILN_ERR_UNSUPPORTED,
+                             "batch * heads_q = %lld exceeds 65535 (the grid's second axis)",
+                             (long long)p->fwd.batch * p->fwd.heads_q);
+    if (st != KILN_OK) return st;
+    return check_tensors(p);
+}
+
+/* ---------------- the plan ---------------- */
+
+static const BwdTune *tune_row(int sm_version, int head_dim)
+{
+    const BwdTune *t = &k_bwd_tune[0];
+    for (size_t i = 0; i < COUNT(k_bwd_tune); i++)
+        if (k_bwd_tune[i].head_dim == head_dim && k_bwd_tune[i].min_sm <= sm_version) t = &k_bwd_tune[i];
+    return t;
+}
+
+/* One kernel of the plan: name "<base>_<dtype>", the given defines (values copied into
+ * plan storage), the schedule, the grid (axis 0 over `len` in blocks of `block`). */
+static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttentionBwdParams *p, int len, int block,
+                        int heads, int warps, const char *const *defs, int ndefs)
+{
+    int i = pl->n++;
+    RtAttnVariant *v = &pl->k[i];
+    snprintf(pl->name[i], sizeof pl->name[i], "%s_%s", base, p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
+    *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
+                         .num_stages = p->num_stages, .no_wgmma = p->fwd.no_wgmma != 0};
+    for (int j = 0; j < ndefs; j++) {
+        snprintf(pl->value[i][j], sizeof pl->value[i][j], "%s", defs[2 * j + 1]);
+        v->defines[j] = (KilnDefine){defs[2 * j], pl->value[i][j]};
+    }
+    v->ndefines = ndefs;
+    pl->grid[i][0] = (len + block - 1) / block;
+    pl->grid[i][1] = p->fwd.batch * heads;
+    pl->grid[i][2] = 1;
+}
+
+void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwdPlan *pl)
+{
+    const KilnAttentionParams *f = &p->fwd;
+    const BwdTune *t = tune_row(sm_version, f->head_dim);
+    bool own = p->block_m || p->block_n;   /* the caller's tiles: the program's own warps */
+    int kv_bm = p->block_m ? p->block_m : t->kv_block_m, kv_bn = p->block_n ? p->block_n : t->kv_block_n;
+    int q_bm = p->block_m ? p->block_m : t->q_block_m, q_bn = p->block_n ? p->block_n : t->q_block_n;
+    char d[16], kbm[16], kbn[16], qbm[16], qbn[16];
+    snprintf(d, sizeof d, "%d", f->head_dim);
+    snprintf(kbm, sizeof kbm, "%d", kv_bm);
+    snprintf(kbn, sizeof kbn, "%d", kv_bn);
+    snprintf(qbm, sizeof qbm, "%d", q_bm);
+    snprintf(qbn, sizeof qbn, "%d", q_bn);
+    const char *causal = f->causal ? "true" : "false";
+    const char *atomic = p->deterministic ? "false" : "true";
+    memset(pl, 0, sizeof *pl);
+    /* the row-wise kernels take the dQ pass's row blocks */
+    const char *pre[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "ZERO_DQ_ACC", atomic};
+    const char *kv[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic};
+    const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal};
+    const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
+    if (f->seqlen_q > 0) plan_kernel(pl, "attn_bwd_pre", p, f->seqlen_q, q_bm, f->heads_q, 4, pre, 3);
+    if (f->seqlen_k > 0)
+        plan_kernel(pl, "attn_bwd_dkdv", p, f->seqlen_k, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, kv, 5);
+    if (f->seqlen_q > 0 && p->deterministic)
+        plan_kernel(pl, "attn_bwd_dq", p, f->seqlen_q, q_bm, f->heads_q, own ? 0 : t->q_warps, dq, 4);
+    else if (f->seqlen_q > 0)
+        plan_kernel(pl, "attn_bwd_dq_cvt", p, f->seqlen_q, q_bm, f->heads_q, 4, cvt, 2);
+}
+
+/* ---------------- arguments by parameter name ---------------- */
+
+/* stride_<t><d>: t in q k v o do dq dk dv, d in b h m n (m and n both name the sequence stride). */
+static bool stride_of(const KilnAttentionBwdParams *p, const char *name, int64_t *v)
+{
+    static const char *ts[] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
+    const int64_t *st[] = {p->fwd.q_stride, p->fwd.k_stride, p->fwd.v_stride, p->fwd.o_stride,
+                           p->dout_stride,  p->dq_stride,    p->dk_stride,    p->dv_stride};
+    if (strncmp(name, "stride_", 7)) return false;
+    size_t n = strlen(name + 7);
+    if (n < 2) return false;
+    const char *ds = "bhmn", *d = strchr(ds, name[7 + n - 1]);
+    if (!d) return false;
+    for (size_t i = 0; i < COUNT(ts); i++)
+        if (strlen(ts[i]) == n - 1 && !strncmp(name + 7, ts[i], n - 1)) {
+            int di = (int)(d - ds);
+            *v = st[i][di > 2 ? 2 : di];
+            return true;
+        }
+    return false;
+}
+
+KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
+{
+    const KilnAttentionBwdParams *p = ctx;
+    const KilnAttentionParams *f = &p->fwd;
+    const char *n = prm->name;
+    size_t delta_bytes = kiln_attention_bwd_scratch_size(&(KilnAttentionBwdParams){.fwd = *f, .deterministic = 1});
+    /* An empty tensor's pointer may be null; the kernels that would read it never
+     * run a row of it, but a pointer parameter still wants an address. */
+    KilnDevPtr any = f->q ? f->q : f->k ? f->k : p->dk;
+#define OR_ANY(x) ((x) ? (x) : any)
+    struct { const char *name; KilnDevPtr v; } ptrs[] = {
+        {"Q", OR_ANY(f->q)},   {"K", OR_ANY(f->k)},   {"V", OR_ANY(f->v)},   {"O", OR_ANY(f->o)},
+        {"LSE", OR_ANY(f->lse)}, {"DO", OR_ANY(p->dout)}, {"DQ", OR_ANY(p->dq)}, {"DK", OR_ANY(p->dk)},
+        {"DV", OR_ANY(p->dv)}, {"DELTA", OR_ANY(p->scratch)},
+        {"DQ_ACC", p->scratch ? p->scratch + delta_bytes : any}};
+#undef OR_ANY
+    for (size_t i = 0; i < COUNT(ptrs); i++)
+        if (!strcmp(n, ptrs[i].name)) {
+            *a = kiln_arg_ptr(ptrs[i].v);
+            return KILN_OK;
+        }
+    int64_t s;
+    if (stride_of(p, n, &s)) return rt_attn_int_arg(BWD, prm, s, a);
+    return rt_attn_scalar_arg(BWD, f, prm, a);
+}
+
+/* ---------------- the call ---------------- */
+
+KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream)
+{
+    KilnStatus st = kiln_attention_bwd_check(p);
+    if (st != KILN_OK) return st;
+    if ((st = rt_attn_check_call(BWD, dev, stream)) != KILN_OK) return st;
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(dev->info.sm_version, p, &plan);
+    for (int i = 0; i < plan.n; i++) {
+        KilnKernel *k = NULL;
+        if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &k)) != KILN_OK) return st;
+        if ((st = rt_attn_launch(BWD, k, plan.grid[i], stream, rt_attn_bwd_arg, p)) != KILN_OK) return st;
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,188 @@
+/* test_e2e_attn_bwd_ptx.c — every kernel kiln_attention_bwd launches compiles for
+ * sm_80 and sm_90a at the schedules the runtime picks (rt_attn_bwd_plan: the
+ * tuning table of runtime/jit/attention_bwd.c), with the hints launch-time
+ * specialisation adds for aligned tensors and strides that are multiples of 16,
+ * to a cubin ptxas accepts (to PTX with an .entry when there is no ptxas).
+ *
+ * Each head dim is planned for both dQ paths (deterministic: preprocess, dK/dV,
+ * dQ pass; atomic: preprocess zeroing the accumulator, dK/dV with atomic dQ,
+ * conversion); dtype and causal alternate over the head dims to keep CI short.
+ * test_e2e_ptxas.c already compiles every kernel at its defaults. Also: the plan's
+ * launch order and grids, and the argument kiln_attention_bwd binds to every
+ * parameter of every kernel it launches.
+ */
+#include "tests/testutil.h"
+#include "tests/ptx_util.h"
+#include "kiln.h"
+#include "jit_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static const int k_dims[] = {32, 64, 96, 128, 256};
+
+/* Hints for every pointer and integer parameter of the kernel (from its signature). */
+static int spec_hints(const char *src, const RtAttnVariant *v, KilnParamHint *h, int max)
+{
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                            .emit = KILN_EMIT_IR};
+    KilnCompileResult r;
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    int n = 0;
+    static char names[64][64];
+    for (int i = 0; i < r.kernels[0].nparams && n < max; i++) {
+        const KilnParam *p = &r.kernels[0].params[i];
+        if (p->kind == KILN_PARAM_F32) continue;
+        snprintf(names[n], sizeof names[n], "%s", p->name);
+        h[n] = (KilnParamHint){names[n], 16, 0};
+        n++;
+    }
+    kiln_compile_result_free(&r);
+    return n;
+}
+
+START_TEST(plans_compile)
+{
+    int d = k_dims[_i / 2];
+    bool sm90 = _i % 2;
+    bool ptxas = pu_have_ptxas();
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    ck_assert_ptr_nonnull(src);
+    for (int det = 0; det < 2; det++) {
+        KilnAttentionBwdParams p = {.fwd = {.dtype = (_i / 2) % 2 ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4,
+                                            .heads_kv = 2, .seqlen_q = 500, .seqlen_k = 700, .head_dim = d,
+                                            .causal = (_i / 2) % 2 == 0},
+                                    .deterministic = det};
+        RtAttnBwdPlan plan;
+        rt_attn_bwd_plan(sm90 ? 90 : 80, &p, &plan);
+        ck_assert_int_eq(plan.n, 3);
+        for (int k = 0; k < plan.n; k++) {
+            const RtAttnVariant *v = &plan.k[k];
+            KilnParamHint hints[64];
+            int nh = spec_hints(src, v, hints, 64);
+            KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                                    .arch = sm90 ? "sm_90a" : "sm_80", .num_warps = v->num_warps,
+                                    .num_stages = v->num_stages, .no_wgmma = v->no_wgmma, .hints = hints,
+                                    .nhints = nh, .emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX};
+            KilnCompileResult r;
+            KilnStatus st = kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r);
+            ck_assert_msg(st == KILN_OK, "d%d %s %s det=%d: %s\n%s", d, o.arch, v->kernel, det, kiln_status_name(st),
+                          r.diagnostics ? r.diagnostics : "");
+            if (ptxas)
+                ck_assert_msg(r.output_size > 4 && memcmp(r.output, "\177ELF", 4) == 0, "%s: not a cubin", v->kernel);
+            else
+                ck_assert_int_gt(pu_count_n(r.output, r.output_size, ".entry"), 0);
+            ck_assert_int_eq(r.nkernels, 1);
+            if (v->num_warps) ck_assert_int_eq(r.kernels[0].num_warps, v->num_warps);
+            kiln_compile_result_free(&r);
+        }
+    }
+}
+END_TEST
+
+/* The plan's launches: order, grids and the flags that pick the dQ path. */
+START_TEST(plan_shapes)
+{
+    KilnAttentionBwdParams p = {.fwd = {.dtype = KILN_BF16, .batch = 3, .heads_q = 8, .heads_kv = 2,
+                                        .seqlen_q = 100, .seqlen_k = 300, .head_dim = 128, .causal = 1}};
+    RtAttnBwdPlan pl;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.n, 3);
+    ck_assert_str_eq(pl.k[0].kernel, "attn_bwd_pre_bf16");
+    ck_assert_str_eq(pl.k[1].kernel, "attn_bwd_dkdv_bf16");
+    ck_assert_str_eq(pl.k[2].kernel, "attn_bwd_dq_cvt_bf16");
+    ck_assert_int_eq(pl.grid[1][1], 3 * 2);   /* one program per K/V head */
+    ck_assert_int_eq(pl.grid[0][1], 3 * 8);
+    p.deterministic = 1;
+    p.block_m = 32, p.block_n = 16;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_str_eq(pl.k[2].kernel, "attn_bwd_dq_bf16");
+    ck_assert_int_eq(pl.grid[1][0], (300 + 15) / 16);
+    ck_assert_int_eq(pl.grid[2][0], (100 + 31) / 32);
+    bool compute_dq_false = false;
+    for (int i = 0; i < pl.k[1].ndefines; i++)
+        compute_dq_false |= !strcmp(pl.k[1].defines[i].name, "COMPUTE_DQ") && !strcmp(pl.k[1].defines[i].value, "false");
+    ck_assert(compute_dq_false);
+    p.fwd.seqlen_q = 0;   /* no rows: only dK/dV (zeros) */
+    rt_attn_bwd_plan(80, &p, &pl);
+    ck_assert_int_eq(pl.n, 1);
+    ck_assert_str_eq(pl.k[0].kernel, "attn_bwd_dkdv_bf16");
+    p.fwd.seqlen_q = 10, p.fwd.seqlen_k = 0;   /* no keys: no dK/dV program */
+    rt_attn_bwd_plan(80, &p, &pl);
+    ck_assert_int_eq(pl.n, 2);
+    ck_assert_str_eq(pl.k[1].kernel, "attn_bwd_dq_bf16");
+}
+END_TEST
+
+/* What kiln_attention_bwd passes for each parameter of each kernel it launches, checked
+ * against the names' meaning written out independently here: every pointer, stride and
+ * scalar, with distinct values so that a swapped binding shows. */
+START_TEST(binds_every_parameter)
+{
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {
+        .fwd = {.dtype = KILN_BF16, .batch = 2, .heads_q = 6, .heads_kv = 3, .seqlen_q = 77, .seqlen_k = 91,
+                .head_dim = 96, .q = 0x10000, .k = 0x20000, .v = 0x30000, .o = 0x40000, .lse = 0x50000,
+                .q_stride = {101, 102, 103}, .k_stride = {201, 202, 203}, .v_stride = {301, 302, 303},
+                .o_stride = {401, 402, 403}, .causal = 1},
+        .dout = 0x60000, .dq = 0x70000, .dk = 0x80000, .dv = 0x90000, .scratch = 0xa0000,
+        .dout_stride = {501, 502, 503}, .dq_stride = {601, 602, 603}, .dk_stride = {701, 702, 703},
+        .dv_stride = {801, 802, 803}};
+    struct { const char *name; uint64_t v; } want[] = {
+        {"Q", 0x10000}, {"K", 0x20000}, {"V", 0x30000}, {"O", 0x40000}, {"LSE", 0x50000}, {"DO", 0x60000},
+        {"DQ", 0x70000}, {"DK", 0x80000}, {"DV", 0x90000}, {"DELTA", 0xa0000},
+        {"DQ_ACC", 0xa0000 + (2 * 6 * 77 * 4 + 255) / 256 * 256},
+        {"stride_qb", 101}, {"stride_qh", 102}, {"stride_qm", 103}, {"stride_kb", 201}, {"stride_kh", 202},
+        {"stride_kn", 203}, {"stride_vb", 301}, {"stride_vh", 302}, {"stride_vn", 303}, {"stride_ob", 401},
+        {"stride_oh", 402}, {"stride_om", 403}, {"stride_dob", 501}, {"stride_doh", 502}, {"stride_dom", 503},
+        {"stride_dqb", 601}, {"stride_dqh", 602}, {"stride_dqm", 603}, {"stride_dkb", 701}, {"stride_dkh", 702},
+        {"stride_dkn", 703}, {"stride_dvb", 801}, {"stride_dvh", 802}, {"stride_dvn", 803},
+        {"heads", 6}, {"heads_kv", 3}, {"seqlen_q", 77}, {"seqlen_k", 91}};
+    int bound = 0;
+    for (int det = 0; det < 2; det++) {
+        p.deterministic = det;
+        RtAttnBwdPlan plan;
+        rt_attn_bwd_plan(90, &p, &plan);
+        for (int k = 0; k < plan.n; k++) {
+            KilnCompileOptions o = {.kernel = plan.k[k].kernel, .defines = plan.k[k].defines,
+                                    .ndefines = plan.k[k].ndefines, .emit = KILN_EMIT_IR};
+            KilnCompileResult r;
+            ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+            for (int i = 0; i < r.kernels[0].nparams; i++) {
+                const KilnParam *prm = &r.kernels[0].params[i];
+                KilnArg a;
+                ck_assert_msg(rt_attn_bwd_arg(&p, prm, &a) == KILN_OK, "%s: %s: %s", o.kernel, prm->name,
+                              kiln_last_error());
+                if (!strcmp(prm->name, "sm_scale")) {
+                    ck_assert(a.kind == KILN_PARAM_F32 && a.v.f32 == (float)(1.0 / sqrt(96.0)));
+                    bound++;
+                    continue;
+                }
+                size_t j = 0;
+                while (j < sizeof want / sizeof want[0] && strcmp(want[j].name, prm->name)) j++;
+                ck_assert_msg(j < sizeof want / sizeof want[0], "%s: unexpected parameter %s", o.kernel, prm->name);
+                uint64_t got = a.kind == KILN_PARAM_PTR ? a.v.ptr : (uint64_t)a.v.i;
+                ck_assert_msg(got == want[j].v, "%s: %s = %llu, want %llu", o.kernel, prm->name,
+                              (unsigned long long)got, (unsigned long long)want[j].v);
+                bound++;
+            }
+            kiln_compile_result_free(&r);
+        }
+    }
+    ck_assert_int_gt(bound, 100);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("attention_bwd_ptx");
+    TCase *tc = tcase_create("ptx");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, plans_compile, 0, 2 * (int)(sizeof k_dims / sizeof k_dims[0]));
+    tcase_add_test(tc, plan_shapes);
+    tcase_add_test(tc, binds_every_parameter);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)

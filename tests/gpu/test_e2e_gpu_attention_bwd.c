@@ -1,0 +1,257 @@
+/* test_e2e_gpu_attention_bwd.c — kiln_attention_bwd on the GPU, against float64.
+ *
+ * The sweep: dtype (f16, bf16) x head dim (32, 64, 96, 128, 256) x causal x
+ * deterministic (40 cases), with GQA group sizes (1, 2, 4, MQA), lengths (equal,
+ * ragged below a block, seqlen_q < seqlen_k, seqlen_q > seqlen_k: causal rows that
+ * see no key), layouts and wider-than-dense strides rotating across them; plus
+ * caller-chosen tiles and a created stream.
+ *
+ * Each case runs the real pipeline: kiln_attention_fwd gives O and LSE, then
+ * kiln_attention_bwd gives dQ, dK, dV into NaN-poisoned buffers (scratch poisoned
+ * too). Judged by FlashAttention's rule for gradients, for dQ, dK and dV separately:
+ * max |g - ref| <= 2 * max |g_plain - ref| + 1e-5, ref the float64 analytic gradient
+ * (tools/attn_ref.c, itself checked against finite differences in the interpreter
+ * tests), g_plain the same backward computed in the storage dtype. Rows that see no
+ * key must get dQ = 0 exactly; elements outside the outputs (wider strides) keep their
+ * poison. Deterministic cases run twice and must be bit-identical.
+ *
+ * One line per case, then `ROW attn_bwd ...`: the summary the lead reads.
+ * Without a GPU: one line "SKIP: no GPU (<reason>)" and success.
+ */
+#include "kiln.h"
+#include "tests/gpu/gpu_util.h"
+#include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Case {
+    AttnDtype dtype;
+    int d, causal, det, batch, hq, hkv, sq, sk, pad;
+    AttnLayout layout;
+    int block_m, block_n, on_stream;
+    AttnProblem p;
+    void *q, *k, *v, *dout, *dq, *dk, *dv, *dq2, *dk2, *dv2;
+    size_t nq, nkv;
+    KilnStatus st;
+    double ms_first, ms_gpu;
+    double err[3], bound[3];
+    int64_t nonfinite, empty_bad, pad_bad;
+    int bit_identical;
+    int pass;
+    char why[200];
+} Case;
+
+static KilnDevice *g_dev;
+static KilnStream *g_stream;
+
+static void host_setup(Case *c, uint64_t seed)
+{
+    AttnProblem *p = &c->p;
+    *p = (AttnProblem){.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
+                       .head_dim = c->d + c->pad, .causal = c->causal, .scale = 1.0 / sqrt((double)c->d),
+                       .dtype = c->dtype};
+    attn_set_strides(p, c->layout);
+    p->head_dim = c->d;
+    c->nq = attn_numel_q(p) + 8;
+    c->nkv = attn_numel_kv(p) + 8;
+    size_t es = attn_dtype_size(c->dtype);
+    void **bufs[] = {&c->q, &c->dout, &c->dq, &c->dq2, &c->k, &c->v, &c->dk, &c->dv, &c->dk2, &c->dv2};
+    for (int i = 0; i < 10; i++) {
+        size_t n = (i < 4 ? c->nq : c->nkv) * es;
+        *bufs[i] = malloc(n);
+        memset(*bufs[i], 0xFF, n);
+    }
+    attn_fill_strided(c->dtype, c->q, p->q_stride, c->batch, c->hq, c->sq, c->d, seed);
+    attn_fill_strided(c->dtype, c->k, p->k_stride, c->batch, c->hkv, c->sk, c->d, seed + 1);
+    attn_fill_strided(c->dtype, c->v, p->v_stride, c->batch, c->hkv, c->sk, c->d, seed + 2);
+    attn_fill_strided(c->dtype, c->dout, p->o_stride, c->batch, c->hq, c->sq, c->d, seed + 3);
+}
+
+static void host_free(Case *c)
+{
+    void *bufs[] = {c->q, c->dout, c->dq, c->dq2, c->k, c->v, c->dk, c->dv, c->dk2, c->dv2};
+    for (int i = 0; i < 10; i++) free(bufs[i]);
+}
+
+#define TRY(call)                                   \
+    do {                                            \
+        if ((c->st = (call)) != KILN_OK) goto done; \
+    } while (0)
+
+/* Forward (for O and LSE), then the backward into poisoned buffers; deterministic
+ * cases run the backward a second time into fresh poison. */
+static void gpu_run(Case *c)
+{
+    size_t es = attn_dtype_size(c->dtype), nlse = (size_t)c->batch * c->hq * c->sq;
+    /* q k v o lse dout dq dk dv scratch */
+    KilnDevPtr ptr[10] = {0};
+    size_t bytes[10] = {c->nq * es, c->nkv * es, c->nkv * es, c->nq * es, nlse * 4 + 16,
+                        c->nq * es, c->nq * es, c->nkv * es, c->nkv * es, 0};
+    KilnStream *s = c->on_stream ? g_stream : NULL;
+    KilnAttentionBwdParams b = {
+        .fwd = {.dtype = c->dtype == ATTN_BF16 ? KILN_BF16 : KILN_F16, .batch = c->batch, .heads_q = c->hq,
+                .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk, .head_dim = c->d, .causal = c->causal},
+        .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n};
+    bytes[9] = kiln_attention_bwd_scratch_size(&b) + 16;
+    for (int i = 0; i < 10; i++) TRY(kiln_malloc(g_dev, bytes[i], &ptr[i]));
+    TRY(kiln_memcpy_htod(g_dev, ptr[0], c->q, bytes[0]));
+    TRY(kiln_memcpy_htod(g_dev, ptr[1], c->k, bytes[1]));
+    TRY(kiln_memcpy_htod(g_dev, ptr[2], c->v, bytes[2]));
+    TRY(kiln_memcpy_htod(g_dev, ptr[5], c->dout, bytes[5]));
+    KilnAttentionParams *f = &b.fwd;
+    f->q = ptr[0], f->k = ptr[1], f->v = ptr[2], f->o = ptr[3], f->lse = ptr[4];
+    memcpy(f->q_stride, c->p.q_stride, sizeof f->q_stride);
+    memcpy(f->k_stride, c->p.k_stride, sizeof f->k_stride);
+    memcpy(f->v_stride, c->p.v_stride, sizeof f->v_stride);
+    memcpy(f->o_stride, c->p.o_stride, sizeof f->o_stride);
+    b.dout = ptr[5], b.dq = ptr[6], b.dk = ptr[7], b.dv = ptr[8], b.scratch = ptr[9];
+    memcpy(b.dout_stride, c->p.o_stride, sizeof b.dout_stride);
+    memcpy(b.dq_stride, c->p.q_stride, sizeof b.dq_stride);
+    memcpy(b.dk_stride, c->p.k_stride, sizeof b.dk_stride);
+    memcpy(b.dv_stride, c->p.v_stride, sizeof b.dv_stride);
+    TRY(kiln_attention_fwd(g_dev, f, s));
+    void *out[2][3] = {{c->dq, c->dk, c->dv}, {c->dq2, c->dk2, c->dv2}};
+    for (int run = 0; run < 1 + c->det; run++) {
+        for (int i = 6; i < 10; i++) TRY(kiln_memset(g_dev, ptr[i], 0xFF, bytes[i]));
+        TRY(kiln_synchronize(g_dev));
+        double t0 = gu_now_ms();
+        TRY(kiln_attention_bwd(g_dev, &b, s));
+        TRY(s ? kiln_stream_synchronize(s) : kiln_synchronize(g_dev));
+        double ms = gu_now_ms() - t0;
+        if (run == 0) c->ms_first = ms;
+        else c->ms_gpu = ms;
+        for (int t = 0; t < 3; t++) TRY(kiln_memcpy_dtoh(g_dev, out[run][t], ptr[6 + t], bytes[6 + t]));
+    }
+    if (!c->det) {   /* time a warm call */
+        double t0 = gu_now_ms();
+        TRY(kiln_attention_bwd(g_dev, &b, s));
+        TRY(s ? kiln_stream_synchronize(s) : kiln_synchronize(g_dev));
+        c->ms_gpu = gu_now_ms() - t0;
+    }
+done:
+    if (c->st != KILN_OK) snprintf(c->why, sizeof c->why, "%s: %.180s", kiln_status_name(c->st), kiln_last_error());
+    for (int i = 0; i < 10; i++) kiln_free(g_dev, ptr[i]);
+}
+
+/* Elements outside the problem (row padding, slack) that lost their poison. */
+static int64_t pad_clobbered(const void *buf, size_t n, const int64_t st[3], int nb, int nh, int ns, int d)
+{
+    unsigned char *mine = calloc(n, 1);
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < ns; i++) memset(mine + b * st[0] + h * st[1] + i * st[2], 1, (size_t)d);
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !mine[i] && ((const uint16_t *)buf)[i] != 0xFFFF;
+    free(mine);
+    return bad;
+}
+
+static void judge(Case *c)
+{
+    if (c->st != KILN_OK) return;
+    const AttnProblem *p = &c->p;
+    int D = p->head_dim;
+    size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * D, nkv = (size_t)p->batch * p->heads_kv * p->seqlen_k * D;
+    double *ref = malloc(sizeof(double) * (nq + 2 * nkv + 1)), *pl = malloc(sizeof(double) * (nq + 2 * nkv + 1));
+    attn_ref_bwd(p, c->q, c->k, c->v, c->dout, ref, ref + nq, ref + nq + nkv);
+    attn_ref_bwd_torchlike(p, c->q, c->k, c->v, c->dout, pl, pl + nq, pl + nq + nkv);
+    const void *x[3] = {c->dq, c->dk, c->dv};
+    const int64_t *st[3] = {p->q_stride, p->k_stride, p->v_stride};
+    for (int t = 0; t < 3; t++) {
+        int nh = t ? p->heads_kv : p->heads_q, ns = t ? p->seqlen_k : p->seqlen_q;
+        const double *r = ref + (t == 0 ? 0 : t == 1 ? nq : nq + nkv), *pp = pl + (t == 0 ? 0 : t == 1 ? nq : nq + nkv);
+        c->err[t] = attn_grad_max_err(p->dtype, x[t], st[t], p->batch, nh, ns, D, r, &c->nonfinite);
+        c->bound[t] = 2 * attn_dense_max_diff(pp, r, t ? nkv : nq) + 1e-5;
+        c->pad_bad += pad_clobbered(x[t], t ? c->nkv : c->nq, st[t], p->batch, nh, ns, D);
+    }
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++)
+                for (int d = 0; attn_row_empty(p, b, h, i) && d < D; d++)
+                    c->empty_bad += attn_get(p->dtype, c->dq, (size_t)(b * st[0][0] + h * st[0][1] + i * st[0][2] + d)) != 0;
+    size_t es = attn_dtype_size(c->dtype);
+    c->bit_identical = !c->det || (!memcmp(c->dq, c->dq2, c->nq * es) && !memcmp(c->dk, c->dk2, c->nkv * es) &&
+                                   !memcmp(c->dv, c->dv2, c->nkv * es));
+    free(ref);
+    free(pl);
+    static const char *nm[3] = {"dQ", "dK", "dV"};
+    int bad_t = -1;
+    for (int t = 0; t < 3 && bad_t < 0; t++)
+        if (!(c->err[t] <= c->bound[t])) bad_t = t;
+    if (c->nonfinite)
+        snprintf(c->why, sizeof c->why, "%lld non-finite gradient elements", (long long)c->nonfinite);
+    else if (bad_t >= 0)
+        snprintf(c->why, sizeof c->why, "max |%s - ref| %.3g > bound %.3g", nm[bad_t], c->err[bad_t], c->bound[bad_t]);
+    else if (c->empty_bad)
+        snprintf(c->why, sizeof c->why, "%lld dQ elements of rows with no key are not 0", (long long)c->empty_bad);
+    else if (c->pad_bad)
+        snprintf(c->why, sizeof c->why, "%lld elements outside the outputs were written", (long long)c->pad_bad);
+    else if (!c->bit_identical)
+        snprintf(c->why, sizeof c->why, "deterministic mode: two runs differ");
+    else
+        c->pass = 1;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    KilnDeviceInfo info;
+    int up = gu_init(&g_dev, &info);
+    if (up <= 0) return gu_exit_without_device(up);
+    gu_fresh_cache("/tmp/kiln-attn-bwd-cache-XXXXXX");
+    if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
+    static const int dims[] = {32, 64, 96, 128, 256};
+    static const struct { int sq, sk; } lens[] = {{17, 17}, {45, 61}, {130, 300}, {300, 130}, {256, 256}};
+    static const struct { int hq, hkv; } groups[] = {{2, 2}, {4, 2}, {4, 1}, {3, 3}};
+    Case cases[48];
+    int n = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (int di = 0; di < 5; di++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int det = 0; det < 2; det++, n++) {
+                    int r = n + di;
+                    cases[n] = (Case){.dtype = dt ? ATTN_BF16 : ATTN_F16, .d = dims[di], .causal = causal, .det = det,
+                                      .batch = r % 3 == 0 ? 2 : 1, .hq = groups[r % 4].hq, .hkv = groups[r % 4].hkv,
+                                      .sq = lens[r % 5].sq, .sk = lens[r % 5].sk, .pad = r % 3 == 1 ? 8 : 0,
+                                      .layout = (AttnLayout)(r % 2)};
+                }
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 64, .causal = 1, .det = 0, .batch = 1, .hq = 4, .hkv = 2, .sq = 200,
+                        .sk = 333, .block_m = 32, .block_n = 32};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 1, .det = 1, .batch = 2, .hq = 2, .hkv = 1, .sq = 150,
+                        .sk = 150, .on_stream = 1, .layout = ATTN_BHSD};
+    int pass = 0, identical = 0, ndet = 0;
+    double worst_ratio[3] = {0, 0, 0};
+    printf("  # dtype   d mask   det B Hq/kv len      lay   dQ err/bound        dK err/bound        dV err/bound"
+           "      first_ms  warm_ms  result\n");
+    for (int i = 0; i < n; i++) {
+        Case *c = &cases[i];
+        host_setup(c, 4000 + 13 * (uint64_t)i);
+        gpu_run(c);
+        /* progress, so a slow compile or a hung kernel shows where */
+        fprintf(stderr, "[%d/%d] %s d=%d %s det=%d %dx%d: first call %.0f ms%s%s\n", i + 1, n,
+                c->dtype == ATTN_BF16 ? "bf16" : "f16", c->d, c->causal ? "causal" : "full", c->det, c->sq, c->sk,
+                c->ms_first, c->st ? " " : "", c->why);
+        judge(c);
+        pass += c->pass;
+        ndet += c->det;
+        identical += c->det && c->st == KILN_OK && c->bit_identical;
+        for (int t = 0; t < 3 && c->st == KILN_OK; t++) worst_ratio[t] = fmax(worst_ratio[t], c->err[t] / c->bound[t]);
+        printf("%3d %-5s %3d %-6s %d   %d %d/%d %4dx%-4d %s%s %8.2g/%-8.2g %8.2g/%-8.2g %8.2g/%-8.2g %9.1f %8.2f  %s%s%s\n",
+               i, c->dtype == ATTN_BF16 ? "bf16" : "f16", c->d, c->causal ? "causal" : "full", c->det, c->batch, c->hq,
+               c->hkv, c->sq, c->sk, c->layout == ATTN_BSHD ? "bshd" : "bhsd", c->pad ? "+" : " ", c->err[0],
+               c->bound[0], c->err[1], c->bound[1], c->err[2], c->bound[2], c->ms_first, c->ms_gpu,
+               c->pass ? "PASS" : "FAIL", c->pass ? "" : ": ", c->why);
+        host_free(c);
+    }
+    printf("ROW attn_bwd %s: %d/%d cases pass; worst err/bound dQ %.2f dK %.2f dV %.2f; deterministic "
+           "bit-identical %d/%d; %d variants cached\n",
+           info.name, pass, n, worst_ratio[0], worst_ratio[1], worst_ratio[2], identical, ndet,
+           kiln_attention_cache_size(g_dev));
+    kiln_attention_cache_clear(g_dev);
+    kiln_stream_destroy(g_stream);
+    kiln_shutdown(g_dev);
+    return pass == n ? EXIT_SUCCESS : EXIT_FAILURE;
+}
