@@ -97,7 +97,7 @@ static Val b_arange(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
         hi = a->v[0].i;
     }
     int64_t n = hi - lo;
-    if (!is_pow2(n) || n > 1048576 || lo < INT32_MIN || hi > INT32_MAX) {
+    if (!sup_is_pow2(n) || n > 1048576 || lo < INT32_MIN || hi > INT32_MAX) {
         diag_error(s->diag, call->loc, "the size of arange must be a power of two (at most 1048576), got %lld",
                    (long long)n);
         return val_err();
@@ -378,7 +378,7 @@ static bool bind_args(Sema *s, const Builtin *bi, const AstExpr *call, BArgs *a)
             const char *best = NULL;
             int bestd = 3;
             for (int j = 0; j < bi->nmax; j++) {
-                int d = edit_distance(arg->name, bi->params[j]);
+                int d = sup_edit_distance(arg->name, bi->params[j]);
                 if (d < bestd) { bestd = d; best = bi->params[j]; }
             }
             diag_error(s->diag, arg->loc, "unknown keyword argument '%s' to '%s'%s", arg->name, bi->name,

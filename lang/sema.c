@@ -118,7 +118,7 @@ static void consider(const char *name, const char *cand, const char **best, int 
 {
     if (!cand || strcmp(name, cand) == 0) return;
     /* a difference in case only is the best possible guess */
-    int d = strcasecmp(name, cand) == 0 ? 0 : edit_distance(name, cand);
+    int d = strcasecmp(name, cand) == 0 ? 0 : sup_edit_distance(name, cand);
     if (d < *bestd) {
         *bestd = d;
         *best = cand;
@@ -335,7 +335,7 @@ static bool param_type(Sema *s, const AstParam *p, IrType *t, ParamClass *pc)
         const char *best = NULL;
         int bestd = 3;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            int d = edit_distance(at->name, names[i]);
+            int d = sup_edit_distance(at->name, names[i]);
             if (d < bestd) { bestd = d; best = names[i]; }
         }
         diag_error(s->diag, at->loc, "unknown type '%s'%s", at->name,
@@ -408,7 +408,7 @@ static Val const_param_value(Sema *s, const AstDecl *k, const AstParam *p, Param
 static bool hint_value_ok(const LangHint *h)
 {
     if (h->equals_one) return h->divisibility == 0 || h->divisibility == 1;
-    return h->divisibility >= 1 && h->divisibility <= (1 << 30) && is_pow2(h->divisibility);
+    return h->divisibility >= 1 && h->divisibility <= (1 << 30) && sup_is_pow2(h->divisibility);
 }
 
 /* The hint as the user wrote it, for messages: "n=16" or "n==1". */
@@ -541,7 +541,7 @@ static void bind_params(Sema *s, const AstDecl *k)
 /* ---- schedule ---- */
 static bool check_warps(Sema *s, int64_t w, SrcLoc loc, const char *how)
 {
-    if (is_pow2(w) && w <= 32) return true;
+    if (sup_is_pow2(w) && w <= 32) return true;
     diag_error(s->diag, loc, "%snum_warps must be a power of two between 1 and 32, got %lld", how, (long long)w);
     return false;
 }
@@ -563,9 +563,9 @@ static void schedule(Sema *s, const AstDecl *k)
         const AstSetting *st = &k->settings[i];
         int which = strcmp(st->name, names[0]) == 0 ? 0 : strcmp(st->name, names[1]) == 0 ? 1 : -1;
         if (which < 0) {
-            const char *best = edit_distance(st->name, names[0]) <= edit_distance(st->name, names[1])
+            const char *best = sup_edit_distance(st->name, names[0]) <= sup_edit_distance(st->name, names[1])
                                    ? names[0] : names[1];
-            bool close = edit_distance(st->name, best) <= 3;
+            bool close = sup_edit_distance(st->name, best) <= 3;
             diag_error(s->diag, st->loc, "unknown schedule setting '%s'%s", st->name,
                        close ? arena_printf(s->arena, "; did you mean '%s'?", best)
                              : " (settings are num_warps and num_stages)");

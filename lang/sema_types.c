@@ -160,7 +160,7 @@ bool sema_check_shape(Sema *s, int rank, const int64_t *dims, SrcLoc loc)
         return false;
     }
     for (int i = 0; i < rank; i++) {
-        if (!is_pow2(dims[i]) || dims[i] > 1048576) {
+        if (!sup_is_pow2(dims[i]) || dims[i] > 1048576) {
             diag_error(s->diag, loc, "tile dimensions must be powers of two (at most 1048576), got %lld",
                        (long long)dims[i]);
             return false;

@@ -4,7 +4,7 @@
  * and KILN_UPDATE_GOLDEN=1, which rewrites the .expected files instead.
  *
  * Include after testutil.h and compiler/support/support.h (StrBuf,
- * read_file_text).
+ * sup_read_file_text).
  */
 #ifndef KILN_TESTS_GOLDEN_H
 #define KILN_TESTS_GOLDEN_H
@@ -84,7 +84,7 @@ static inline bool golden_compare(const char *exp_path, const char *got, const c
         if (!ok) sb_printf(msg, "%s: cannot write\n", exp_path);
         return ok;
     }
-    char *want = read_file_text(exp_path, NULL);
+    char *want = sup_read_file_text(exp_path, NULL);
     bool ok = want && strcmp(want, got) == 0;
     if (!want) {
         sb_printf(msg, "%s: missing (KILN_UPDATE_GOLDEN=1 writes it)\n", exp_path);

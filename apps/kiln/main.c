@@ -233,11 +233,11 @@ static bool reject_nul(const char *path, const char *src, size_t len)
 char *kiln_cli_read_source(const char *path)
 {
     size_t len = 0;
-    char *src = read_file_text(path, &len);
+    char *src = sup_read_file_text(path, &len);
     int err = errno;
     char shipped[4096];
     if (!src && err == ENOENT && path[0] != '/' && kiln_data_path(path, shipped, sizeof shipped) == KILN_OK) {
-        src = read_file_text(shipped, &len);
+        src = sup_read_file_text(shipped, &len);
         if (!src) err = errno; /* the shipped file's own reason */
     }
     if (!src && err == EFBIG)

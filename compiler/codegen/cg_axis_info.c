@@ -249,7 +249,7 @@ static void ax_op(IrOp *op, void *vctx)
         break;
     }
     case IR_REM:
-        if (const_value(op->args[1], &k) && k > 0 && is_pow2(k)) {
+        if (const_value(op->args[1], &k) && k > 0 && sup_is_pow2(k)) {
             CgAxis a = view(c, op->args[0], rt);
             for (int d = 0; d < rank; d++) {
                 r->contig[d] = min64(a.contig[d], min64(a.div[d], k));

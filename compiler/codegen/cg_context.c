@@ -111,9 +111,9 @@ bool cg_geom_of(CgCtx *c, const IrValue *v, CgGeom *g)
 void cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base)
 {
     for (int d = 0; d < g->rank; d++) {
-        LLVMValueRef ld = LLVMBuildLShr(c->b, c->lane, cg_i32(c, ilog2(g->lane_stride[d])), "");
+        LLVMValueRef ld = LLVMBuildLShr(c->b, c->lane, cg_i32(c, sup_ilog2(g->lane_stride[d])), "");
         ld = LLVMBuildAnd(c->b, ld, cg_i32(c, g->tpw[d] - 1), "");
-        LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(g->warp_stride[d])), "");
+        LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, sup_ilog2(g->warp_stride[d])), "");
         wd = LLVMBuildAnd(c->b, wd, cg_i32(c, g->wpc[d] - 1), "");
         LLVMValueRef b = LLVMBuildMul(c->b, wd, cg_i32(c, g->spt[d] * g->tpw[d] * g->rpw[d]), "");
         base[d] = LLVMBuildAdd(c->b, b, LLVMBuildMul(c->b, ld, cg_i32(c, g->spt[d]), ""), "");
@@ -139,7 +139,7 @@ LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg
     if (g->warp_copies) { /* warps whose coordinates repeat another warp's hold copies */
         LLVMValueRef w = cg_i32(c, 0);
         for (int d = 0; d < g->rank; d++) {
-            LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(g->warp_stride[d])), "");
+            LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, sup_ilog2(g->warp_stride[d])), "");
             wd = LLVMBuildAnd(c->b, wd, cg_i32(c, g->wpc[d] - 1), "");
             w = LLVMBuildAdd(c->b, w, LLVMBuildMul(c->b, wd, cg_i32(c, g->warp_stride[d]), ""), "");
         }

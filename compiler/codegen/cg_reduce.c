@@ -121,7 +121,7 @@ static void across_warps(CgCtx *c, const Red *r, const CgGeom *gr, IrType rt, in
     int64_t n = ir_type_numel(rt);
     int idx_base = (int)(n * nw * wb);
     cg_smem_begin(c, "reduce", res, idx_base + (r->arg ? (int)(n * nw * 4) : 0));
-    LLVMValueRef wk = LLVMBuildLShr(c->b, c->warp, cg_i32(c, ilog2(gr->warp_stride[k])), "");
+    LLVMValueRef wk = LLVMBuildLShr(c->b, c->warp, cg_i32(c, sup_ilog2(gr->warp_stride[k])), "");
     wk = LLVMBuildAnd(c->b, wk, cg_i32(c, nw - 1), ""); /* duplicate warps write identical values */
     LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
     cg_thread_base(c, gr, base);

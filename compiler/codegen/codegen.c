@@ -112,7 +112,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     }
     c.sm = opts->target->sm;
     int W = f->sched.num_warps;
-    if (W < 1 || W > 32 || !is_pow2(W)) {
+    if (W < 1 || W > 32 || !sup_is_pow2(W)) {
         diag_report(d, DIAG_USER, f->loc, "num_warps must be a power of two between 1 and 32 (got %d)", W);
         return false;
     }

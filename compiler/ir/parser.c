@@ -702,7 +702,7 @@ static const char *suggest_op(const char *w)
     int best = 3;
     const char *s = NULL;
     for (int i = 0; i < IR_OP_COUNT; i++) {
-        int d = edit_distance(w, ir_op_info[i].name);
+        int d = sup_edit_distance(w, ir_op_info[i].name);
         if (d < best) { best = d; s = ir_op_info[i].name; }
     }
     return s;

@@ -70,7 +70,7 @@ static bool write_file(const char *path, const char *data, size_t n)
 static bool append_file(const char *path, StrBuf *sb)
 {
     size_t n = 0;
-    char *text = read_file_text(path, &n);
+    char *text = sup_read_file_text(path, &n);
     if (!text) return false;
     sb_putn(sb, text, n);
     free(text);

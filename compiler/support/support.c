@@ -170,16 +170,16 @@ char *sb_steal(StrBuf *sb)
     return d;
 }
 
-bool is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+bool sup_is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
-int ilog2(int64_t x)
+int sup_ilog2(int64_t x)
 {
     int r = -1;
     while (x > 0) { x >>= 1; r++; }
     return r;
 }
 
-int edit_distance(const char *a, const char *b)
+int sup_edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 64 || lb > 64) return 1000;
@@ -221,7 +221,7 @@ static int open_source(const char *path)
     return fd;
 }
 
-char *read_file_text(const char *path, size_t *len_out)
+char *sup_read_file_text(const char *path, size_t *len_out)
 {
     int fd = open_source(path);
     if (fd < 0) return NULL;
@@ -266,7 +266,7 @@ char *read_file_text(const char *path, size_t *len_out)
 static _Thread_local char ice_buf[512];
 static _Thread_local bool ice_set;
 
-void internal_error_at(const char *file, int line, const char *fmt, ...)
+void sup_internal_error_at(const char *file, int line, const char *fmt, ...)
 {
     if (ice_set) return; /* keep the first: later ones are usually consequences */
     int n = snprintf(ice_buf, sizeof ice_buf, "internal error at %s:%d: ", file, line);

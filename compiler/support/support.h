@@ -15,7 +15,7 @@
  *   - a StrBuf that cannot grow drops the text, sets `failed` and keeps it set
  *     (sb_failed): callers that hand a buffer on check it once at the end
  *     instead of at every append.
- *   - read_file_text refuses what it cannot read whole: see below.
+ *   - sup_read_file_text refuses what it cannot read whole: see below.
  */
 #ifndef KILN_SUPPORT_H
 #define KILN_SUPPORT_H
@@ -72,10 +72,10 @@ void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
 char *sb_steal(StrBuf *sb);                     /* returns malloc'd string, resets sb */
 
 /* ---- misc ---- */
-bool   is_pow2(int64_t x);
-int    ilog2(int64_t x);                        /* floor(log2(x)), x > 0 */
-int    edit_distance(const char *a, const char *b);
-/* The largest source read_file_text accepts (the kiln command's input limit,
+bool   sup_is_pow2(int64_t x);
+int    sup_ilog2(int64_t x);                        /* floor(log2(x)), x > 0 */
+int    sup_edit_distance(const char *a, const char *b);
+/* The largest source sup_read_file_text accepts (the kiln command's input limit,
  * docs/language.md "Limits"): generous for a tile program, small enough that
  * reading can never exhaust memory or run forever. */
 #define KILN_MAX_SOURCE_BYTES ((size_t)16 << 20)
@@ -84,12 +84,12 @@ int    edit_distance(const char *a, const char *b);
  * EACCES... from open; EISDIR for a directory, ENODEV for a device or socket
  * (/dev/zero would never end); EFBIG above KILN_MAX_SOURCE_BYTES; ENOMEM
  * when memory runs out; EIO or read's errno on a read error. */
-char  *read_file_text(const char *path, size_t *len_out);
+char  *sup_read_file_text(const char *path, size_t *len_out);
 
 /* An internal error: a compiler bug, never a user mistake. Records where it
  * happened; the pipeline checks ice_pending() and reports. Never aborts. */
-#define INTERNAL_ERROR(...) internal_error_at(__FILE__, __LINE__, __VA_ARGS__)
-void internal_error_at(const char *file, int line, const char *fmt, ...)
+#define INTERNAL_ERROR(...) sup_internal_error_at(__FILE__, __LINE__, __VA_ARGS__)
+void sup_internal_error_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *ice_message(void);                  /* NULL when none */
 void ice_clear(void);

@@ -35,7 +35,7 @@ static const char *ah_text(const char *rel)
     for (int i = 0; i < 8; i++) {
         if (cache[i].rel && !strcmp(cache[i].rel, rel)) return cache[i].text;
         if (!cache[i].rel) {
-            cache[i].text = read_file_text(tu_src_path(rel), NULL);
+            cache[i].text = sup_read_file_text(tu_src_path(rel), NULL);
             ck_assert_msg(cache[i].text != NULL, "cannot read %s", rel);
             cache[i].rel = rel;
             return cache[i].text;

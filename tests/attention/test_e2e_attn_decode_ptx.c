@@ -57,7 +57,7 @@ static void compile_variant(const Variant *v, const char *arch, KilnEmit emit, K
             h[nh++] = (KilnParamHint){hinted[i], 16, 0};
     KilnCompileOptions o = {.kernel = v->kernel, .defines = defs, .ndefines = combine ? 1 : 6, .arch = arch,
                             .emit = emit, .hints = h, .nhints = nh};
-    const char *src = read_file_text(tu_src_path(DEC_PROGRAM), NULL);
+    const char *src = sup_read_file_text(tu_src_path(DEC_PROGRAM), NULL);
     ck_assert_ptr_nonnull(src);
     KilnStatus st = kiln_compile(DEC_PROGRAM, src, &o, r);
     ck_assert_msg(st == KILN_OK, "%s d%d BM%d BN%d paged %d/%d direct %d --arch %s: %s\n%s", v->kernel, v->d,

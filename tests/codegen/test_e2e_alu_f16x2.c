@@ -104,7 +104,7 @@ END_TEST
  * loops), O 128 x 64 (16 pairs): no scalar conversion anywhere. */
 START_TEST(attention_p_and_o_are_paired)
 {
-    char *src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    char *src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(src);
     for (int bf = 0; bf < 2; bf++) {
         KilnDefine d[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "true"}};

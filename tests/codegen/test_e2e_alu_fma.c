@@ -101,7 +101,7 @@ END_TEST
  * fma (before: none in the whole kernel). */
 START_TEST(attention_scores_use_fma)
 {
-    char *src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    char *src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(src);
     static const char *dims[] = {"64", "128"};
     for (int i = 0; i < 2; i++) {

@@ -52,7 +52,7 @@ END_TEST
 
 START_TEST(sram_limit_at_the_kernel)
 {
-    char *src = read_file_text(tu_src_path("examples/matmul.tile"), NULL);
+    char *src = sup_read_file_text(tu_src_path("examples/matmul.tile"), NULL);
     ck_assert_ptr_nonnull(src);
     KilnDefine defs[] = {{"BLOCK_M", "256"}, {"BLOCK_N", "256"}, {"BLOCK_K", "128"}};
     KilnCompileResult r;

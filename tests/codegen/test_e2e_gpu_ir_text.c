@@ -68,7 +68,7 @@ START_TEST(attention_text_is_the_truth)
 {
     static const char *const archs[] = {"sm_80", "sm_90a"};
     const char *file = "lang/lib/attention_fwd.tile";
-    char *src = read_file_text(tu_src_path(file), NULL);
+    char *src = sup_read_file_text(tu_src_path(file), NULL);
     ck_assert_ptr_nonnull(src);
     for (int ai = 0; ai < 2; ai++)
         for (int d = 64; d <= 128; d *= 2) {
@@ -88,7 +88,7 @@ END_TEST
 START_TEST(matmul_text_is_the_truth)
 {
     const char *file = "docs/snippets/matmul.tile";
-    char *src = read_file_text(tu_src_path(file), NULL);
+    char *src = sup_read_file_text(tu_src_path(file), NULL);
     ck_assert_ptr_nonnull(src);
     KilnParamHint h[4] = {{"A", 16, 0}, {"B", 16, 0}, {"K", 16, 0}, {"N", 16, 0}};
     KilnCompileOptions o;

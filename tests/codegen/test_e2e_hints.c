@@ -32,9 +32,9 @@ static char *vec_add_src, *matmul_src;
 
 static void load_src(void)
 {
-    if (!vec_add_src) vec_add_src = read_file_text(tu_src_path("examples/vec_add.tile"), NULL);
+    if (!vec_add_src) vec_add_src = sup_read_file_text(tu_src_path("examples/vec_add.tile"), NULL);
     ck_assert_ptr_nonnull(vec_add_src);
-    if (!matmul_src) matmul_src = read_file_text(tu_src_path("examples/matmul.tile"), NULL);
+    if (!matmul_src) matmul_src = sup_read_file_text(tu_src_path("examples/matmul.tile"), NULL);
     ck_assert_ptr_nonnull(matmul_src);
 }
 

@@ -46,10 +46,10 @@ static uint64_t fnv1a(const char *p, size_t n)
 
 static char *source_of(const Case *c)
 {
-    char *main_src = read_file_text(tu_src_path(c->file), NULL);
+    char *main_src = sup_read_file_text(tu_src_path(c->file), NULL);
     ck_assert_msg(main_src != NULL, "cannot read %s", c->file);
     if (!c->prefix_file) return main_src;
-    char *hooks = read_file_text(tu_src_path(c->prefix_file), NULL);
+    char *hooks = sup_read_file_text(tu_src_path(c->prefix_file), NULL);
     ck_assert_msg(hooks != NULL, "cannot read %s", c->prefix_file);
     size_t a = strlen(hooks), b = strlen(main_src);
     char *all = malloc(a + b + 2);
@@ -192,7 +192,7 @@ START_TEST(ptx_is_byte_identical)
         sb_free(&got);
         return;
     }
-    char *want = read_file_text(tu_src_path(HASH_FILE), NULL);
+    char *want = sup_read_file_text(tu_src_path(HASH_FILE), NULL);
     ck_assert_msg(want != NULL, "cannot read %s: run with KILN_UPDATE_PTX_HASHES=1 to create it", HASH_FILE);
     /* report every kernel that moved, not only the first */
     StrBuf diff;

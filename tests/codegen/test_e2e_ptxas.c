@@ -43,7 +43,7 @@ static void compile_kernel(const char *path, const char *src, const char *kernel
 static void compile_file(const char *path)
 {
     size_t n;
-    char *src = read_file_text(path, &n);
+    char *src = sup_read_file_text(path, &n);
     ck_assert_msg(src != NULL, "cannot read %s", path);
     KilnCompileOptions o;
     memset(&o, 0, sizeof o);

@@ -33,7 +33,7 @@ typedef struct Sched {
 
 static void compile_sched(const Sched *s, KilnEmit emit)
 {
-    if (!attn_src) attn_src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    if (!attn_src) attn_src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(attn_src);
     char bm[16], bn[16];
     snprintf(bm, sizeof bm, "%d", s->bm);

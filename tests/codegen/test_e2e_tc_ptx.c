@@ -40,7 +40,7 @@ typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
 static void compile(const char *file, const char *kernel, const Sched *s, int N, int K, const char *arch,
                     KilnEmit emit, KilnCompileResult *r)
 {
-    char *src = read_file_text(tu_src_path(file), NULL);
+    char *src = sup_read_file_text(tu_src_path(file), NULL);
     ck_assert_ptr_nonnull(src);
     char b[5][16];
     snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
@@ -289,7 +289,7 @@ static long first_at(const char *ptx, const char *what)
 
 START_TEST(prologue_before_independent_loads)
 {
-    char *src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    char *src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(src);
     KilnDefine d[5] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
                        {"PLAIN_SCORES", "true"}};

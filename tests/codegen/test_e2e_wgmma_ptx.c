@@ -16,7 +16,7 @@ static KilnCompileResult compile_attention(const char *kernel, const char *d, co
                                            const char *causal, int warps, const char *arch, int no_wgmma,
                                            KilnEmit emit)
 {
-    if (!attn_src) attn_src = read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    if (!attn_src) attn_src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(attn_src);
     KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", causal},
                          {"PLAIN_SCORES", "true"}};

@@ -129,7 +129,7 @@ static bool chains(int pass_index, const char *name, const char *out, StrBuf *fa
     char next[1024];
     snprintf(next, sizeof next, "%s/%s/%s.ir", tu_src_path("tests/codegen/golden"),
              cg_gpu_passes[pass_index + 1].name, name);
-    char *src = read_file_text(next, NULL);
+    char *src = sup_read_file_text(next, NULL);
     if (!src) return true;
     char *body = strip_comments(src);
     bool ok = strcmp(body, out) == 0;
@@ -146,7 +146,7 @@ static void check_case(int pass_index, const char *name, StrBuf *fails, int *nfa
     char path[1024], exp_path[1024];
     snprintf(path, sizeof path, "%s/%s/%s.ir", tu_src_path("tests/codegen/golden"), pass, name);
     snprintf(exp_path, sizeof exp_path, "%.*s.expected", (int)(strlen(path) - 3), path);
-    char *src = read_file_text(path, NULL);
+    char *src = sup_read_file_text(path, NULL);
     if (!src) {
         sb_printf(fails, "%s: cannot read\n", path);
         (*nfail)++;

@@ -29,7 +29,7 @@
 
 static char *text(const char *rel)
 {
-    char *s = read_file_text(tu_src_path(rel), NULL);
+    char *s = sup_read_file_text(tu_src_path(rel), NULL);
     ck_assert_msg(s != NULL, "cannot read %s", rel);
     return s;
 }

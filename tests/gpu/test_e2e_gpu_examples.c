@@ -112,7 +112,7 @@ static void run_gpu(Case *c, Row *row)
 {
     const char *path = tu_src_path(c->file);
     size_t len = 0;
-    char *src = read_file_text(path, &len);
+    char *src = sup_read_file_text(path, &len);
     ck_assert_msg(src, "cannot read %s", path);
     KilnCompileOptions o = {.kernel = c->kernel, .defines = c->defines, .ndefines = c->ndefines};
     KilnModule *m = NULL;
@@ -168,7 +168,7 @@ static void run_interp(Case *c)
 {
     const char *path = tu_src_path(c->file);
     size_t len = 0;
-    char *src = read_file_text(path, &len);
+    char *src = sup_read_file_text(path, &len);
     ck_assert(src);
     Arena arena;
     arena_init(&arena);

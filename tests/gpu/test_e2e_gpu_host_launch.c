@@ -32,7 +32,7 @@ static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
 static KilnModule *compile_vec_add(KilnKernel **k)
 {
-    char *src = read_file_text(tu_src_path("examples/vec_add.tile"), NULL);
+    char *src = sup_read_file_text(tu_src_path("examples/vec_add.tile"), NULL);
     ck_assert_msg(src, "cannot read examples/vec_add.tile");
     KilnCompileOptions o = {.kernel = "vec_add"};
     KilnModule *m = NULL;

@@ -111,7 +111,7 @@ static int make_defines(const Prog *g, const Prob *p, const Sched *s, KilnDefine
 static char *read_src(const char *rel)
 {
     size_t len;
-    char *src = read_file_text(tu_src_path(rel), &len);
+    char *src = sup_read_file_text(tu_src_path(rel), &len);
     ck_assert_msg(src, "cannot read %s", rel);
     return src;
 }

@@ -355,8 +355,8 @@ int main(void)
     }
     char dir[] = "/tmp/kiln-spec-cache-XXXXXX"; /* a fresh cache: variants really compile */
     if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
-    g_src = read_file_text(tu_src_path("examples/vec_add.tile"), NULL);
-    g_mm_src = read_file_text(tu_src_path("examples/matmul.tile"), NULL);
+    g_src = sup_read_file_text(tu_src_path("examples/vec_add.tile"), NULL);
+    g_mm_src = sup_read_file_text(tu_src_path("examples/matmul.tile"), NULL);
     g_hx = malloc(CAP * 4), g_hy = malloc(CAP * 4), g_hz = malloc(CAP * 4);
     if (!g_src || !g_mm_src || !g_hx || !g_hy || !g_hz || kiln_malloc(g_dev, CAP * 4, &g_x) != KILN_OK ||
         kiln_malloc(g_dev, CAP * 4, &g_y) != KILN_OK || kiln_malloc(g_dev, CAP * 4, &g_z) != KILN_OK) {

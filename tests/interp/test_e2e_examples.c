@@ -30,7 +30,7 @@ static IrFunc *kern_compile(Kern *k, const char *file, const char *kernel, const
 {
     const char *path = tu_src_path(file);
     size_t len;
-    k->src = read_file_text(path, &len);
+    k->src = sup_read_file_text(path, &len);
     ck_assert_msg(k->src, "cannot read %s", path);
     arena_init(&k->arena);
     diag_init(&k->diag, file, k->src);

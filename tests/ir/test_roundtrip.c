@@ -60,7 +60,7 @@ static int count_ops(const IrModule *m)
 
 static void roundtrip_file(const char *path)
 {
-    char *src = read_file_text(path, NULL);
+    char *src = sup_read_file_text(path, NULL);
     ck_assert_msg(src != NULL, "cannot read %s", path);
     for (int locs = 0; locs < 2; locs++) {
         Arena a;
@@ -109,7 +109,7 @@ START_TEST(locs_parsed)
     Arena a;
     arena_init(&a);
     const char *path = tu_src_path("tests/ir/cases/locs.ir");
-    char *src = read_file_text(path, NULL);
+    char *src = sup_read_file_text(path, NULL);
     IrModule *m = parse_ok(&a, path, src);
     IrFunc *f = m->funcs[0];
     ck_assert_str_eq(f->loc.file, "examples/copy.tile");
@@ -272,7 +272,7 @@ END_TEST
  * (its comment lines aside), so the documentation cannot drift. */
 START_TEST(doc_example)
 {
-    char *doc = read_file_text(tu_src_path("docs/ir.md"), NULL);
+    char *doc = sup_read_file_text(tu_src_path("docs/ir.md"), NULL);
     ck_assert_ptr_nonnull(doc);
     char *start = strstr(doc, "## A full example");
     ck_assert_ptr_nonnull(start);

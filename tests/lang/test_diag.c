@@ -123,7 +123,7 @@ START_TEST(test_case)
     snprintf(rel, sizeof rel, "tests/diag/%s.tile", name);
     snprintf(exp_rel, sizeof exp_rel, "tests/diag/%s.expected", name);
     size_t len;
-    char *src = read_file_text(tu_src_path(rel), &len);
+    char *src = sup_read_file_text(tu_src_path(rel), &len);
     ck_assert_msg(src != NULL, "cannot read %s", rel);
     char *got = run_frontend(rel, src);
 
@@ -134,7 +134,7 @@ START_TEST(test_case)
         fputs(got, f);
         fclose(f);
     }
-    char *want = read_file_text(tu_src_path(exp_rel), &len);
+    char *want = sup_read_file_text(tu_src_path(exp_rel), &len);
     ck_assert_msg(want != NULL, "%s has no %s", rel, exp_rel);
     ck_assert_msg(strcmp(got, want) == 0, "%s: diagnostics differ\n--- expected\n%s--- got\n%s---",
                   rel, want, got);

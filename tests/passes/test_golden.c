@@ -95,7 +95,7 @@ static bool run_case(const char *folder, const char *dir, const char *name, StrB
     char in_path[1200], exp_path[1200];
     snprintf(in_path, sizeof in_path, "%s/%s.ir", dir, name);
     snprintf(exp_path, sizeof exp_path, "%s/%s.expected", dir, name);
-    char *src = read_file_text(in_path, NULL);
+    char *src = sup_read_file_text(in_path, NULL);
     if (!src) {
         sb_printf(msg, "%s: cannot read\n", in_path);
         return false;

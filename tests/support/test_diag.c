@@ -112,7 +112,7 @@ START_TEST(no_lang_include_below_the_front_end)
             if (n < 3 || (strcmp(e->d_name + n - 2, ".c") && strcmp(e->d_name + n - 2, ".h"))) continue;
             char rel[512];
             snprintf(rel, sizeof rel, "%s/%s", dirs[i], e->d_name);
-            char *text = read_file_text(tu_src_path(rel), NULL);
+            char *text = sup_read_file_text(tu_src_path(rel), NULL);
             ck_assert_msg(text != NULL, "cannot read %s", rel);
             for (const char *p = strstr(text, "#include"); p; p = strstr(p + 1, "#include")) {
                 const char *eol = strchr(p, '\n');

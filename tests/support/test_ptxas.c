@@ -65,7 +65,7 @@ START_TEST(runs_kiln_ptxas_with_its_arguments)
 
     char args_path[300];
     snprintf(args_path, sizeof args_path, "%s/args", dir);
-    char *args = read_file_text(args_path, NULL);
+    char *args = sup_read_file_text(args_path, NULL);
     ck_assert_ptr_nonnull(args);
     char out[128] = "", in[128] = "";
     ck_assert_int_eq(sscanf(args, "-v\n-arch=sm_90a\n-o\n%127s\n%127s\n", out, in), 2);

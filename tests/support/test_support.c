@@ -55,14 +55,14 @@ START_TEST(reads_a_regular_file_whole)
     fputs("tail", f);
     fclose(f);
     size_t len = 0;
-    char *s = read_file_text(in_dir("a.tile"), &len);
+    char *s = sup_read_file_text(in_dir("a.tile"), &len);
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_eq(len, 19);
     ck_assert_str_eq(s + 15, "tail");
     free(s);
     /* exactly at the limit is accepted */
     sparse_file(in_dir("max.tile"), (off_t)KILN_MAX_SOURCE_BYTES);
-    s = read_file_text(in_dir("max.tile"), &len);
+    s = sup_read_file_text(in_dir("max.tile"), &len);
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_eq(len, KILN_MAX_SOURCE_BYTES);
     ck_assert_int_eq(s[len], 0);
@@ -73,14 +73,14 @@ END_TEST
 START_TEST(refuses_what_it_cannot_read_whole)
 {
     errno = 0;
-    ck_assert_ptr_null(read_file_text(in_dir("missing.tile"), NULL));
+    ck_assert_ptr_null(sup_read_file_text(in_dir("missing.tile"), NULL));
     ck_assert_int_eq(errno, ENOENT);
-    ck_assert_ptr_null(read_file_text(g_dir, NULL));
+    ck_assert_ptr_null(sup_read_file_text(g_dir, NULL));
     ck_assert_int_eq(errno, EISDIR);
-    ck_assert_ptr_null(read_file_text("/dev/zero", NULL)); /* would never end */
+    ck_assert_ptr_null(sup_read_file_text("/dev/zero", NULL)); /* would never end */
     ck_assert_int_eq(errno, ENODEV);
     sparse_file(in_dir("big.tile"), (off_t)KILN_MAX_SOURCE_BYTES + 1);
-    ck_assert_ptr_null(read_file_text(in_dir("big.tile"), NULL));
+    ck_assert_ptr_null(sup_read_file_text(in_dir("big.tile"), NULL));
     ck_assert_int_eq(errno, EFBIG);
 }
 END_TEST
@@ -104,7 +104,7 @@ START_TEST(a_pipe_is_read_up_to_the_limit)
     char path[64];
     snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
     errno = 0;
-    ck_assert_ptr_null(read_file_text(path, NULL));
+    ck_assert_ptr_null(sup_read_file_text(path, NULL));
     ck_assert_int_eq(errno, EFBIG);
     close(fds[0]);
     kill(pid, SIGKILL);
@@ -117,7 +117,7 @@ START_TEST(a_fifo_without_writer_does_not_hang)
 {
     ck_assert_int_eq(mkfifo(in_dir("fifo"), 0600), 0);
     size_t len = 1;
-    char *s = read_file_text(in_dir("fifo"), &len);
+    char *s = sup_read_file_text(in_dir("fifo"), &len);
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_eq(len, 0);
     free(s);
@@ -149,7 +149,7 @@ START_TEST(out_of_memory_is_an_error)
         struct rlimit rl = {(rlim_t)(vm_kb + 4096) * 1024, (rlim_t)(vm_kb + 4096) * 1024};
         if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
         errno = 0;
-        char *s = read_file_text(in_dir("mid.tile"), NULL);
+        char *s = sup_read_file_text(in_dir("mid.tile"), NULL);
         _exit(s ? 1 : errno == ENOMEM ? 0 : 2);
     }
     int status = 0;
