@@ -491,17 +491,29 @@ KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, con
                          rt_param_kind_name(prm->kind), api);
 }
 
-/* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride). */
+bool rt_attn_stride_of(const char *name, const char *const *tensors, const int64_t *const *strides, int n,
+                       int64_t *v)
+{
+    if (strncmp(name, "stride_", 7)) return false;
+    size_t len = strlen(name + 7);
+    if (len < 2) return false;
+    const char *ds = "bhmn", *d = strchr(ds, name[7 + len - 1]);
+    if (!d) return false;
+    for (int i = 0; i < n; i++)
+        if (strlen(tensors[i]) == len - 1 && !strncmp(name + 7, tensors[i], len - 1)) {
+            int di = (int)(d - ds);
+            *v = strides[i][di > 2 ? 2 : di];
+            return true;
+        }
+    return false;
+}
+
+/* stride_<t><d> of the forward's tensors q k v o. */
 static bool stride_of(const KilnAttentionParams *p, const char *name, int64_t *v)
 {
-    if (strncmp(name, "stride_", 7) || strlen(name) != 9) return false;
-    const char *ts = "qkvo", *t = strchr(ts, name[7]);
-    const char *ds = "bhmn", *d = strchr(ds, name[8]);
-    if (!t || !d) return false;
-    const int64_t *st[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
-    int di = (int)(d - ds);
-    *v = st[t - ts][di > 2 ? 2 : di];
-    return true;
+    static const char *const ts[] = {"q", "k", "v", "o"};
+    const int64_t *const st[] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    return rt_attn_stride_of(name, ts, st, 4, v);
 }
 
 static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)

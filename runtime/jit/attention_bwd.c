@@ -180,21 +180,10 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
 /* stride_<t><d>: t in q k v o do dq dk dv, d in b h m n (m and n both name the sequence stride). */
 static bool stride_of(const KilnAttentionBwdParams *p, const char *name, int64_t *v)
 {
-    static const char *ts[] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
-    const int64_t *st[] = {p->fwd.q_stride, p->fwd.k_stride, p->fwd.v_stride, p->fwd.o_stride,
-                           p->dout_stride,  p->dq_stride,    p->dk_stride,    p->dv_stride};
-    if (strncmp(name, "stride_", 7)) return false;
-    size_t n = strlen(name + 7);
-    if (n < 2) return false;
-    const char *ds = "bhmn", *d = strchr(ds, name[7 + n - 1]);
-    if (!d) return false;
-    for (size_t i = 0; i < COUNT(ts); i++)
-        if (strlen(ts[i]) == n - 1 && !strncmp(name + 7, ts[i], n - 1)) {
-            int di = (int)(d - ds);
-            *v = st[i][di > 2 ? 2 : di];
-            return true;
-        }
-    return false;
+    static const char *const ts[] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
+    const int64_t *const st[] = {p->fwd.q_stride, p->fwd.k_stride, p->fwd.v_stride, p->fwd.o_stride,
+                                 p->dout_stride,  p->dq_stride,    p->dk_stride,    p->dv_stride};
+    return rt_attn_stride_of(name, ts, st, (int)COUNT(ts), v);
 }
 
 KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)

@@ -249,14 +249,9 @@ static bool stride_of(const KilnAttentionDecodeParams *p, const char *name, int6
         *v = p->block_table ? p->block_table_stride : 0;
         return true;
     }
-    if (strncmp(name, "stride_", 7) || strlen(name) != 9) return false;
-    const char *ts = "qkvo", *t = strchr(ts, name[7]);
-    const char *ds = "bhmn", *d = strchr(ds, name[8]);
-    if (!t || !d) return false;
-    const int64_t *st[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
-    int di = (int)(d - ds);
-    *v = st[t - ts][di > 2 ? 2 : di];
-    return true;
+    static const char *const ts[] = {"q", "k", "v", "o"};
+    const int64_t *const st[] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    return rt_attn_stride_of(name, ts, st, 4, v);
 }
 
 static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)

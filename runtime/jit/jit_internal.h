@@ -150,6 +150,10 @@ KilnStatus rt_attn_check_tuning(const char *api, int block_m, int block_n, int n
  * st NULL: a dense buffer, only the pointer is checked. */
 KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr ptr, const int64_t st[3], int nb,
                                 int nh, int ns, int d, int elem, bool is_output);
+/* A parameter named stride_<t><d> (t one of the n tensor names, d in b h m n; m and n
+ * both name the sequence stride): *v = strides[t][d] and true; false for any other name. */
+bool rt_attn_stride_of(const char *name, const char *const *tensors, const int64_t *const *strides, int n,
+                       int64_t *v);
 /* An integer argument for the program's parameter prm (its kind), range-checked. */
 KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a);
 /* The argument of one of the programs' scalar parameters from the forward's params:
