@@ -76,6 +76,9 @@ typedef struct CgCtx {
     /* cg_pipeline.c: the pipelined loop being lowered and its current slot */
     CgPipeLoop *pipe;
     LLVMValueRef pipe_slot;
+    /* cg_pipeline.c: while a later iteration's slice is evaluated, the i1
+     * "that iteration exists": loads predicate on it (NULL otherwise) */
+    LLVMValueRef load_guard;
 } CgCtx;
 
 LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */

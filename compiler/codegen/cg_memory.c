@@ -225,7 +225,7 @@ static bool lower_load(CgCtx *c, IrOp *op)
     cg_geom_of(c, res, &g);
     int vec = res->type.rank ? cg_mem_vec(c->f, c->axis, op) : 1;
     CgTile *t = cg_set(c, res, g.nregs);
-    bool masked = op->nargs > 1;
+    bool masked = op->nargs > 1 || c->load_guard;
     for (int i = 0; i < g.nregs; i += vec) {
         LLVMValueRef ptr = reg_of(c, op->args[0], i);
         if (!masked) {
@@ -234,7 +234,9 @@ static bool lower_load(CgCtx *c, IrOp *op)
         }
         LLVMValueRef other[16];
         for (int k = 0; k < vec; k++) other[k] = op->nargs > 2 ? reg_of(c, op->args[2], i + k) : zero_of(c, e);
-        masked_load(c, ptr, reg_of(c, op->args[1], i), other, vec, e, &t->r[i]);
+        LLVMValueRef m = op->nargs > 1 ? reg_of(c, op->args[1], i) : NULL;
+        if (c->load_guard) m = m ? LLVMBuildAnd(c->b, m, c->load_guard, "") : c->load_guard;
+        masked_load(c, ptr, m, other, vec, e, &t->r[i]);
     }
     return true;
 }

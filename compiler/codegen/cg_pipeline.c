@@ -29,7 +29,10 @@ bool cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids)
     IrOp *d = v->def;
     if (!d || d->parent != body) return true;   /* defined outside the loop */
     if (d->res[0]->id < nids && in_slice[d->res[0]->id]) return true;
-    if (!(ir_op_info[d->op].flags & IRF_PURE) || d->nregions) return false;
+    /* Loads may be re-evaluated for a later iteration too (a paged cache's
+     * block-table read feeding the K/V addresses); the plan only keeps such a
+     * slice in a loop that writes no memory (pass_pipeline.c). */
+    if ((!(ir_op_info[d->op].flags & IRF_PURE) && d->op != IR_LOAD) || d->nregions) return false;
     if (d->res[0]->id < nids) in_slice[d->res[0]->id] = true;
     for (int i = 0; i < d->nargs; i++)
         if (!cg_pipeline_slice(body, d->args[i], in_slice, nids)) return false;
@@ -100,7 +103,10 @@ static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
         if (x->nres && x->res[0]->id < f->next_id && in_slice[x->res[0]->id]) ns++;
     pl->slice = ARENA_ARRAY(f->arena, IrOp *, ns + 1);
     for (IrOp *x = body->first; x; x = x->next)
-        if (x->nres && x->res[0]->id < f->next_id && in_slice[x->res[0]->id]) pl->slice[pl->nslice++] = x;
+        if (x->nres && x->res[0]->id < f->next_id && in_slice[x->res[0]->id]) {
+            pl->slice[pl->nslice++] = x;
+            pl->slice_loads |= x->op == IR_LOAD;
+        }
     return pl;
 }
 
@@ -222,10 +228,24 @@ static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LL
     }
 }
 
+/* Wait until iteration i's copies have landed (S - 2 groups may stay in
+ * flight) and every thread is past iteration i - 1, whose slot is reused. */
+static void sync_slots(CgCtx *c, int S)
+{
+    wait_group(c, S - 2);
+    cg_fence_proxy_async(c);
+    cg_barrier(c);
+}
+
 /* Evaluate the slice with the induction variable = ivv and issue every
  * pipelined load of the loop into `slot`; the body's own values are restored
- * afterwards. */
-static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot)
+ * afterwards. Loads in the slice are guarded by `valid` (iteration ivv
+ * exists), so a block table is never read past what the loop itself reads.
+ * With `sync_stages` (the loop body's issue when the slice loads), the slice,
+ * its loads included, is evaluated before sync_slots: the load's latency then
+ * overlaps the wait for the previous copies instead of stalling the copies. */
+static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot,
+                      int sync_stages)
 {
     IrBlock *body = pl->loop->regions[0];
     IrValue *iv = body->args[0];
@@ -235,8 +255,11 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     c->vals[iv->id].r = ARENA_ARRAY(c->arena, LLVMValueRef, 1);
     c->vals[iv->id].r[0] = ivv;
     c->vals[iv->id].n = 1;
+    c->load_guard = pl->slice_loads ? valid : NULL;
     for (int i = 0; i < pl->nslice; i++)
         if (!cg_lower_op(c, pl->slice[i])) return false;
+    c->load_guard = NULL;
+    if (sync_stages) sync_slots(c, sync_stages);
     for (int j = 0; j < pl->nloads; j++) {
         const CgPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
@@ -270,7 +293,7 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
     /* iterations 0 .. S-2 */
     for (int j = 0; j < pl->stages - 1; j++) {
         LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
-        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j))) return false;
+        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j), 0)) return false;
     }
     return true;
 }
@@ -295,16 +318,14 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     cg_loop_carry_phis(c, op, pre);
     LLVMBuildCondBr(c->b, icmp_lt(c, ie, iv, hi), bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
-    wait_group(c, S - 2);
-    cg_fence_proxy_async(c);
-    cg_barrier(c);
+    if (!pl->slice_loads) sync_slots(c, S);
     /* Issue iteration i + S - 1 before computing iteration i: its slot,
      * (i - 1) % S, was last read by iteration i - 1, which every thread has
-     * left at the barrier above. So the copies overlap this whole iteration
-     * (with S = 2 too), instead of only the S - 2 iterations after it. */
+     * left at the barrier (sync_slots). So the copies overlap this whole
+     * iteration (with S = 2 too), instead of only the S - 2 iterations after it. */
     LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)(S - 1), 0), ""), "");
     LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, S - 1), ""), cg_i32(c, S), "");
-    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn)) return false;
+    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads ? S : 0)) return false;
     c->pipe_slot = LLVMBuildURem(c->b, cnt, cg_i32(c, S), "slot");
     c->pipe = pl;
     if (!cg_lower_block(c, body)) return false;

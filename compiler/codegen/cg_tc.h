@@ -51,6 +51,7 @@ typedef struct CgPipeLoop {
     int nloads;
     IrOp **slice;          /* body ops the loads' operands depend on, in body order */
     int nslice;
+    bool slice_loads;      /* the slice reads memory (e.g. a block table) */
     /* Where the prologue (the copies of iterations 0 .. S-2) is issued: before
      * this op of the loop's block, the earliest point where everything the
      * copies need is defined and no write to memory or region op intervenes

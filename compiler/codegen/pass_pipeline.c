@@ -21,8 +21,11 @@
  *     per the axis info: cg_mem_vec == 8) — cp.async copies 16 bytes;
  *   - with no `other` or other = 0 (masked-off lanes are zero-filled);
  *   - whose pointer and mask depend only on the induction variable and on
- *     values defined outside the loop (the "slice": pure ops of the body),
- *     so they can be computed for any future iteration.
+ *     values defined outside the loop (the "slice": pure ops of the body,
+ *     and loads when the loop writes no memory — a paged KV cache's
+ *     block-table read), so they can be computed for any future iteration.
+ *     A slice load of an iteration past the end reads nothing (it is
+ *     predicated on the iteration existing, like the copies).
  * Anything else stays a plain load (narrow or unaligned rows, loads that
  * feed no dot, pointers advanced through loop-carried values).
  * num_stages = S: S buffers per load — S - 1 copies in flight while the
@@ -91,6 +94,25 @@ static bool candidate(IrFunc *f, const CgAxisMap *axis, IrBlock *body, IrOp *ld,
     return true;
 }
 
+/* Whether anything in `b` (nested regions included) writes memory. */
+static bool block_writes(const IrBlock *b)
+{
+    for (const IrOp *x = b->first; x; x = x->next) {
+        if (ir_op_info[x->op].flags & IRF_MEM_WRITE) return true;
+        for (int r = 0; r < x->nregions; r++)
+            if (block_writes(x->regions[r])) return true;
+    }
+    return false;
+}
+
+/* Whether the slice `in_slice` holds a load of the body. */
+static bool slice_has_load(const IrBlock *body, const bool *in_slice, int nids)
+{
+    for (const IrOp *x = body->first; x; x = x->next)
+        if (x->op == IR_LOAD && x->nres && x->res[0]->id < nids && in_slice[x->res[0]->id]) return true;
+    return false;
+}
+
 typedef struct PlanCtx {
     IrFunc *f;
     const CgAxisMap *axis;
@@ -156,6 +178,9 @@ static void plan_loop(IrOp *op, void *vctx)
         bool *trial = ARENA_ARRAY(f->arena, bool, f->next_id);
         memcpy(trial, in_slice, sizeof(bool) * (size_t)f->next_id);
         for (int i = 0; i < x->nargs && ok; i++) ok = cg_pipeline_slice(body, x->args[i], trial, f->next_id);
+        /* A load in the slice reads, S - 1 iterations early, what the loop
+         * might write before then: only where the loop writes nothing. */
+        if (ok && slice_has_load(body, trial, f->next_id) && block_writes(body)) ok = false;
         if (!ok) continue;
         memcpy(in_slice, trial, sizeof(bool) * (size_t)f->next_id);
         CgPipeLoad *l = &pl->loads[pl->nloads++];

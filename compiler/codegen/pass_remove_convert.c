@@ -10,6 +10,12 @@
  *      replaced by recomputing that tree in the wanted layout (at most
  *      REMAT_MAX ops per conversion; scalars and values of other trees are
  *      shared). The originals become dead and are deleted.
+ *      Small 1-D loads count as such ops when nothing between the load and
+ *      the conversion writes memory (the same block, so the same iteration):
+ *      reading a few words again in the wanted layout — a paged KV cache's
+ *      block-table entries, an index table — costs an L1 hit, where the
+ *      conversion costs an SRAM round trip and two barriers per iteration,
+ *      and would stand between the pipelined copies and their addresses.
  *   2. hoisting: a conversion inside a loop whose source is defined outside
  *      the loop moves before the loop (the loop-invariant Q tile of
  *      attention is staged for the tensor cores once, not every iteration).
@@ -38,11 +44,15 @@
 
 #include <string.h>
 
-#define REMAT_MAX 24
+#define REMAT_MAX 48
+
+/* The most elements a load may have to be read again in another layout. */
+#define REMAT_LOAD_MAX 256
 
 typedef struct RcCtx {
     IrFunc *f;
     CgAxisMap *axis;
+    const IrOp *at;     /* the conversion being removed */
     int budget;
     int removed, hoisted;
 } RcCtx;
@@ -60,12 +70,27 @@ static bool cheap_op(const IrOp *d)
     }
 }
 
+/* A small 1-D load in the conversion's block, a loop body, with no write
+ * to memory between it and the conversion: reading it again there gives its
+ * value. (Outside loops a conversion runs once; a load read twice there
+ * would also lose the vector width its first layout was chosen for.) */
+static bool reloadable(const RcCtx *c, const IrOp *d)
+{
+    const IrBlock *b = c->at->parent;
+    if (!d || d->op != IR_LOAD || d->nregions || d->parent != b || !b->parent_op || b->parent_op->op != IR_FOR ||
+        d->res[0]->type.rank != 1 || ir_type_numel(d->res[0]->type) > REMAT_LOAD_MAX)
+        return false;
+    for (const IrOp *x = d->next; x && x != c->at; x = x->next)
+        if ((ir_op_info[x->op].flags & IRF_MEM_WRITE) || x->nregions) return false;
+    return true;
+}
+
 /* Whether `v` can be recomputed in any layout within the budget (dry). */
 static bool can_remat(RcCtx *c, const IrValue *v, int depth)
 {
     if (!is_tile(v)) return true;
     const IrOp *d = v->def;
-    if (!cheap_op(d) || depth > REMAT_MAX || --c->budget < 0) return false;
+    if (!(cheap_op(d) || reloadable(c, d)) || depth > REMAT_MAX || --c->budget < 0) return false;
     for (int i = 0; i < d->nargs; i++)
         if (!can_remat(c, d->args[i], depth + 1)) return false;
     return true;
@@ -117,6 +142,7 @@ static void visit_convert(RcCtx *c, IrOp *op)
         return;
     }
     c->budget = REMAT_MAX;
+    c->at = op;
     if (remat_target(c->f, res->layout) && src->def && src->def->op != IR_CONVERT_LAYOUT &&
         can_remat(c, src, 0)) {
         IrValue *nv = remat(c, src, res->layout, op);
@@ -171,12 +197,14 @@ typedef struct DeadCtx {
 static void collect_dead(IrOp *op, void *vctx)
 {
     DeadCtx *d = vctx;
-    if (op->nres == 1 && !op->nregions && (ir_op_info[op->op].flags & IRF_PURE) && d->uses[op->res[0]->id] == 0)
+    bool pure = (ir_op_info[op->op].flags & IRF_PURE) || op->op == IR_LOAD;
+    if (op->nres == 1 && !op->nregions && pure && d->uses[op->res[0]->id] == 0)
         vec_push(d->f->arena, d->dead, op);
 }
 
-/* Delete pure ops without uses (the converts replaced above and the trees
- * that only fed them), until nothing changes. */
+/* Delete pure ops and loads without uses (the converts replaced above and
+ * the trees that only fed them, loads read again elsewhere), until nothing
+ * changes. */
 static int remove_dead(IrFunc *f)
 {
     int total = 0;
@@ -194,7 +222,7 @@ static int remove_dead(IrFunc *f)
 bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
-    RcCtx c = {f, ctx->axis, 0, 0, 0};
+    RcCtx c = {f, ctx->axis, NULL, 0, 0, 0};
     visit_block(&c, f->body);
     merge_duplicates(&c, f->body);
     remove_dead(f);
