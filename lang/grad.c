@@ -7,16 +7,19 @@
  * operands' tangents by the op's rule (add, mul, div, exp2, tanh, select, cast,
  * ...). The call's value is the tangent of f's result. Everything else f reads
  * (the other arguments, loads, program_id) is a constant with respect to x.
- * Tangents are symbolic where that is free: zero (independent of x) and one
- * (x itself) are not materialised, so `grad(fn(s, ...) { return s; })` is the
- * untyped constant 1.0, exactly what a hand-written `return 1.0;` gives
- * (the shipped backward's default keeps its code), and `s * c` has the
- * derivative `c` with no op at all. The tangent ops reuse the primal values
- * (tanh's 1 - t*t reads t): when the caller also calls f on the same
- * arguments, CSE (compiler/passes/cse.c) merges the two copies of f's body.
- * grad(grad(f)) differentiates the derivative's ops the same way.
+ * A tangent is a compile-time factor times a value, or a constant: constants of
+ * the body fold into the factor (the tangent of s * 0.5 is the constant 0.5, of
+ * tanh(s * 0.5) it is 0.5 * (1 - t*t)), zero and one cost nothing, and a factor
+ * is multiplied in only where it is not 1 in the value's type. So
+ * `grad(fn(s, ...) { return s; })` is the untyped literal 1.0, exactly what a
+ * hand-written `return 1.0;` gives (the shipped backward's default keeps its
+ * code), and the derivative of 2 * tanh(s * 0.5) is the op sequence of a
+ * hand-written 1 - t*t. The tangent ops reuse the primal values (tanh's reads t):
+ * when the caller also calls f on the same arguments, CSE (compiler/passes/cse.c)
+ * merges the two copies of f's body. grad(grad(f)) differentiates the
+ * derivative's ops the same way.
  *
- * Invariants: a materialised tangent has its primal value's type; tangent ops
+ * Invariants: a tangent's value has its primal value's type; tangent ops
  * are inserted after the inlined body at the builder's cursor and carry the
  * SrcLoc of the op they differentiate; an op the differentiator cannot handle
  * when it depends on x — no rule (a max/min reduction), a load or atomic whose
@@ -26,21 +29,22 @@
  * piecewise constant in x), so comparisons, casts to ints and index arithmetic
  * need no rule.
  *
- * Example: `fn sc(s, b, h, i, j) { let c = 43.3; return c * tanh(s * (1.0 / c)); }`
- *     %u = mul %s, %k        ; inlined f: %k = const 1/c
+ * Example: `fn sc(s, b) { let c = 43.3; return c * tanh(s * (1.0 / c)); }`
+ *     %u = mul %s, %k        ; inlined f: %k = const 1/c, %c = const c
  *     %t = tanh %u
  *     %y = mul %c, %t
- *   grad(sc) adds (tangent of %u is %k, of %t is %k * (1 - %t*%t), of %y is %c * that):
- *     %t2 = mul %t, %t ; %w = sub %one, %t2 ; %dt = mul %k, %w ; %dy = mul %dt, %c
+ *   grad(sc): tangent of %u is the constant k, of %t k * %w, of %y (c k) * %w, with
+ *     %t2 = mul %t, %t ; %w = sub %one, %t2   (and `mul %w, %ck` only if c k != 1 in f32)
  */
 #include "sema.h"
 
 #include <string.h>
 
-typedef enum TanKind { T_ZERO, T_ONE, T_VAL } TanKind;
+/* A tangent is k * v: a compile-time factor times a value, or (v NULL) the constant k.
+ * Constants of the body fold into k instead of costing a multiply per element. */
 typedef struct Tan {
-    TanKind k;
-    IrValue *v;      /* T_VAL */
+    double k;
+    IrValue *v;
 } Tan;
 
 typedef struct Diff {
@@ -54,8 +58,18 @@ typedef struct Diff {
     bool failed;
 } Diff;
 
-static const Tan ZERO = {T_ZERO, NULL}, ONE = {T_ONE, NULL};
-static Tan tv(IrValue *v) { return (Tan){T_VAL, v}; }
+static const Tan ZERO = {0.0, NULL}, ONE = {1.0, NULL};
+static Tan tv(IrValue *v) { return (Tan){1.0, v}; }
+static bool is_zero(Tan a) { return !a.v && a.k == 0.0; }
+static bool is_const(Tan a) { return !a.v; }
+
+/* The value of a float constant (a splat), for folding into a factor. */
+static bool const_value(const IrValue *x, double *out)
+{
+    if (!x->def || x->def->op != IR_CONST || !ir_elem_is_float((IrElem)x->type.elem)) return false;
+    *out = x->def->fval;
+    return true;
+}
 
 static bool in_body(const Diff *D, const IrValue *v) { return v->id >= D->base && v->id < D->end; }
 static bool dep_of(const Diff *D, const IrValue *v)
@@ -101,59 +115,68 @@ static IrValue *cmp(Diff *D, const IrOp *at, IrCmp c, IrValue *a, IrValue *b)
     r->def->attr[0] = c;
     return r;
 }
+/* k as a constant of type t is exactly 1 (then k * v is v). */
+static bool unit_in(double k, IrType t)
+{
+    return t.elem == IR_F32 ? (float)k == 1.0f : k == 1.0;
+}
 static IrValue *mat(Diff *D, const IrOp *at, Tan a, IrType t)
 {
-    return a.k == T_VAL ? a.v : cst(D, at, t, a.k == T_ONE ? 1.0 : 0.0);
+    if (!a.v) return cst(D, at, t, a.k);
+    if (unit_in(a.k, t)) return a.v;
+    return emit2(D, at, IR_MUL, a.v, cst(D, at, t, a.k));
 }
 static Tan t_add(Diff *D, const IrOp *at, Tan a, Tan b, IrType t)
 {
-    if (a.k == T_ZERO) return b;
-    if (b.k == T_ZERO) return a;
-    return tv(emit2(D, at, IR_ADD, mat(D, at, a, t), mat(D, at, b, t)));
+    if (is_zero(a)) return b;
+    if (is_zero(b)) return a;
+    if (a.v == b.v) return (Tan){a.k + b.k, a.v};
+    IrValue *x = mat(D, at, a, t), *y = mat(D, at, b, t);
+    return tv(emit2(D, at, IR_ADD, x, y));
 }
-static Tan t_neg(Diff *D, const IrOp *at, Tan a, IrType t)
-{
-    if (a.k == T_ZERO) return a;
-    if (a.k == T_ONE) return tv(cst(D, at, t, -1.0));
-    return tv(emit(D, at, IR_NEG, t, 1, &a.v));
-}
+static Tan t_neg(Tan a) { return (Tan){-a.k, a.v}; }
 static Tan t_sub(Diff *D, const IrOp *at, Tan a, Tan b, IrType t)
 {
-    if (b.k == T_ZERO) return a;
-    if (a.k == T_ZERO) return t_neg(D, at, b, t);
-    return tv(emit2(D, at, IR_SUB, mat(D, at, a, t), mat(D, at, b, t)));
+    if (is_zero(b)) return a;
+    if (is_zero(a) || a.v == b.v) return t_add(D, at, a, t_neg(b), t);
+    IrValue *x = mat(D, at, a, t), *y = mat(D, at, b, t);
+    return tv(emit2(D, at, IR_SUB, x, y));
 }
 /* a * x for a value x of the tangent's type */
 static Tan t_mul(Diff *D, const IrOp *at, Tan a, IrValue *x)
 {
-    if (a.k == T_ZERO) return a;
-    if (a.k == T_ONE) return tv(x);
-    return tv(emit2(D, at, IR_MUL, a.v, x));
+    double c;
+    if (is_zero(a)) return a;
+    if (const_value(x, &c)) return (Tan){a.k * c, a.v};
+    return (Tan){a.k, a.v ? emit2(D, at, IR_MUL, a.v, x) : x};
 }
 static Tan t_div(Diff *D, const IrOp *at, Tan a, IrValue *x)
 {
-    if (a.k == T_ZERO) return a;
-    return tv(emit2(D, at, IR_DIV, mat(D, at, a, x->type), x));
+    double c;
+    if (is_zero(a)) return a;
+    if (const_value(x, &c)) return (Tan){a.k / c, a.v};
+    if (!a.v) return tv(emit2(D, at, IR_DIV, cst(D, at, x->type, a.k), x));
+    return (Tan){a.k, emit2(D, at, IR_DIV, a.v, x)};
 }
-static Tan t_scale(Diff *D, const IrOp *at, Tan a, double c, IrType t)
-{
-    if (a.k == T_ZERO) return a;
-    IrValue *k = cst(D, at, t, c);
-    return a.k == T_ONE ? tv(k) : tv(emit2(D, at, IR_MUL, a.v, k));
-}
+static Tan t_scale(Tan a, double c) { return (Tan){a.k * c, a.v}; }
 static Tan t_select(Diff *D, const IrOp *at, IrValue *c, Tan a, Tan b, IrType t)
 {
-    if (a.k == b.k && a.k != T_VAL) return a;
-    return tv(emit(D, at, IR_SELECT, t, 3, (IrValue *[]){c, mat(D, at, a, t), mat(D, at, b, t)}));
+    if (a.v == b.v && a.k == b.k) return a;
+    IrValue *x = mat(D, at, a, t), *y = mat(D, at, b, t);
+    return tv(emit(D, at, IR_SELECT, t, 3, (IrValue *[]){c, x, y}));
 }
-/* The same shape op (splat, broadcast, expand_dims, reshape, trans, reduce) on a tangent. */
+/* A reduction or a shape op (splat, broadcast, expand_dims, reshape, trans) on a tangent:
+ * a shape op keeps a constant's value and commutes with the factor. */
 static Tan t_clone(Diff *D, const IrOp *op, Tan a)
 {
-    if (a.k == T_ZERO) return a;
-    IrValue *x = mat(D, op, a, op->args[0]->type);
-    IrValue *r = emit(D, op, op->op, op->res[0]->type, 1, &x);
+    if (is_zero(a)) return a;
+    bool shape = op->op != IR_REDUCE;
+    if (shape && !a.v) return a;
+    IrValue *x = shape ? a.v : mat(D, op, a, op->args[0]->type);
+    IrValue *r = emit(D, op, op->op, shape ? ir_type_with_elem(op->res[0]->type, (IrElem)x->type.elem)
+                                           : op->res[0]->type, 1, &x);
     memcpy(r->def->attr, op->attr, sizeof op->attr);
-    return tv(r);
+    return (Tan){shape ? a.k : 1.0, r};
 }
 
 /* ---- the rules ---- */
@@ -167,11 +190,14 @@ static Tan rule_binary(Diff *D, const IrOp *op, Tan ta, Tan tb, bool *known)
     switch (op->op) {
     case IR_ADD: return t_add(D, op, ta, tb, t);
     case IR_SUB: return t_sub(D, op, ta, tb, t);
-    case IR_MUL: return t_add(D, op, t_mul(D, op, ta, b), t_mul(D, op, tb, a), t);
+    case IR_MUL: {
+        Tan u = t_mul(D, op, ta, b);
+        return t_add(D, op, u, t_mul(D, op, tb, a), t);
+    }
     case IR_DIV: /* (ta - y tb) / b */
         return t_div(D, op, t_sub(D, op, ta, t_mul(D, op, tb, y), t), b);
     case IR_REM: { /* a - trunc(a / b) b, with trunc(a / b) = (a - y) / b */
-        if (tb.k == T_ZERO) return ta;
+        if (is_zero(tb)) return ta;
         IrValue *q = emit2(D, op, IR_DIV, emit2(D, op, IR_SUB, a, y), b);
         return t_sub(D, op, ta, t_mul(D, op, tb, q), t);
     }
@@ -187,23 +213,29 @@ static Tan rule_unary(Diff *D, const IrOp *op, Tan ta, bool *known)
     IrValue *a = op->args[0], *y = op->res[0];
     IrType t = y->type;
     switch (op->op) {
-    case IR_NEG: return t_neg(D, op, ta, t);
+    case IR_NEG: return t_neg(ta);
     case IR_EXP: return t_mul(D, op, ta, y);
-    case IR_EXP2: return t_mul(D, op, t_scale(D, op, ta, LN2, t), y);
+    case IR_EXP2: return t_mul(D, op, t_scale(ta, LN2), y);
     case IR_LOG: return t_div(D, op, ta, a);
-    case IR_LOG2: return t_div(D, op, t_scale(D, op, ta, 1.0 / LN2, t), a);
-    case IR_SQRT: return t_div(D, op, t_scale(D, op, ta, 0.5, t), y);               /* 1 / (2 sqrt a) */
-    case IR_RSQRT: return t_div(D, op, t_mul(D, op, t_scale(D, op, ta, -0.5, t), y), a); /* -y / (2a) */
-    case IR_ABS: return t_select(D, op, cmp(D, op, IR_CMP_LT, a, cst(D, op, t, 0.0)), t_neg(D, op, ta, t), ta, t);
-    case IR_TANH: return t_mul(D, op, ta, emit2(D, op, IR_SUB, cst(D, op, t, 1.0), emit2(D, op, IR_MUL, y, y)));
+    case IR_LOG2: return t_div(D, op, t_scale(ta, 1.0 / LN2), a);
+    case IR_SQRT: return t_div(D, op, t_scale(ta, 0.5), y);               /* 1 / (2 sqrt a) */
+    case IR_RSQRT: return t_div(D, op, t_mul(D, op, t_scale(ta, -0.5), y), a); /* -y / (2a) */
+    case IR_ABS: {
+        IrValue *zero = cst(D, op, t, 0.0);
+        return t_select(D, op, cmp(D, op, IR_CMP_LT, a, zero), t_neg(ta), ta, t);
+    }
+    case IR_TANH: { /* 1 - y^2 */
+        IrValue *yy = emit2(D, op, IR_MUL, y, y);
+        return t_mul(D, op, ta, emit2(D, op, IR_SUB, cst(D, op, t, 1.0), yy));
+    }
     case IR_SIN: return t_mul(D, op, ta, emit(D, op, IR_COS, t, 1, &a));
-    case IR_COS: return t_neg(D, op, t_mul(D, op, ta, emit(D, op, IR_SIN, t, 1, &a)), t);
+    case IR_COS: return t_neg(t_mul(D, op, ta, emit(D, op, IR_SIN, t, 1, &a)));
     case IR_FLOOR: case IR_CEIL: return ZERO; /* piecewise constant */
     case IR_CAST: /* between float types: the tangent rounded alike */
-        if (ta.k != T_VAL) return ta;
-        return tv(emit(D, op, IR_CAST, t, 1, &ta.v));
+        if (is_const(ta)) return ta;
+        return (Tan){ta.k, emit(D, op, IR_CAST, t, 1, &ta.v)};
     case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_RESHAPE: case IR_TRANS:
-        return ta.k == T_ONE ? ONE : t_clone(D, op, ta);
+        return t_clone(D, op, ta);
     default: *known = false; return ZERO;
     }
 }
@@ -214,12 +246,14 @@ static Tan rule_dot(Diff *D, const IrOp *op)
     IrValue *a = op->args[0], *b = op->args[1];
     IrType t = op->res[0]->type;
     Tan ta = tan_of(D, a), tb = tan_of(D, b), r = tan_of(D, op->args[2]);
-    if (ta.k != T_ZERO) {
-        IrValue *args[3] = {mat(D, op, ta, a->type), b, cst(D, op, t, 0)};
+    if (!is_zero(ta)) {
+        IrValue *da = mat(D, op, ta, a->type), *zero = cst(D, op, t, 0);
+        IrValue *args[3] = {da, b, zero};
         r = t_add(D, op, r, tv(emit(D, op, IR_DOT, t, 3, args)), t);
     }
-    if (tb.k != T_ZERO) {
-        IrValue *args[3] = {a, mat(D, op, tb, b->type), cst(D, op, t, 0)};
+    if (!is_zero(tb)) {
+        IrValue *db = mat(D, op, tb, b->type), *zero = cst(D, op, t, 0);
+        IrValue *args[3] = {a, db, zero};
         r = t_add(D, op, r, tv(emit(D, op, IR_DOT, t, 3, args)), t);
     }
     return r;
@@ -270,7 +304,7 @@ static void diff_op(Diff *D, const IrOp *op)
     Tan t = ZERO;
     if (op->op == IR_LOAD) {   /* where(mask, *ptr, other): other's tangent where masked off */
         Tan to = op->nargs == 3 ? tan_of(D, op->args[2]) : ZERO;
-        t = to.k == T_ZERO ? ZERO : t_select(D, op, op->args[1], ZERO, to, y->type);
+        t = is_zero(to) ? ZERO : t_select(D, op, op->args[1], ZERO, to, y->type);
     } else if (op->op == IR_ATOMIC_ADD) {
         t = ZERO;              /* the old value in memory */
     } else if (op->op == IR_DOT) {
@@ -296,11 +330,12 @@ static void diff_op(Diff *D, const IrOp *op)
     set_tan(D, y, t);
 }
 
-/* The Val of a derivative: untyped 0.0 / 1.0 for the symbolic ones. */
-static Val tan_val(Tan t, SrcLoc loc)
+/* The Val of y's derivative t: a constant one is an untyped literal (1.0, 0.0, ...). */
+static Val tan_val(Diff *D, const IrValue *y, Tan t, SrcLoc loc)
 {
-    if (t.k == T_VAL) return val_rt(t.v, loc);
-    return cv_float(t.k == T_ONE ? 1.0 : 0.0, IR_F32, true, loc);
+    if (!t.v) return cv_float(t.k, IR_F32, true, loc);
+    IrOp at = {.loc = loc};
+    return val_rt(mat(D, &at, t, y->type), loc);
 }
 
 /* The seed: the first argument as a runtime float value (a constant is materialised,
@@ -364,7 +399,7 @@ static Val differentiate(Diff *D, Val r, IrOp *first, SrcLoc loc)
     Sema *s = D->s;
     const AstDecl *fn = D->fn;
     if (r.kind == V_ERR) return r;
-    if (r.kind == V_CONST) return tan_val(ZERO, loc);
+    if (r.kind == V_CONST) return cv_float(0.0, IR_F32, true, loc);
     if (r.kind != V_RT) {
         diag_error(s->diag, loc, "grad(%s): '%s' returns %s; it must return a value", fn->name, fn->name,
                    sema_val_desc(s, &r));
@@ -383,7 +418,7 @@ static Val differentiate(Diff *D, Val r, IrOp *first, SrcLoc loc)
         if (op == last) break;
     }
     if (D->failed) return val_err();
-    return tan_val(tan_of(D, r.v), loc);
+    return tan_val(D, r.v, tan_of(D, r.v), loc);
 }
 
 /* grad(f): f's derivative with respect to its first argument, a function value. */

@@ -11,7 +11,8 @@
  * test_symbolic_constants checks that the identity's derivative is the literal 1.0
  * and a constant's 0.0, with no op emitted (what keeps the shipped backward's code);
  * test_const_param_round_trip that a `const d: fn = grad(...)` survives IR text;
- * test_dot_sum_along_ones the non-elementwise rules (dot, sum, trans, broadcasts).
+ * test_dot_sum_along_ones the non-elementwise rules (dot, sum, trans, broadcasts);
+ * test_derivative_as_written_by_hand that constants fold (2 tanh(s / 2) costs 1 - t*t).
  * The error cases are the diagnostics corpus's tests/diag/sema_grad.tile.
  */
 #include "tests/testutil.h"
@@ -293,6 +294,48 @@ START_TEST(test_symbolic_constants)
 }
 END_TEST
 
+/* The ops of kernel `src` after the target-independent passes, counted by opcode. */
+static void count_ops_cb(IrOp *op, void *ctx) { ((int *)ctx)[op->op]++; }
+static void op_counts(const char *src, int counts[IR_OP_COUNT])
+{
+    Arena arena;
+    arena_init(&arena);
+    Diag dg;
+    diag_init(&dg, "t.tile", src);
+    LangOptions lo;
+    memset(&lo, 0, sizeof lo);
+    IrModule *m = lang_compile(&arena, &dg, ast_parse(&arena, &dg, "t.tile", src), &lo);
+    ck_assert_msg(m && dg.nerrors == 0, "%s", dg.out.data ? dg.out.data : "");
+    for (const PassInfo *p = pass_pipeline_tab; p->name; p++) p->run(m->funcs[0]);
+    memset(counts, 0, sizeof(int) * IR_OP_COUNT);
+    ir_walk(m->funcs[0], count_ops_cb, counts);
+    diag_free(&dg);
+    arena_free(&arena);
+}
+
+/* Constants fold into the derivative: the softcap-shaped 2 tanh(s / 2), stored with its
+ * derived derivative, compiles to the ops of the same kernel with the derivative written
+ * by hand (1 - t*t), and CSE leaves one tanh. */
+START_TEST(test_derivative_as_written_by_hand)
+{
+    const char *derived =
+        "fn sc(s, b) { return 2.0 * tanh(s / 2.0); }\n"
+        "kernel k(X: *f32, Y: *f32) { let x = load(X + arange(16)); let d = grad(sc);\n"
+        "    store(Y + arange(16), exp2(sc(x, 0)) * d(x, 0)); }\n";
+    const char *by_hand =
+        "fn sc(s, b) { return 2.0 * tanh(s / 2.0); }\n"
+        "fn sc_grad(s, b) { let t = tanh(s / 2.0); return 1.0 - t * t; }\n"
+        "kernel k(X: *f32, Y: *f32) { let x = load(X + arange(16));\n"
+        "    store(Y + arange(16), exp2(sc(x, 0)) * sc_grad(x, 0)); }\n";
+    int a[IR_OP_COUNT], b[IR_OP_COUNT];
+    op_counts(derived, a);
+    op_counts(by_hand, b);
+    for (int i = 0; i < IR_OP_COUNT; i++)
+        ck_assert_msg(a[i] == b[i], "%s: %d ops derived, %d by hand", ir_op_info[i].name, a[i], b[i]);
+    ck_assert_int_eq(a[IR_TANH], 1);
+}
+END_TEST
+
 /* On tiles, grad(f)(x, ...) is the derivative along x + eps * ones (forward mode seeds
  * every element with 1): the rules of dot, sum, trans and the broadcasts, for
  * f = dot(x, W) + sum(x * x, axis = 1)[:, None] + trans(x), against the float64
@@ -387,6 +430,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_symbolic_constants);
     tcase_add_test(tc, test_const_param_round_trip);
     tcase_add_test(tc, test_dot_sum_along_ones);
+    tcase_add_test(tc, test_derivative_as_written_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
