@@ -204,6 +204,30 @@ static double fd_grad(AttnProblem *p, float *x, size_t idx, const void *q, const
     return (lp - lm) / (hi - lo);
 }
 
+/* A gradient element of input t (0 Q, 1 K, 2 V) at strided index idx / dense index dense. */
+typedef double (*GradAt)(const void *ctx, int t, size_t idx, size_t dense);
+
+/* Over every element of input t (batch 0): the largest |g - finite difference| and
+ * |finite difference|, the loss read through in[] = {q, k, v, dout} (f32). */
+static void fd_compare(AttnProblem *p, float *in[4], int t, GradAt grad, const void *ctx, double *worst, double *mag)
+{
+    const int64_t *st = t == 0 ? p->q_stride : t == 1 ? p->k_stride : p->v_stride;
+    int nh = t ? p->heads_kv : p->heads_q, ns = t ? p->seqlen_k : p->seqlen_q, D = p->head_dim;
+    for (int h = 0; h < nh; h++)
+        for (int s = 0; s < ns; s++)
+            for (int d = 0; d < D; d++) {
+                size_t idx = (size_t)(h * st[1] + s * st[2] + d), dense = ((size_t)h * ns + s) * D + d;
+                double fd = fd_grad(p, in[t], idx, in[0], in[1], in[2], in[3]);
+                *worst = fmax(*worst, fabs(grad(ctx, t, idx, dense) - fd));
+                *mag = fmax(*mag, fabs(fd));
+            }
+}
+
+static double dense_grad_at(const void *ctx, int t, size_t idx, size_t dense)
+{
+    return ((const double *const *)ctx)[t][dense];
+}
+
 /* The analytic float64 backward against finite differences of the float64
  * forward, on f32 inputs: GQA, causal with empty rows (sq > sk), a mask. */
 START_TEST(test_ref_matches_finite_differences)
@@ -223,23 +247,12 @@ START_TEST(test_ref_matches_finite_differences)
     attn_fill_random(ATTN_F32, dout, nq, 4, -1, 1);
     double *dq = malloc(nq * sizeof(double)), *dk = malloc(nkv * sizeof(double)), *dv = malloc(nkv * sizeof(double));
     attn_ref_bwd(&p, q, k, v, dout, dq, dk, dv);
-    /* dense outputs and BSHD inputs index alike only for dq/dk/dv by (b, h, s, d): map each */
+    /* the outputs are dense [h, s, d], the inputs BSHD: fd_compare maps each */
     double worst = 0, mag = 0;
     int D = p.head_dim;
-    for (int t = 0; t < 3; t++) {
-        float *x = t == 0 ? q : t == 1 ? k : v;
-        const int64_t *st = t == 0 ? p.q_stride : t == 1 ? p.k_stride : p.v_stride;
-        const double *g = t == 0 ? dq : t == 1 ? dk : dv;
-        int nh = t ? p.heads_kv : p.heads_q, ns = t ? p.seqlen_k : p.seqlen_q;
-        for (int h = 0; h < nh; h++)
-            for (int s = 0; s < ns; s++)
-                for (int d = 0; d < D; d++) {
-                    size_t idx = (size_t)(h * st[1] + s * st[2] + d), dense = ((size_t)h * ns + s) * D + d;
-                    double fd = fd_grad(&p, x, idx, q, k, v, dout);
-                    worst = fmax(worst, fabs(fd - g[dense]));
-                    mag = fmax(mag, fabs(g[dense]));
-                }
-    }
+    float *in[4] = {q, k, v, dout};
+    const double *g[3] = {dq, dk, dv};
+    for (int t = 0; t < 3; t++) fd_compare(&p, in, t, dense_grad_at, g, &worst, &mag);
     ck_assert_msg(mag > 0.05, "the gradients are suspiciously small (max %.3g)", mag);
     ck_assert_msg(worst < 1e-4 * fmax(1.0, mag), "analytic vs finite differences: max diff %.3g (max |g| %.3g)",
                   worst, mag);
@@ -254,6 +267,11 @@ END_TEST
  * by the compiler — against central finite differences of the float64 forward's loss
  * sum(O * dO) at the same inputs (the f16 values, read as f32), on a tiny shape with GQA
  * and an empty row: within the gradient rule's bound plus the differences' own error. */
+static double f16_grad_at(const void *ctx, int t, size_t idx, size_t dense)
+{
+    return attn_get(ATTN_F16, ((const void *const *)ctx)[t], idx);
+}
+
 START_TEST(test_backward_matches_finite_differences)
 {
     BwdCase bc = {.c = C("tiny softcap GQA causal", ATTN_F16, 1, 2, 1, 6, 5, 32, 1, ATTN_BSHD, 0.6, 16, 16, 0),
@@ -274,19 +292,10 @@ START_TEST(test_backward_matches_finite_differences)
         x[t] = malloc(n[t] * sizeof(float));
         for (size_t i = 0; i < n[t]; i++) x[t][i] = (float)attn_get(ATTN_F16, src[t], i);
     }
-    const void *g[3] = {r.dq, r.dk, r.dv};
-    const int64_t *st[3] = {p.q_stride, p.k_stride, p.v_stride};
+    const void *g[3] = {r.dq, r.dk, r.dv};   /* through Q's, K's and V's strides */
     for (int t = 0; t < 3; t++) {
         double worst = 0, mag = 0;
-        int nh = t ? p.heads_kv : p.heads_q, ns = t ? p.seqlen_k : p.seqlen_q;
-        for (int h = 0; h < nh; h++)
-            for (int s = 0; s < ns; s++)
-                for (int d = 0; d < p.head_dim; d++) {
-                    size_t idx = (size_t)(h * st[t][1] + s * st[t][2] + d);
-                    double fd = fd_grad(&p, x[t], idx, x[0], x[1], x[2], x[3]);
-                    worst = fmax(worst, fabs(attn_get(ATTN_F16, g[t], idx) - fd));
-                    mag = fmax(mag, fabs(fd));
-                }
+        fd_compare(&p, x, t, f16_grad_at, g, &worst, &mag);
         ck_assert_msg(mag > 0.05, "d%c: the gradients are suspiciously small (max %.3g)", "QKV"[t], mag);
         ck_assert_msg(worst <= v.bound[t] + 1e-4 * fmax(1.0, mag),
                       "d%c: Kiln vs finite differences: max diff %.3g > %.3g (rule bound) + %.3g (max |g| %.3g)",

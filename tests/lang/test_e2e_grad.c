@@ -98,10 +98,30 @@ typedef struct Compiled {
     IrFunc *f;
 } Compiled;
 
+/* Compile `src` (one kernel) with default options; the kernel must verify. */
+static IrFunc *compile_src(Compiled *c, const char *src)
+{
+    c->src = strdup(src);
+    arena_init(&c->arena);
+    diag_init(&c->diag, "grad_case.tile", c->src);
+    AstFile *af = ast_parse(&c->arena, &c->diag, "grad_case.tile", c->src);
+    LangOptions lo;
+    memset(&lo, 0, sizeof lo);
+    IrModule *m = af && c->diag.nerrors == 0 ? lang_compile(&c->arena, &c->diag, af, &lo) : NULL;
+    ck_assert_msg(m && c->diag.nerrors == 0 && m->nfuncs == 1, "compile errors:\n%s\n%s",
+                  c->diag.out.data ? c->diag.out.data : "", src);
+    c->f = m->funcs[0];
+    StrBuf err;
+    sb_init(&err);
+    ck_assert_msg(ir_verify(c->f, &err), "%s\n%s", err.data ? err.data : "", src);
+    sb_free(&err);
+    return c->f;
+}
+
 static void compile_case(Compiled *c, const GradCase *gc)
 {
-    c->src = malloc(4096);
-    snprintf(c->src, 4096,
+    char src[4096];
+    snprintf(src, sizeof src,
              "fn f(x, y, i, T) { return %s; }\n"
              "kernel k(X: *f32, Y: *f32, T: *f32, F: *f32, G: *f32, G2: *f32, n: i32, const BLOCK: i32 = %d)\n"
              "{\n"
@@ -116,19 +136,7 @@ static void compile_case(Compiled *c, const GradCase *gc)
              "    store(G2 + i, d2f(x, y, i, T) + zeros([BLOCK], f32), mask = m);\n"
              "}\n",
              gc->body, BLOCK);
-    arena_init(&c->arena);
-    diag_init(&c->diag, "grad_case.tile", c->src);
-    AstFile *af = ast_parse(&c->arena, &c->diag, "grad_case.tile", c->src);
-    LangOptions lo;
-    memset(&lo, 0, sizeof lo);
-    IrModule *m = af && c->diag.nerrors == 0 ? lang_compile(&c->arena, &c->diag, af, &lo) : NULL;
-    ck_assert_msg(m && c->diag.nerrors == 0 && m->nfuncs == 1, "%s: compile errors:\n%s", gc->body,
-                  c->diag.out.data ? c->diag.out.data : "");
-    c->f = m->funcs[0];
-    StrBuf err;
-    sb_init(&err);
-    ck_assert_msg(ir_verify(c->f, &err), "%s: %s", gc->body, err.data ? err.data : "");
-    sb_free(&err);
+    compile_src(c, src);
 }
 
 static void compiled_free(Compiled *c)
@@ -270,21 +278,13 @@ START_TEST(test_symbolic_constants)
     for (int k = 0; k < 2; k++) {
         StrBuf out[2];
         for (int j = 0; j < 2; j++) {
-            Arena arena;
-            arena_init(&arena);
-            Diag dg;
-            diag_init(&dg, "t.tile", pairs[k][j]);
-            AstFile *af = ast_parse(&arena, &dg, "t.tile", pairs[k][j]);
-            LangOptions lo;
-            memset(&lo, 0, sizeof lo);
-            IrModule *m = lang_compile(&arena, &dg, af, &lo);
-            ck_assert_msg(m && dg.nerrors == 0, "%s", dg.out.data ? dg.out.data : "");
+            Compiled c;
+            IrFunc *f = compile_src(&c, pairs[k][j]);
             if (k == 1) /* the constant's copy of f is dead code */
-                for (const PassInfo *p = pass_pipeline_tab; p->name; p++) p->run(m->funcs[0]);
+                for (const PassInfo *p = pass_pipeline_tab; p->name; p++) p->run(f);
             sb_init(&out[j]);
-            ir_print_func(&out[j], m->funcs[0]);
-            diag_free(&dg);
-            arena_free(&arena);
+            ir_print_func(&out[j], f);
+            compiled_free(&c);
         }
         /* identical IR */
         ck_assert_msg(strcmp(out[0].data, out[1].data) == 0, "with grad:\n%s\nliteral:\n%s", out[0].data, out[1].data);
@@ -298,19 +298,12 @@ END_TEST
 static void count_ops_cb(IrOp *op, void *ctx) { ((int *)ctx)[op->op]++; }
 static void op_counts(const char *src, int counts[IR_OP_COUNT])
 {
-    Arena arena;
-    arena_init(&arena);
-    Diag dg;
-    diag_init(&dg, "t.tile", src);
-    LangOptions lo;
-    memset(&lo, 0, sizeof lo);
-    IrModule *m = lang_compile(&arena, &dg, ast_parse(&arena, &dg, "t.tile", src), &lo);
-    ck_assert_msg(m && dg.nerrors == 0, "%s", dg.out.data ? dg.out.data : "");
-    for (const PassInfo *p = pass_pipeline_tab; p->name; p++) p->run(m->funcs[0]);
+    Compiled c;
+    IrFunc *f = compile_src(&c, src);
+    for (const PassInfo *p = pass_pipeline_tab; p->name; p++) p->run(f);
     memset(counts, 0, sizeof(int) * IR_OP_COUNT);
-    ir_walk(m->funcs[0], count_ops_cb, counts);
-    diag_free(&dg);
-    arena_free(&arena);
+    ir_walk(f, count_ops_cb, counts);
+    compiled_free(&c);
 }
 
 /* Constants fold into the derivative: the softcap-shaped 2 tanh(s / 2), stored with its
@@ -356,14 +349,8 @@ START_TEST(test_dot_sum_along_ones)
                       "    let d = grad(f);\n"
                       "    store(G + o, d(load(X + o), load(W + o)));\n"
                       "}\n";
-    Arena arena;
-    arena_init(&arena);
-    Diag dg;
-    diag_init(&dg, "t.tile", src);
-    LangOptions lo;
-    memset(&lo, 0, sizeof lo);
-    IrModule *m = lang_compile(&arena, &dg, ast_parse(&arena, &dg, "t.tile", src), &lo);
-    ck_assert_msg(m && dg.nerrors == 0, "%s", dg.out.data ? dg.out.data : "");
+    Compiled c;
+    IrFunc *f = compile_src(&c, src);
     static float x[256], w[256], g[256];
     rng_state = 99;
     for (int i = 0; i < 256; i++) x[i] = (float)rnd(-1, 1), w[i] = (float)rnd(-1, 1), g[i] = NAN;
@@ -372,7 +359,7 @@ START_TEST(test_dot_sum_along_ones)
     InterpOptions io = {.grid = {1, 1, 1}, .buffers = bufs, .nbuffers = 3};
     StrBuf err;
     sb_init(&err);
-    ck_assert_msg(interp_run(m->funcs[0], args, 3, &io, &err) == 0, "%s", err.data ? err.data : "");
+    ck_assert_msg(interp_run(f, args, 3, &io, &err) == 0, "%s", err.data ? err.data : "");
     sb_free(&err);
     double xp[256], xm[256], h = 1e-4;
     for (int i = 0; i < 256; i++) xp[i] = x[i] + h, xm[i] = x[i] - h;
@@ -382,8 +369,7 @@ START_TEST(test_dot_sum_along_ones)
             ck_assert_msg(fabs(g[i * 16 + j] - fd) <= 1e-4 * fmax(1.0, fabs(fd)), "[%d, %d]: grad %.9g, fd %.9g", i,
                           j, g[i * 16 + j], fd);
         }
-    diag_free(&dg);
-    arena_free(&arena);
+    compiled_free(&c);
 }
 END_TEST
 
@@ -394,30 +380,23 @@ START_TEST(test_const_param_round_trip)
     const char *src = "fn f(s, b) { return s * s * s; }\n"
                       "kernel k(X: *f32, const g: fn = f, const d: fn = grad(grad(g)))\n"
                       "{ let x = load(X + arange(16)); store(X + arange(16), d(x, 0) + zeros([16], f32)); }\n";
-    Arena arena;
-    arena_init(&arena);
-    Diag dg;
-    diag_init(&dg, "t.tile", src);
-    LangOptions lo;
-    memset(&lo, 0, sizeof lo);
-    IrModule *m = lang_compile(&arena, &dg, ast_parse(&arena, &dg, "t.tile", src), &lo);
-    ck_assert_msg(m && dg.nerrors == 0, "%s", dg.out.data ? dg.out.data : "");
+    Compiled c;
+    IrFunc *f = compile_src(&c, src);
     StrBuf a, b;
     sb_init(&a);
     sb_init(&b);
-    ir_print_func(&a, m->funcs[0]);
+    ir_print_func(&a, f);
     ck_assert_msg(strstr(a.data, "d: fn = @grad(grad(f))"), "%s", a.data);
     Diag d2;
     diag_init(&d2, "t.ir", a.data);
-    IrModule *m2 = ir_parse(&arena, &d2, "t.ir", a.data);
+    IrModule *m2 = ir_parse(&c.arena, &d2, "t.ir", a.data);
     ck_assert_msg(m2 && d2.nerrors == 0, "%s", d2.out.data ? d2.out.data : "");
     ir_print_func(&b, m2->funcs[0]);
     ck_assert_str_eq(a.data, b.data);
     sb_free(&a);
     sb_free(&b);
     diag_free(&d2);
-    diag_free(&dg);
-    arena_free(&arena);
+    compiled_free(&c);
 }
 END_TEST
 
