@@ -12,7 +12,8 @@
  * and a constant's 0.0, with no op emitted (what keeps the shipped backward's code);
  * test_const_param_round_trip that a `const d: fn = grad(...)` survives IR text;
  * test_dot_sum_along_ones the non-elementwise rules (dot, sum, trans, broadcasts);
- * test_derivative_as_written_by_hand that constants fold (2 tanh(s / 2) costs 1 - t*t).
+ * test_derivative_as_written_by_hand that constants fold (2 tanh(s / 2) costs 1 - t*t);
+ * test_define_grad that -D d=grad(f) names a derivative.
  * The error cases are the diagnostics corpus's tests/diag/sema_grad.tile.
  */
 #include "tests/testutil.h"
@@ -400,6 +401,42 @@ START_TEST(test_const_param_round_trip)
 }
 END_TEST
 
+/* -D d=grad(f) (and grad(grad(f))) gives a `const d: fn` the derivative, like the default. */
+START_TEST(test_define_grad)
+{
+    const char *src = "fn f(s, b) { return s * s * s; }\n"
+                      "kernel k(X: *f32, Y: *f32, const d: fn = f)\n"
+                      "{ store(Y + arange(16), d(load(X + arange(16)), 0) + zeros([16], f32)); }\n";
+    static const char *values[2] = {"grad(f)", "grad(grad(f))"};
+    for (int order = 1; order <= 2; order++) {
+        Arena arena;
+        arena_init(&arena);
+        Diag dg;
+        diag_init(&dg, "t.tile", src);
+        LangDefine def = {"d", values[order - 1]};
+        LangOptions lo;
+        memset(&lo, 0, sizeof lo);
+        lo.defines = &def;
+        lo.ndefines = 1;
+        IrModule *m = lang_compile(&arena, &dg, ast_parse(&arena, &dg, "t.tile", src), &lo);
+        ck_assert_msg(m && dg.nerrors == 0, "%s", dg.out.data ? dg.out.data : "");
+        float x[16], y[16];
+        for (int i = 0; i < 16; i++) x[i] = 0.25f * (float)(i - 7), y[i] = NAN;
+        InterpArg args[] = {{.ptr = x}, {.ptr = y}};
+        InterpBuffer bufs[] = {{x, sizeof x, "X"}, {y, sizeof y, "Y"}};
+        InterpOptions io = {.grid = {1, 1, 1}, .buffers = bufs, .nbuffers = 2};
+        StrBuf err;
+        sb_init(&err);
+        ck_assert_msg(interp_run(m->funcs[0], args, 2, &io, &err) == 0, "%s", err.data ? err.data : "");
+        sb_free(&err);
+        for (int i = 0; i < 16; i++) /* 3 x^2, then 6 x: exact in f32 for these x */
+            ck_assert_float_eq(y[i], order == 1 ? 3 * x[i] * x[i] : 6 * x[i]);
+        diag_free(&dg);
+        arena_free(&arena);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("grad");
@@ -410,6 +447,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_const_param_round_trip);
     tcase_add_test(tc, test_dot_sum_along_ones);
     tcase_add_test(tc, test_derivative_as_written_by_hand);
+    tcase_add_test(tc, test_define_grad);
     suite_add_tcase(s, tc);
     return s;
 }
