@@ -45,7 +45,7 @@ static void print_val(Sema *s, StrBuf *out, const Val *v)
     case V_CONST: print_const(s, out, v); break;
     case V_RT: sb_puts(out, sema_type_str(s, v->v->type)); break;
     case V_TYPE: sb_printf(out, "type %s", v->s ? v->s : sema_type_str(s, v->type)); break;
-    case V_FN: sb_printf(out, "fn %s", v->fn && v->fn->name ? v->fn->name : "?"); break;
+    case V_FN: sb_printf(out, "fn %s", v->s ? v->s : v->fn && v->fn->name ? v->fn->name : "?"); break;
     case V_LIST:
         sb_putc(out, '[');
         for (int i = 0; i < v->nitems; i++) {

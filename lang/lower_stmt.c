@@ -496,7 +496,7 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
 }
 
 /* Bind call arguments (positional, then keyword) to the helper's parameters. */
-Val sema_call_helper(Sema *s, const AstDecl *fn, const AstExpr *call)
+Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
 {
     int np = fn->nparams;
     Val *args = ARENA_ARRAY(s->arena, Val, np ? np : 1);
@@ -543,5 +543,6 @@ Val sema_call_helper(Sema *s, const AstDecl *fn, const AstExpr *call)
         s->scope = saved;
     }
     if (!ok) return val_err();
+    if (grad) return sema_inline_grad(s, fn, args, grad, call->loc);
     return sema_inline_call(s, fn, args, call->loc);
 }

@@ -208,10 +208,15 @@ static bool parse_define(Sema *s, const char *text, const char *tname, IrElem te
     char *end;
     bool is_dtype = tname && strcmp(tname, "dtype") == 0, is_fn = tname && strcmp(tname, "fn") == 0;
     if (is_fn || (!tname && find_decl(s, AST_FN, text))) {
-        const AstDecl *d = find_decl(s, AST_FN, text);
-        if (!d) return false;
+        /* a helper's name, or its derivative grad(name), grad(grad(name)), ... */
+        int order = 0;
+        size_t n = strlen(text);
+        const char *name = text;
+        for (; n > 6 && strncmp(name, "grad(", 5) == 0 && name[n - 1] == ')'; order++) name += 5, n -= 6;
+        const AstDecl *d = find_decl(s, AST_FN, arena_strndup(s->arena, name, n));
+        if (!d || (order && d->nparams == 0)) return false;
         memset(out, 0, sizeof *out);
-        out->kind = V_FN, out->fn = d, out->s = d->name, out->loc = loc;
+        out->kind = V_FN, out->fn = d, out->grad = order, out->s = order ? text : d->name, out->loc = loc;
         return true;
     }
     IrElem named = ir_elem_from_name(text);

@@ -37,9 +37,10 @@ typedef struct Val {
     double f;                  /* V_CONST floats */
     IrValue *v;                /* V_RT */
     const AstDecl *fn;         /* V_FN */
+    int grad;                  /* V_FN: how many times grad() was applied to fn (grad.c) */
     struct Val *items;         /* V_LIST */
     int nitems;
-    const char *s;             /* V_STR text; V_TYPE / V_FN: the name */
+    const char *s;             /* V_STR text; V_TYPE / V_FN: the name ("grad(f)" for a derivative) */
     SrcLoc loc;                /* the expression that produced it */
 } Val;
 
@@ -173,7 +174,14 @@ void   sema_block(Sema *s, const AstStmt *block);   /* in a new scope */
 void   sema_stmt(Sema *s, const AstStmt *st);
 /* Inline helper `fn` with bound argument values (nargs == fn->nparams). */
 Val    sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc);
-Val    sema_call_helper(Sema *s, const AstDecl *fn, const AstExpr *call);
+/* Bind a call's arguments to `fn`'s parameters and inline it, or, with grad > 0,
+ * its grad-th derivative with respect to the first argument. */
+Val    sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call);
+
+/* ---- grad.c ---- */
+/* Inline `fn` with bound arguments and return the order-th derivative of its
+ * result with respect to args[0] (forward-mode differentiation of the inlined IR). */
+Val    sema_inline_grad(Sema *s, const AstDecl *fn, Val *args, int order, SrcLoc loc);
 
 /* ---- builtins.c, builtins_mem.c ---- */
 Val    sema_builtin_call(Sema *s, const AstExpr *call);
@@ -202,6 +210,7 @@ Val    bi_load(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_store(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_dot(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_reduce(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
+Val    bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);   /* grad.c */
 /* builtins_debug.c: static_print (variadic, unbound arguments) and device_assert. */
 Val    bi_static_print(Sema *s, const AstExpr *call);
 Val    bi_device_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);

@@ -790,6 +790,23 @@ static bool parse_params(Parser *P, IrFunc *f)
     return expect(P, ")");
 }
 
+/* `name`, `grad(name)`, `grad(grad(name))`, ...: the text as the printer wrote it. */
+static bool parse_fn_value(Parser *P, const char **out)
+{
+    skip_ws(P);
+    const char *start = P->p, *name;
+    int depth = 0;
+    for (;;) {
+        if (!parse_word(P, "a function name", &name)) return false;
+        if (strcmp(name, "grad") != 0 || !accept(P, "(")) break;
+        depth++;
+    }
+    for (int i = 0; i < depth; i++)
+        if (!expect(P, ")")) return false;
+    *out = arena_strndup(P->a, start, (size_t)(P->p - start));
+    return true;
+}
+
 static bool parse_consts(Parser *P, IrFunc *f)
 {
     if (!expect(P, "(")) return false;
@@ -803,9 +820,9 @@ static bool parse_consts(Parser *P, IrFunc *f)
         OpText t;
         memset(&t, 0, sizeof t);
         if (!parse_word(P, "a const name", &c->name) || !expect(P, ":")) return false;
-        if (accept(P, "fn")) { /* a helper function: `F: fn = @name` */
+        if (accept(P, "fn")) { /* a helper function: `F: fn = @name`, or its derivative `@grad(name)` */
             skip_ws(P);
-            if (!expect(P, "=") || !expect(P, "@") || !parse_word(P, "a function name", &c->sval)) return false;
+            if (!expect(P, "=") || !expect(P, "@") || !parse_fn_value(P, &c->sval)) return false;
             continue;
         }
         if (accept(P, "dtype")) { /* an element type: `T: dtype = f16` */

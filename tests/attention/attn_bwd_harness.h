@@ -22,6 +22,8 @@ typedef struct BwdCase {
     const char *mask_mod;  /* ... and the names given to -D mask_mod / kv_start / score_mod / */
     const char *kv_start;  /* score_mod_grad */
     const char *score_mod, *score_mod_grad;
+    KilnDefine hook_defs[2];   /* -D values for the hooks' file-level consts (ALIBI_HEADS, ...) */
+    int nhook_defs;
     int (*ref_mask)(int b, int h, int i, int j, const void *ctx);   /* the reference's hooks */
     double (*ref_score)(double s, int b, int h, int i, int j, const void *ctx);
     double (*ref_score_grad)(double s, int b, int h, int i, int j, const void *ctx);
@@ -189,12 +191,13 @@ static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
     snprintf(bm, sizeof bm, "%d", c->block_m);
     snprintf(bn, sizeof bn, "%d", c->block_n);
     KilnDefine pre[] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", bm}, {"ZERO_DQ_ACC", bc->deterministic ? "false" : "true"}};
-    KilnDefine body[8] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", c->causal ? "true" : "false"}};
+    KilnDefine body[12] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", c->causal ? "true" : "false"}};
     int nmain = 4;
     if (bc->mask_mod) body[nmain++] = (KilnDefine){"mask_mod", bc->mask_mod};
     if (bc->score_mod) body[nmain++] = (KilnDefine){"score_mod", bc->score_mod};
     if (bc->score_mod_grad) body[nmain++] = (KilnDefine){"score_mod_grad", bc->score_mod_grad};
-    KilnDefine dkdv[8];
+    for (int i = 0; i < bc->nhook_defs; i++) body[nmain++] = bc->hook_defs[i];
+    KilnDefine dkdv[12];
     memcpy(dkdv, body, sizeof body);
     int ndkdv = nmain;
     dkdv[ndkdv++] = (KilnDefine){"COMPUTE_DQ", bc->deterministic ? "false" : "true"};
