@@ -16,10 +16,12 @@
   markdown_table(...)    a GitHub markdown table as a string
   out_dir(...)           where results go: --out, else $OUT, else ./bench-out
   write_outputs(...)     <stem>.json and <stem>.md in that folder
+  write_csv(...)         a CSV of flat records (what tools/bench/plot_svg.py draws)
 
 Only the standard library at import time: torch is imported inside the functions that
 need it, so a --dry-run works on a machine without torch (or a GPU).
 """
+import csv
 import glob
 import json
 import math
@@ -259,3 +261,22 @@ def write_outputs(folder, stem, data, markdown):
     with open(mpath, "w") as f:
         f.write(markdown.rstrip("\n") + "\n")
     return jpath, mpath
+
+
+def write_csv(path, fields, records):
+    """records (dicts) as a CSV with the columns `fields`; floats with 5 significant digits
+    after the point at most, NaN/None as empty cells, keys not in `fields` left out."""
+    def text(v):
+        if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+            return ""
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, float):
+            return f"{v:.5g}" if abs(v) < 1e5 else f"{v:.0f}"
+        return v
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in records:
+            w.writerow({k: text(r.get(k)) for k in fields})
+    return path
