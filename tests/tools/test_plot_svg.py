@@ -11,7 +11,9 @@ On small made-up CSVs in the three benchmarks' formats (forward, backward, decod
 - --where selects rows (pass=bwd and pass=fwd_bwd differ);
 - bars: one rect per (series, x) with a value, heights proportional to the values;
 - text is escaped (a series named "a<b&c" keeps the document well-formed);
-- a missing column or no matching row: exit status 2 and a message naming it.
+- a missing column or no matching row: exit status 2 and a message naming it;
+- bench_attention_bwd.py --dry-run --quick (fake timings) writes a CSV of every shape,
+  provider and pass that the backward preset draws (4 panels).
 
 Usage: test_plot_svg.py SOURCE_DIR
 """
@@ -155,6 +157,20 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(rc == 2 and "gbs" in err, f"missing column: exit {rc}, '{err.strip()}'")
     rc, out, err = run([bwd_csv, "-o", os.path.join(tmp, "x.svg"), "--where", "pass=nope"])
     expect(rc == 2 and "pass=nope" in err, f"no row: exit {rc}, '{err.strip()}'")
+
+    # ---- the backward benchmark's own CSV (--dry-run: its tables and CSV on fake numbers) feeds the charts
+    bench = os.path.join(src, "tools", "bench", "bench_attention_bwd.py")
+    p = subprocess.run([sys.executable, bench, "--dry-run", "--quick", "--out", os.path.join(tmp, "bwd")],
+                       capture_output=True, text=True)
+    expect(p.returncode == 0 and "kiln/FA2" in p.stdout,
+           f"bench_attention_bwd.py --dry-run: exit {p.returncode}: {p.stderr[-500:]}")
+    with open(os.path.join(tmp, "bwd", "attention_bwd_bench.csv"), newline="") as f:
+        recs = list(csv.DictReader(f))
+    expect(len(recs) == 12 * 5 * 2, f"bench CSV: {len(recs)} records, want 12 shapes x 5 providers x 2 passes")
+    rc, out, err = run(["--preset", "backward", os.path.join(tmp, "bwd", "attention_bwd_bench.csv"), "-o",
+                        os.path.join(tmp, "bwd")])
+    root, ps = panels(os.path.join(tmp, "bwd", "attention_bwd.svg")) if rc == 0 else (None, [])
+    expect(rc == 0 and len(ps) == 4, f"bench CSV -> charts: exit {rc} {err}, {len(ps)} panels (want 4)")
 
 print("plot_svg: " + ("FAIL" if failures else "ok"))
 sys.exit(1 if failures else 0)
