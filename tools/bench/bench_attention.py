@@ -271,19 +271,8 @@ def kiln_compile_times(args):
 
 # ---------------------------------------------------------------- report
 
-def cell(r):
-    if r is None:
-        return "—"
-    if "error" in r:
-        return r["error"] if r["error"] in ("oom", "timeout") else "fail"
-    return f"{r['tflops']:.0f}" if r["tflops"] >= 10 else f"{r['tflops']:.2g}"
-
-
-def ratio(k, p):
-    if not k or not p or "tflops" not in k or "tflops" not in p or p["tflops"] <= 0:
-        return "—"
-    x = k["tflops"] / p["tflops"]
-    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"
+cell = common.tflops_cell      # a result as a table cell
+ratio = common.tflops_ratio    # kiln / peer
 
 
 def gib(x):

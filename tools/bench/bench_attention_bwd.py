@@ -254,18 +254,8 @@ class Faker:
 
 # ---------------------------------------------------------------- report
 
-def cell(r):
-    if not r:
-        return "—"
-    if "error" in r:
-        return r["error"] if r["error"] in ("oom", "budget") else "fail"
-    return f"{r['tflops']:.0f}" if r["tflops"] >= 10 else f"{r['tflops']:.2g}"
-
-
-def ratio(a, b):
-    if not a or not b or "tflops" not in a or "tflops" not in b or b["tflops"] <= 0:
-        return "—"
-    return f"{a['tflops'] / b['tflops']:.2f}"
+cell = common.tflops_cell      # a result as a table cell
+ratio = common.tflops_ratio    # kiln / peer
 
 
 SHORT = {"kiln": "kiln", "kiln_det": "kiln det", "sdpa_flash": "FA2", "sdpa_cudnn": "cuDNN",

@@ -14,6 +14,8 @@
   gbps(bytes, ms)        decimal GB/s
   gpu_name()             the GPU's name (torch, else nvidia-smi, else "unknown")
   markdown_table(...)    a GitHub markdown table as a string
+  tflops_cell(r)         a result's TFLOP/s for a table ("oom", "timeout", "budget", "fail", "—")
+  tflops_ratio(a, b)     a's TFLOP/s over b's for a table ("—" when either has none)
   out_dir(...)           where results go: --out, else $OUT, else ./bench-out
   write_outputs(...)     <stem>.json and <stem>.md in that folder
   write_csv(...)         a CSV of flat records (what tools/bench/plot_svg.py draws)
@@ -218,6 +220,23 @@ def fmt(x, digits=0, suffix=""):
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:,.{digits}f}{suffix}"
+
+
+def tflops_cell(r):
+    """A result record ({"tflops": x} or {"error": why}; None or {}: not run) as a table cell."""
+    if not r:
+        return "—"
+    if "error" in r:
+        return r["error"] if r["error"] in ("oom", "timeout", "budget") else "fail"
+    return f"{r['tflops']:.0f}" if r["tflops"] >= 10 else f"{r['tflops']:.2g}"
+
+
+def tflops_ratio(a, b):
+    """a's TFLOP/s over b's, for a table."""
+    if not a or not b or "tflops" not in a or "tflops" not in b or b["tflops"] <= 0:
+        return "—"
+    x = a["tflops"] / b["tflops"]
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"
 
 
 def markdown_table(headers, rows, align=None):
