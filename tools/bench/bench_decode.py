@@ -70,6 +70,7 @@ def torch_gbs(backend, batch, n, args):
     import torch.nn.functional as F
     be = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
     d, hq, hk = args.head_dim, args.heads, args.heads_kv
+    q = k = v = None   # bound before the try: an allocation that fails must not make `finally` raise
     try:
         q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.float16)
         k = torch.randn(batch, hk, n, d, device="cuda", dtype=torch.float16)
@@ -95,7 +96,7 @@ def torch_gbs(backend, batch, n, args):
     except Exception as exc:  # a backend that refuses the shape
         return {"error": f"{type(exc).__name__}: {exc}"[:200]}
     finally:
-        del q, k, v
+        q = k = v = None
         torch.cuda.empty_cache()
 
 
