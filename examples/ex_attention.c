@@ -29,16 +29,21 @@ int ex_attention(ExRunner *r)
     memset(o, 0xFF, nq * 2);          /* NaN poison */
     for (size_t i = 0; i < nl; i++) lse[i] = NAN;
 
+    /* bound by parameter name (ExProgram.by_name): the program's signature decides the order */
     ExArg a[22];
-    memset(a, 0, sizeof a);
     void *bufs[5] = {q, k, v, o, lse};
     size_t bytes[5] = {nq * 2, nkv * 2, nkv * 2, nq * 2, nl * 4};
     const char *names[5] = {"Q", "K", "V", "O", "LSE"};
     for (int i = 0; i < 5; i++)
         a[i] = (ExArg){.name = names[i], .kind = EX_BUF, .p = bufs[i], .bytes = bytes[i], .is_output = i >= 3};
+    static const char *const stride_names[4][3] = {{"stride_qb", "stride_qh", "stride_qm"},
+                                                   {"stride_kb", "stride_kh", "stride_kn"},
+                                                   {"stride_vb", "stride_vh", "stride_vn"},
+                                                   {"stride_ob", "stride_oh", "stride_om"}};
     const int64_t *strides[4] = {p.q_stride, p.k_stride, p.v_stride, p.o_stride};
     for (int t = 0; t < 4; t++)
-        for (int s = 0; s < 3; s++) a[5 + t * 3 + s] = (ExArg){.name = "stride", .kind = EX_I64, .i = strides[t][s]};
+        for (int s = 0; s < 3; s++)
+            a[5 + t * 3 + s] = (ExArg){.name = stride_names[t][s], .kind = EX_I64, .i = strides[t][s]};
     a[17] = (ExArg){.name = "heads", .kind = EX_I32, .i = p.heads_q};
     a[18] = (ExArg){.name = "heads_kv", .kind = EX_I32, .i = p.heads_kv};
     a[19] = (ExArg){.name = "seqlen_q", .kind = EX_I32, .i = p.seqlen_q};
@@ -46,7 +51,7 @@ int ex_attention(ExRunner *r)
     a[21] = (ExArg){.name = "sm_scale", .kind = EX_F32, .f = p.scale};
     ExDefine defs[] = {{"HEAD_DIM", "64"}, {"CAUSAL", "true"}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}};
     ExProgram prog = {"lang/lib/attention_fwd.tile", "attn_fwd_f16", defs, 4,
-                      {(p.seqlen_q + 63) / 64, p.batch * p.heads_q, 1}, a, 22};
+                      {(p.seqlen_q + 63) / 64, p.batch * p.heads_q, 1}, a, 22, true};
     char where[128];
     int rc = 1;
     if (ex_run(r, &prog, where, sizeof where) == 0) {

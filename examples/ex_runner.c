@@ -1,5 +1,7 @@
 /* ex_runner.c — runs an ExProgram on the GPU (kiln_host_launch) or on the CPU
- * interpreter (kiln_run_cpu), with one argument list: public API only. */
+ * interpreter (kiln_run_cpu), with one argument list (positional, or a table of named
+ * values put in the kernel's order); device buffers for the attention entry points.
+ * Public API only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,19 +127,85 @@ static int run_gpu(ExRunner *r, const ExProgram *p, const char *path, const char
     return rc;
 }
 
+/* The kernel's runtime parameters, in order, from its signature (compiled to IR with the
+ * options the run uses), each given the entry of `p->args` of the same name. NULL (and
+ * the reason on stderr) when the program does not compile or a parameter has no entry. */
+static ExArg *order_by_name(const ExProgram *p, const char *path, const char *src, int *nargs)
+{
+    KilnCompileOptions o;
+    KilnDefine defs[16];
+    fill_options(p, &o, defs);
+    o.emit = KILN_EMIT_IR;
+    KilnCompileResult res;
+    ExArg *out = NULL;
+    const KilnKernelInfo *ki = NULL;
+    if (kiln_compile(path, src, &o, &res) != KILN_OK) {
+        fprintf(stderr, "%s\n", res.diagnostics ? res.diagnostics : kiln_last_error());
+        kiln_compile_result_free(&res);
+        return NULL;
+    }
+    for (int i = 0; i < res.nkernels && !ki; i++)
+        if (!strcmp(res.kernels[i].name, p->kernel)) ki = &res.kernels[i];
+    if (!ki) fprintf(stderr, "kiln-examples: %s has no kernel '%s'\n", path, p->kernel);
+    if (ki && (out = calloc((size_t)ki->nparams + 1, sizeof *out)) != NULL) {
+        for (int i = 0; i < ki->nparams && out; i++) {
+            int j = 0;
+            while (j < p->nargs && strcmp(p->args[j].name, ki->params[i].name)) j++;
+            if (j < p->nargs) {
+                out[i] = p->args[j];
+                continue;
+            }
+            fprintf(stderr, "kiln-examples: %s: no value for parameter '%s'\n", p->kernel, ki->params[i].name);
+            free(out);
+            out = NULL;
+        }
+        *nargs = ki->nparams;
+    }
+    kiln_compile_result_free(&res);
+    return out;
+}
+
 int ex_run(ExRunner *r, const ExProgram *p, char *where, size_t where_size)
 {
     char path[1024];
     char *src = load_source(p->path, path, sizeof path);
     if (!src) return 1;
+    ExProgram ordered = *p;
+    ExArg *args = NULL;
+    if (p->by_name && (args = order_by_name(p, path, src, &ordered.nargs)) == NULL) {
+        free(src);
+        return 1;
+    }
+    if (args) ordered.args = args;
     int rc;
     if (r->dev) {
-        rc = run_gpu(r, p, path, src);
+        rc = run_gpu(r, &ordered, path, src);
         snprintf(where, where_size, "on the GPU");
     } else {
-        rc = run_cpu(p, path, src);
+        rc = run_cpu(&ordered, path, src);
         snprintf(where, where_size, "on the CPU interpreter");
     }
+    free(args);
     free(src);
     return rc;
+}
+
+int ex_check(KilnStatus st, const char *what)
+{
+    if (st == KILN_OK) return 0;
+    fprintf(stderr, "kiln-examples: %s: %s: %s\n", what, kiln_status_name(st), kiln_last_error());
+    return 1;
+}
+
+int ex_dev_put(ExRunner *r, const void *host, size_t bytes, KilnDevPtr *out)
+{
+    *out = 0;
+    if (ex_check(kiln_malloc(r->dev, bytes, out), "kiln_malloc")) return 1;
+    return host ? ex_check(kiln_memcpy_htod(r->dev, *out, host, bytes), "kiln_memcpy_htod")
+                : ex_check(kiln_memset(r->dev, *out, 0xFF, bytes), "kiln_memset");
+}
+
+int ex_dev_get(ExRunner *r, void *host, KilnDevPtr src, size_t bytes)
+{
+    return ex_check(kiln_memcpy_dtoh(r->dev, host, src, bytes), "kiln_memcpy_dtoh");
 }

@@ -1,6 +1,7 @@
 /* run_examples.c — the README's main job (`kiln-examples`).
  *
- * Compiles every shipped program, runs it on random inputs with ragged sizes
+ * Compiles every shipped program (the examples; FlashAttention forward, backward
+ * and a paged decode step), runs it on random inputs with ragged sizes
  * (not multiples of the block) — on the GPU when there is one, else on the CPU
  * interpreter — with outputs poisoned (NaN) before the run, and prints what it
  * computed and its error against a float64 reference. Exit 0 when every
@@ -79,7 +80,7 @@ static int ex_vec_add(ExRunner *r)
     set_buf(&args[1], "Y", y, (size_t)n * 4, false);
     set_buf(&args[2], "Z", z, (size_t)n * 4, true);
     set_scalar_i(&args[3], "n", n);
-    ExProgram p = {"examples/vec_add.tile", "vec_add", NULL, 0, {(n + 1023) / 1024, 1, 1}, args, 4};
+    ExProgram p = {"examples/vec_add.tile", "vec_add", NULL, 0, {(n + 1023) / 1024, 1, 1}, args, 4, false};
     int rc = 1;
     char where[128];
     if (ex_run(r, &p, where, sizeof where) == 0) {
@@ -104,7 +105,7 @@ static int ex_softmax(ExRunner *r)
     set_scalar_i(&args[3], "stride_x", stride);
     set_scalar_i(&args[4], "stride_y", stride);
     ExDefine defs[] = {{"BLOCK", "1024"}};
-    ExProgram p = {"examples/softmax.tile", "softmax", defs, 1, {rows, 1, 1}, args, 5};
+    ExProgram p = {"examples/softmax.tile", "softmax", defs, 1, {rows, 1, 1}, args, 5, false};
     int rc = 1;
     char where[128];
     if (ex_run(r, &p, where, sizeof where) == 0) {
@@ -132,7 +133,7 @@ static int ex_layer_norm(ExRunner *r)
     set_scalar_i(&args[5], "stride_y", stride);
     set_scalar_i(&args[6], "n_cols", cols);
     set_scalar_f(&args[7], "eps", 1e-5);
-    ExProgram p = {"examples/layer_norm.tile", "layer_norm", NULL, 0, {rows, 1, 1}, args, 8};
+    ExProgram p = {"examples/layer_norm.tile", "layer_norm", NULL, 0, {rows, 1, 1}, args, 8, false};
     int rc = 1;
     char where[128];
     if (ex_run(r, &p, where, sizeof where) == 0) {
@@ -165,7 +166,7 @@ static int ex_matmul(ExRunner *r)
     set_scalar_i(&args[10], "stride_cm", N);
     set_scalar_i(&args[11], "stride_cn", 1);
     ExDefine defs[] = {{"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"BLOCK_K", "32"}};
-    ExProgram p = {"examples/matmul.tile", "matmul", defs, 3, {(M + 63) / 64, (N + 63) / 64, 1}, args, 12};
+    ExProgram p = {"examples/matmul.tile", "matmul", defs, 3, {(M + 63) / 64, (N + 63) / 64, 1}, args, 12, false};
     int rc = 1;
     char where[128];
     if (ex_run(r, &p, where, sizeof where) == 0) {
@@ -200,6 +201,8 @@ int main(int argc, char **argv)
     fails += ex_layer_norm(&r);
     fails += ex_matmul(&r);
     fails += ex_attention(&r);
+    fails += ex_attention_bwd(&r);
+    fails += ex_attention_decode(&r);
     ex_runner_free(&r);
     printf("\n%s\n", fails ? "SOME PROGRAMS FAILED" : "all programs match their float64 references");
     return fails ? 1 : 0;

@@ -2,7 +2,9 @@
 # Runs on the GPU machine, from the repository root, with .carry/bundle.tar.xz
 # (tools/device_pack.sh) carried along: the main job on the GPU, the GPU suite,
 # then the benchmarks named in $KILN_BENCH (memory matmul attention; default all;
-# also decode (kiln-bench-decode: GB/s of K+V, contiguous and paged 64), attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
+# also decode (kiln-bench-decode: GB/s of K+V, contiguous and paged 64), attention-bwd
+# (bench_attention_bwd.py and its SVG charts; tools/device_bench_bwd.sh runs it alone),
+# attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
 # within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
 # (KILN_FUZZ_SECONDS, over all cores). KILN_SUITE=0 skips the main job and the GPU
 # suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). KILN_MATMUL_ARGS /
@@ -59,10 +61,14 @@ for b in $benches; do
     attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" \
         >"$out/bench_attention-sweep.log" 2>&1 ;;
+    attention-bwd) timeout 420 python3 tools/bench/bench_attention_bwd.py --lib /tmp/kiln/lib/libkiln_all.so \
+        --budget-s 360 ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_attention-bwd.log" 2>&1 &&
+        python3 tools/bench/plot_svg.py --preset backward "$out/attention_bwd_bench.csv" -o "$out/img" \
+        >>"$out/bench_attention-bwd.log" 2>&1 ;;
     matmul-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_matmul.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} ${KILN_MATMUL_ARGS:-} --out "$out" \
         >"$out/bench_matmul-sweep.log" 2>&1 ;;
-    *) echo "unknown benchmark '$b' (memory matmul attention attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
+    *) echo "unknown benchmark '$b' (memory matmul attention attention-bwd attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
   esac
   note "bench $b exit $?"
   case $b in *-sweep|profile) n=80 ;; *) n=40 ;; esac
@@ -80,6 +86,7 @@ fi
 # result tables goes into one archive.
 # (The archive is written outside $OUT first: tar refuses a folder that changes as it reads it.)
 ( cd "$out" && tar -czf /tmp/kiln-logs.tgz --exclude='*.json' --exclude='*.md' --exclude=summary.txt \
-    --exclude='*.png' . && mv /tmp/kiln-logs.tgz logs.tgz && find . -mindepth 1 -not -name logs.tgz \
-    -not -name '*.json' -not -name summary.txt -not -name '*.png' -not -name '*.md' -delete 2>/dev/null )
+    --exclude='*.png' --exclude='*.csv' --exclude='*.svg' . && mv /tmp/kiln-logs.tgz logs.tgz && \
+    find . -mindepth 1 -not -name logs.tgz -not -name '*.json' -not -name summary.txt -not -name '*.png' \
+    -not -name '*.md' -not -name '*.csv' -not -name '*.svg' -not -type d -delete 2>/dev/null )
 echo; echo "=========== summary"; cat "$summary"

@@ -21,7 +21,8 @@ runtime's allocations beyond Q, K, V); Kiln compile time, source -> PTX (no cach
 the on-disk cache hit path (median of 5).
 
 Output (under --out, default $OUT or ./bench_out): attention_bench.json, attention_bench.md,
-attention_bench.png; the markdown table is printed last. A provider that fails on a shape
+attention_bench.csv (one line per shape and provider: tools/bench/plot_svg.py draws it),
+attention_bench.png (with matplotlib); the markdown table is printed last. A provider that fails on a shape
 shows "fail" (or "oom") and the run goes on.
 
   cmake --build build --target kiln-bench-attn
@@ -270,19 +271,8 @@ def kiln_compile_times(args):
 
 # ---------------------------------------------------------------- report
 
-def cell(r):
-    if r is None:
-        return "—"
-    if "error" in r:
-        return r["error"] if r["error"] in ("oom", "timeout") else "fail"
-    return f"{r['tflops']:.0f}" if r["tflops"] >= 10 else f"{r['tflops']:.2g}"
-
-
-def ratio(k, p):
-    if not k or not p or "tflops" not in k or "tflops" not in p or p["tflops"] <= 0:
-        return "—"
-    x = k["tflops"] / p["tflops"]
-    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"
+cell = common.tflops_cell      # a result as a table cell
+ratio = common.tflops_ratio    # kiln / peer
 
 
 def gib(x):
@@ -331,6 +321,18 @@ def markdown(res, providers):
             else:
                 lines.append(f"- {ch.get('dtype')} {ch.get('shape')}: FAIL ({ch.get('error')})")
     return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = ["dtype", "d", "causal", "n", "batch", "heads", "provider", "ms", "tflops", "error"]
+
+
+def csv_records(res):
+    """One record per shape and provider (CSV_FIELDS): what tools/bench/plot_svg.py draws."""
+    for row in res["rows"]:
+        for p, r in row["results"].items():
+            yield {"dtype": row["dtype"], "d": row["d"], "causal": row["causal"], "n": row["n"],
+                   "batch": max(TOKENS // row["n"], 1), "heads": HIDDEN // row["d"], "provider": p,
+                   "ms": r.get("ms"), "tflops": r.get("tflops"), "error": r.get("error")}
 
 
 def plot(res, providers, path):
@@ -750,8 +752,9 @@ def main():
         json.dump(res, f, indent=1)
     with open(os.path.join(args.out, "attention_bench.md"), "w") as f:
         f.write(md)
+    common.write_csv(os.path.join(args.out, "attention_bench.csv"), CSV_FIELDS, csv_records(res))
     plot(res, providers, os.path.join(args.out, "attention_bench.png"))
-    log(f"wrote {args.out}/attention_bench.{{json,md,png}} in {res['wall_s']:.0f} s")
+    log(f"wrote {args.out}/attention_bench.{{json,md,csv,png}} in {res['wall_s']:.0f} s")
     print(md)
 
 

@@ -12,13 +12,31 @@ heads_kv, d 128, f16, the whole cache visible (cache_seqlens = N):
 
   python3 tools/bench/bench_decode.py --kiln-bin build/kiln-bench-decode [--quick]
 
-Prints a markdown table; with --out DIR also writes decode_bench.{json,md}.
+Prints a markdown table; with --out DIR also writes decode_bench.{json,md,csv} (the CSV: one
+line per (B, N, provider), what tools/bench/plot_svg.py draws).
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # the tree is shared and copied to the GPU machine
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+CSV_FIELDS = ["dtype", "batch", "n", "heads", "heads_kv", "d", "provider", "gbs", "us", "error"]
+
+
+def csv_records(args, rows):
+    """One record per (B, N, provider): GB/s of K+V and microseconds per call."""
+    for r in rows:
+        for p, x in r["results"].items():
+            gbs = x.get("gbs", x.get("gbps"))
+            us = x.get("us", x["ms"] * 1e3 if "ms" in x else None)
+            yield {"dtype": "f16", "batch": r["batch"], "n": r["n"], "heads": args.heads, "heads_kv": args.heads_kv,
+                   "d": args.head_dim, "provider": p, "gbs": gbs, "us": us,
+                   "error": None if gbs is not None else (x.get("error") or "fail")[:80].replace("\n", " ")}
 
 
 def kiln_rows(args, batch, ns, page):
@@ -52,6 +70,7 @@ def torch_gbs(backend, batch, n, args):
     import torch.nn.functional as F
     be = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
     d, hq, hk = args.head_dim, args.heads, args.heads_kv
+    q = k = v = None   # bound before the try: an allocation that fails must not make `finally` raise
     try:
         q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.float16)
         k = torch.randn(batch, hk, n, d, device="cuda", dtype=torch.float16)
@@ -77,7 +96,7 @@ def torch_gbs(backend, batch, n, args):
     except Exception as exc:  # a backend that refuses the shape
         return {"error": f"{type(exc).__name__}: {exc}"[:200]}
     finally:
-        del q, k, v
+        q = k = v = None
         torch.cuda.empty_cache()
 
 
@@ -131,6 +150,7 @@ def main():
             json.dump({"args": vars(args), "rows": rows}, f, indent=1)
         with open(os.path.join(args.out, "decode_bench.md"), "w") as f:
             f.write(text + "\n")
+        common.write_csv(os.path.join(args.out, "decode_bench.csv"), CSV_FIELDS, csv_records(args, rows))
 
 
 if __name__ == "__main__":

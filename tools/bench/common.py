@@ -14,12 +14,16 @@
   gbps(bytes, ms)        decimal GB/s
   gpu_name()             the GPU's name (torch, else nvidia-smi, else "unknown")
   markdown_table(...)    a GitHub markdown table as a string
+  tflops_cell(r)         a result's TFLOP/s for a table ("oom", "timeout", "budget", "fail", "—")
+  tflops_ratio(a, b)     a's TFLOP/s over b's for a table ("—" when either has none)
   out_dir(...)           where results go: --out, else $OUT, else ./bench-out
   write_outputs(...)     <stem>.json and <stem>.md in that folder
+  write_csv(...)         a CSV of flat records (what tools/bench/plot_svg.py draws)
 
 Only the standard library at import time: torch is imported inside the functions that
 need it, so a --dry-run works on a machine without torch (or a GPU).
 """
+import csv
 import glob
 import json
 import math
@@ -218,6 +222,23 @@ def fmt(x, digits=0, suffix=""):
     return f"{x:,.{digits}f}{suffix}"
 
 
+def tflops_cell(r):
+    """A result record ({"tflops": x} or {"error": why}; None or {}: not run) as a table cell."""
+    if not r:
+        return "—"
+    if "error" in r:
+        return r["error"] if r["error"] in ("oom", "timeout", "budget") else "fail"
+    return f"{r['tflops']:.0f}" if r["tflops"] >= 10 else f"{r['tflops']:.2g}"
+
+
+def tflops_ratio(a, b):
+    """a's TFLOP/s over b's, for a table."""
+    if not a or not b or "tflops" not in a or "tflops" not in b or b["tflops"] <= 0:
+        return "—"
+    x = a["tflops"] / b["tflops"]
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"
+
+
 def markdown_table(headers, rows, align=None):
     """headers: column names; rows: lists of cells (str() applied); align: a string
     of 'l'/'r' per column (default: first two left, the rest right)."""
@@ -259,3 +280,22 @@ def write_outputs(folder, stem, data, markdown):
     with open(mpath, "w") as f:
         f.write(markdown.rstrip("\n") + "\n")
     return jpath, mpath
+
+
+def write_csv(path, fields, records):
+    """records (dicts) as a CSV with the columns `fields`; floats with 5 significant digits
+    after the point at most, NaN/None as empty cells, keys not in `fields` left out."""
+    def text(v):
+        if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+            return ""
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, float):
+            return f"{v:.5g}" if abs(v) < 1e5 else f"{v:.0f}"
+        return v
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in records:
+            w.writerow({k: text(r.get(k)) for k in fields})
+    return path

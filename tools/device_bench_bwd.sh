@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .carry/bundle.tar.xz (tools/device_pack.sh)
+# carried along: the attention backward benchmark (tools/bench/bench_attention_bwd.py: Kiln's
+# kiln_attention_bwd through the bundle's libkiln_all.so, atomic and deterministic, against
+# SDPA's FlashAttention-2, cuDNN and efficient backwards; backward alone and forward+backward;
+# the gradient check first), then its SVG charts (tools/bench/plot_svg.py). Fits one `run`
+# call of 8 minutes: the benchmark stops starting shapes after KILN_BWD_BUDGET_S (default 360 s)
+# and is killed at 420 s. Arguments go to the benchmark, e.g. --quick (f16, N 1k/4k/16k, ~2 min)
+# or --dtypes bf16. Results in $OUT: attention_bwd_bench.{csv,json,md}, img/attention_bwd.svg,
+# img/attention_fwd_bwd.svg (copy them to docs/img/), bench_bwd.log; the table is printed last.
+#   device run, carry [".carry"]:  bash tools/device_bench_bwd.sh [--quick]
+set -uo pipefail
+root=$PWD
+out=${OUT:-/tmp/kiln-out}
+mkdir -p "$out" /tmp/kiln
+tar -C /tmp/kiln -xJf .carry/bundle.tar.xz
+export LD_LIBRARY_PATH=/tmp/kiln/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export KILN_SOURCE_DIR=$root KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+timeout 420 python3 tools/bench/bench_attention_bwd.py --lib /tmp/kiln/lib/libkiln_all.so --out "$out" \
+  --budget-s "${KILN_BWD_BUDGET_S:-360}" "$@" >"$out/bench_bwd.log" 2>&1
+echo "bench_attention_bwd exit $?"
+if [ -f "$out/attention_bwd_bench.csv" ]; then
+  python3 tools/bench/plot_svg.py --preset backward "$out/attention_bwd_bench.csv" -o "$out/img"
+  cat "$out/attention_bwd_bench.md"
+else
+  tail -40 "$out/bench_bwd.log"
+fi
