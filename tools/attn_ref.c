@@ -302,6 +302,25 @@ static int dec_mask(int b, int h, int i, int j, const void *ctx)
     return w->p->mask_mod(w->b, h, i + w->off, j, w->p->mod_ctx);
 }
 
+/* Judge one sequence's problem pb (batch 1) against the references and merge the result into
+ * r (maxima; sum collects the mean errors; b is the sequence reported as worst_b). */
+static void judge_seq(AttnDecodeErr *r, double *sum, int b, const AttnProblem *pb, const void *qb, const void *kb,
+                      const void *vb, const void *ob, const float *lb, double *ref, double *plain, double *lse)
+{
+    attn_ref_fwd(pb, qb, kb, vb, ref, lse);
+    attn_ref_torchlike(pb, qb, kb, vb, plain);
+    AttnErr e = attn_compare(pb, ob, lb, ref, lse);
+    if (e.o_max_abs > r->e.o_max_abs) {
+        r->e.o_max_abs = e.o_max_abs;
+        r->e.worst_b = b, r->e.worst_h = e.worst_h, r->e.worst_i = e.worst_i, r->e.worst_d = e.worst_d;
+    }
+    r->e.lse_max_rel = fmax(r->e.lse_max_rel, e.lse_max_rel);
+    r->e.nonfinite += e.nonfinite;
+    *sum += e.o_mean_abs;
+    r->plain_err = fmax(r->plain_err, attn_max_abs_diff(pb, plain, ref));
+    r->empty_bad += attn_check_empty_rows(pb, ob, lb);
+}
+
 AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
                                 const void *v, const void *o_dev, const float *lse_dev)
 {
@@ -324,23 +343,55 @@ AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const 
         const char *vb = (const char *)v + (size_t)(b * p->v_stride[0]) * es;
         const char *ob = (const char *)o_dev + (size_t)(b * p->o_stride[0]) * es;
         const float *lb = lse_dev ? lse_dev + (size_t)b * rows : NULL;
-        attn_ref_fwd(&pb, qb, kb, vb, ref, lse);
-        attn_ref_torchlike(&pb, qb, kb, vb, plain);
-        AttnErr e = attn_compare(&pb, ob, lb, ref, lse);
-        if (e.o_max_abs > r.e.o_max_abs) {
-            r.e.o_max_abs = e.o_max_abs;
-            r.e.worst_b = b, r.e.worst_h = e.worst_h, r.e.worst_i = e.worst_i, r.e.worst_d = e.worst_d;
-        }
-        r.e.lse_max_rel = fmax(r.e.lse_max_rel, e.lse_max_rel);
-        r.e.nonfinite += e.nonfinite;
-        sum += e.o_mean_abs;
-        r.plain_err = fmax(r.plain_err, attn_max_abs_diff(&pb, plain, ref));
-        r.empty_bad += attn_check_empty_rows(&pb, ob, lb);
+        judge_seq(&r, &sum, b, &pb, qb, kb, vb, ob, lb, ref, plain, lse);
     }
     r.e.o_mean_abs = p->batch ? sum / p->batch : 0;
     free(ref);
     free(plain);
     free(lse);
+    return r;
+}
+
+/* ---- varlen: one forward problem per packed sequence ---- */
+
+AttnVarlenSeq attn_varlen_seq(const AttnProblem *p, const int *cu_q, const int *cu_k, int b)
+{
+    AttnVarlenSeq s = {.p = *p};
+    s.p.batch = 1;
+    s.p.seqlen_q = cu_q[b + 1] - cu_q[b];
+    s.p.seqlen_k = cu_k[b + 1] - cu_k[b];
+    s.q_off = (size_t)((int64_t)cu_q[b] * p->q_stride[2]);
+    s.o_off = (size_t)((int64_t)cu_q[b] * p->o_stride[2]);
+    s.k_off = (size_t)((int64_t)cu_k[b] * p->k_stride[2]);
+    s.v_off = (size_t)((int64_t)cu_k[b] * p->v_stride[2]);
+    return s;
+}
+
+AttnDecodeErr attn_varlen_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                const void *k, const void *v, const void *o_dev, const float *lse_dev)
+{
+    AttnDecodeErr r = {{0}, 0, 0};
+    size_t es = attn_dtype_size(p->dtype), total_q = (size_t)cu_q[p->batch];
+    size_t rows = (size_t)p->heads_q * (total_q + 1);   /* enough for any one sequence */
+    double *ref = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *plain = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *lse = malloc(sizeof(double) * rows + 8);
+    float *lb = malloc(sizeof(float) * rows + 8);
+    double sum = 0;
+    for (int b = 0; b < p->batch; b++) {
+        AttnVarlenSeq s = attn_varlen_seq(p, cu_q, cu_k, b);
+        /* the sequence's LSE rows, [heads, total_q] -> dense [heads, seqlen] */
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < s.p.seqlen_q; i++)
+                lb[(size_t)h * s.p.seqlen_q + i] = lse_dev[(size_t)h * total_q + (size_t)cu_q[b] + i];
+        judge_seq(&r, &sum, b, &s.p, (const char *)q + s.q_off * es, (const char *)k + s.k_off * es,
+                  (const char *)v + s.v_off * es, (const char *)o_dev + s.o_off * es, lb, ref, plain, lse);
+    }
+    r.e.o_mean_abs = p->batch ? sum / p->batch : 0;
+    free(ref);
+    free(plain);
+    free(lse);
+    free(lb);
     return r;
 }
 

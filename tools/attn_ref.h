@@ -117,6 +117,21 @@ typedef struct AttnDecodeErr {
 AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
                                 const void *v, const void *o_dev, const float *lse_dev);
 
+/* ---- packed variable-length batches (attn_fwd_varlen_*, FlashAttention's varlen) ----
+ * p->batch sequences packed along one token axis: sequence b owns query tokens
+ * [cu_q[b], cu_q[b + 1]) and key tokens [cu_k[b], cu_k[b + 1]) (batch + 1 prefix sums).
+ * The strides' [1] is the head stride and [2] the token stride ([0] is not used); the
+ * outputs' LSE is f32 [heads_q, total_q], total_q = cu_q[batch]. Sequence b is a problem
+ * of its own (causal bottom-right aligned within it). Hooks are not supported (NULL). */
+typedef struct AttnVarlenSeq {
+    AttnProblem p;                      /* batch 1, the sequence's own lengths */
+    size_t q_off, k_off, v_off, o_off;  /* element offset of its first token in each tensor */
+} AttnVarlenSeq;
+AttnVarlenSeq attn_varlen_seq(const AttnProblem *p, const int *cu_q, const int *cu_k, int b);
+/* Judged per sequence like attn_decode_judge (same merged result). */
+AttnDecodeErr attn_varlen_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                const void *k, const void *v, const void *o_dev, const float *lse_dev);
+
 /* The keys of a contiguous decode cache (p's K/V strides, sequence b's first seqlens[b]
  * rows) copied into a paged cache [num_pages, page, heads_kv, head_dim] whose pages are
  * shuffled (seed) through a block table [batch, max_pages] (one spare column of -1, three

@@ -255,7 +255,7 @@ static BwdVerdict bwd_judge(const BwdRun *r)
     return v;
 }
 
-static void bwd_check(const BwdCase *bc, uint64_t seed)
+static inline void bwd_check(const BwdCase *bc, uint64_t seed)
 {
     Arena arena;
     arena_init(&arena);
