@@ -186,7 +186,8 @@ typedef struct KilnAttentionParams {
      * the head dim is contiguous). [b, s, h, d] and [b, h, s, d] are both just strides.
      * Pointers 16-byte aligned; K and V may be 0 when seqlen_k == 0. */
     KilnDevPtr q, k, v, o;
-    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q], natural log */
+    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q], natural log
+                                        * (varlen: [heads_q, total_q]) */
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
     float softmax_scale;               /* 0: 1 / sqrt(head_dim) */
     int causal;                        /* nonzero: bottom-right aligned (query i sees keys j <= i + seqlen_k - seqlen_q) */
