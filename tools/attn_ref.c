@@ -354,6 +354,27 @@ AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const 
 
 /* ---- varlen: one forward problem per packed sequence ---- */
 
+void attn_varlen_pack(AttnProblem *p, int nseq, const int *lens_q, const int *lens_k, int head_major, int pitch,
+                      int *cu_q, int *cu_k)
+{
+    p->batch = nseq;
+    p->seqlen_q = p->seqlen_k = 0;
+    cu_q[0] = cu_k[0] = 0;
+    for (int b = 0; b < nseq; b++) {
+        cu_q[b + 1] = cu_q[b] + lens_q[b];
+        cu_k[b + 1] = cu_k[b] + lens_k[b];
+        p->seqlen_q = lens_q[b] > p->seqlen_q ? lens_q[b] : p->seqlen_q;
+        p->seqlen_k = lens_k[b] > p->seqlen_k ? lens_k[b] : p->seqlen_k;
+    }
+    for (int t = 0; t < 4; t++) {
+        int64_t *st = t == 0 ? p->q_stride : t == 1 ? p->k_stride : t == 2 ? p->v_stride : p->o_stride;
+        int kv = t == 1 || t == 2, heads = kv ? p->heads_kv : p->heads_q, total = kv ? cu_k[nseq] : cu_q[nseq];
+        st[0] = 0;
+        st[1] = head_major ? (int64_t)total * pitch : pitch;
+        st[2] = head_major ? pitch : (int64_t)heads * pitch;
+    }
+}
+
 AttnVarlenSeq attn_varlen_seq(const AttnProblem *p, const int *cu_q, const int *cu_k, int b)
 {
     AttnVarlenSeq s = {.p = *p};
@@ -626,9 +647,62 @@ double attn_grad_max_err(AttnDtype t, const void *x, const int64_t st[3], int nb
     return mx;
 }
 
+int64_t attn_pad_clobbered(const void *buf, size_t n, const int64_t st[3], int nb, int nh, int ns, int d)
+{
+    unsigned char *mine = calloc(n + 1, 1);
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < ns; i++) memset(mine + at(st, b, h, i), 1, (size_t)d);
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !mine[i] && ((const uint16_t *)buf)[i] != 0xFFFF;
+    free(mine);
+    return bad;
+}
+
 double attn_dense_max_diff(const double *a, const double *b, size_t n)
 {
     double mx = 0;
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(a[i] - b[i]));
     return mx;
+}
+
+AttnVarlenBwdErr attn_varlen_bwd_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                       const void *k, const void *v, const void *dout, const void *dq,
+                                       const void *dk, const void *dv)
+{
+    AttnVarlenBwdErr r;
+    memset(&r, 0, sizeof r);
+    size_t es = attn_dtype_size(p->dtype);
+    int D = p->head_dim, hq = p->heads_q, hkv = p->heads_kv;
+    size_t cap = 8;   /* the largest sequence's dense dq + dk + dv */
+    for (int b = 0; b < p->batch; b++) {
+        size_t n = ((size_t)hq * (cu_q[b + 1] - cu_q[b]) + 2 * (size_t)hkv * (cu_k[b + 1] - cu_k[b])) * D;
+        cap = n > cap ? n : cap;
+    }
+    double *ref = malloc(sizeof(double) * cap), *pl = malloc(sizeof(double) * cap);
+    for (int b = 0; b < p->batch; b++) {
+        AttnVarlenSeq s = attn_varlen_seq(p, cu_q, cu_k, b);
+        const AttnProblem *sp = &s.p;
+        const char *qb = (const char *)q + s.q_off * es, *kb = (const char *)k + s.k_off * es;
+        const char *vb = (const char *)v + s.v_off * es, *ob = (const char *)dout + s.o_off * es;
+        size_t nq = (size_t)hq * sp->seqlen_q * D, nkv = (size_t)hkv * sp->seqlen_k * D;
+        attn_ref_bwd(sp, qb, kb, vb, ob, ref, ref + nq, ref + nq + nkv);
+        attn_ref_bwd_torchlike(sp, qb, kb, vb, ob, pl, pl + nq, pl + nq + nkv);
+        const void *x[3] = {(const char *)dq + s.q_off * es, (const char *)dk + s.k_off * es,
+                            (const char *)dv + s.v_off * es};
+        const int64_t *st[3] = {sp->q_stride, sp->k_stride, sp->v_stride};
+        size_t off[3] = {0, nq, nq + nkv};
+        for (int t = 0; t < 3; t++) {
+            int nh = t ? hkv : hq, ns = t ? sp->seqlen_k : sp->seqlen_q;
+            r.err[t] = fmax(r.err[t], attn_grad_max_err(p->dtype, x[t], st[t], 1, nh, ns, D, ref + off[t], &r.nonfinite));
+            r.plain[t] = fmax(r.plain[t], attn_dense_max_diff(pl + off[t], ref + off[t], t ? nkv : nq));
+        }
+        for (int h = 0; h < hq; h++)
+            for (int i = 0; i < sp->seqlen_q; i++)
+                for (int d = 0; attn_row_empty(sp, 0, h, i) && d < D; d++)
+                    r.empty_bad += attn_get(p->dtype, x[0], at(st[0], 0, h, i) + d) != 0.0;
+    }
+    free(ref);
+    free(pl);
+    return r;
 }

@@ -19,6 +19,7 @@
 #include "attn_bwd_harness.h"
 
 #define MAXSEQ 6
+#define FWD_PROGRAM "lang/lib/attention_fwd.tile"
 
 typedef struct VCase {
     const char *what;
@@ -53,26 +54,13 @@ typedef struct VRun {
 static void vsetup(VRun *r, const VCase *c, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
-    int maxq = 0, maxk = 0;
-    for (int b = 0; b < c->nseq; b++) {
-        r->cu_q[b + 1] = r->cu_q[b] + c->lens_q[b];
-        r->cu_k[b + 1] = r->cu_k[b] + c->lens_k[b];
-        maxq = c->lens_q[b] > maxq ? c->lens_q[b] : maxq;
-        maxk = c->lens_k[b] > maxk ? c->lens_k[b] : maxk;
-    }
+    int pitch = c->d + c->pad;
+    AttnProblem *p = &r->p;
+    *p = (AttnProblem){.heads_q = c->hq, .heads_kv = c->hkv, .head_dim = c->d, .causal = c->causal,
+                       .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
+    attn_varlen_pack(p, c->nseq, c->lens_q, c->lens_k, c->head_major, pitch, r->cu_q, r->cu_k);
     r->total_q = r->cu_q[c->nseq];
     r->total_k = r->cu_k[c->nseq];
-    int64_t pitch = c->d + c->pad;
-    AttnProblem *p = &r->p;
-    *p = (AttnProblem){.batch = c->nseq, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = maxq, .seqlen_k = maxk,
-                       .head_dim = c->d, .causal = c->causal, .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
-    for (int t = 0; t < 4; t++) {
-        int64_t *st = t == 0 ? p->q_stride : t == 1 ? p->k_stride : t == 2 ? p->v_stride : p->o_stride;
-        int heads = t == 1 || t == 2 ? c->hkv : c->hq, total = t == 1 || t == 2 ? r->total_k : r->total_q;
-        st[0] = 0;
-        st[1] = c->head_major ? total * pitch : pitch;
-        st[2] = c->head_major ? pitch : heads * pitch;
-    }
     r->nq = (size_t)r->total_q * c->hq * pitch + 1;
     r->nkv = (size_t)r->total_k * c->hkv * pitch + 1;
     size_t es = attn_dtype_size(c->dtype);
@@ -91,26 +79,6 @@ static void vteardown(VRun *r)
 {
     free(r->q); free(r->k); free(r->v); free(r->o); free(r->dout);
     free(r->dq); free(r->dk); free(r->dv); free(r->lse); free(r->scratch);
-}
-
-static IrFunc *vcompile(Arena *arena, const char *path, const char *kernel, const KilnDefine *defs, int ndefs)
-{
-    BwdCase bc = {.c = {.what = kernel}};
-    if (!strcmp(path, BWD_PROGRAM)) return bwd_compile(arena, &bc, kernel, defs, ndefs);
-    const char *src = ah_text(path);
-    KilnCompileOptions o = {.kernel = kernel, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
-    Diag d;
-    diag_init(&d, path, src);
-    IrModule *m = NULL;
-    StrBuf out, dumps;
-    sb_init(&out);
-    sb_init(&dumps);
-    KilnStatus st = kiln_compile_ir(arena, &d, src, &o, &m, &out, &dumps);
-    ck_assert_msg(st == KILN_OK && m && m->nfuncs == 1, "%s: compile failed:\n%s", kernel, d.out.data ? d.out.data : "");
-    sb_free(&out);
-    sb_free(&dumps);
-    diag_free(&d);
-    return m->funcs[0];
 }
 
 /* The launch arguments of one run: tensors (maybe advanced to a sequence), strides, sizes. */
@@ -186,7 +154,7 @@ static void vrun_fwd(Arena *arena, const VRun *r, const VCase *c, const VArgs *a
                          {"PLAIN_SCORES", "true"}};
     char kernel[32];
     snprintf(kernel, sizeof kernel, "attn_fwd%s_%s", a->cu_q ? "_varlen" : "", c->dtype == ATTN_BF16 ? "bf16" : "f16");
-    IrFunc *f = vcompile(arena, "lang/lib/attention_fwd.tile", kernel, defs, 5);
+    IrFunc *f = ah_compile(arena, c->what, FWD_PROGRAM, ah_text(FWD_PROGRAM), kernel, defs, 5);
     vlaunch(f, r, c, a, nlse, 0, (a->seqlen_q + c->block_m - 1) / c->block_m, a->batch * c->hq);
 }
 
@@ -203,7 +171,8 @@ static void vrun_bwd(Arena *arena, const VRun *r, const VCase *c, const VArgs *a
     rt_attn_bwd_plan(80, &bp, &plan);
     for (int i = 0; i < plan.n; i++) {
         if (a->cu_q) ck_assert_msg(strstr(plan.k[i].kernel, "_varlen_") != NULL, "%s", plan.k[i].kernel);
-        IrFunc *f = vcompile(arena, BWD_PROGRAM, plan.k[i].kernel, plan.k[i].defines, plan.k[i].ndefines);
+        IrFunc *f = ah_compile(arena, c->what, BWD_PROGRAM, ah_text(BWD_PROGRAM), plan.k[i].kernel, plan.k[i].defines,
+                               plan.k[i].ndefines);
         vlaunch(f, r, c, a, nlse, nscratch, plan.grid[i][0], plan.grid[i][1]);
     }
 }
@@ -272,44 +241,18 @@ static void vset_forward(VRun *r, const VCase *c)
 /* dQ, dK, dV against the float64 backward per sequence (FlashAttention's rule over all). */
 static void vjudge_bwd(const VRun *r, const VCase *c)
 {
-    size_t es = attn_dtype_size(c->dtype);
-    double err[3] = {0}, plain[3] = {0};
-    int64_t nonfinite = 0, empty_bad = 0;
-    size_t cap = (size_t)(c->hq + c->hkv) * (r->total_q + r->total_k + 1) * c->d;
-    double *ref = malloc(sizeof(double) * 3 * cap + 8), *pl = malloc(sizeof(double) * 3 * cap + 8);
-    for (int b = 0; b < c->nseq; b++) {
-        AttnVarlenSeq s = attn_varlen_seq(&r->p, r->cu_q, r->cu_k, b);
-        const AttnProblem *p = &s.p;
-        const char *q = (char *)r->q + s.q_off * es, *k = (char *)r->k + s.k_off * es;
-        const char *v = (char *)r->v + s.v_off * es, *dout = (char *)r->dout + s.o_off * es;
-        size_t nq = (size_t)c->hq * p->seqlen_q * c->d, nkv = (size_t)c->hkv * p->seqlen_k * c->d;
-        attn_ref_bwd(p, q, k, v, dout, ref, ref + nq, ref + nq + nkv);
-        attn_ref_bwd_torchlike(p, q, k, v, dout, pl, pl + nq, pl + nq + nkv);
-        const void *x[3] = {(char *)r->dq + s.q_off * es, (char *)r->dk + s.k_off * es, (char *)r->dv + s.v_off * es};
-        const int64_t *st[3] = {p->q_stride, p->k_stride, p->v_stride};
-        const double *rr[3] = {ref, ref + nq, ref + nq + nkv}, *pp[3] = {pl, pl + nq, pl + nq + nkv};
-        for (int t = 0; t < 3; t++) {
-            int nh = t ? c->hkv : c->hq, ns = t ? p->seqlen_k : p->seqlen_q;
-            err[t] = fmax(err[t], attn_grad_max_err(c->dtype, x[t], st[t], 1, nh, ns, c->d, rr[t], &nonfinite));
-            plain[t] = fmax(plain[t], attn_dense_max_diff(pp[t], rr[t], t ? nkv : nq));
-        }
-        for (int h = 0; h < c->hq; h++)
-            for (int i = 0; i < p->seqlen_q; i++)
-                for (int d = 0; attn_row_empty(p, 0, h, i) && d < c->d; d++)
-                    empty_bad += attn_get(c->dtype, x[0], (size_t)(h * st[0][1] + i * st[0][2] + d)) != 0.0;
-    }
-    free(ref);
-    free(pl);
+    AttnVarlenBwdErr v = attn_varlen_bwd_judge(&r->p, r->cu_q, r->cu_k, r->q, r->k, r->v, r->dout, r->dq, r->dk,
+                                               r->dv);
     static const char *nm[3] = {"dQ", "dK", "dV"};
     if (getenv("ATTN_VERBOSE"))
-        fprintf(stderr, "%-36s bwd dQ %.3g (%.3g) dK %.3g (%.3g) dV %.3g (%.3g)\n", c->what, err[0], plain[0], err[1],
-                plain[1], err[2], plain[2]);
-    ck_assert_msg(nonfinite == 0, "%s: %lld non-finite gradient elements", c->what, (long long)nonfinite);
+        fprintf(stderr, "%-36s bwd dQ %.3g (%.3g) dK %.3g (%.3g) dV %.3g (%.3g)\n", c->what, v.err[0], v.plain[0],
+                v.err[1], v.plain[1], v.err[2], v.plain[2]);
+    ck_assert_msg(v.nonfinite == 0, "%s: %lld non-finite gradient elements", c->what, (long long)v.nonfinite);
     for (int t = 0; t < 3; t++)
-        ck_assert_msg(err[t] <= 2 * plain[t] + 1e-5, "%s: max |%s - ref| = %.3g > bound %.3g", c->what, nm[t], err[t],
-                      2 * plain[t] + 1e-5);
-    ck_assert_msg(empty_bad == 0, "%s: %lld dQ elements of rows that see no key are not 0", c->what,
-                  (long long)empty_bad);
+        ck_assert_msg(v.err[t] <= 2 * v.plain[t] + 1e-5, "%s: max |%s - ref| = %.3g > bound %.3g", c->what, nm[t],
+                      v.err[t], 2 * v.plain[t] + 1e-5);
+    ck_assert_msg(v.empty_bad == 0, "%s: %lld dQ elements of rows that see no key are not 0", c->what,
+                  (long long)v.empty_bad);
 }
 
 START_TEST(bwd_matches_reference)

@@ -53,27 +53,13 @@ static KilnDevice *g_dev;
 
 static void host_setup(Case *c, uint64_t seed)
 {
-    c->max_q = c->max_k = 0;
-    for (int b = 0; b < c->nseq; b++) {
-        c->cu_q[b + 1] = c->cu_q[b] + c->lens_q[b];
-        c->cu_k[b + 1] = c->cu_k[b] + c->lens_k[b];
-        c->max_q = c->lens_q[b] > c->max_q ? c->lens_q[b] : c->max_q;
-        c->max_k = c->lens_k[b] > c->max_k ? c->lens_k[b] : c->max_k;
-    }
-    c->total_q = c->cu_q[c->nseq], c->total_k = c->cu_k[c->nseq];
-    int64_t pitch = c->d + c->pad;
+    int pitch = c->d + c->pad;
     AttnProblem *p = &c->p;
-    *p = (AttnProblem){.batch = c->nseq, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->max_q,
-                       .seqlen_k = c->max_k, .head_dim = c->d, .causal = c->causal,
+    *p = (AttnProblem){.heads_q = c->hq, .heads_kv = c->hkv, .head_dim = c->d, .causal = c->causal,
                        .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
-    for (int t = 0; t < 4; t++) {
-        int64_t *st = t == 0 ? p->q_stride : t == 1 ? p->k_stride : t == 2 ? p->v_stride : p->o_stride;
-        bool kv = t == 1 || t == 2;
-        int heads = kv ? c->hkv : c->hq, total = kv ? c->total_k : c->total_q;
-        st[0] = 0;
-        st[1] = c->head_major ? total * pitch : pitch;
-        st[2] = c->head_major ? pitch : heads * pitch;
-    }
+    attn_varlen_pack(p, c->nseq, c->lens_q, c->lens_k, c->head_major, pitch, c->cu_q, c->cu_k);
+    c->max_q = p->seqlen_q, c->max_k = p->seqlen_k;
+    c->total_q = c->cu_q[c->nseq], c->total_k = c->cu_k[c->nseq];
     c->nq = (size_t)c->total_q * c->hq * pitch + 8;
     c->nkv = (size_t)c->total_k * c->hkv * pitch + 8;
     size_t es = attn_dtype_size(c->dtype);
@@ -196,64 +182,22 @@ done:
     for (int i = 0; i < NBUF; i++) kiln_free(g_dev, ptr[i]);
 }
 
-/* Elements outside the packed tensor (row padding, slack) that lost their poison. */
-static int64_t pad_clobbered(const void *buf, size_t n, const int64_t st[3], int nh, int ns, int d)
-{
-    unsigned char *mine = calloc(n, 1);
-    for (int h = 0; h < nh; h++)
-        for (int i = 0; i < ns; i++) memset(mine + h * st[1] + i * st[2], 1, (size_t)d);
-    int64_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad += !mine[i] && ((const uint16_t *)buf)[i] != 0xFFFF;
-    free(mine);
-    return bad;
-}
-
-/* The backward's errors per sequence, merged (maxima). */
-static void judge_bwd(Case *c)
-{
-    size_t es = attn_dtype_size(c->dtype), cap = (size_t)(c->hq + 2 * c->hkv) * (c->max_q + c->max_k + 1) * c->d;
-    double *ref = malloc(sizeof(double) * cap), *pl = malloc(sizeof(double) * cap);
-    double plain[3] = {0, 0, 0};
-    for (int b = 0; b < c->nseq; b++) {
-        AttnVarlenSeq s = attn_varlen_seq(&c->p, c->cu_q, c->cu_k, b);
-        const AttnProblem *p = &s.p;
-        const char *q = (char *)c->q + s.q_off * es, *k = (char *)c->k + s.k_off * es;
-        const char *v = (char *)c->v + s.v_off * es, *dout = (char *)c->dout + s.o_off * es;
-        size_t nq = (size_t)c->hq * p->seqlen_q * c->d, nkv = (size_t)c->hkv * p->seqlen_k * c->d;
-        attn_ref_bwd(p, q, k, v, dout, ref, ref + nq, ref + nq + nkv);
-        attn_ref_bwd_torchlike(p, q, k, v, dout, pl, pl + nq, pl + nq + nkv);
-        const void *x[3] = {(char *)c->dq[0] + s.q_off * es, (char *)c->dk[0] + s.k_off * es,
-                            (char *)c->dv[0] + s.v_off * es};
-        const int64_t *st[3] = {p->q_stride, p->k_stride, p->v_stride};
-        const double *rr[3] = {ref, ref + nq, ref + nq + nkv}, *pp[3] = {pl, pl + nq, pl + nq + nkv};
-        for (int t = 0; t < 3; t++) {
-            int nh = t ? c->hkv : c->hq, ns = t ? p->seqlen_k : p->seqlen_q;
-            c->err[t] = fmax(c->err[t], attn_grad_max_err(c->dtype, x[t], st[t], 1, nh, ns, c->d, rr[t], &c->nonfinite));
-            plain[t] = fmax(plain[t], attn_dense_max_diff(pp[t], rr[t], t ? nkv : nq));
-        }
-        for (int h = 0; h < c->hq; h++)
-            for (int i = 0; i < p->seqlen_q; i++)
-                for (int d = 0; attn_row_empty(p, 0, h, i) && d < c->d; d++)
-                    c->empty_bad += attn_get(c->dtype, x[0], (size_t)(h * st[0][1] + i * st[0][2] + d)) != 0.0;
-    }
-    for (int t = 0; t < 3; t++) c->bound[t] = 2 * plain[t] + 1e-5;
-    free(ref);
-    free(pl);
-}
-
 static void judge(Case *c)
 {
     if (c->st != KILN_OK) return;
     AttnDecodeErr f = attn_varlen_judge(&c->p, c->cu_q, c->cu_k, c->q, c->k, c->v, c->o[0], c->lse[0]);
     c->o_err = f.e.o_max_abs, c->o_bound = 2 * f.plain_err + 1e-5, c->lse_err = f.e.lse_max_rel;
     c->nonfinite = f.e.nonfinite, c->empty_bad = f.empty_bad;
-    judge_bwd(c);
+    AttnVarlenBwdErr g = attn_varlen_bwd_judge(&c->p, c->cu_q, c->cu_k, c->q, c->k, c->v, c->dout, c->dq[0],
+                                               c->dk[0], c->dv[0]);
+    for (int t = 0; t < 3; t++) c->err[t] = g.err[t], c->bound[t] = 2 * g.plain[t] + 1e-5;
+    c->nonfinite += g.nonfinite, c->empty_bad += g.empty_bad;
     const AttnProblem *p = &c->p;
     const void *outs[4] = {c->o[0], c->dq[0], c->dk[0], c->dv[0]};
     const int64_t *sts[4] = {p->o_stride, p->q_stride, p->k_stride, p->v_stride};
     for (int t = 0; t < 4; t++)
-        c->pad_bad += pad_clobbered(outs[t], t < 2 ? c->nq : c->nkv, sts[t], t < 2 ? c->hq : c->hkv,
-                                    t < 2 ? c->total_q : c->total_k, c->d);
+        c->pad_bad += attn_pad_clobbered(outs[t], t < 2 ? c->nq : c->nkv, sts[t], 1, t < 2 ? c->hq : c->hkv,
+                                         t < 2 ? c->total_q : c->total_k, c->d);
     size_t es = attn_dtype_size(c->dtype);
     c->identical = !memcmp(c->o[0], c->o[1], c->nq * es) &&
                    !memcmp(c->lse[0], c->lse[1], sizeof(float) * (size_t)c->hq * c->total_q) &&
