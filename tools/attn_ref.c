@@ -480,6 +480,7 @@ static int ref_prob_row(const AttnProblem *p, const void *q, const void *k, int 
     double m = -INFINITY, l = 0;
     for (int j = 0; j < p->seqlen_k; j++) {
         prob[j] = -INFINITY;
+        grad[j] = 0;   /* a hidden pair: P = 0, and its g' must not be garbage (0 * NaN = NaN) */
         if (!attn_visible(p, b, h, i, j)) continue;
         size_t kj = at(p->k_stride, b, hk, j);
         double dotp = 0;
@@ -549,6 +550,7 @@ static int torch_prob_row(const AttnProblem *p, const void *q, const void *k, in
     float m = -INFINITY, l = 0;
     for (int j = 0; j < p->seqlen_k; j++) {
         prob[j] = -INFINITY;
+        grad[j] = 0;   /* a hidden pair: P = 0, and its g' must not be garbage (0 * NaN = NaN) */
         if (!attn_visible(p, b, h, i, j)) continue;
         size_t kj = at(p->k_stride, b, hk, j);
         float dotp = 0;
