@@ -7,7 +7,8 @@
  * Every case packs ragged sequences (a 0-length and a 1-length one included, lengths not
  * multiples of the blocks, seqlen_q != seqlen_k both ways) into [total, heads, d] ("thd")
  * or [heads, total, d] ("htd") buffers pre-filled with NaN, random inputs (never zeros),
- * poisoned outputs. Checks:
+ * poisoned outputs; two packs also run a sliding window through the hooks (mask_mod on the
+ * sequence's own token indices, kv_start skipping blocks per sequence). Checks:
  *   - forward: max |O - ref| <= 2 * max |O_plain - ref| + 1e-5 over the sequences, LSE
  *     ([heads, total_q]) within 1e-4 relative, rows that see no key O = 0 and LSE = -inf;
  *   - backward: the same rule for dQ, dK and dV, dQ = 0 on rows that see no key;
@@ -30,16 +31,26 @@ typedef struct VCase {
     int block_m, block_n;
     int deterministic;     /* the backward's dQ path */
     int lens_q[MAXSEQ], lens_k[MAXSEQ];
+    int window;            /* the sliding-window hooks below (mask_mod, kv_start) in every kernel */
 } VCase;
 
+/* Keys i - 9 .. i + 2 of the sequence's own token indices, kv_start skipping whole blocks. */
+static const char k_window_hooks[] =
+    "fn win_mask(b, h, q_idx, kv_idx) { return kv_idx >= q_idx - 9 && kv_idx <= q_idx + 2; }\n"
+    "fn win_start(start_m, block_m, seqlen_q, seqlen_k) { return start_m - 9; }\n";
+static int ref_window(int b, int h, int i, int j, const void *ctx) { return j >= i - 9 && j <= i + 2; }
+
 static const VCase vcases[] = {
-    {"f16 d64 thd ragged", ATTN_F16, 4, 2, 2, 64, 0, 0, 0, 16, 16, 0, {37, 0, 1, 20}, {37, 5, 1, 33}},
-    {"bf16 d32 causal GQA 4/2", ATTN_BF16, 4, 4, 2, 32, 1, 0, 0, 16, 16, 1, {17, 1, 0, 40}, {30, 1, 3, 25}},
-    {"f16 d96 causal htd MQA sk=0", ATTN_F16, 3, 2, 1, 96, 1, 1, 0, 32, 16, 0, {33, 18, 1}, {20, 45, 0}},
-    {"bf16 d128 wide strides", ATTN_BF16, 3, 2, 2, 128, 0, 0, 8, 16, 32, 1, {5, 64, 0}, {70, 16, 9}},
-    {"f16 d64 causal sq>sk 32x32", ATTN_F16, 5, 2, 1, 64, 1, 1, 4, 32, 32, 1, {50, 3, 0, 1, 29}, {7, 3, 4, 0, 60}},
+    {"f16 d64 thd ragged", ATTN_F16, 4, 2, 2, 64, 0, 0, 0, 16, 16, 0, {37, 0, 1, 20}, {37, 5, 1, 33}, 0},
+    {"bf16 d32 causal GQA 4/2", ATTN_BF16, 4, 4, 2, 32, 1, 0, 0, 16, 16, 1, {17, 1, 0, 40}, {30, 1, 3, 25}, 0},
+    {"f16 d96 causal htd MQA sk=0", ATTN_F16, 3, 2, 1, 96, 1, 1, 0, 32, 16, 0, {33, 18, 1}, {20, 45, 0}, 0},
+    {"bf16 d128 wide strides", ATTN_BF16, 3, 2, 2, 128, 0, 0, 8, 16, 32, 1, {5, 64, 0}, {70, 16, 9}, 0},
+    {"f16 d64 causal sq>sk 32x32", ATTN_F16, 5, 2, 1, 64, 1, 1, 4, 32, 32, 1, {50, 3, 0, 1, 29}, {7, 3, 4, 0, 60}, 0},
     /* the GPU's forward tiles, several blocks per sequence */
-    {"f16 d128 causal GQA 128x64", ATTN_F16, 4, 2, 1, 128, 1, 0, 0, 128, 64, 0, {200, 1, 0, 130}, {257, 64, 5, 130}},
+    {"f16 d128 causal GQA 128x64", ATTN_F16, 4, 2, 1, 128, 1, 0, 0, 128, 64, 0, {200, 1, 0, 130}, {257, 64, 5, 130}, 0},
+    /* hooks see token indices local to the sequence; kv_start skips blocks per sequence */
+    {"bf16 d64 causal window hooks", ATTN_BF16, 4, 2, 1, 64, 1, 0, 0, 16, 16, 1, {40, 0, 1, 70}, {50, 3, 1, 70}, 1},
+    {"f16 d32 window hooks atomic", ATTN_F16, 3, 2, 2, 32, 0, 1, 0, 16, 16, 0, {33, 17, 2}, {33, 40, 0}, 1},
 };
 
 typedef struct VRun {
@@ -59,6 +70,7 @@ static void vsetup(VRun *r, const VCase *c, uint64_t seed)
     *p = (AttnProblem){.heads_q = c->hq, .heads_kv = c->hkv, .head_dim = c->d, .causal = c->causal,
                        .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
     attn_varlen_pack(p, c->nseq, c->lens_q, c->lens_k, c->head_major, pitch, r->cu_q, r->cu_k);
+    if (c->window) p->mask_mod = ref_window;
     r->total_q = r->cu_q[c->nseq];
     r->total_k = r->cu_k[c->nseq];
     r->nq = (size_t)r->total_q * c->hq * pitch + 1;
@@ -142,8 +154,18 @@ static void vlaunch(const IrFunc *f, const VRun *r, const VCase *c, const VArgs 
     sb_free(&err);
 }
 
+/* A library program, with the case's hooks in front when it has them (kept in `arena`). */
+static const char *vsource(Arena *arena, const VCase *c, const char *path)
+{
+    const char *prog = ah_text(path);
+    if (!c->window) return prog;
+    char *src = arena_alloc(arena, sizeof k_window_hooks + strlen(prog) + 1);
+    sprintf(src, "%s%s", k_window_hooks, prog);
+    return src;
+}
+
 /* The forward (varlen kernel when a->cu_q, else the fixed-length one), as kiln_attention_fwd
- * picks it: PLAIN_SCORES, the case's tiles. */
+ * picks it: PLAIN_SCORES, the case's tiles (and hooks). */
 static void vrun_fwd(Arena *arena, const VRun *r, const VCase *c, const VArgs *a, size_t nlse)
 {
     char d[16], bm[16], bn[16];
@@ -151,10 +173,11 @@ static void vrun_fwd(Arena *arena, const VRun *r, const VCase *c, const VArgs *a
     snprintf(bm, sizeof bm, "%d", c->block_m);
     snprintf(bn, sizeof bn, "%d", c->block_n);
     KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", c->causal ? "true" : "false"},
-                         {"PLAIN_SCORES", "true"}};
+                         {"PLAIN_SCORES", "true"}, {"mask_mod", "win_mask"}, {"kv_start", "win_start"}};
     char kernel[32];
     snprintf(kernel, sizeof kernel, "attn_fwd%s_%s", a->cu_q ? "_varlen" : "", c->dtype == ATTN_BF16 ? "bf16" : "f16");
-    IrFunc *f = ah_compile(arena, c->what, FWD_PROGRAM, ah_text(FWD_PROGRAM), kernel, defs, 5);
+    IrFunc *f = ah_compile(arena, c->what, FWD_PROGRAM, vsource(arena, c, FWD_PROGRAM), kernel, defs,
+                           c->window ? 7 : 5);
     vlaunch(f, r, c, a, nlse, 0, (a->seqlen_q + c->block_m - 1) / c->block_m, a->batch * c->hq);
 }
 
@@ -170,9 +193,14 @@ static void vrun_bwd(Arena *arena, const VRun *r, const VCase *c, const VArgs *a
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(80, &bp, &plan);
     for (int i = 0; i < plan.n; i++) {
-        if (a->cu_q) ck_assert_msg(strstr(plan.k[i].kernel, "_varlen_") != NULL, "%s", plan.k[i].kernel);
-        IrFunc *f = ah_compile(arena, c->what, BWD_PROGRAM, ah_text(BWD_PROGRAM), plan.k[i].kernel, plan.k[i].defines,
-                               plan.k[i].ndefines);
+        RtAttnVariant *v = &plan.k[i];
+        if (a->cu_q) ck_assert_msg(strstr(v->kernel, "_varlen_") != NULL, "%s", v->kernel);
+        /* the hooks go to the kernels that take them: mask_mod to dK/dV and dQ, kv_start to dQ */
+        bool dkdv = strstr(v->kernel, "dkdv") != NULL, dq = strstr(v->kernel, "_dq_") && !strstr(v->kernel, "cvt");
+        if (c->window && (dkdv || dq)) v->defines[v->ndefines++] = (KilnDefine){"mask_mod", "win_mask"};
+        if (c->window && dq) v->defines[v->ndefines++] = (KilnDefine){"kv_start", "win_start"};
+        IrFunc *f = ah_compile(arena, c->what, BWD_PROGRAM, vsource(arena, c, BWD_PROGRAM), v->kernel, v->defines,
+                               v->ndefines);
         vlaunch(f, r, c, a, nlse, nscratch, plan.grid[i][0], plan.grid[i][1]);
     }
 }
