@@ -186,7 +186,8 @@ typedef struct KilnAttentionParams {
      * the head dim is contiguous). [b, s, h, d] and [b, h, s, d] are both just strides.
      * Pointers 16-byte aligned; K and V may be 0 when seqlen_k == 0. */
     KilnDevPtr q, k, v, o;
-    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q], natural log */
+    KilnDevPtr lse;                    /* required: f32, dense [batch, heads_q, seqlen_q], natural log
+                                        * (varlen: [heads_q, total_q]) */
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
     float softmax_scale;               /* 0: 1 / sqrt(head_dim) */
     int causal;                        /* nonzero: bottom-right aligned (query i sees keys j <= i + seqlen_k - seqlen_q) */
@@ -196,6 +197,18 @@ typedef struct KilnAttentionParams {
      * to the program's own rule for those tiles. */
     int block_m, block_n, num_warps, num_stages;
     int no_wgmma;                      /* nonzero: mma.sync even where sm_90a's wgmma applies */
+    /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
+     * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
+     * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix
+     * sums of batch + 1 entries on the device, 16-byte aligned. Then seqlen_q and seqlen_k are
+     * the MAX lengths (they size the grid), Q, O are [total_q, heads_q, head_dim] and K, V
+     * [total_k, heads_kv, head_dim] (element at h * stride[1] + token * stride[2] + d;
+     * stride[0] is not used), LSE is dense [heads_q, total_q], and causal masking is
+     * bottom-right aligned per sequence. The prefix sums are device data the call cannot read
+     * without a synchronisation: non-decreasing, cu[0] >= 0, cu_seqlens_q[batch] <= total_q,
+     * cu_seqlens_k[batch] <= total_k and each length <= its max is the CALLER's contract. */
+    KilnDevPtr cu_seqlens_q, cu_seqlens_k;
+    int total_q, total_k;              /* tokens in Q/O and in K/V (varlen only) */
 } KilnAttentionParams;
 
 /* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
@@ -224,7 +237,7 @@ typedef struct KilnAttentionBwdParams {
      * strides, softmax_scale, causal, no_wgmma. Its block_m/block_n/num_warps/num_stages
      * are the forward's: validated, not used. */
     KilnAttentionParams fwd;
-    KilnDevPtr dout;                   /* dO, like O: [batch, heads_q, seqlen_q, head_dim] */
+    KilnDevPtr dout;                   /* dO, like O: [batch, heads_q, seqlen_q, head_dim] (varlen: [total_q, ...]) */
     KilnDevPtr dq, dk, dv;             /* outputs, shaped like q, k, v (strides of their own) */
     int64_t dout_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
     /* Nonzero: dQ from a separate pass over query blocks, so every output is bit-identical
@@ -233,7 +246,7 @@ typedef struct KilnAttentionBwdParams {
     int deterministic;
     /* Device scratch the call may overwrite, kiln_attention_bwd_scratch_size(p) bytes,
      * 16-byte aligned (required when seqlen_q > 0): the per-row delta = rowsum(dO * O)
-     * and, unless deterministic, the f32 dQ accumulator. The caller owns it, so calls on
+     * and, unless deterministic, the f32 dQ accumulator (varlen: rows are heads_q * total_q). The caller owns it, so calls on
      * different streams never share one behind the caller's back. */
     KilnDevPtr scratch;
     /* Tuning, 0 = the default for the head dim and the device (runtime/jit/attention_bwd.c):

@@ -302,6 +302,25 @@ static int dec_mask(int b, int h, int i, int j, const void *ctx)
     return w->p->mask_mod(w->b, h, i + w->off, j, w->p->mod_ctx);
 }
 
+/* Judge one sequence's problem pb (batch 1) against the references and merge the result into
+ * r (maxima; sum collects the mean errors; b is the sequence reported as worst_b). */
+static void judge_seq(AttnDecodeErr *r, double *sum, int b, const AttnProblem *pb, const void *qb, const void *kb,
+                      const void *vb, const void *ob, const float *lb, double *ref, double *plain, double *lse)
+{
+    attn_ref_fwd(pb, qb, kb, vb, ref, lse);
+    attn_ref_torchlike(pb, qb, kb, vb, plain);
+    AttnErr e = attn_compare(pb, ob, lb, ref, lse);
+    if (e.o_max_abs > r->e.o_max_abs) {
+        r->e.o_max_abs = e.o_max_abs;
+        r->e.worst_b = b, r->e.worst_h = e.worst_h, r->e.worst_i = e.worst_i, r->e.worst_d = e.worst_d;
+    }
+    r->e.lse_max_rel = fmax(r->e.lse_max_rel, e.lse_max_rel);
+    r->e.nonfinite += e.nonfinite;
+    *sum += e.o_mean_abs;
+    r->plain_err = fmax(r->plain_err, attn_max_abs_diff(pb, plain, ref));
+    r->empty_bad += attn_check_empty_rows(pb, ob, lb);
+}
+
 AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
                                 const void *v, const void *o_dev, const float *lse_dev)
 {
@@ -324,23 +343,76 @@ AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const 
         const char *vb = (const char *)v + (size_t)(b * p->v_stride[0]) * es;
         const char *ob = (const char *)o_dev + (size_t)(b * p->o_stride[0]) * es;
         const float *lb = lse_dev ? lse_dev + (size_t)b * rows : NULL;
-        attn_ref_fwd(&pb, qb, kb, vb, ref, lse);
-        attn_ref_torchlike(&pb, qb, kb, vb, plain);
-        AttnErr e = attn_compare(&pb, ob, lb, ref, lse);
-        if (e.o_max_abs > r.e.o_max_abs) {
-            r.e.o_max_abs = e.o_max_abs;
-            r.e.worst_b = b, r.e.worst_h = e.worst_h, r.e.worst_i = e.worst_i, r.e.worst_d = e.worst_d;
-        }
-        r.e.lse_max_rel = fmax(r.e.lse_max_rel, e.lse_max_rel);
-        r.e.nonfinite += e.nonfinite;
-        sum += e.o_mean_abs;
-        r.plain_err = fmax(r.plain_err, attn_max_abs_diff(&pb, plain, ref));
-        r.empty_bad += attn_check_empty_rows(&pb, ob, lb);
+        judge_seq(&r, &sum, b, &pb, qb, kb, vb, ob, lb, ref, plain, lse);
     }
     r.e.o_mean_abs = p->batch ? sum / p->batch : 0;
     free(ref);
     free(plain);
     free(lse);
+    return r;
+}
+
+/* ---- varlen: one forward problem per packed sequence ---- */
+
+void attn_varlen_pack(AttnProblem *p, int nseq, const int *lens_q, const int *lens_k, int head_major, int pitch,
+                      int *cu_q, int *cu_k)
+{
+    p->batch = nseq;
+    p->seqlen_q = p->seqlen_k = 0;
+    cu_q[0] = cu_k[0] = 0;
+    for (int b = 0; b < nseq; b++) {
+        cu_q[b + 1] = cu_q[b] + lens_q[b];
+        cu_k[b + 1] = cu_k[b] + lens_k[b];
+        p->seqlen_q = lens_q[b] > p->seqlen_q ? lens_q[b] : p->seqlen_q;
+        p->seqlen_k = lens_k[b] > p->seqlen_k ? lens_k[b] : p->seqlen_k;
+    }
+    for (int t = 0; t < 4; t++) {
+        int64_t *st = t == 0 ? p->q_stride : t == 1 ? p->k_stride : t == 2 ? p->v_stride : p->o_stride;
+        int kv = t == 1 || t == 2, heads = kv ? p->heads_kv : p->heads_q, total = kv ? cu_k[nseq] : cu_q[nseq];
+        st[0] = 0;
+        st[1] = head_major ? (int64_t)total * pitch : pitch;
+        st[2] = head_major ? pitch : (int64_t)heads * pitch;
+    }
+}
+
+AttnVarlenSeq attn_varlen_seq(const AttnProblem *p, const int *cu_q, const int *cu_k, int b)
+{
+    AttnVarlenSeq s = {.p = *p};
+    s.p.batch = 1;
+    s.p.seqlen_q = cu_q[b + 1] - cu_q[b];
+    s.p.seqlen_k = cu_k[b + 1] - cu_k[b];
+    s.q_off = (size_t)((int64_t)cu_q[b] * p->q_stride[2]);
+    s.o_off = (size_t)((int64_t)cu_q[b] * p->o_stride[2]);
+    s.k_off = (size_t)((int64_t)cu_k[b] * p->k_stride[2]);
+    s.v_off = (size_t)((int64_t)cu_k[b] * p->v_stride[2]);
+    return s;
+}
+
+AttnDecodeErr attn_varlen_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                const void *k, const void *v, const void *o_dev, const float *lse_dev)
+{
+    AttnDecodeErr r = {{0}, 0, 0};
+    size_t es = attn_dtype_size(p->dtype), total_q = (size_t)cu_q[p->batch];
+    size_t rows = (size_t)p->heads_q * (total_q + 1);   /* enough for any one sequence */
+    double *ref = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *plain = malloc(sizeof(double) * rows * (size_t)p->head_dim + 8);
+    double *lse = malloc(sizeof(double) * rows + 8);
+    float *lb = malloc(sizeof(float) * rows + 8);
+    double sum = 0;
+    for (int b = 0; b < p->batch; b++) {
+        AttnVarlenSeq s = attn_varlen_seq(p, cu_q, cu_k, b);
+        /* the sequence's LSE rows, [heads, total_q] -> dense [heads, seqlen] */
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < s.p.seqlen_q; i++)
+                lb[(size_t)h * s.p.seqlen_q + i] = lse_dev[(size_t)h * total_q + (size_t)cu_q[b] + i];
+        judge_seq(&r, &sum, b, &s.p, (const char *)q + s.q_off * es, (const char *)k + s.k_off * es,
+                  (const char *)v + s.v_off * es, (const char *)o_dev + s.o_off * es, lb, ref, plain, lse);
+    }
+    r.e.o_mean_abs = p->batch ? sum / p->batch : 0;
+    free(ref);
+    free(plain);
+    free(lse);
+    free(lb);
     return r;
 }
 
@@ -408,6 +480,7 @@ static int ref_prob_row(const AttnProblem *p, const void *q, const void *k, int 
     double m = -INFINITY, l = 0;
     for (int j = 0; j < p->seqlen_k; j++) {
         prob[j] = -INFINITY;
+        grad[j] = 0;   /* a hidden pair: P = 0, and its g' must not be garbage (0 * NaN = NaN) */
         if (!attn_visible(p, b, h, i, j)) continue;
         size_t kj = at(p->k_stride, b, hk, j);
         double dotp = 0;
@@ -477,6 +550,7 @@ static int torch_prob_row(const AttnProblem *p, const void *q, const void *k, in
     float m = -INFINITY, l = 0;
     for (int j = 0; j < p->seqlen_k; j++) {
         prob[j] = -INFINITY;
+        grad[j] = 0;   /* a hidden pair: P = 0, and its g' must not be garbage (0 * NaN = NaN) */
         if (!attn_visible(p, b, h, i, j)) continue;
         size_t kj = at(p->k_stride, b, hk, j);
         float dotp = 0;
@@ -575,9 +649,62 @@ double attn_grad_max_err(AttnDtype t, const void *x, const int64_t st[3], int nb
     return mx;
 }
 
+int64_t attn_pad_clobbered(const void *buf, size_t n, const int64_t st[3], int nb, int nh, int ns, int d)
+{
+    unsigned char *mine = calloc(n + 1, 1);
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < ns; i++) memset(mine + at(st, b, h, i), 1, (size_t)d);
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !mine[i] && ((const uint16_t *)buf)[i] != 0xFFFF;
+    free(mine);
+    return bad;
+}
+
 double attn_dense_max_diff(const double *a, const double *b, size_t n)
 {
     double mx = 0;
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(a[i] - b[i]));
     return mx;
+}
+
+AttnVarlenBwdErr attn_varlen_bwd_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                       const void *k, const void *v, const void *dout, const void *dq,
+                                       const void *dk, const void *dv)
+{
+    AttnVarlenBwdErr r;
+    memset(&r, 0, sizeof r);
+    size_t es = attn_dtype_size(p->dtype);
+    int D = p->head_dim, hq = p->heads_q, hkv = p->heads_kv;
+    size_t cap = 8;   /* the largest sequence's dense dq + dk + dv */
+    for (int b = 0; b < p->batch; b++) {
+        size_t n = ((size_t)hq * (cu_q[b + 1] - cu_q[b]) + 2 * (size_t)hkv * (cu_k[b + 1] - cu_k[b])) * D;
+        cap = n > cap ? n : cap;
+    }
+    double *ref = malloc(sizeof(double) * cap), *pl = malloc(sizeof(double) * cap);
+    for (int b = 0; b < p->batch; b++) {
+        AttnVarlenSeq s = attn_varlen_seq(p, cu_q, cu_k, b);
+        const AttnProblem *sp = &s.p;
+        const char *qb = (const char *)q + s.q_off * es, *kb = (const char *)k + s.k_off * es;
+        const char *vb = (const char *)v + s.v_off * es, *ob = (const char *)dout + s.o_off * es;
+        size_t nq = (size_t)hq * sp->seqlen_q * D, nkv = (size_t)hkv * sp->seqlen_k * D;
+        attn_ref_bwd(sp, qb, kb, vb, ob, ref, ref + nq, ref + nq + nkv);
+        attn_ref_bwd_torchlike(sp, qb, kb, vb, ob, pl, pl + nq, pl + nq + nkv);
+        const void *x[3] = {(const char *)dq + s.q_off * es, (const char *)dk + s.k_off * es,
+                            (const char *)dv + s.v_off * es};
+        const int64_t *st[3] = {sp->q_stride, sp->k_stride, sp->v_stride};
+        size_t off[3] = {0, nq, nq + nkv};
+        for (int t = 0; t < 3; t++) {
+            int nh = t ? hkv : hq, ns = t ? sp->seqlen_k : sp->seqlen_q;
+            r.err[t] = fmax(r.err[t], attn_grad_max_err(p->dtype, x[t], st[t], 1, nh, ns, D, ref + off[t], &r.nonfinite));
+            r.plain[t] = fmax(r.plain[t], attn_dense_max_diff(pl + off[t], ref + off[t], t ? nkv : nq));
+        }
+        for (int h = 0; h < hq; h++)
+            for (int i = 0; i < sp->seqlen_q; i++)
+                for (int d = 0; attn_row_empty(sp, 0, h, i) && d < D; d++)
+                    r.empty_bad += attn_get(p->dtype, x[0], at(st[0], 0, h, i) + d) != 0.0;
+    }
+    free(ref);
+    free(pl);
+    return r;
 }

@@ -117,6 +117,35 @@ typedef struct AttnDecodeErr {
 AttnDecodeErr attn_decode_judge(const AttnProblem *p, const int *seqlens, const void *q, const void *k,
                                 const void *v, const void *o_dev, const float *lse_dev);
 
+/* ---- packed variable-length batches (attn_fwd_varlen_*, FlashAttention's varlen) ----
+ * p->batch sequences packed along one token axis: sequence b owns query tokens
+ * [cu_q[b], cu_q[b + 1]) and key tokens [cu_k[b], cu_k[b + 1]) (batch + 1 prefix sums).
+ * The strides' [1] is the head stride and [2] the token stride ([0] is not used); the
+ * outputs' LSE is f32 [heads_q, total_q], total_q = cu_q[batch]. Sequence b is a problem
+ * of its own (causal bottom-right aligned within it). Hooks are not supported (NULL). */
+/* Lay out a pack: p->batch = nseq, the prefix sums cu_q/cu_k (nseq + 1 entries) of the lengths,
+ * p->seqlen_q/k = the max lengths, and the four stride triples {0, head, token} of dense
+ * [total, heads, pitch] tensors, or [heads, total, pitch] when head_major (pitch >= head_dim:
+ * wider rows). The other fields of p are left as they are. */
+void attn_varlen_pack(AttnProblem *p, int nseq, const int *lens_q, const int *lens_k, int head_major, int pitch,
+                      int *cu_q, int *cu_k);
+typedef struct AttnVarlenSeq {
+    AttnProblem p;                      /* batch 1, the sequence's own lengths */
+    size_t q_off, k_off, v_off, o_off;  /* element offset of its first token in each tensor */
+} AttnVarlenSeq;
+AttnVarlenSeq attn_varlen_seq(const AttnProblem *p, const int *cu_q, const int *cu_k, int b);
+/* Judged per sequence like attn_decode_judge (same merged result). */
+AttnDecodeErr attn_varlen_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                const void *k, const void *v, const void *o_dev, const float *lse_dev);
+
+/* The backward of a packed problem judged per sequence: dq/dk/dv (p->dtype, p's strides) against
+ * attn_ref_bwd, the plain error from attn_ref_bwd_torchlike; maxima over the sequences, and the
+ * dq elements of rows that see no key that are not 0 (declared below with the backward). */
+typedef struct AttnVarlenBwdErr {
+    double err[3], plain[3];    /* dQ, dK, dV: max |g - ref| and max |g_plain - ref| */
+    int64_t nonfinite, empty_bad;
+} AttnVarlenBwdErr;
+
 /* The keys of a contiguous decode cache (p's K/V strides, sequence b's first seqlens[b]
  * rows) copied into a paged cache [num_pages, page, heads_kv, head_dim] whose pages are
  * shuffled (seed) through a block table [batch, max_pages] (one spare column of -1, three
@@ -156,7 +185,14 @@ double attn_ref_loss(const AttnProblem *p, const void *q, const void *k, const v
  * dense double reference; NaN/inf elements are counted in *nonfinite (not in the max). */
 double attn_grad_max_err(AttnDtype t, const void *x, const int64_t st[3], int nb, int nh, int ns, int d,
                          const double *ref, int64_t *nonfinite);
+/* Elements of a 16-bit buffer of n elements outside the nb x nh x ns x d tensor at strides st
+ * that are no longer the 0xFFFF poison (an output wrote where it must not). */
+int64_t attn_pad_clobbered(const void *buf, size_t n, const int64_t st[3], int nb, int nh, int ns, int d);
 /* Max |a - b| of two dense double arrays of n elements. */
 double attn_dense_max_diff(const double *a, const double *b, size_t n);
+/* See AttnVarlenBwdErr: q, k, v, dout are the packed inputs, dq, dk, dv the packed gradients. */
+AttnVarlenBwdErr attn_varlen_bwd_judge(const AttnProblem *p, const int *cu_q, const int *cu_k, const void *q,
+                                       const void *k, const void *v, const void *dout, const void *dq,
+                                       const void *dk, const void *dv);
 
 #endif

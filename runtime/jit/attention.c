@@ -125,6 +125,34 @@ KilnStatus rt_attn_check_tuning(const char *api, int block_m, int block_n, int n
     return KILN_OK;
 }
 
+/* The varlen fields: both prefix sums or neither, token counts in range, and (packed
+ * sequences cannot be split across launches by a batch stride) batch * heads_q in one grid. */
+static KilnStatus check_varlen_shape(const char *api, const KilnAttentionParams *p, int64_t lim)
+{
+    if (!rt_attn_varlen(p)) {
+        if (p->total_q || p->total_k)
+            return rt_attn_error(api, KILN_ERR_USAGE,
+                                 "total_q (%d) and total_k (%d) are for packed batches: set cu_seqlens_q and "
+                                 "cu_seqlens_k too, or leave them 0",
+                                 p->total_q, p->total_k);
+        return KILN_OK;
+    }
+    if (!p->cu_seqlens_q || !p->cu_seqlens_k)
+        return rt_attn_error(api, KILN_ERR_USAGE, "%s is 0 but %s is set: packed batches need both prefix sums",
+                             p->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q",
+                             p->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k");
+    if (p->total_q < 0 || p->total_q > lim)
+        return rt_attn_error(api, KILN_ERR_USAGE, "total_q must be in [0, %lld], got %d", (long long)lim, p->total_q);
+    if (p->total_k < 0 || p->total_k > lim)
+        return rt_attn_error(api, KILN_ERR_USAGE, "total_k must be in [0, %lld], got %d", (long long)lim, p->total_k);
+    if ((int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
+        return rt_attn_error(api, KILN_ERR_UNSUPPORTED,
+                             "batch * heads_q = %lld exceeds %d (the grid's second axis; packed batches run as "
+                             "one launch)",
+                             (long long)p->batch * p->heads_q, ATTN_MAX_GRID_Y);
+    return KILN_OK;
+}
+
 /* Sizes, dtype and options: everything but the tensors. */
 KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
 {
@@ -158,7 +186,7 @@ KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
         return rt_attn_error(api, KILN_ERR_UNSUPPORTED,
                              "heads_q = %d exceeds %d (one batch's heads must fit the grid's second axis)",
                              p->heads_q, ATTN_MAX_GRID_Y);
-    return KILN_OK;
+    return check_varlen_shape(api, p, lim);
 }
 
 /* One tensor: non-null, aligned, strides >= 0 and its last element's byte
@@ -190,28 +218,45 @@ KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr pt
     return KILN_OK;
 }
 
+bool rt_attn_varlen(const KilnAttentionParams *p) { return p->cu_seqlens_q || p->cu_seqlens_k; }
+
+bool rt_attn_no_rows(const KilnAttentionParams *p)
+{
+    return p->seqlen_q == 0 || (rt_attn_varlen(p) && p->total_q == 0);
+}
+
+KilnStatus rt_attn_check_seq_tensor(const char *api, const KilnAttentionParams *p, const char *name, KilnDevPtr ptr,
+                                    const int64_t st[3], bool is_kv, bool is_output)
+{
+    int nh = is_kv ? p->heads_kv : p->heads_q;
+    if (!rt_attn_varlen(p))
+        return rt_attn_check_tensor(api, name, ptr, st, p->batch, nh, is_kv ? p->seqlen_k : p->seqlen_q,
+                                    p->head_dim, 2, is_output);
+    /* packed: one "batch" of total tokens; stride[0] is not used */
+    const int64_t packed[3] = {0, st[1], st[2]};
+    return rt_attn_check_tensor(api, name, ptr, packed, 1, nh, is_kv ? p->total_k : p->total_q, p->head_dim, 2,
+                                is_output);
+}
+
 static KilnStatus check_tensors(const KilnAttentionParams *p)
 {
-    int es = 2; /* f16 and bf16 */
-    KilnStatus st =
-        rt_attn_check_tensor(FWD, "q", p->q, p->q_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es, false);
-    if (st == KILN_OK && p->seqlen_k > 0)
-        st = rt_attn_check_tensor(FWD, "k", p->k, p->k_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es,
-                                  false);
-    if (st == KILN_OK && p->seqlen_k > 0)
-        st = rt_attn_check_tensor(FWD, "v", p->v, p->v_stride, p->batch, p->heads_kv, p->seqlen_k, p->head_dim, es,
-                                  false);
-    if (st == KILN_OK)
-        st = rt_attn_check_tensor(FWD, "o", p->o, p->o_stride, p->batch, p->heads_q, p->seqlen_q, p->head_dim, es,
-                                  true);
+    bool keys = rt_attn_varlen(p) ? p->total_k > 0 : p->seqlen_k > 0;
+    KilnStatus st = rt_attn_check_seq_tensor(FWD, p, "q", p->q, p->q_stride, false, false);
+    if (st == KILN_OK && keys) st = rt_attn_check_seq_tensor(FWD, p, "k", p->k, p->k_stride, true, false);
+    if (st == KILN_OK && keys) st = rt_attn_check_seq_tensor(FWD, p, "v", p->v, p->v_stride, true, false);
+    if (st == KILN_OK) st = rt_attn_check_seq_tensor(FWD, p, "o", p->o, p->o_stride, false, true);
     if (st == KILN_OK) st = rt_attn_check_tensor(FWD, "lse", p->lse, NULL, 0, 0, 0, 0, 4, true);
+    if (st == KILN_OK && rt_attn_varlen(p))
+        st = rt_attn_check_tensor(FWD, "cu_seqlens_q", p->cu_seqlens_q, NULL, 0, 0, 0, 0, 4, false);
+    if (st == KILN_OK && rt_attn_varlen(p))
+        st = rt_attn_check_tensor(FWD, "cu_seqlens_k", p->cu_seqlens_k, NULL, 0, 0, 0, 0, 4, false);
     return st;
 }
 
 KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 {
     KilnStatus st = rt_attn_check_shape(FWD, p);
-    if (st != KILN_OK || p->seqlen_q == 0) return st;   /* no rows: empty tensors may be null */
+    if (st != KILN_OK || rt_attn_no_rows(p)) return st;   /* no rows: empty tensors may be null */
     return check_tensors(p);
 }
 
@@ -396,9 +441,13 @@ KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVari
     return KILN_OK;
 }
 
-static const char *kernel_name(int dtype) { return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16"; }
+static const char *kernel_name(int dtype, bool varlen)
+{
+    if (varlen) return dtype == KILN_BF16 ? "attn_fwd_varlen_bf16" : "attn_fwd_varlen_f16";
+    return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16";
+}
 
-static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **out)
+static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, bool varlen, KilnKernel **out)
 {
     char d[16], bm[16], bn[16];
     snprintf(d, sizeof d, "%d", k->head_dim);
@@ -406,7 +455,7 @@ static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, KilnKernel **ou
     snprintf(bn, sizeof bn, "%d", k->block_n);
     /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
      * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
-    RtAttnVariant v = {.program = ATTN_PROGRAM, .kernel = kernel_name(k->dtype),
+    RtAttnVariant v = {.program = ATTN_PROGRAM, .kernel = kernel_name(k->dtype, varlen),
                        .defines = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
                                    {"CAUSAL", k->causal ? "true" : "false"}, {"PLAIN_SCORES", "true"}},
                        .ndefines = 5, .num_warps = k->num_warps, .num_stages = k->num_stages,
@@ -480,7 +529,8 @@ KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, con
 {
     const char *n = prm->name;
     struct { const char *name; int64_t v; } ints[] = {
-        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}};
+        {"heads", p->heads_q}, {"heads_kv", p->heads_kv}, {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k},
+        {"total_q", p->total_q}};
     for (size_t i = 0; i < COUNT(ints); i++)
         if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(api, prm, ints[i].v, a);
     if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
@@ -524,7 +574,7 @@ static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
     KilnDevPtr kv_stand_in = p->q;
     struct { const char *name; KilnDevPtr v; } ptrs[] = {
         {"Q", p->q}, {"K", p->k ? p->k : kv_stand_in}, {"V", p->v ? p->v : kv_stand_in},
-        {"O", p->o}, {"LSE", p->lse}};
+        {"O", p->o}, {"LSE", p->lse}, {"cu_seqlens_q", p->cu_seqlens_q}, {"cu_seqlens_k", p->cu_seqlens_k}};
     for (size_t i = 0; i < COUNT(ptrs); i++)
         if (!strcmp(n, ptrs[i].name)) {
             *a = kiln_arg_ptr(ptrs[i].v);
@@ -577,6 +627,7 @@ static bool advance_aligned(const KilnAttentionParams *p, int64_t nb)
 static KilnStatus launch_batches(KilnKernel *k, const KilnAttentionParams *p, int row_blocks, KilnStream *stream)
 {
     int grid[3] = {row_blocks, p->batch * p->heads_q, 1};
+    /* packed batches always fit (check_varlen_shape) */
     if ((int64_t)p->batch * p->heads_q <= ATTN_MAX_GRID_Y) return rt_attn_launch(FWD, k, grid, stream, make_arg, p);
     int nb = ATTN_MAX_GRID_Y / p->heads_q;
     while (nb > 0 && !advance_aligned(p, nb)) nb--;
@@ -605,10 +656,10 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK) return st;
     if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
-    if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
+    if (rt_attn_no_rows(p)) return KILN_OK;   /* no rows, nothing to write */
     AttnKey key = resolve_key(dev, p);
     KilnKernel *k = NULL;
-    st = get_variant(dev, &key, &k);
+    st = get_variant(dev, &key, rt_attn_varlen(p), &k);
     if (st != KILN_OK) return st;
     return launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
 }

@@ -69,7 +69,10 @@ size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p)
     if (!p) return 0;
     const KilnAttentionParams *f = &p->fwd;
     if (f->batch <= 0 || f->heads_q <= 0 || f->seqlen_q <= 0 || f->head_dim <= 0) return 0;
-    uint64_t rows = (uint64_t)f->batch * (uint64_t)f->heads_q * (uint64_t)f->seqlen_q;
+    /* per-row arrays: [batch, heads_q, seqlen_q], packed [heads_q, total_q] */
+    int64_t tokens = rt_attn_varlen(f) ? (int64_t)f->total_q : (int64_t)f->batch * f->seqlen_q;
+    if (tokens <= 0) return 0;
+    uint64_t rows = (uint64_t)tokens * (uint64_t)f->heads_q;
     uint64_t delta = (rows * 4 + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
     uint64_t acc = p->deterministic ? 0 : rows * (uint64_t)f->head_dim * 4;
     uint64_t total = delta + acc;
@@ -79,21 +82,26 @@ size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p)
 static KilnStatus check_tensors(const KilnAttentionBwdParams *p)
 {
     const KilnAttentionParams *f = &p->fwd;
-    int B = f->batch, hq = f->heads_q, hk = f->heads_kv, sq = f->seqlen_q, sk = f->seqlen_k, d = f->head_dim;
-    struct { const char *name; KilnDevPtr ptr; const int64_t *st; int nh, ns, is_output; } t[] = {
-        {"fwd.q", f->q, f->q_stride, hq, sq, 0},       {"fwd.o", f->o, f->o_stride, hq, sq, 0},
-        {"dout", p->dout, p->dout_stride, hq, sq, 0},  {"dq", p->dq, p->dq_stride, hq, sq, 1},
-        {"fwd.k", f->k, f->k_stride, hk, sk, 0},       {"fwd.v", f->v, f->v_stride, hk, sk, 0},
-        {"dk", p->dk, p->dk_stride, hk, sk, 1},        {"dv", p->dv, p->dv_stride, hk, sk, 1},
+    bool varlen = rt_attn_varlen(f);
+    /* an empty tensor may be null */
+    bool rows = !rt_attn_no_rows(f), keys = varlen ? f->total_k > 0 : f->seqlen_k > 0;
+    struct { const char *name; KilnDevPtr ptr; const int64_t *st; int is_kv, is_output; } t[] = {
+        {"fwd.q", f->q, f->q_stride, 0, 0},       {"fwd.o", f->o, f->o_stride, 0, 0},
+        {"dout", p->dout, p->dout_stride, 0, 0},  {"dq", p->dq, p->dq_stride, 0, 1},
+        {"fwd.k", f->k, f->k_stride, 1, 0},       {"fwd.v", f->v, f->v_stride, 1, 0},
+        {"dk", p->dk, p->dk_stride, 1, 1},        {"dv", p->dv, p->dv_stride, 1, 1},
     };
     for (size_t i = 0; i < COUNT(t); i++) {
-        if (t[i].ns == 0) continue;   /* an empty tensor may be null */
-        KilnStatus st = rt_attn_check_tensor(BWD, t[i].name, t[i].ptr, t[i].st, B, t[i].nh, t[i].ns, d, 2,
-                                             t[i].is_output);
+        if (!(t[i].is_kv ? keys : rows)) continue;
+        KilnStatus st = rt_attn_check_seq_tensor(BWD, f, t[i].name, t[i].ptr, t[i].st, t[i].is_kv, t[i].is_output);
         if (st != KILN_OK) return st;
     }
-    if (sq == 0) return KILN_OK;
-    KilnStatus st = rt_attn_check_tensor(BWD, "fwd.lse", f->lse, NULL, 0, 0, 0, 0, 4, false);
+    KilnStatus st = KILN_OK;
+    if (varlen) st = rt_attn_check_tensor(BWD, "fwd.cu_seqlens_q", f->cu_seqlens_q, NULL, 0, 0, 0, 0, 4, false);
+    if (varlen && st == KILN_OK)
+        st = rt_attn_check_tensor(BWD, "fwd.cu_seqlens_k", f->cu_seqlens_k, NULL, 0, 0, 0, 0, 4, false);
+    if (st != KILN_OK || !rows) return st;
+    st = rt_attn_check_tensor(BWD, "fwd.lse", f->lse, NULL, 0, 0, 0, 0, 4, false);
     if (st == KILN_OK) st = rt_attn_check_tensor(BWD, "scratch", p->scratch, NULL, 0, 0, 0, 0, 4, true);
     if (st == KILN_OK && kiln_attention_bwd_scratch_size(p) == 0)
         return rt_attn_error(BWD, KILN_ERR_USAGE, "the scratch size overflows size_t");
@@ -132,7 +140,8 @@ static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttention
 {
     int i = pl->n++;
     RtAttnVariant *v = &pl->k[i];
-    snprintf(pl->name[i], sizeof pl->name[i], "%s_%s", base, p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
+    snprintf(pl->name[i], sizeof pl->name[i], "%s%s_%s", base, rt_attn_varlen(&p->fwd) ? "_varlen" : "",
+             p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
     *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
                          .num_stages = p->num_stages, .no_wgmma = p->fwd.no_wgmma != 0};
     for (int j = 0; j < ndefs; j++) {
@@ -166,13 +175,16 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     const char *kv[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic};
     const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal};
     const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
-    if (f->seqlen_q > 0) plan_kernel(pl, "attn_bwd_pre", p, f->seqlen_q, q_bm, f->heads_q, 4, pre, 3);
-    if (f->seqlen_k > 0)
-        plan_kernel(pl, "attn_bwd_dkdv", p, f->seqlen_k, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, kv, 5);
-    if (f->seqlen_q > 0 && p->deterministic)
-        plan_kernel(pl, "attn_bwd_dq", p, f->seqlen_q, q_bm, f->heads_q, own ? 0 : t->q_warps, dq, 4);
-    else if (f->seqlen_q > 0)
-        plan_kernel(pl, "attn_bwd_dq_cvt", p, f->seqlen_q, q_bm, f->heads_q, 4, cvt, 2);
+    /* Grid axis 0 over the (max) lengths; packed, a program past its sequence's end does
+     * nothing, and no tokens at all is an empty axis. */
+    bool varlen = rt_attn_varlen(f);
+    int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
+    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, pre, 3);
+    if (sk > 0) plan_kernel(pl, "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, kv, 5);
+    if (sq > 0 && p->deterministic)
+        plan_kernel(pl, "attn_bwd_dq", p, sq, q_bm, f->heads_q, own ? 0 : t->q_warps, dq, 4);
+    else if (sq > 0)
+        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, cvt, 2);
 }
 
 /* ---------------- arguments by parameter name ---------------- */
@@ -200,7 +212,8 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
         {"Q", OR_ANY(f->q)},   {"K", OR_ANY(f->k)},   {"V", OR_ANY(f->v)},   {"O", OR_ANY(f->o)},
         {"LSE", OR_ANY(f->lse)}, {"DO", OR_ANY(p->dout)}, {"DQ", OR_ANY(p->dq)}, {"DK", OR_ANY(p->dk)},
         {"DV", OR_ANY(p->dv)}, {"DELTA", OR_ANY(p->scratch)},
-        {"DQ_ACC", p->scratch ? p->scratch + delta_bytes : any}};
+        {"DQ_ACC", p->scratch ? p->scratch + delta_bytes : any},
+        {"cu_seqlens_q", f->cu_seqlens_q}, {"cu_seqlens_k", f->cu_seqlens_k}};
 #undef OR_ANY
     for (size_t i = 0; i < COUNT(ptrs); i++)
         if (!strcmp(n, ptrs[i].name)) {

@@ -154,10 +154,18 @@ KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr pt
  * both name the sequence stride): *v = strides[t][d] and true; false for any other name. */
 bool rt_attn_stride_of(const char *name, const char *const *tensors, const int64_t *const *strides, int n,
                        int64_t *v);
+/* Packed variable-length batches: cu_seqlens_q or cu_seqlens_k set. */
+bool rt_attn_varlen(const KilnAttentionParams *p);
+/* Nothing to compute: seqlen_q == 0, or packed with total_q == 0. */
+bool rt_attn_no_rows(const KilnAttentionParams *p);
+/* Q/O (is_kv false) or K/V (true) of the call p, checked by rt_attn_check_tensor over
+ * [batch, heads, seqlen] or, packed, [total tokens, heads] (stride[0] not used). */
+KilnStatus rt_attn_check_seq_tensor(const char *api, const KilnAttentionParams *p, const char *name, KilnDevPtr ptr,
+                                    const int64_t st[3], bool is_kv, bool is_output);
 /* An integer argument for the program's parameter prm (its kind), range-checked. */
 KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a);
 /* The argument of one of the programs' scalar parameters from the forward's params:
- * heads, heads_kv, seqlen_q, seqlen_k (range-checked), sm_scale (0: 1/sqrt(head_dim));
+ * heads, heads_kv, seqlen_q, seqlen_k, total_q (range-checked), sm_scale (0: 1/sqrt(head_dim));
  * any other name is an internal error naming it. */
 KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a);
 

@@ -47,20 +47,7 @@ static IrFunc *bwd_compile(Arena *arena, const BwdCase *bc, const char *kernel, 
         src = arena_alloc(arena, strlen(bc->hooks) + strlen(prog) + 2);
         sprintf(src, "%s\n%s", bc->hooks, prog);
     }
-    KilnCompileOptions o = {.kernel = kernel, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
-    Diag d;
-    diag_init(&d, BWD_PROGRAM, src ? src : prog);
-    IrModule *m = NULL;
-    StrBuf out, dumps;
-    sb_init(&out);
-    sb_init(&dumps);
-    KilnStatus st = kiln_compile_ir(arena, &d, src ? src : prog, &o, &m, &out, &dumps);
-    ck_assert_msg(st == KILN_OK && m && m->nfuncs == 1, "%s: %s: compile failed (%d):\n%s", bc->c.what, kernel,
-                  (int)st, d.out.data ? d.out.data : "");
-    sb_free(&out);
-    sb_free(&dumps);
-    diag_free(&d);
-    return m->funcs[0];
+    return ah_compile(arena, bc->c.what, BWD_PROGRAM, src ? src : prog, kernel, defs, ndefs);
 }
 
 static void *poisoned(size_t bytes)
@@ -258,7 +245,7 @@ static BwdVerdict bwd_judge(const BwdRun *r)
     return v;
 }
 
-static void bwd_check(const BwdCase *bc, uint64_t seed)
+static inline void bwd_check(const BwdCase *bc, uint64_t seed)
 {
     Arena arena;
     arena_init(&arena);

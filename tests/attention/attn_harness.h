@@ -45,6 +45,27 @@ static const char *ah_text(const char *rel)
     return NULL;
 }
 
+/* Kernel `kernel` of `src` (named `path` in diagnostics) compiled with `defs` to IR for the
+ * interpreter; the module lives in `arena`; `what` names the case when it fails. */
+static IrFunc *ah_compile(Arena *arena, const char *what, const char *path, const char *src, const char *kernel,
+                          const KilnDefine *defs, int ndefs)
+{
+    KilnCompileOptions o = {.kernel = kernel, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
+    Diag d;
+    diag_init(&d, path, src);
+    IrModule *m = NULL;
+    StrBuf out, dumps;
+    sb_init(&out);
+    sb_init(&dumps);
+    KilnStatus st = kiln_compile_ir(arena, &d, src, &o, &m, &out, &dumps);
+    ck_assert_msg(st == KILN_OK && m && m->nfuncs == 1, "%s: %s: compile failed (%d):\n%s", what, kernel, (int)st,
+                  d.out.data ? d.out.data : "");
+    sb_free(&out);
+    sb_free(&dumps);
+    diag_free(&d);
+    return m->funcs[0];
+}
+
 /* Compile one specialisation of `src` (the program, maybe with a variant's
  * hooks in front) with the case's defines plus `extra`; the module lives in `arena`. */
 static IrFunc *compile_src(Arena *arena, const Case *c, const char *path, const char *src,
@@ -58,21 +79,8 @@ static IrFunc *compile_src(Arena *arena, const Case *c, const char *path, const 
                            {"CAUSAL", c->causal ? "true" : "false"}};
     ck_assert_int_le(nextra, 12);
     for (int i = 0; i < nextra; i++) defs[4 + i] = extra[i];
-    KilnCompileOptions o = {.kernel = c->dtype == ATTN_F16 ? "attn_fwd_f16" : "attn_fwd_bf16",
-                            .defines = defs, .ndefines = 4 + nextra, .emit = KILN_EMIT_IR};
-    Diag d;
-    diag_init(&d, path, src);
-    IrModule *m = NULL;
-    StrBuf out, dumps;
-    sb_init(&out);
-    sb_init(&dumps);
-    KilnStatus st = kiln_compile_ir(arena, &d, src, &o, &m, &out, &dumps);
-    ck_assert_msg(st == KILN_OK && m && m->nfuncs == 1, "%s: compile failed (%d):\n%s", c->what, (int)st,
-                  d.out.data ? d.out.data : "");
-    sb_free(&out);
-    sb_free(&dumps);
-    diag_free(&d);
-    return m->funcs[0];
+    return ah_compile(arena, c->what, path, src, c->dtype == ATTN_F16 ? "attn_fwd_f16" : "attn_fwd_bf16", defs,
+                      4 + nextra);
 }
 
 static inline IrFunc *compile_case(Arena *arena, const Case *c)

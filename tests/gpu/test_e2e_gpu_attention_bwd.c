@@ -136,19 +136,6 @@ done:
     for (int i = 0; i < 10; i++) kiln_free(g_dev, ptr[i]);
 }
 
-/* Elements outside the problem (row padding, slack) that lost their poison. */
-static int64_t pad_clobbered(const void *buf, size_t n, const int64_t st[3], int nb, int nh, int ns, int d)
-{
-    unsigned char *mine = calloc(n, 1);
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < nh; h++)
-            for (int i = 0; i < ns; i++) memset(mine + b * st[0] + h * st[1] + i * st[2], 1, (size_t)d);
-    int64_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad += !mine[i] && ((const uint16_t *)buf)[i] != 0xFFFF;
-    free(mine);
-    return bad;
-}
-
 static void judge(Case *c)
 {
     if (c->st != KILN_OK) return;
@@ -165,7 +152,7 @@ static void judge(Case *c)
         const double *r = ref + (t == 0 ? 0 : t == 1 ? nq : nq + nkv), *pp = pl + (t == 0 ? 0 : t == 1 ? nq : nq + nkv);
         c->err[t] = attn_grad_max_err(p->dtype, x[t], st[t], p->batch, nh, ns, D, r, &c->nonfinite);
         c->bound[t] = 2 * attn_dense_max_diff(pp, r, t ? nkv : nq) + 1e-5;
-        c->pad_bad += pad_clobbered(x[t], t ? c->nkv : c->nq, st[t], p->batch, nh, ns, D);
+        c->pad_bad += attn_pad_clobbered(x[t], t ? c->nkv : c->nq, st[t], p->batch, nh, ns, D);
     }
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
