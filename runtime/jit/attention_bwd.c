@@ -212,7 +212,10 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
         {"Q", OR_ANY(f->q)},   {"K", OR_ANY(f->k)},   {"V", OR_ANY(f->v)},   {"O", OR_ANY(f->o)},
         {"LSE", OR_ANY(f->lse)}, {"DO", OR_ANY(p->dout)}, {"DQ", OR_ANY(p->dq)}, {"DK", OR_ANY(p->dk)},
         {"DV", OR_ANY(p->dv)}, {"DELTA", OR_ANY(p->scratch)},
-        {"DQ_ACC", p->scratch ? p->scratch + delta_bytes : any},
+        /* deterministic: no accumulator, and scratch + delta_bytes may lie past the
+         * caller's allocation (the launch's pointer check refuses it); the kernels
+         * that get it then never touch it, so any device address does */
+        {"DQ_ACC", p->scratch ? (p->deterministic ? p->scratch : p->scratch + delta_bytes) : any},
         {"cu_seqlens_q", f->cu_seqlens_q}, {"cu_seqlens_k", f->cu_seqlens_k}};
 #undef OR_ANY
     for (size_t i = 0; i < COUNT(ptrs); i++)
