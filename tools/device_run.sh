@@ -3,8 +3,9 @@
 # (tools/device_pack.sh) carried along: the main job on the GPU, the GPU suite,
 # then the benchmarks named in $KILN_BENCH (memory matmul attention; default all;
 # also decode (kiln-bench-decode: GB/s of K+V, contiguous and paged 64), attention-bwd
-# (bench_attention_bwd.py and its SVG charts; tools/device_bench_bwd.sh runs it alone),
-# attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
+# (bench_attention_bwd.py and its SVG charts; tools/device_bench_bwd.sh runs it alone), compile
+# (kiln-bench-compile: every shipped kernel's source -> PTX time by phase, and the forward's
+# PTX/cubin load and cache-hit times), attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
 # within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
 # (KILN_FUZZ_SECONDS, over all cores). KILN_SUITE=0 skips the main job and the GPU
 # suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). KILN_MATMUL_ARGS /
@@ -57,6 +58,9 @@ for b in $benches; do
     decode) for pg in 0 64; do for d in 64 128; do timeout 120 "$bin/kiln-bench-decode" --dtype bf16 --head-dim $d \
         --batch ${KILN_DECODE_BATCH:-4} --heads 32 --heads-kv 8 --page $pg --seqlens 1024,8192,65536,262144; done; done \
         >"$out/bench_decode.log" 2>&1 ;;
+    compile) { timeout 300 "$bin/kiln-bench-compile" --reps 5 --src-dir "$root" --cache
+        timeout 120 "$bin/kiln-bench-attn" --src lang/lib/attention_fwd.tile --dtype f16 --head-dim 128 --heads 16 \
+          --tokens 4096 --seqlens 1024 --compile-bench 5; } >"$out/bench_compile.log" 2>&1 ;;
     profile) timeout 300 bash tools/bench/profile_attention.sh "$bin/kiln-bench-attn" >"$out/bench_profile.log" 2>&1 ;;
     attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" \
@@ -68,10 +72,10 @@ for b in $benches; do
     matmul-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_matmul.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} ${KILN_MATMUL_ARGS:-} --out "$out" \
         >"$out/bench_matmul-sweep.log" 2>&1 ;;
-    *) echo "unknown benchmark '$b' (memory matmul attention attention-bwd attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
+    *) echo "unknown benchmark '$b' (memory matmul attention decode attention-bwd compile attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
   esac
   note "bench $b exit $?"
-  case $b in *-sweep|profile) n=80 ;; *) n=40 ;; esac
+  case $b in *-sweep|profile|compile) n=90 ;; *) n=40 ;; esac
   tail -$n "$out/bench_$b.log" >>"$summary"
 done
 

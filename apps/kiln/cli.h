@@ -23,7 +23,7 @@ typedef struct KilnCliArgs {
     int grid[3];
     unsigned seed;
     int show;
-    bool stats, cpu;
+    bool stats, time, cpu;
 } KilnCliArgs;
 
 char *kiln_cli_read_source(const char *path);

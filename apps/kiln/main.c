@@ -43,6 +43,7 @@ static const char usage_text[] =
     "  --num-stages N             override the kernel's num_stages (1 to 1024)\n"
     "  --dump-after PASS|all      print the IR after a pass (to stderr)\n"
     "  --stats                    print warps and SRAM use (to stderr)\n"
+    "  --time                     print each compiler phase's wall time in ms (to stderr)\n"
     "  -O0                        skip the target-independent passes\n"
     "  --no-wgmma                 sm_90a: keep every dot on mma.sync (no warpgroup MMA)\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
@@ -136,6 +137,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             else a->show = (int)n;
         } else if (!strcmp(s, "--dump-after")) { NEED_VALUE(); a->opts.dump_after = v; }
         else if (!strcmp(s, "--stats")) a->stats = true;
+        else if (!strcmp(s, "--time")) a->time = true;
         else if (!strcmp(s, "-O0")) a->opts.no_opt = 1;
         else if (!strcmp(s, "--no-wgmma")) a->opts.no_wgmma = 1;
         else if (!strcmp(s, "--cpu")) a->cpu = true;
@@ -254,6 +256,18 @@ char *kiln_cli_read_source(const char *path)
     return src;
 }
 
+/* The library's stats: --stats prints the kernel's lines, --time the
+ * "time <phase>: N ms" lines (they differ from run to run). */
+static void print_stats(const char *stats, bool kernel, bool time)
+{
+    for (const char *l = stats; l && *l;) {
+        size_t n = strcspn(l, "\n");
+        bool is_time = strncmp(l, "time ", 5) == 0;
+        if (is_time ? time : kernel) fprintf(stderr, "%.*s\n", (int)n, l);
+        l += n + (l[n] == '\n');
+    }
+}
+
 static int cmd_compile(KilnCliArgs *a, bool check_only)
 {
     char *src = kiln_cli_read_source(a->file);
@@ -268,7 +282,7 @@ static int cmd_compile(KilnCliArgs *a, bool check_only)
     if (st == KILN_ERR_USAGE) rc = EXIT_USAGE;
     else if (st != KILN_OK) rc = EXIT_USER;
     else if (!check_only) {
-        if (a->stats && r.stats) fputs(r.stats, stderr);
+        print_stats(r.stats, a->stats, a->time);
         rc = write_output(a->out_path, r.output, r.output_size);
     }
     kiln_compile_result_free(&r);

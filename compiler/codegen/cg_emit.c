@@ -3,11 +3,12 @@
  * Order: LLVMVerifyModule (a failure is an internal error carrying the
  * verifier's message), the target machine (nvptx64-nvidia-cuda, CPU =
  * the target's name, features = its PTX ISA, "+ptx80": sm_90a needs 8.0),
- * LLVM's "default<O3>" pipeline, then by stage: the module text, PTX through
- * LLVMTargetMachineEmitToMemoryBuffer, or a cubin from ptxas (ptxas_run,
- * compiler/support/ptxas.c, which also finds it).
- * LLVM is initialised once per process (pthread_once); -nvptx-short-ptr makes
- * shared-memory pointers 32-bit.
+ * Kiln's LLVM IR pipeline (cg_llvm_pipeline below, not default<O3>), then by
+ * stage: the module text, PTX through LLVMTargetMachineEmitToMemoryBuffer,
+ * or a cubin from ptxas (ptxas_run, compiler/support/ptxas.c, which also
+ * finds it). Each step's wall time goes to the stats ("time llvm-opt: ...").
+ * LLVM is initialised once per process (pthread_once) with the options of
+ * cg_llvm_options (-nvptx-short-ptr makes shared-memory pointers 32-bit).
  */
 #include "cg_internal.h"
 #include "../support/ptxas.h"
@@ -22,6 +23,89 @@
 
 #define CG_TRIPLE "nvptx64-nvidia-cuda"
 
+/* ---- the LLVM pipeline (docs/gpu.md, "LLVM pipeline") ----
+ *
+ * default<O3> spent ~300 ms of CPU on the d = 128 forward. Kiln's IR gives
+ * many of its passes nothing to do: the Tile IR passes already folded, CSE'd,
+ * hoisted and removed dead code; tiles are unrolled per thread; the kernel is
+ * one function with no allocas, no calls but intrinsics and inline asm, no
+ * memcpys, no coroutines, no switches. The list below is default<O3>'s
+ * function pipeline, in its order and with its parameters, less every pass
+ * that changed no IR on any shipped kernel (opt -print-changed over the
+ * pinned kernels and those of kiln-bench-compile): the inliner and the CGSCC
+ * wrapper (one function), SROA and mem2reg (no allocas), DSE, MemCpyOpt,
+ * jump threading, loop unswitching, idiom recognition, deletion, full unroll,
+ * loop vectorisation and distribution, ADCE, MergedLoadStoreMotion, the
+ * attribute inference passes, the coroutine and OpenMP passes. What stays
+ * cleans up the per-thread lowering (layout arithmetic, extract/insertelement
+ * around inline asm, selects of masks), hoists out of the K/V loop, and
+ * combines scalar f16/bf16 shared-memory loads into vectors (SLP). The PTX is
+ * the one default<O3> gave (tests/codegen/ptx_hashes.txt); the golden
+ * tests/codegen/llvm_pipeline.txt pins the list and its options. */
+#define CG_IC "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>"
+#define CG_SCFG(opts) "simplifycfg<bonus-inst-threshold=1;" opts ";speculate-blocks;simplify-cond-branch;"
+#define CG_SCFG_EARLY CG_SCFG("no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;keep-loops;" \
+                              "no-hoist-common-insts;no-sink-common-insts") "no-speculate-unpredictables>"
+#define CG_SCFG_MID CG_SCFG("no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;" \
+                            "no-hoist-common-insts;no-sink-common-insts") "no-speculate-unpredictables>"
+#define CG_SCFG_HOIST CG_SCFG("no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;" \
+                              "hoist-common-insts;sink-common-insts") "no-speculate-unpredictables>"
+#define CG_SCFG_LATE CG_SCFG("forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;" \
+                             "hoist-common-insts;sink-common-insts") "no-speculate-unpredictables>"
+#define CG_SCFG_LAST CG_SCFG("no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;" \
+                             "no-hoist-common-insts;no-sink-common-insts") "speculate-unpredictables>"
+#define CG_ROTATE "loop-rotate<header-duplication;no-prepare-for-lto>"
+static const char cg_pipeline[] =
+    /* O3's module simplification: ranges of tid/ctaid, attributes of the
+     * intrinsics, constants through the function */
+    "function(nvvm-intr-range),inferattrs,"
+    "function<eager-inv>(" CG_SCFG_EARLY ",early-cse<>),"
+    "ipsccp,globalopt,"
+    "function<eager-inv>(" CG_IC "," CG_SCFG_MID "),"
+    "require<globals-aa>,function(invalidate<aa>),"
+    /* O3's function simplification (what its CGSCC pipeline runs on each function) */
+    "function<eager-inv>(early-cse<memssa>,correlated-propagation," CG_SCFG_MID "," CG_IC ",tailcallelim,"
+    CG_SCFG_MID ",reassociate,"
+    "loop-mssa(licm<no-allowspeculation>," CG_ROTATE ",licm<allowspeculation>)," CG_SCFG_MID "," CG_IC ","
+    "loop(indvars),vector-combine,gvn<>,sccp,bdce," CG_IC ",correlated-propagation,"
+    "loop-mssa(licm<allowspeculation>)," CG_SCFG_HOIST "," CG_IC "),"
+    "recompute-globalsaa,"
+    /* O3's function optimisation: SLP, the last cleanups */
+    "function<eager-inv>(loop(" CG_ROTATE "),infer-alignment," CG_IC "," CG_SCFG_LATE ",slp-vectorizer,"
+    "vector-combine," CG_IC ",loop-unroll<O3>,infer-alignment," CG_IC ",loop-mssa(licm<allowspeculation>),"
+    "instsimplify,div-rem-pairs,tailcallelim," CG_SCFG_LAST ")";
+
+/* LLVM's command-line options, set once per process:
+ * -nvptx-short-ptr: 32-bit shared-memory pointers;
+ * -slp-vectorize-hor=false: SLP's search for horizontal reductions cost ~50 ms
+ *   on the d = 128 forward and changed no PTX of any shipped kernel (a row's
+ *   sum is a chain over a thread's few columns, then shuffles across lanes). */
+static const char *const cg_options[] = {"-nvptx-short-ptr", "-slp-vectorize-hor=false"};
+#define CG_NOPTIONS ((int)(sizeof cg_options / sizeof cg_options[0]))
+/* Codegen at "Less": EarlyCSE where "Aggressive" runs GVN twice around
+ * NVPTX's straight-line passes; same PTX on every shipped kernel. */
+#define CG_CODEGEN_LEVEL LLVMCodeGenLevelLess
+
+/* One pass per line (a group's passes indented under it), then the options and
+ * the codegen level: the text tests/codegen/llvm_pipeline.txt pins. */
+void cg_llvm_describe(StrBuf *out)
+{
+    sb_puts(out, "passes:\n");
+    int depth = 0;
+    for (const char *p = cg_pipeline; *p; p++) {
+        if (*p == ',' && depth <= 1) {
+            sb_printf(out, "\n%*s", 2 * depth, "");
+            continue;
+        }
+        sb_putc(out, *p);
+        if (*p == '(' && ++depth == 1) sb_puts(out, "\n  ");
+        if (*p == ')') depth--;
+    }
+    sb_puts(out, "\noptions:");
+    for (int i = 0; i < CG_NOPTIONS; i++) sb_printf(out, " %s", cg_options[i]);
+    sb_printf(out, "\ncodegen level: %s\n", CG_CODEGEN_LEVEL == LLVMCodeGenLevelLess ? "less" : "other");
+}
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void llvm_init_once(void)
@@ -30,8 +114,9 @@ static void llvm_init_once(void)
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
-    const char *argv[] = {"kiln", "-nvptx-short-ptr"};
-    LLVMParseCommandLineOptions(2, argv, NULL);
+    const char *argv[CG_NOPTIONS + 1] = {"kiln"};
+    for (int i = 0; i < CG_NOPTIONS; i++) argv[i + 1] = cg_options[i];
+    LLVMParseCommandLineOptions(CG_NOPTIONS + 1, argv, NULL);
 }
 
 bool cg_llvm_init(Diag *d, SrcLoc loc)
@@ -55,7 +140,7 @@ static LLVMTargetMachineRef make_tm(CgCtx *c)
         LLVMDisposeMessage(msg);
         return NULL;
     }
-    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->target->name, c->opts->target->ptx_features, LLVMCodeGenLevelAggressive,
+    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->target->name, c->opts->target->ptx_features, CG_CODEGEN_LEVEL,
                                    LLVMRelocDefault, LLVMCodeModelDefault);
 }
 
@@ -118,6 +203,7 @@ static bool emit_ptx(CgCtx *c, LLVMTargetMachineRef tm, StrBuf *out)
 
 bool cg_emit(CgCtx *c, CgResult *res)
 {
+    double t0 = sup_now_ms();
     char *msg = NULL;
     if (LLVMVerifyModule(c->mod, LLVMReturnStatusAction, &msg)) {
         diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen produced invalid LLVM IR: %s", msg ? msg : "");
@@ -128,7 +214,7 @@ bool cg_emit(CgCtx *c, CgResult *res)
     if (c->opts->dump_after && (strcmp(c->opts->dump_after, "all") == 0 ||
                                 strcmp(c->opts->dump_after, "lower") == 0)) {
         char *s = LLVMPrintModuleToString(c->mod);
-        sb_printf(&res->dumps, "; ----- LLVM IR after lower (%s), before O3 -----\n%s", c->f->name, s);
+        sb_printf(&res->dumps, "; ----- LLVM IR after lower (%s), before LLVM's passes -----\n%s", c->f->name, s);
         LLVMDisposeMessage(s);
     }
     LLVMTargetMachineRef tm = make_tm(c);
@@ -141,25 +227,32 @@ bool cg_emit(CgCtx *c, CgResult *res)
     LLVMDisposeTargetData(td);
     LLVMSetTarget(c->mod, CG_TRIPLE);
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(c->mod, "default<O3>", tm, po);
+    LLVMErrorRef e = LLVMRunPasses(c->mod, cg_pipeline, tm, po);
     LLVMDisposePassBuilderOptions(po);
     bool ok = true;
     if (e) {
         char *em = LLVMGetErrorMessage(e);
-        diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen: LLVM O3 pipeline failed: %s", em);
+        diag_report(c->diag, DIAG_INTERNAL, c->f->loc, "codegen: LLVM pipeline failed: %s", em);
         LLVMDisposeErrorMessage(em);
         ok = false;
     }
+    double t1 = sup_now_ms();
+    sb_printf(&res->stats, "time llvm-opt: %.3f ms\n", t1 - t0);
     if (ok && c->opts->stage == CG_STAGE_LLVM) {
         char *s = LLVMPrintModuleToString(c->mod);
         sb_puts(&res->out, s);
         LLVMDisposeMessage(s);
-    } else if (ok && c->opts->stage == CG_STAGE_PTX) {
-        ok = emit_ptx(c, tm, &res->out);
-    } else if (ok && c->opts->stage == CG_STAGE_CUBIN) {
+    } else if (ok && (c->opts->stage == CG_STAGE_PTX || c->opts->stage == CG_STAGE_CUBIN)) {
         StrBuf ptx;
         sb_init(&ptx);
-        ok = emit_ptx(c, tm, &ptx) && run_ptxas(c, ptx.data, ptx.len, &res->out, &res->stats);
+        StrBuf *dst = c->opts->stage == CG_STAGE_PTX ? &res->out : &ptx;
+        ok = emit_ptx(c, tm, dst);
+        double t2 = sup_now_ms();
+        sb_printf(&res->stats, "time llvm-codegen: %.3f ms\n", t2 - t1);
+        if (ok && dst == &ptx) {
+            ok = run_ptxas(c, ptx.data, ptx.len, &res->out, &res->stats);
+            sb_printf(&res->stats, "time ptxas: %.3f ms\n", sup_now_ms() - t2);
+        }
         sb_free(&ptx);
     }
     LLVMDisposeTargetMachine(tm);

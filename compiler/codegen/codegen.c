@@ -74,18 +74,23 @@ static void write_stats(CgCtx *c, CgResult *res)
     cg_sram_stats(c->tc, &res->stats);
 }
 
-static bool lower_and_emit(CgCtx *c, CgResult *res)
+/* t_gpu: the GPU passes' time, reported with the other phases after the
+ * kernel's own stats. */
+static bool lower_and_emit(CgCtx *c, CgResult *res, double t_gpu)
 {
     c->ctx = LLVMContextCreate();
     c->mod = LLVMModuleCreateWithNameInContext(c->f->name, c->ctx);
     c->b = LLVMCreateBuilderInContext(c->ctx);
     init_types(c);
+    double t0 = sup_now_ms();
     build_kernel(c);
     bool ok = cg_lower_block(c, c->f->body);
+    double t_lower = sup_now_ms() - t0;
     if (ok && !c->failed && !ice_message()) {
         /* Bodies end with `return`; make sure the last block is terminated anyway. */
         if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildRetVoid(c->b);
         write_stats(c, res); /* first: emission appends what ptxas reports (registers, spills) */
+        sb_printf(&res->stats, "time gpu-passes: %.3f ms\ntime lower: %.3f ms\n", t_gpu, t_lower);
         ok = cg_emit(c, res);
     } else {
         ok = false;
@@ -117,12 +122,14 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
         return false;
     }
     res->num_warps = W;
+    double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
     CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
     if (diag_flush_ice(d)) return false;
+    double t_gpu = sup_now_ms() - t0;
     res->smem_bytes = tc->total;
     if (opts->stage == CG_STAGE_GPU_IR) {
         ir_print_func(&res->out, f);
@@ -135,7 +142,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     c.lazy = ARENA_ARRAY(f->arena, CgLazyOperand, f->next_id + 1);
     c.uses = ir_use_counts(f);
     int before = d->nerrors;
-    bool ok = lower_and_emit(&c, res);
+    bool ok = lower_and_emit(&c, res, t_gpu);
     if (!ok && !diag_flush_ice(d) && d->nerrors == before)
         diag_report(d, DIAG_INTERNAL, f->loc, "codegen failed without a message");
     return ok;

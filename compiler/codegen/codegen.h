@@ -20,7 +20,7 @@ typedef struct CgOptions {
 typedef struct CgResult {
     StrBuf out;                /* text of the stage (or cubin bytes) */
     StrBuf dumps;
-    StrBuf stats;
+    StrBuf stats;              /* also "time <phase>: N ms" lines, one per backend phase */
     int smem_bytes;            /* dynamic shared memory needed at launch */
     int num_warps;
 } CgResult;
@@ -39,5 +39,8 @@ bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts,
 /* The name of GPU pass `i` in the order they run (pass_table.c), NULL past
  * the last: the driver checks --dump-after names against it. */
 const char *cg_gpu_pass_name(int i);
+/* LLVM's pass pipeline, options and codegen level as cg_compile uses them,
+ * one pass per line (cg_emit.c): tests/codegen/llvm_pipeline.txt pins it. */
+void cg_llvm_describe(StrBuf *out);
 
 #endif

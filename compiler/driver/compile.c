@@ -88,8 +88,10 @@ static KilnStatus select_kernels(IrModule *m, const KilnCompileOptions *o, Diag 
     return KILN_OK;
 }
 
+/* t_front: the front end's time (parse, sema, Tile IR passes), the first of
+ * the "time <phase>" lines in the stats; the backend adds its own. */
 static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptions *o, KilnCompileResult *r,
-                              Diag *d)
+                              Diag *d, double t_front)
 {
     static const CgStage stages[] = {
         [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
@@ -99,6 +101,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
                     .no_wgmma = o->no_wgmma != 0};
     CgResult cr;
     memset(&cr, 0, sizeof cr);
+    sb_printf(&cr.stats, "time front-end: %.3f ms\n", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */
     int internal = d->ninternal, unsupported = d->nunsupported;
@@ -255,7 +258,9 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     sb_init(&out);
     sb_init(&dumps);
     IrModule *m = NULL;
+    double t0 = sup_now_ms();
     st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
+    double t_front = sup_now_ms() - t0;
     if (st == KILN_OK && m) {
         r->nkernels = m->nfuncs;
         r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
@@ -264,7 +269,7 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
             for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
         } else if (r->kernels) {
             r->dumps = dup_or_null(&dumps);
-            st = run_backend(m->funcs[0], target, opts, r, &d); /* 4. the GPU backend */
+            st = run_backend(m->funcs[0], target, opts, r, &d, t_front); /* 4. the GPU backend */
         }
     }
     if (sb_failed(&out) || sb_failed(&dumps)) INTERNAL_ERROR("out of host memory: the output was cut short");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ArenaChunk {
@@ -171,6 +172,13 @@ char *sb_steal(StrBuf *sb)
 }
 
 bool sup_is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+double sup_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 int sup_ilog2(int64_t x)
 {

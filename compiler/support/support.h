@@ -73,6 +73,8 @@ char *sb_steal(StrBuf *sb);                     /* returns malloc'd string, rese
 
 /* ---- misc ---- */
 bool   sup_is_pow2(int64_t x);
+/* Milliseconds on the monotonic clock (phase timings: only differences mean anything). */
+double sup_now_ms(void);
 int    sup_ilog2(int64_t x);                        /* floor(log2(x)), x > 0 */
 int    sup_edit_distance(const char *a, const char *b);
 /* The largest source sup_read_file_text accepts (the kiln command's input limit,

@@ -87,6 +87,12 @@ if [ -f "$root/examples/vec_add.tile" ]; then
   contains "$tmp/err" "warps: 4" "--stats prints the kernel's warps (stderr)"
   contains "$tmp/err" "stages: 2" "--stats prints the default stages"
   contains "$tmp/v.ptx" ".entry vec_add" "-o writes the PTX to the file"
+  if grep -q "^time " "$tmp/err"; then echo "FAIL: --stats alone prints phase times"; fail=$((fail+1)); fi
+  expect 0 "--time" -- "$kiln" compile --emit ptx --arch sm_80 --time -o "$tmp/v.ptx" "$v"
+  for phase in front-end gpu-passes lower llvm-opt llvm-codegen; do
+    contains "$tmp/err" "time $phase: " "--time prints the $phase phase"
+  done
+  if grep -q "^warps" "$tmp/err"; then echo "FAIL: --time alone prints the kernel's stats"; fail=$((fail+1)); fi
   expect 0 "--num-warps 8" -- "$kiln" compile --emit ptx --arch sm_80 --num-warps 8 --stats "$v"
   contains "$tmp/err" "warps: 8" "--num-warps overrides the kernel's setting"
   contains "$tmp/out" ".maxntid 256, 1, 1" "8 warps are 256 threads"

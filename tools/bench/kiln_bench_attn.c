@@ -13,8 +13,11 @@
  * the Python side can compare O (--out DIR: o.bin, lse.bin) with its own
  * reference. TFLOP/s uses FlashAttention's convention: 4 * B * H * Sq * Sk * D
  * (halved when causal, for Sq == Sk).
- * --compile-bench N: also times source -> PTX (kiln_compile, no cache) and the
- * runtime's cached path (kiln_module_compile hitting the on-disk cache).
+ * --compile-bench N: also times source -> PTX (kiln_compile, no cache), PTX ->
+ * loaded module (kiln_module_load_ptx: the driver's JIT), source -> cubin
+ * (ptxas included; -1 without ptxas) and cubin -> loaded module, and the
+ * runtime's cached path (kiln_module_compile hitting the on-disk cache); -1
+ * for a load the driver refused. Medians of N; *_first_ms: the first load.
  */
 #include <math.h>
 #include <stdio.h>
@@ -142,29 +145,65 @@ static void prog_init(Prog *p, const Opts *o)
                                  .num_stages = o->stages, .emit = KILN_EMIT_PTX, .no_wgmma = o->no_wgmma};
 }
 
-/* Median wall time of source -> PTX (no cache involved) and of the runtime's
- * cache-hit path; printed as one JSON line. */
+/* Median wall time of `reps` loads of one module image (PTX: the driver
+ * JIT-compiles it, its own compute cache may serve the repeats; cubin: a load). */
+static double load_ms(KilnDevice *dev, const KilnCompileResult *r, int cubin, int n, double *first)
+{
+    double t[64];
+    for (int i = 0; i < n; i++) {
+        KilnModule *m = NULL;
+        double t0 = now_ms();
+        KilnStatus st = cubin ? kiln_module_load_cubin(dev, r->output, r->output_size, r->kernels, 1, &m)
+                              : kiln_module_load_ptx(dev, r->output, r->kernels, 1, &m);
+        t[i] = now_ms() - t0;
+        kiln_module_free(m);
+        if (st != KILN_OK) return -1;
+    }
+    *first = t[0];
+    return median(t, n);
+}
+
+/* Median wall time of source -> PTX (no cache involved), of PTX -> loaded
+ * module, of source -> cubin (ptxas included, when there is one) and cubin ->
+ * loaded module, and of the runtime's cache-hit path; printed as one JSON line. */
 static void compile_bench(KilnDevice *dev, Prog *p, const Opts *o)
 {
     int n = o->compile_reps > 64 ? 64 : o->compile_reps;
-    double t_ptx[64], t_hit[64];
+    double t_ptx[64], t_cubin[64], t_hit[64];
     KilnCompileOptions co = p->co;
     co.arch = NULL;
     KilnDeviceInfo info;
     if (kiln_device_info(dev, &info) == KILN_OK) co.arch = info.arch;
+    KilnCompileResult ptx, cubin;
+    memset(&ptx, 0, sizeof ptx);
+    memset(&cubin, 0, sizeof cubin);
+    int have_cubin = 1;
     for (int i = 0; i < n; i++) {
-        KilnCompileResult r;
+        KilnCompileResult *r = i + 1 == n ? &ptx : &(KilnCompileResult){0};
         double t0 = now_ms();
-        KilnStatus st = kiln_compile(o->src_path, p->src, &co, &r);
+        KilnStatus st = kiln_compile(o->src_path, p->src, &co, r);
         t_ptx[i] = now_ms() - t0;
         if (st != KILN_OK) {
-            fprintf(stderr, "%s", r.diagnostics ? r.diagnostics : "");
-            kiln_compile_result_free(&r);
+            fprintf(stderr, "%s", r->diagnostics ? r->diagnostics : "");
+            kiln_compile_result_free(r);
             json_error("compile", 0, st);
             return;
         }
-        kiln_compile_result_free(&r);
+        if (r != &ptx) kiln_compile_result_free(r);
     }
+    co.emit = KILN_EMIT_CUBIN;
+    for (int i = 0; have_cubin && i < n; i++) {
+        KilnCompileResult *r = i + 1 == n ? &cubin : &(KilnCompileResult){0};
+        double t0 = now_ms();
+        have_cubin = kiln_compile(o->src_path, p->src, &co, r) == KILN_OK; /* no ptxas: PTX only */
+        t_cubin[i] = now_ms() - t0;
+        if (r != &cubin || !have_cubin) kiln_compile_result_free(r);
+    }
+    double ptx_first = -1, cubin_first = -1;
+    double ptx_load = load_ms(dev, &ptx, 0, n, &ptx_first);
+    double cubin_load = have_cubin ? load_ms(dev, &cubin, 1, n, &cubin_first) : -1;
+    kiln_compile_result_free(&ptx);
+    kiln_compile_result_free(&cubin);
     /* the cached path: one call to fill the cache, then hits */
     KilnModule *m = NULL;
     KilnStatus st = kiln_module_compile(dev, o->src_path, p->src, &p->co, &m);
@@ -177,8 +216,10 @@ static void compile_bench(KilnDevice *dev, Prog *p, const Opts *o)
     }
     if (st != KILN_OK) { json_error("module_compile", 0, st); return; }
     printf("{\"provider\": \"kiln\", \"compile\": true, \"reps\": %d, \"compile_ptx_ms\": %.3f, "
-           "\"cache_hit_ms\": %.3f, \"cache_enabled\": %d}\n",
-           n, median(t_ptx, n), median(t_hit, n), kiln_cache_enabled());
+           "\"ptx_load_ms\": %.3f, \"ptx_load_first_ms\": %.3f, \"compile_cubin_ms\": %.3f, "
+           "\"cubin_load_ms\": %.3f, \"cubin_load_first_ms\": %.3f, \"cache_hit_ms\": %.3f, \"cache_enabled\": %d}\n",
+           n, median(t_ptx, n), ptx_load, ptx_first, have_cubin ? median(t_cubin, n) : -1.0, cubin_load, cubin_first,
+           median(t_hit, n), kiln_cache_enabled());
     fflush(stdout);
 }
 
