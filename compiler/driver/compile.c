@@ -255,18 +255,24 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     sb_init(&out);
     sb_init(&dumps);
     IrModule *m = NULL;
-    st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
-    if (st == KILN_OK && m) {
-        r->nkernels = m->nfuncs;
-        r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
-        if (opts->emit == KILN_EMIT_IR) {
-            ir_print_module(&out, m);
-            for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
-        } else if (r->kernels) {
-            r->dumps = dup_or_null(&dumps);
-            st = run_backend(m->funcs[0], target, opts, r, &d); /* 4. the GPU backend */
+    SupOomCatch oom; /* an arena allocation failing anywhere below lands in the else (support.h) */
+    if (SUP_OOM_TRY(&oom)) {
+        st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
+        if (st == KILN_OK && m) {
+            r->nkernels = m->nfuncs;
+            r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
+            if (opts->emit == KILN_EMIT_IR) {
+                ir_print_module(&out, m);
+                for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
+            } else if (r->kernels) {
+                r->dumps = dup_or_null(&dumps);
+                st = run_backend(m->funcs[0], target, opts, r, &d); /* 4. the GPU backend */
+            }
         }
+    } else {
+        st = KILN_ERR_INTERNAL; /* the recorded "out of host memory" is reported by finish() */
     }
+    sup_oom_pop(&oom);
     if (sb_failed(&out) || sb_failed(&dumps)) INTERNAL_ERROR("out of host memory: the output was cut short");
     if (st == KILN_OK && !r->output) {
         r->output_size = out.len;
