@@ -70,6 +70,10 @@ bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
  * tile spills, and past this the unrolled per-thread code takes LLVM seconds
  * per op. [256, 256] f32 is 512 per thread on 4 warps, 1024 on 2 warps. */
 #define CG_MAX_THREAD_REGS 1024
+/* An operand of a dot on CUDA cores holds all K elements of each of its rows
+ * (or columns) in every thread (cg_dot_fma.c): an f32 [64, 64] @ [64, 64] on
+ * 4 warps holds 2048 per thread, [64, 128] @ [128, 64] 4096 (2 s of LLVM). */
+#define CG_MAX_DOT_OPERAND_REGS 4096
 /* Every tile value with a layout within CG_MAX_THREAD_REGS and every reduce
  * within CG_MAX_REDUCE_WORK; else a located user error at the first op past
  * it that says what to shrink. */

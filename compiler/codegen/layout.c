@@ -300,7 +300,15 @@ typedef struct RegCheck {
     IrFunc *f;
     Diag *d;
     bool ok;
+    bool *dot_operand;    /* by value id: an A or B operand of a dot */
 } RegCheck;
+
+static void mark_dot_operands(IrOp *op, void *vctx)
+{
+    RegCheck *rc = vctx;
+    for (int i = 0; op->op == IR_DOT && i < 2 && i < op->nargs; i++)
+        if (op->args[i]->id >= 0 && op->args[i]->id <= rc->f->next_id) rc->dot_operand[op->args[i]->id] = true;
+}
 
 static void check_op_regs(IrOp *op, void *vctx)
 {
@@ -309,7 +317,8 @@ static void check_op_regs(IrOp *op, void *vctx)
         const IrValue *v = op->res[i];
         CgGeom g;
         if (v->type.rank == 0 || v->layout < 0 || !cg_geom(rc->f, v->layout, v->type, &g)) continue;
-        if (g.nregs <= CG_MAX_THREAD_REGS) continue;
+        bool operand = v->id >= 0 && v->id <= rc->f->next_id && rc->dot_operand[v->id];
+        if (g.nregs <= (operand ? CG_MAX_DOT_OPERAND_REGS : CG_MAX_THREAD_REGS)) continue;
         char ts[96];
         int k = snprintf(ts, sizeof ts, "%s[", ir_elem_name((IrElem)v->type.elem));
         for (int j = 0; j < v->type.rank; j++)
@@ -318,7 +327,7 @@ static void check_op_regs(IrOp *op, void *vctx)
         diag_report(rc->d, DIAG_USER, op->loc,
                     "this %s tile needs %d registers per thread with num_warps = %d; a thread may hold at most %d "
                     "of one tile: use smaller blocks (BLOCK_* constants) or more warps",
-                    ts, g.nregs, rc->f->sched.num_warps, CG_MAX_THREAD_REGS);
+                    ts, g.nregs, rc->f->sched.num_warps, operand ? CG_MAX_DOT_OPERAND_REGS : CG_MAX_THREAD_REGS);
         rc->ok = false;
     }
     int64_t work = rc->ok && op->op == IR_REDUCE ? cg_reduce_work(rc->f, op) : 0;
@@ -333,7 +342,10 @@ static void check_op_regs(IrOp *op, void *vctx)
 
 bool cg_check_thread_regs(IrFunc *f, Diag *d)
 {
-    RegCheck rc = {f, d, true};
+    RegCheck rc = {f, d, true, ARENA_ARRAY(f->arena, bool, f->next_id + 1)};
+    if (!rc.dot_operand) return false;
+    for (int i = 0; i <= f->next_id; i++) rc.dot_operand[i] = false;
+    ir_walk(f, mark_dot_operands, &rc);
     ir_walk(f, check_op_regs, &rc);
     return rc.ok;
 }

@@ -119,6 +119,34 @@ START_TEST(reduce_across_warps)
 }
 END_TEST
 
+static const char *DOT = "kernel k(X: *f32, W: *f32, Y: *f32, const M: i32 = 64, const K: i32 = 64,\n"
+                         "         const N: i32 = 64) {\n"
+                         "    let a = load(X + arange(M)[:, None] * K + arange(K)[None, :]);\n"
+                         "    let b = load(W + arange(K)[:, None] * N + arange(N)[None, :]);\n"
+                         "    store(Y + arange(M)[:, None] * N + arange(N)[None, :], dot(a, b));\n"
+                         "}\n";
+
+/* An f32 dot runs on CUDA cores, its operands replicated: every thread holds
+ * all K of its rows (2048 registers at 64 x 64 x 64 on 4 warps, legal), up to
+ * CG_MAX_DOT_OPERAND_REGS. */
+START_TEST(fma_dot_operands)
+{
+    KilnCompileResult r;
+    clock_t t0 = clock();
+    KilnStatus st = compile(DOT, NULL, 0, 4, &r);
+    double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    ck_assert_msg(st == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    ck_assert_msg(s < LEGAL_CPU_SECONDS, "64 x 64 x 64 took %.1f s of CPU", s);
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "fma.rn.f32"), 32 * 64);
+    kiln_compile_result_free(&r);
+    KilnDefine d[] = {{"M", "128"}, {"N", "128"}};
+    st = compile(DOT, d, 2, 4, &r);
+    expect_error(&r, st, "t.tile:5:60: error: this f32[128, 64] tile needs 8192 registers per thread with "
+                 "num_warps = 4; a thread may hold at most 4096", "use smaller blocks");
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 /* The attention forward pipelines its K/V loads: past 64 stages the loop is
  * the error; at 64 the stage buffer is, at the load (it was an internal error
  * from the verifier, and stages x bytes was computed in 32 bits). */
@@ -189,6 +217,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, huge_reduce_is_an_error);
     tcase_add_test(tc, registers_per_thread);
     tcase_add_test(tc, reduce_across_warps);
+    tcase_add_test(tc, fma_dot_operands);
     tcase_add_test(tc, pipeline_stages);
     suite_add_tcase(s, tc);
     TCase *legal = tcase_create("legal");
