@@ -47,6 +47,16 @@ static void expect_error(const KilnCompileResult *r, KilnStatus st, const char *
     ck_assert_ptr_null(r->output);
 }
 
+/* compile, expect_error, free. */
+static void error_case(const char *src, const KilnDefine *defs, int ndefs, int warps, const char *head,
+                       const char *advice)
+{
+    KilnCompileResult r;
+    KilnStatus st = compile(src, defs, ndefs, warps, &r);
+    expect_error(&r, st, head, advice);
+    kiln_compile_result_free(&r);
+}
+
 static const char *STORE = "kernel k(Y: *f32, const BM: i32 = 64, const BN: i32 = 64) {\n"
                            "    let z = zeros([BM, BN], f32);\n"
                            "    store(Y + arange(BM)[:, None] * BN + arange(BN)[None, :], z);\n"
@@ -55,11 +65,8 @@ static const char *STORE = "kernel k(Y: *f32, const BM: i32 = 64, const BN: i32 
 START_TEST(huge_store_is_an_error_not_ret)
 {
     KilnDefine d[] = {{"BM", "1048576"}, {"BN", "1048576"}};
-    KilnCompileResult r;
-    KilnStatus st = compile(STORE, d, 2, 0, &r);
-    expect_error(&r, st, "t.tile:2:13: error: this f32[1048576, 1048576] tile has 1099511627776 elements",
-                 "use smaller blocks");
-    kiln_compile_result_free(&r);
+    error_case(STORE, d, 2, 0, "t.tile:2:13: error: this f32[1048576, 1048576] tile has 1099511627776 elements",
+               "use smaller blocks");
 }
 END_TEST
 
@@ -70,18 +77,13 @@ START_TEST(huge_reduce_is_an_error)
                             "    store(Y + arange(A), sum(z, 1));\n"
                             "}\n";
     KilnDefine d[] = {{"A", "1048576"}, {"B", "1048576"}};
-    KilnCompileResult r;
-    KilnStatus st = compile(r2, d, 2, 0, &r);
-    expect_error(&r, st, "t.tile:2:13: error: this f32[1048576, 1048576] tile has", "use smaller blocks");
-    kiln_compile_result_free(&r);
+    error_case(r2, d, 2, 0, "t.tile:2:13: error: this f32[1048576, 1048576] tile has", "use smaller blocks");
     static const char *r4 = "kernel k(Y: *f32, const A: i32 = 4) {\n"
                             "    store(Y, sum(zeros([A, A, A, A], f32)));\n"
                             "}\n";
     KilnDefine d4[] = {{"A", "65536"}};
-    st = compile(r4, d4, 1, 0, &r);
-    expect_error(&r, st, "t.tile:2:18: error: this f32[65536, 65536, 65536, 65536] tile has more than 2^63",
-                 "use smaller blocks");
-    kiln_compile_result_free(&r);
+    error_case(r4, d4, 1, 0, "t.tile:2:18: error: this f32[65536, 65536, 65536, 65536] tile has more than 2^63",
+               "use smaller blocks");
 }
 END_TEST
 
@@ -89,16 +91,11 @@ END_TEST
 START_TEST(registers_per_thread)
 {
     KilnDefine d[] = {{"BM", "1024"}, {"BN", "1024"}};
-    KilnCompileResult r;
-    KilnStatus st = compile(STORE, d, 2, 4, &r);
-    expect_error(&r, st, "t.tile:2:13: error: this f32[1024, 1024] tile needs 8192 registers per thread",
-                 "or more warps");
-    kiln_compile_result_free(&r);
+    error_case(STORE, d, 2, 4, "t.tile:2:13: error: this f32[1024, 1024] tile needs 8192 registers per thread",
+               "or more warps");
     KilnDefine d2[] = {{"BM", "256"}, {"BN", "256"}};
-    st = compile(STORE, d2, 2, 1, &r);
-    expect_error(&r, st, "t.tile:2:13: error: this f32[256, 256] tile needs 2048 registers per thread with "
-                 "num_warps = 1", "a thread may hold at most 1024");
-    kiln_compile_result_free(&r);
+    error_case(STORE, d2, 2, 1, "t.tile:2:13: error: this f32[256, 256] tile needs 2048 registers per thread with "
+               "num_warps = 1", "a thread may hold at most 1024");
 }
 END_TEST
 
@@ -111,11 +108,8 @@ static const char *ROWMAX = "kernel k(X: *f32, Y: *f32, const BM: i32 = 64, cons
 START_TEST(reduce_across_warps)
 {
     KilnDefine d[] = {{"BM", "512"}, {"BN", "512"}};
-    KilnCompileResult r;
-    KilnStatus st = compile(ROWMAX, d, 2, 16, &r);
-    expect_error(&r, st, "t.tile:3:27: error: this reduce combines 8192 partial results per thread",
-                 "use smaller blocks");
-    kiln_compile_result_free(&r);
+    error_case(ROWMAX, d, 2, 16, "t.tile:3:27: error: this reduce combines 8192 partial results per thread",
+               "use smaller blocks");
 }
 END_TEST
 
@@ -139,11 +133,23 @@ START_TEST(fma_dot_operands)
     ck_assert_msg(s < LEGAL_CPU_SECONDS, "64 x 64 x 64 took %.1f s of CPU", s);
     ck_assert_int_ge(pu_count_n(r.output, r.output_size, "fma.rn.f32"), 32 * 64);
     kiln_compile_result_free(&r);
-    KilnDefine d[] = {{"M", "128"}, {"N", "128"}};
-    st = compile(DOT, d, 2, 4, &r);
-    expect_error(&r, st, "t.tile:5:60: error: this f32[128, 64] tile needs 8192 registers per thread with "
-                 "num_warps = 4; a thread may hold at most 4096", "use smaller blocks");
+    /* i8 operands, an i32 accumulator: 2048 chained multiply-adds a thread
+     * (9 s in LLVM's NaryReassociate as adds, now mad.lo.s32). */
+    static const char *I8 = "kernel k(X: *i8, Y: *i32) {\n"
+                            "    let o = arange(64)[:, None] * 64 + arange(64)[None, :];\n"
+                            "    let a = load(X + o);\n"
+                            "    store(Y + o, dot(a, a));\n"
+                            "}\n";
+    t0 = clock();
+    st = compile(I8, NULL, 0, 4, &r);
+    s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    ck_assert_msg(st == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+    ck_assert_msg(s < LEGAL_CPU_SECONDS, "the i8 dot took %.1f s of CPU", s);
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "mad.lo.s32"), 32 * 64);
     kiln_compile_result_free(&r);
+    KilnDefine d[] = {{"M", "128"}, {"N", "128"}};
+    error_case(DOT, d, 2, 4, "t.tile:5:60: error: this f32[128, 64] tile needs 8192 registers per thread with "
+               "num_warps = 4; a thread may hold at most 4096", "use smaller blocks");
 }
 END_TEST
 
