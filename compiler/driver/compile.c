@@ -161,8 +161,8 @@ static bool dump_after_known(const char *name, Diag *d)
     return false;
 }
 
-KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
-                           IrModule **mod_out, StrBuf *out, StrBuf *dumps)
+static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
+                             IrModule **mod_out, StrBuf *out, StrBuf *dumps)
 {
     *mod_out = NULL;
     StrBuf err;
@@ -223,6 +223,20 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
     *mod_out = m;
 done:
     sb_free(&err);
+    return st;
+}
+
+/* Steps 1-3 under their own out-of-memory catch: the CPU runs (kiln run,
+ * kiln_run_cpu) call this without kiln_compile around it. */
+KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
+                           IrModule **mod_out, StrBuf *out, StrBuf *dumps)
+{
+    volatile KilnStatus st = KILN_ERR_INTERNAL; /* read after a longjmp */
+    SupOomCatch oom;
+    if (SUP_OOM_TRY(&oom)) st = compile_ir(arena, d, src, opts, mod_out, out, dumps);
+    else *mod_out = NULL; /* "out of host memory" is recorded: diag_flush_ice reports it */
+    sup_oom_pop(&oom);
+    if (st == KILN_ERR_INTERNAL) diag_flush_ice(d);
     return st;
 }
 

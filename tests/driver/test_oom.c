@@ -15,6 +15,8 @@
 
 #include "kiln.h"
 #include "compiler/support/support.h"
+#include "compiler/support/diag.h"
+#include "compiler/driver/driver.h"
 
 /* The softmax kernel of examples/softmax.tile (the file has two: naming one
  * lets the GPU stages run). */
@@ -65,12 +67,51 @@ END_TEST
 START_TEST(through_the_backend) { sweep(KILN_EMIT_LLVM); }
 END_TEST
 
+/* kiln_compile_ir alone (what the CPU runs call): its own catch. */
+START_TEST(compile_ir_alone)
+{
+    char *src = sup_read_file_text(tu_src_path("examples/softmax.tile"), NULL);
+    ck_assert_ptr_nonnull(src);
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.emit = KILN_EMIT_IR;
+    int failed = 0;
+    for (int64_t n = 1;; n = n < 8 ? n + 1 : n + n / 3) {
+        Arena a;
+        arena_init(&a);
+        Diag d;
+        diag_init(&d, "softmax.tile", src);
+        IrModule *m = NULL;
+        StrBuf out, dumps;
+        sb_init(&out);
+        sb_init(&dumps);
+        sup_arena_fail_after(n);
+        KilnStatus st = kiln_compile_ir(&a, &d, src, &o, &m, &out, &dumps);
+        sup_arena_fail_after(0);
+        bool ok = st == KILN_OK;
+        if (!ok) {
+            ck_assert_msg(st == KILN_ERR_INTERNAL && !m && d.out.data && strstr(d.out.data, "out of host memory"),
+                          "n = %lld: status %d:\n%s", (long long)n, (int)st, d.out.data ? d.out.data : "");
+            failed++;
+        }
+        sb_free(&out);
+        sb_free(&dumps);
+        diag_free(&d);
+        arena_free(&a);
+        if (ok) break;
+    }
+    ck_assert_int_ge(failed, 10);
+    free(src);
+}
+END_TEST
+
 static Suite *oom_suite(void)
 {
     Suite *s = suite_create("driver_oom");
     TCase *tc = tcase_create("oom");
     tcase_add_test(tc, front_end_and_passes);
     tcase_add_test(tc, through_the_backend);
+    tcase_add_test(tc, compile_ir_alone);
     suite_add_tcase(s, tc);
     return s;
 }
