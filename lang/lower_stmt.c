@@ -445,6 +445,39 @@ static Val inline_body(Sema *s, const AstDecl *fn)
     return result;
 }
 
+/* "k -> h0 -> h1 -> h2": the kernel, then the helpers being inlined, outermost
+ * first, then `fn` (at most 6 helpers named from each end). */
+static const char *inline_chain(Sema *s, const AstDecl *fn)
+{
+    const InlineFrame *fr[SEMA_MAX_INLINE_DEPTH + 1];
+    int n = 0;
+    for (const InlineFrame *f = s->inl; f && n < SEMA_MAX_INLINE_DEPTH; f = f->parent) fr[n++] = f;
+    StrBuf sb;
+    sb_init(&sb);
+    sb_puts(&sb, s->f ? s->f->name : "kernel");
+    for (int i = n - 1; i >= 0; i--) {
+        int outer = n - 1 - i;
+        if (outer < 6 || i < 6) sb_printf(&sb, " -> %s", fr[i]->fn->name);
+        else if (outer == 6) sb_printf(&sb, " -> ... (%d more)", n - 12);
+    }
+    sb_printf(&sb, " -> %s", fn->name);
+    const char *r = arena_strdup(s->arena, sb.data ? sb.data : "");
+    sb_free(&sb);
+    return r;
+}
+
+static void report_inline_budget(Sema *s, const AstDecl *fn, SrcLoc loc, bool calls)
+{
+    if (calls)
+        diag_error(s->diag, loc, "too many helper calls to inline: more than %d in this kernel (helpers are "
+                   "inlined at every call; call '%s' fewer times; calls: %s)", SEMA_MAX_INLINED_CALLS,
+                   fn->name, inline_chain(s, fn));
+    else
+        diag_error(s->diag, loc, "the kernel is too large after inlining helpers: more than %d operations "
+                   "(helpers are inlined at every call; call '%s' fewer times; calls: %s)", SEMA_MAX_KERNEL_OPS,
+                   fn->name, inline_chain(s, fn));
+}
+
 Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
 {
     for (InlineFrame *fr = s->inl; fr; fr = fr->parent)
@@ -460,12 +493,12 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
         return val_err();
     }
     /* Helpers are inlined: two calls of the next helper per helper, 22 deep,
-     * would be 4 million copies. Bound the work per kernel, report it once. */
-    if (++s->inlined_calls > SEMA_MAX_INLINED_CALLS) {
-        if (!s->inline_budget_reported)
-            diag_error(s->diag, loc, "too many helper calls to inline: more than %d in this kernel "
-                       "(helpers are inlined at every call; call '%s' fewer times)", SEMA_MAX_INLINED_CALLS,
-                       fn->name);
+     * would be 4 million copies; eight calls of a helper of 2000 ops, 7 deep,
+     * would be 4 billion ops. Bound the work per kernel (calls and ops),
+     * report it once, naming the chain of calls that got there. */
+    bool too_many_calls = ++s->inlined_calls > SEMA_MAX_INLINED_CALLS;
+    if (too_many_calls || s->kernel_ops > SEMA_MAX_KERNEL_OPS) {
+        if (!s->inline_budget_reported) report_inline_budget(s, fn, loc, too_many_calls);
         s->inline_budget_reported = true;
         return val_err();
     }

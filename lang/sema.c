@@ -677,6 +677,8 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
         if (find_decl(&s, AST_KERNEL, d->name) != d) continue; /* duplicate, reported */
         s.inlined_calls = 0;
         s.inline_budget_reported = false;
+        s.kernel_ops = 0;
+        s.tile_limit_reported = false;
         IrFunc *f = compile_kernel(&s, d);
         if (f) ir_module_add(m, f);
     }

@@ -80,6 +80,7 @@ typedef struct Scope {
 #define SEMA_MAX_CONST_DEPTH 256       /* file-level consts defined through one another */
 #define SEMA_MAX_INLINE_DEPTH 64       /* helper calls nested in one another */
 #define SEMA_MAX_INLINED_CALLS 100000  /* helper calls inlined into one kernel, in all */
+#define SEMA_MAX_KERNEL_OPS 200000     /* IR ops of one kernel after inlining (the attention forward: ~1500) */
 #define SEMA_MAX_STAGES 1024           /* num_stages */
 
 /* One helper being inlined: for recursion detection. */
@@ -103,6 +104,8 @@ typedef struct Sema {
     int inline_depth;
     int inlined_calls;         /* in the current kernel (SEMA_MAX_INLINED_CALLS) */
     bool inline_budget_reported;
+    int64_t kernel_ops;        /* ops emitted for the current kernel (SEMA_MAX_KERNEL_OPS) */
+    bool tile_limit_reported;  /* a tile past IR_MAX_TILE_NUMEL, reported once per kernel */
     int const_depth;           /* file-level consts being evaluated (SEMA_MAX_CONST_DEPTH) */
     bool *define_used;         /* per LangOptions.defines entry */
     PtrVec bad_helpers;        /* helpers whose body gave errors: not inlined again */

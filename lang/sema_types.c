@@ -160,17 +160,36 @@ bool sema_check_shape(Sema *s, int rank, const int64_t *dims, SrcLoc loc)
         return false;
     }
     for (int i = 0; i < rank; i++) {
-        if (!sup_is_pow2(dims[i]) || dims[i] > 1048576) {
-            diag_error(s->diag, loc, "tile dimensions must be powers of two (at most 1048576), got %lld",
-                       (long long)dims[i]);
+        if (!sup_is_pow2(dims[i]) || dims[i] > IR_MAX_TILE_NUMEL) {
+            diag_error(s->diag, loc, "tile dimensions must be powers of two (at most %d), got %lld",
+                       IR_MAX_TILE_NUMEL, (long long)dims[i]);
             return false;
         }
     }
     return true;
 }
 
+/* Every tile is made here, so this is where one past IR_MAX_TILE_NUMEL is
+ * reported (a broadcast or a dot can make one from legal operands). Once per
+ * kernel: the ops on that tile would repeat it. The op is still emitted (the
+ * kernel has an error and is never compiled). */
+static void check_tile_size(Sema *s, IrType t, SrcLoc loc)
+{
+    if (t.rank == 0 || s->tile_limit_reported) return;
+    int64_t n = ir_type_numel(t);
+    if (n <= IR_MAX_TILE_NUMEL) return;
+    s->tile_limit_reported = true;
+    char num[32];
+    if (n == INT64_MAX) snprintf(num, sizeof num, "more than 2^63");
+    else snprintf(num, sizeof num, "%lld", (long long)n);
+    diag_error(s->diag, loc, "this %s tile has %s elements; a tile may have at most %d (2^20): use smaller "
+               "blocks (BLOCK_* constants)", sema_type_str(s, t), num, IR_MAX_TILE_NUMEL);
+}
+
 IrValue *sema_emit(Sema *s, SrcLoc loc, IrOpcode op, IrType t, int n, IrValue *const *args)
 {
+    s->kernel_ops++;
+    if (ir_op_info[op].nres != 0) check_tile_size(s, t, loc);
     IrOp *o = ir_op_new(s->b.f, op, loc, n, args, ir_op_info[op].nres == 0 ? 0 : 1, &t);
     irb_insert(&s->b, o);
     return o->nres ? o->res[0] : NULL;

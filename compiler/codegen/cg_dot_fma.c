@@ -13,6 +13,9 @@
  */
 #include "cg_internal.h"
 
+/* Multiply-adds per thread past which an integer dot's are inline PTX. */
+#define CG_DOT_MAD_ASM_WORK 1024
+
 bool cg_lower_dot(CgCtx *c, IrOp *op)
 {
     IrValue *a = op->args[0], *b = op->args[1], *acc = op->args[2], *res = op->res[0];
@@ -39,6 +42,10 @@ bool cg_lower_dot(CgCtx *c, IrOp *op)
     LLVMValueRef *bv = ARENA_ARRAY(c->arena, LLVMValueRef, tb->n);
     for (int i = 0; i < ta->n; i++) av[i] = cg_convert_scalar(c, ta->r[i], ea, we);
     for (int i = 0; i < tb->n; i++) bv[i] = cg_convert_scalar(c, tb->r[i], eb, we);
+    /* Long integer multiply-add chains are opaque mad.lo.s32 in large dots:
+     * LLVM's NVPTX NaryReassociate is quadratic in them (an i8 64 x 64 x 64 dot
+     * on 4 warps, 2048 chained adds a thread: 9 s). Floats use llvm.fma. */
+    bool mad_asm = !fl && (int64_t)gc.nregs * K > CG_DOT_MAD_ASM_WORK;
     CgTile *t = cg_set(c, res, gc.nregs);
     for (int j = 0; j < gc.nregs; j++) {
         int rd[CG_MAX_RANK], ra[2], rb[2];
@@ -51,6 +58,9 @@ bool cg_lower_dot(CgCtx *c, IrOp *op)
             if (fl) {
                 LLVMValueRef args[3] = {x, y, s};
                 s = cg_call(c, fma, wt, 3, pt, args);
+            } else if (mad_asm) {
+                LLVMValueRef args[3] = {x, y, s};
+                s = cg_asm(c, wt, "mad.lo.s32 $0, $1, $2, $3;", "=r,r,r,r", 3, args, false);
             } else {
                 s = LLVMBuildAdd(c->b, s, LLVMBuildMul(c->b, x, y, ""), "");
             }

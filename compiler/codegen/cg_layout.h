@@ -65,6 +65,26 @@ bool cg_geom_owner(const CgGeom *g, int tid, int reg);     /* the one copy that 
 int  cg_geom_warp_owner(const CgGeom *g, int warp);        /* the warp holding the owned copy of warp's data */
 bool cg_geom_replicated(const CgGeom *g);                  /* some element held twice? */
 bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
+/* The most elements of one tile a thread may hold in registers. A CTA's
+ * register file is 64K words (255 per thread at most): past a few hundred the
+ * tile spills, and past this the unrolled per-thread code takes LLVM seconds
+ * per op. [256, 256] f32 is 512 per thread on 4 warps, 1024 on 2 warps. */
+#define CG_MAX_THREAD_REGS 1024
+/* An operand of a dot on CUDA cores holds all K elements of each of its rows
+ * (or columns) in every thread (cg_dot_fma.c): an f32 [64, 64] @ [64, 64] on
+ * 4 warps holds 2048 per thread, [64, 128] @ [128, 64] 4096 (2 s of LLVM). */
+#define CG_MAX_DOT_OPERAND_REGS 4096
+/* Every tile value with a layout within CG_MAX_THREAD_REGS and every reduce
+ * within CG_MAX_REDUCE_WORK; else a located user error at the first op past
+ * it that says what to shrink. */
+bool cg_check_thread_regs(IrFunc *f, Diag *d);
+/* A reduce across warps has every thread combine, for each of its result
+ * registers, the partials of every warp along the axis: that many loads and
+ * combines (cg_reduce_work, cg_reduce.c). Bounded like the registers, and
+ * checked with them: a [1024, 1024] row reduce on 32 warps would be 32768
+ * (35 s of LLVM). */
+#define CG_MAX_REDUCE_WORK 2048
+int64_t cg_reduce_work(const IrFunc *f, const IrOp *op);
 
 /* ---- cg_axis_info.c ---- */
 typedef struct CgAxis {

@@ -22,6 +22,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Registers per thread past which a store is inline PTX even when unmasked
+ * (lower_store); no shipped kernel stores more than 128 a thread. */
+#define CG_ASM_STORE_REGS 256
+
 /* The vector width of a load/store/atomic: what the pointer layout's
  * registers per thread, 16 bytes, the pointers' contiguity and alignment and
  * the mask's constancy allow (the layout pass and the pipeline plan ask too). */
@@ -159,7 +163,8 @@ static void masked_load(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValue
     sb_free(&cons);
 }
 
-static void masked_store(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValueRef *vals, int vec, IrElem e)
+/* A store as inline PTX, predicated on `pred` (NULL: always). */
+static void asm_store(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValueRef *vals, int vec, IrElem e)
 {
     Words w = words_for(c, vec * cg_elem_bytes(e));
     LLVMValueRef vw[4], args[6];
@@ -167,16 +172,22 @@ static void masked_store(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValu
     StrBuf text, cons;
     sb_init(&text);
     sb_init(&cons);
-    sb_printf(&text, "{\n .reg .pred p;\n setp.ne.b32 p, $0, 0;\n @p st.global%s.b%d [ $1 + 0 ], ",
-              vec_suffix(w.n), w.bits);
-    operand_list(&text, 2, w.n);
-    sb_puts(&text, ";\n}");
-    sb_puts(&cons, "r,l");
+    int n = 0;
+    if (pred) {
+        sb_printf(&text, "{\n .reg .pred p;\n setp.ne.b32 p, $0, 0;\n @p st.global%s.b%d [ $1 + 0 ], ",
+                  vec_suffix(w.n), w.bits);
+        sb_puts(&cons, "r,");
+        args[n++] = pred_i32(c, pred);
+    } else {
+        sb_printf(&text, "st.global%s.b%d [ $0 + 0 ], ", vec_suffix(w.n), w.bits);
+    }
+    sb_puts(&cons, "l");
+    args[n++] = ptr;
+    operand_list(&text, n, w.n);
+    sb_puts(&text, pred ? ";\n}" : ";");
     for (int i = 0; i < w.n; i++) sb_printf(&cons, ",%s", w.cons);
-    args[0] = pred_i32(c, pred);
-    args[1] = ptr;
-    for (int i = 0; i < w.n; i++) args[2 + i] = vw[i];
-    cg_asm(c, c->t_void, text.data, cons.data, 2 + w.n, args, true);
+    for (int i = 0; i < w.n; i++) args[n++] = vw[i];
+    cg_asm(c, c->t_void, text.data, cons.data, n, args, true);
     sb_free(&text);
     sb_free(&cons);
 }
@@ -261,11 +272,17 @@ static bool lower_store(CgCtx *c, IrOp *op)
     LLVMValueRef base[CG_MAX_RANK];
     if (ptrs->type.rank) cg_thread_base(c, &g, base);
     int vec = ptrs->type.rank ? cg_mem_vec(c->f, c->axis, op) : 1;
+    /* Many stores per thread are inline PTX even unmasked: LLVM's instruction
+     * selection is quadratic in the plain stores of one block ([256, 256] f32
+     * on 4 warps, 512 stores a thread: 70+ s), while an asm store is one
+     * opaque node. Below the threshold (every shipped kernel) plain stores
+     * let LLVM fold addresses and merge. */
+    bool asm_always = g.nregs > CG_ASM_STORE_REGS;
     for (int i = 0; i < g.nregs; i += vec) {
         LLVMValueRef vals[16];
         for (int k = 0; k < vec; k++) vals[k] = reg_of(c, val, i + k);
         LLVMValueRef p = write_pred(c, op, 2, &g, base, i);
-        if (p) masked_store(c, reg_of(c, ptrs, i), p, vals, vec, e);
+        if (p || asm_always) asm_store(c, reg_of(c, ptrs, i), p, vals, vec, e);
         else plain_store(c, reg_of(c, ptrs, i), vals, vec, e);
     }
     return true;

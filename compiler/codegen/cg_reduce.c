@@ -172,6 +172,17 @@ int cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op)
     return (int)(n * nw * cg_elem_bytes(work_elem((IrElem)src->type.elem)) + (arg ? n * nw * 4 : 0));
 }
 
+int64_t cg_reduce_work(const IrFunc *f, const IrOp *op)
+{
+    const IrValue *src = op->args[0];
+    CgGeom gs, gr;
+    if (op->op != IR_REDUCE || !cg_geom(f, src->layout, src->type, &gs)) return 0;
+    IrType kept = src->type;
+    kept.shape[op->attr[0]] = 1;
+    if (!cg_geom(f, src->layout, kept, &gr)) return 0;
+    return (int64_t)gr.nregs * warps_along(&gs, gs.vdims[op->attr[0]]);
+}
+
 bool cg_lower_reduce(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];

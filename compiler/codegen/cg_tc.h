@@ -22,16 +22,16 @@ typedef struct CgSmemBuf {
     const char *what;      /* "convert_layout", "reduce", "mma operand A", ... */
     IrOp *op;              /* the op whose attributes hold it (smem.*) */
     int value_id;          /* the IR value it serves (-1: none) */
-    int bytes;
+    int64_t bytes;         /* 64-bit: stages x slot bytes of a large tile pass 2^31 before the limit check */
     int align;             /* power of two */
     int start, end;        /* live interval, op positions, inclusive */
-    int offset;            /* placement (bytes from the start of dynamic SRAM) */
+    int64_t offset;        /* placement (bytes from the start of dynamic SRAM) */
 } CgSmemBuf;
 
 /* Largest first, first fit: every buffer goes at the lowest aligned offset
  * where it overlaps no already placed buffer that is live at the same time.
  * Returns the total size (end of the highest buffer, 16-byte rounded). */
-int  cg_sram_place(CgSmemBuf **bufs, int n);
+int64_t cg_sram_place(CgSmemBuf **bufs, int n);
 /* True when no two buffers interfere; else names the first pair in `why`. */
 bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
 

@@ -68,8 +68,8 @@ static CgSmemBuf *buf_from_attrs(TsCtx *s, IrOp *op, const char *what)
     b->what = what;
     b->op = op;
     b->value_id = op->nres ? op->res[0]->id : -1;
-    b->offset = (int)ir_attr_int(&op->attrs, IR_ATTR_SMEM_OFFSET, 0);
-    b->bytes = (int)ir_attr_int(&op->attrs, IR_ATTR_SMEM_BYTES, 0);
+    b->offset = ir_attr_int(&op->attrs, IR_ATTR_SMEM_OFFSET, 0);
+    b->bytes = ir_attr_int(&op->attrs, IR_ATTR_SMEM_BYTES, 0);
     b->start = live && live->n == 2 ? (int)live->v[0] : 0;
     b->end = live && live->n == 2 ? (int)live->v[1] : 0;
     vec_push(s->f->arena, &s->tc->bufs, b);
@@ -130,7 +130,8 @@ void cg_sram_describe(const CgSmemBuf *b, StrBuf *out)
     sb_printf(out, "  %-18s", b->what);
     if (b->value_id >= 0) sb_printf(out, " %%%-5d", b->value_id);
     else sb_puts(out, "       ");
-    sb_printf(out, " %7d bytes at %6d, live %d..%d\n", b->bytes, b->offset, b->start, b->end);
+    sb_printf(out, " %7lld bytes at %6lld, live %d..%d\n", (long long)b->bytes, (long long)b->offset, b->start,
+              b->end);
 }
 
 void cg_sram_stats(const CgTcState *tc, StrBuf *out)

@@ -38,6 +38,7 @@
  */
 #include "cg_tc.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void cg_default_order(int rank, int *order)
@@ -293,4 +294,58 @@ bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
                 if (ia[ga.vdims[i]] != ib[gb.vdims[i]]) return false;
         }
     return true;
+}
+
+typedef struct RegCheck {
+    IrFunc *f;
+    Diag *d;
+    bool ok;
+    bool *dot_operand;    /* by value id: an A or B operand of a dot */
+} RegCheck;
+
+static void mark_dot_operands(IrOp *op, void *vctx)
+{
+    RegCheck *rc = vctx;
+    for (int i = 0; op->op == IR_DOT && i < 2 && i < op->nargs; i++)
+        if (op->args[i]->id >= 0 && op->args[i]->id <= rc->f->next_id) rc->dot_operand[op->args[i]->id] = true;
+}
+
+static void check_op_regs(IrOp *op, void *vctx)
+{
+    RegCheck *rc = vctx;
+    for (int i = 0; rc->ok && i < op->nres; i++) {
+        const IrValue *v = op->res[i];
+        CgGeom g;
+        if (v->type.rank == 0 || v->layout < 0 || !cg_geom(rc->f, v->layout, v->type, &g)) continue;
+        bool operand = v->id >= 0 && v->id <= rc->f->next_id && rc->dot_operand[v->id];
+        if (g.nregs <= (operand ? CG_MAX_DOT_OPERAND_REGS : CG_MAX_THREAD_REGS)) continue;
+        char ts[96];
+        int k = snprintf(ts, sizeof ts, "%s[", ir_elem_name((IrElem)v->type.elem));
+        for (int j = 0; j < v->type.rank; j++)
+            k += snprintf(ts + k, sizeof ts - (size_t)k, "%s%d", j ? ", " : "", v->type.shape[j]);
+        snprintf(ts + k, sizeof ts - (size_t)k, "]");
+        diag_report(rc->d, DIAG_USER, op->loc,
+                    "this %s tile needs %d registers per thread with num_warps = %d; a thread may hold at most %d "
+                    "of one tile: use smaller blocks (BLOCK_* constants) or more warps",
+                    ts, g.nregs, rc->f->sched.num_warps, operand ? CG_MAX_DOT_OPERAND_REGS : CG_MAX_THREAD_REGS);
+        rc->ok = false;
+    }
+    int64_t work = rc->ok && op->op == IR_REDUCE ? cg_reduce_work(rc->f, op) : 0;
+    if (work > CG_MAX_REDUCE_WORK) {
+        diag_report(rc->d, DIAG_USER, op->loc,
+                    "this reduce combines %lld partial results per thread across warps (num_warps = %d); at most "
+                    "%d: use smaller blocks (BLOCK_* constants) or fewer warps", (long long)work,
+                    rc->f->sched.num_warps, CG_MAX_REDUCE_WORK);
+        rc->ok = false;
+    }
+}
+
+bool cg_check_thread_regs(IrFunc *f, Diag *d)
+{
+    RegCheck rc = {f, d, true, ARENA_ARRAY(f->arena, bool, f->next_id + 1)};
+    if (!rc.dot_operand) return false;
+    for (int i = 0; i <= f->next_id; i++) rc.dot_operand[i] = false;
+    ir_walk(f, mark_dot_operands, &rc);
+    ir_walk(f, check_op_regs, &rc);
+    return rc.ok;
 }

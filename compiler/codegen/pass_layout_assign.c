@@ -25,7 +25,9 @@
  *      slice of the score tile's layout instead of converting every iteration).
  *
  * Invariant after the pass: every tile value has layout >= 0 and every op's
- * operands have exactly the layouts its lowering expects. Example:
+ * operands have exactly the layouts its lowering expects; no tile needs more
+ * than CG_MAX_THREAD_REGS registers per thread and no reduce more than
+ * CG_MAX_REDUCE_WORK partials (else a user error at the op, cg_check_thread_regs). Example:
  *     %1 = arange 0, 128 : tensor<128xi32, #L0>        (#L0 = spt 4 if X is 16B aligned)
  *     %3 = load %2 : tensor<128xf32, #L0>
  *     %4 = reduce sum 0 %3 : f32
@@ -473,5 +475,5 @@ bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     assign_block(&c, f->body);
     for (IrOp *op = f->body->first; op; op = op->next)
         if (!check_op(op, d)) return false;
-    return true;
+    return cg_check_thread_regs(f, d); /* every tile now has its layout: registers per thread are known */
 }

@@ -118,6 +118,8 @@ typedef struct PlanCtx {
     const CgAxisMap *axis;
     const int *uses;
     int nloops;
+    Diag *d;
+    bool failed;          /* num_stages past IR_MAX_PIPE_STAGES on a loop that would be pipelined */
 } PlanCtx;
 
 /* Whether `v` is needed by the prologue: a loop bound, or an operand from
@@ -191,6 +193,13 @@ static void plan_loop(IrOp *op, void *vctx)
         l->slot_bytes = (int)ir_type_numel(x->res[0]->type) * 2;
     }
     if (!pl->nloads) return;
+    if (S > IR_MAX_PIPE_STAGES) {
+        if (!p->failed)
+            diag_report(p->d, DIAG_USER, op->loc, "this loop would be pipelined with num_stages = %d; a pipelined "
+                        "loop has at most %d stages: use fewer pipeline stages (num_stages)", S, IR_MAX_PIPE_STAGES);
+        p->failed = true;
+        return;
+    }
     /* The decisions go on the IR: the loop's stages and issue point (ops
      * before it), each pipelined load's slot size. */
     int back = 0;
@@ -204,8 +213,7 @@ static void plan_loop(IrOp *op, void *vctx)
 
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
-    (void)d;
-    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0};
+    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false};
     ir_walk(f, plan_loop, &p);
-    return true;
+    return !p.failed;
 }

@@ -40,14 +40,16 @@
  *
  * Limits: a kernel whose total exceeds the target's dynamic SRAM per CTA
  * (Target.sram_limit, compiler/support/target.c) is a compile error naming
- * the buffers.
+ * the buffers; one buffer past it alone (a huge reduce, 1024 stages of a
+ * tile) is an error at its op. Sizes are 64-bit and stages x slot bytes is
+ * checked, so no size wraps past the check (issue 12).
  */
 #include "cg_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int align_up(int x, int a) { return (x + a - 1) & ~(a - 1); }
+static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
 static bool live_together(const CgSmemBuf *a, const CgSmemBuf *b)
 {
@@ -81,7 +83,7 @@ static void sort_bufs(CgSmemBuf **v, int n, bool by_size)
     }
 }
 
-int cg_sram_place(CgSmemBuf **bufs, int n)
+int64_t cg_sram_place(CgSmemBuf **bufs, int n)
 {
     if (n <= 0) return 0;
     CgSmemBuf **order = malloc(sizeof *order * (size_t)n);
@@ -94,7 +96,7 @@ int cg_sram_place(CgSmemBuf **bufs, int n)
     }
     memcpy(order, bufs, sizeof *order * (size_t)n);
     sort_bufs(order, n, true);
-    int total = 0;
+    int64_t total = 0;
     for (int i = 0; i < n; i++) {
         CgSmemBuf *b = order[i];
         int align = b->align > 0 ? b->align : 16;
@@ -104,7 +106,7 @@ int cg_sram_place(CgSmemBuf **bufs, int n)
         sort_bufs(near, nn, false);
         /* First fit: walk the placed neighbours by address; the candidate only
          * moves up, past each neighbour it would overlap. */
-        int cand = 0;
+        int64_t cand = 0;
         for (int j = 0; j < nn; j++) {
             const CgSmemBuf *p = near[j];
             if (cand + b->bytes <= p->offset) break;
@@ -123,16 +125,18 @@ bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why)
     for (int i = 0; i < n; i++) {
         const CgSmemBuf *a = bufs[i];
         if (a->align > 0 && a->offset % a->align) {
-            if (why) sb_printf(why, "buffer %d (%s) at %d is not %d-byte aligned", i, a->what, a->offset, a->align);
+            if (why) sb_printf(why, "buffer %d (%s) at %lld is not %d-byte aligned", i, a->what, (long long)a->offset,
+                               a->align);
             return false;
         }
         for (int j = i + 1; j < n; j++) {
             const CgSmemBuf *b = bufs[j];
             if (live_together(a, b) && bytes_overlap(a, b)) {
                 if (why)
-                    sb_printf(why, "buffers %d (%s, [%d,%d], bytes %d..%d) and %d (%s, [%d,%d], bytes %d..%d) interfere",
-                              i, a->what, a->start, a->end, a->offset, a->offset + a->bytes, j, b->what,
-                              b->start, b->end, b->offset, b->offset + b->bytes);
+                    sb_printf(why, "buffers %d (%s, [%d,%d], bytes %lld..%lld) and %d (%s, [%d,%d], bytes %lld..%lld) "
+                              "interfere", i, a->what, a->start, a->end, (long long)a->offset,
+                              (long long)(a->offset + a->bytes), j, b->what, b->start, b->end, (long long)b->offset,
+                              (long long)(b->offset + b->bytes));
                 return false;
             }
         }
@@ -146,9 +150,11 @@ typedef struct SaCtx {
     IrFunc *f;
     CgTcState *tc;        /* pass-local: the loops' plans, the buffers made */
     const int *uses;
+    int64_t limit;        /* the target's SRAM per CTA */
+    CgSmemBuf *too_big;   /* the first buffer larger than that alone */
 } SaCtx;
 
-static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int bytes, int align, int start, int end)
+static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int64_t bytes, int align, int start, int end)
 {
     CgSmemBuf *b = ARENA_NEW(s->f->arena, CgSmemBuf);
     b->what = what;
@@ -159,6 +165,7 @@ static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int bytes, int a
     b->start = start;
     b->end = end;
     b->offset = -1;
+    if (b->bytes > s->limit && !s->too_big) s->too_big = b;
     vec_push(s->f->arena, &s->tc->bufs, b);
     return b;
 }
@@ -219,9 +226,11 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
     SaCtx *s = vctx;
     extend_over_region(s, p, end);
     CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
-    for (int i = 0; pl && i < pl->nloads; i++)
-        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load, pl->loads[i].slot_bytes * pl->stages,
-                                   operand_align(s), pl->issue_pos, end);
+    for (int i = 0; pl && i < pl->nloads; i++) {
+        int64_t bytes; /* stages come from the program (up to SEMA_MAX_STAGES, any number in GPU IR text) */
+        if (!sup_mul_i64(pl->loads[i].slot_bytes, pl->stages, &bytes)) bytes = INT64_MAX / 2;
+        pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load, bytes, operand_align(s), pl->issue_pos, end);
+    }
 }
 
 static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
@@ -284,7 +293,8 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     tc->wgmma = ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 0;
     cg_pipeline_loops(f, &tc->loops);
     if (ice_message()) return false;
-    SaCtx s = {f, tc, ir_use_counts(f)};
+    const Target *t = ctx->target;
+    SaCtx s = {f, tc, ir_use_counts(f), t->sram_limit, NULL};
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
@@ -294,7 +304,21 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     mark_deferred(f, f->body, s.uses, dot_uses, tc->deferred);
     CgNumbering n = {at_op, after_region, &s, 0};
     cg_number_ops(f->body, &n);
-    tc->total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
+    if (s.too_big) {
+        /* One buffer alone is past the limit: say which op, no placement needed. */
+        const CgSmemBuf *b = s.too_big;
+        if (strcmp(b->what, "pipeline stages") == 0)
+            diag_report(d, DIAG_USER, b->op->loc,
+                        "the %d pipeline stages of this load need %lld bytes of shared memory; sm_%d allows %d per "
+                        "block: use fewer pipeline stages (num_stages) or smaller blocks (BLOCK_* constants)",
+                        f->sched.num_stages, (long long)b->bytes, t->sm, t->sram_limit);
+        else
+            diag_report(d, DIAG_USER, b->op->loc,
+                        "this %s needs %lld bytes of shared memory; sm_%d allows %d per block: use smaller blocks "
+                        "(BLOCK_* constants)", b->what, (long long)b->bytes, t->sm, t->sram_limit);
+        return false;
+    }
+    int64_t total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
     StrBuf why;
     sb_init(&why);
     if (!cg_sram_check((CgSmemBuf *const *)tc->bufs.data, tc->bufs.len, &why)) {
@@ -302,19 +326,18 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
         sb_free(&why);
         return false;
     }
-    write_attrs(f, tc);
-    const Target *t = ctx->target;
-    if (tc->total <= t->sram_limit) {
+    if (total <= t->sram_limit) {
+        tc->total = (int)total;
+        write_attrs(f, tc);
         sb_free(&why);
         return true;
     }
     /* One error at the kernel: the limit, then each buffer, then the advice. */
-    why.len = 0;
     for (int i = 0; i < tc->bufs.len; i++) cg_sram_describe(tc->bufs.data[i], &why);
     diag_report(d, DIAG_USER, f->loc,
-                "kernel '%s' needs %d bytes of shared memory; sm_%d allows %d per block:\n%s"
+                "kernel '%s' needs %lld bytes of shared memory; sm_%d allows %d per block:\n%s"
                 "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)",
-                f->name, tc->total, t->sm, t->sram_limit, why.data ? why.data : "", f->sched.num_stages);
+                f->name, (long long)total, t->sm, t->sram_limit, why.data ? why.data : "", f->sched.num_stages);
     sb_free(&why);
     return false;
 }

@@ -164,8 +164,8 @@ static bool dump_after_known(const char *name, Diag *d)
     return false;
 }
 
-KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
-                           IrModule **mod_out, StrBuf *out, StrBuf *dumps)
+static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
+                             IrModule **mod_out, StrBuf *out, StrBuf *dumps)
 {
     *mod_out = NULL;
     StrBuf err;
@@ -229,6 +229,20 @@ done:
     return st;
 }
 
+/* Steps 1-3 under their own out-of-memory catch: the CPU runs (kiln run,
+ * kiln_run_cpu) call this without kiln_compile around it. */
+KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
+                           IrModule **mod_out, StrBuf *out, StrBuf *dumps)
+{
+    volatile KilnStatus st = KILN_ERR_INTERNAL; /* read after a longjmp */
+    SupOomCatch oom;
+    if (SUP_OOM_TRY(&oom)) st = compile_ir(arena, d, src, opts, mod_out, out, dumps);
+    else *mod_out = NULL; /* "out of host memory" is recorded: diag_flush_ice reports it */
+    sup_oom_pop(&oom);
+    if (st == KILN_ERR_INTERNAL) diag_flush_ice(d);
+    return st;
+}
+
 KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOptions *opts,
                         KilnCompileResult *r)
 {
@@ -258,20 +272,26 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     sb_init(&out);
     sb_init(&dumps);
     IrModule *m = NULL;
-    double t0 = sup_now_ms();
-    st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
-    double t_front = sup_now_ms() - t0;
-    if (st == KILN_OK && m) {
-        r->nkernels = m->nfuncs;
-        r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
-        if (opts->emit == KILN_EMIT_IR) {
-            ir_print_module(&out, m);
-            for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
-        } else if (r->kernels) {
-            r->dumps = dup_or_null(&dumps);
-            st = run_backend(m->funcs[0], target, opts, r, &d, t_front); /* 4. the GPU backend */
+    SupOomCatch oom; /* an arena allocation failing anywhere below lands in the else (support.h) */
+    if (SUP_OOM_TRY(&oom)) {
+        double t0 = sup_now_ms();
+        st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
+        double t_front = sup_now_ms() - t0;
+        if (st == KILN_OK && m) {
+            r->nkernels = m->nfuncs;
+            r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
+            if (opts->emit == KILN_EMIT_IR) {
+                ir_print_module(&out, m);
+                for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
+            } else if (r->kernels) {
+                r->dumps = dup_or_null(&dumps);
+                st = run_backend(m->funcs[0], target, opts, r, &d, t_front); /* 4. the GPU backend */
+            }
         }
+    } else {
+        st = KILN_ERR_INTERNAL; /* the recorded "out of host memory" is reported by finish() */
     }
+    sup_oom_pop(&oom);
     if (sb_failed(&out) || sb_failed(&dumps)) INTERNAL_ERROR("out of host memory: the output was cut short");
     if (st == KILN_OK && !r->output) {
         r->output_size = out.len;

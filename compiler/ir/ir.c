@@ -97,7 +97,8 @@ bool ir_type_is_tile(IrType t) { return t.rank > 0; }
 int64_t ir_type_numel(IrType t)
 {
     int64_t n = 1;
-    for (int i = 0; i < t.rank; i++) n *= t.shape[i];
+    for (int i = 0; i < t.rank; i++)
+        if (!sup_mul_i64(n, t.shape[i], &n)) return INT64_MAX; /* saturates: 4 axes of 2^20 are 2^80 */
     return n;
 }
 

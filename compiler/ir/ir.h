@@ -33,6 +33,14 @@ typedef enum IrElem {
 } IrElem;
 
 #define IR_MAX_RANK 4
+/* The most elements one tile may have (2^20, Triton's limit too): every size
+ * computed from a tile (registers per thread, bytes, SRAM scratch) then fits
+ * in 32 bits. The front end reports a larger tile where it is made; the
+ * verifier rejects one in IR text. */
+#define IR_MAX_TILE_NUMEL (1 << 20)
+/* The most stages of a pipelined loop (pipeline.stages); the language allows
+ * num_stages up to 1024, the pipeline pass reports more than this at the loop. */
+#define IR_MAX_PIPE_STAGES 64
 
 typedef struct IrType {
     uint8_t elem;      /* IrElem */
@@ -55,7 +63,7 @@ IrType  ir_type_scalar_of(IrType t);           /* drop the shape */
 IrType  ir_type_with_elem(IrType t, IrElem e); /* same shape, other element */
 bool    ir_type_eq(IrType a, IrType b);
 bool    ir_type_is_tile(IrType t);
-int64_t ir_type_numel(IrType t);               /* 1 for scalars */
+int64_t ir_type_numel(IrType t);               /* 1 for scalars; INT64_MAX past 64 bits */
 /* "i32", "ptr<f16>", "tensor<128x64xbf16>", "tensor<64xptr<f32>>" */
 char   *ir_type_str(IrType t, char *buf, size_t n);
 

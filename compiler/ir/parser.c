@@ -278,8 +278,11 @@ static bool parse_type_l(Parser *P, IrType *t, int *layout)
         advance(P);
     }
     if (rank == 0) return fail(P, here(P), "expected a tensor dimension, found %s", found(P));
+    SrcLoc at = here(P);
     IrType s;
     if (!parse_scalar_type(P, &s)) return false;
+    if (ir_type_numel(ir_type_tile(s, rank, shape)) > IR_MAX_TILE_NUMEL)
+        return fail(P, at, "a tensor of more than %d elements", IR_MAX_TILE_NUMEL);
     if (*P->p == ',') {
         SrcLoc loc = here(P);
         if (!layout) return fail(P, loc, "a layout is not allowed here");

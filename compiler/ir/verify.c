@@ -96,6 +96,14 @@ static IrElem el(const IrValue *v) { return (IrElem)v->type.elem; }
 /* ---- definitions and uses ---- */
 static bool id_ok(Verifier *V, const IrValue *v) { return v && v->id >= 0 && v->id < V->nids; }
 
+/* IR_MAX_TILE_NUMEL bounds every size the backend derives from a tile. */
+static bool tile_too_large(IrType t)
+{
+    for (int d = 0; d < t.rank && d < IR_MAX_RANK; d++)
+        if (t.shape[d] < 1) return true;
+    return ir_type_numel(t) > IR_MAX_TILE_NUMEL;
+}
+
 static void define(Verifier *V, const IrOp *op, const IrValue *v, const char *what, int i)
 {
     if (!v) { bad(V, op, "%s %d is null", what, i); return; }
@@ -106,6 +114,9 @@ static void define(Verifier *V, const IrOp *op, const IrValue *v, const char *wh
     }
     if (v->type.rank > IR_MAX_RANK || v->type.elem == IR_VOID || v->type.elem >= IR_ELEM_COUNT)
         bad(V, op, "%s %d has a malformed type", what, i);
+    else if (tile_too_large(v->type))
+        bad(V, op, "%s %d is a tile of %lld elements (each dimension 1 or more, at most %d in all)", what, i,
+            (long long)ir_type_numel(v->type), IR_MAX_TILE_NUMEL);
     V->defined[v->id] = 1;
     V->visible[v->id] = 1;
     V->owner[v->id] = v;
@@ -424,9 +435,14 @@ static void check_blocked(Verifier *V, int i, const IrLayout *l)
 {
     int lanes = 1, warps = 1, seen = 0;
     for (int d = 0; d < l->rank; d++) {
-        if (!pow2(l->spt[d]) || !pow2(l->tpw[d]) || !pow2(l->wpc[d]) || !pow2(l->rpw[d]) || l->wst[d] < 0)
-            bad(V, NULL, "layout #L%d: dim %d has spt %d tpw %d wpc %d rpw %d wst %d (powers of two expected)", i, d,
+        if (!pow2(l->spt[d]) || !pow2(l->tpw[d]) || !pow2(l->wpc[d]) || !pow2(l->rpw[d]) || l->wst[d] < 0 ||
+            l->tpw[d] > 32 || l->wpc[d] > 32)
+            bad(V, NULL, "layout #L%d: dim %d has spt %d tpw %d wpc %d rpw %d wst %d (powers of two expected, tpw "
+                "and wpc at most 32)", i, d,
                 l->spt[d], l->tpw[d], l->wpc[d], l->rpw[d], l->wst[d]);
+        else if ((int64_t)l->spt[d] * l->rpw[d] > IR_MAX_TILE_NUMEL)
+            bad(V, NULL, "layout #L%d: dim %d has spt %d x rpw %d registers, more than a tile's %d elements", i, d,
+                l->spt[d], l->rpw[d], IR_MAX_TILE_NUMEL); /* bounds spt * tpw * rpw * wpc in 32 bits */
         lanes *= l->tpw[d];
         warps *= l->wpc[d];
         int o = l->order[d];
@@ -497,7 +513,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
         int before = 0;
         for (const IrOp *x = op->prev; x; x = x->prev) before++;
         if (op->op != IR_FOR || !ir_attr_get(at, IR_ATTR_STAGES)) bad(V, op, "pipeline.stages/issue on a non-loop or alone");
-        attr_int_in(V, op, IR_ATTR_STAGES, 2, 64);
+        attr_int_in(V, op, IR_ATTR_STAGES, 2, IR_MAX_PIPE_STAGES);
         attr_int_in(V, op, IR_ATTR_ISSUE, 0, before);
     }
     if (ir_attr_get(at, IR_ATTR_SLOT_BYTES)) {
@@ -505,7 +521,10 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
         if (op->op != IR_LOAD || !loop || loop->op != IR_FOR || !ir_attr_get(&loop->attrs, IR_ATTR_STAGES))
             bad(V, op, "pipeline.slot_bytes on an op that is not a load in the body of a pipelined loop");
         attr_int_in(V, op, IR_ATTR_SLOT_BYTES, 1, INT32_MAX);
-        int64_t need = ir_attr_int(at, IR_ATTR_SLOT_BYTES, 0) * ir_attr_int(loop ? &loop->attrs : at, IR_ATTR_STAGES, 0);
+        int64_t need;
+        if (!sup_mul_i64(ir_attr_int(at, IR_ATTR_SLOT_BYTES, 0), ir_attr_int(loop ? &loop->attrs : at, IR_ATTR_STAGES, 0),
+                         &need))
+            need = INT64_MAX;
         if (ir_attr_get(at, IR_ATTR_SMEM_BYTES) && ir_attr_int(at, IR_ATTR_SMEM_BYTES, 0) < need)
             bad(V, op, "its stage buffer (smem.bytes) is smaller than stages x slot_bytes = %lld", (long long)need);
     }

@@ -2,6 +2,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <setjmp.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,16 +31,41 @@ void arena_free(Arena *a)
     a->used_total = 0;
 }
 
+/* The innermost SUP_OOM_TRY of this thread (compiles may run in threads). */
+static _Thread_local SupOomCatch *oom_top;
+
+void sup_oom_push(SupOomCatch *c)
+{
+    c->prev = oom_top;
+    oom_top = c;
+}
+
+void sup_oom_pop(SupOomCatch *c)
+{
+    if (oom_top == c) oom_top = c->prev;
+}
+
 /* The one place arena memory runs out: recorded as an internal error (see the
- * failure policy in support.h), never an exit. */
+ * failure policy in support.h), never an exit; inside a compile, unwinds to
+ * its catch (popped first, so a failure while reporting cannot loop). */
 static void *arena_oom(size_t n)
 {
     INTERNAL_ERROR("out of host memory (an arena allocation of %zu bytes failed)", n);
+    SupOomCatch *c = oom_top;
+    if (c) {
+        oom_top = c->prev;
+        longjmp(c->jb, 1);
+    }
     return NULL;
 }
 
+static _Thread_local int64_t fail_countdown; /* sup_arena_fail_after; 0: off */
+
+void sup_arena_fail_after(int64_t n) { fail_countdown = n > 0 ? n : 0; }
+
 void *arena_alloc(Arena *a, size_t n)
 {
+    if (fail_countdown > 0 && --fail_countdown == 0) return arena_oom(n);
     /* Rounding up must not wrap: a huge n would become a tiny chunk. */
     if (n > SIZE_MAX - sizeof(ArenaChunk) - 65536) return arena_oom(n);
     n = (n + 15) & ~(size_t)15;

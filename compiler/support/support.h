@@ -6,10 +6,11 @@
  *
  * Failure policy (the libraries never exit, abort or print):
  *   - arena_alloc / ARENA_ARRAY fail on a size that overflows or on malloc
- *     failure: they return NULL and record the internal error "out of host
- *     memory" (INTERNAL_ERROR below). The pipeline checks ice_message() after
- *     every stage and turns it into a reported error; code that can continue
- *     checks for NULL, code that cannot must not run past the next check.
+ *     failure: they record the internal error "out of host memory"
+ *     (INTERNAL_ERROR below) and, inside a compile (kiln_compile runs under
+ *     SUP_OOM_TRY), unwind to it, which reports the error; outside one they
+ *     return NULL (the pipeline checks ice_message() after every stage; code
+ *     that can continue checks for NULL).
  *     arena_strdup/strndup/printf and vec_push are NULL-safe (they skip the
  *     copy and return NULL / leave the vector unchanged).
  *   - a StrBuf that cannot grow drops the text, sets `failed` and keeps it set
@@ -20,6 +21,7 @@
 #ifndef KILN_SUPPORT_H
 #define KILN_SUPPORT_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +73,14 @@ void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
 char *sb_steal(StrBuf *sb);                     /* returns malloc'd string, resets sb */
 
+/* ---- checked arithmetic ----
+ * The one place sizes, counts and offsets computed from a program's numbers
+ * (tile shapes, register counts, stages x bytes) are overflow-checked: false
+ * when the exact result does not fit in 64 bits (then *r is unspecified).
+ * Callers turn that into a located error instead of wrapping silently. */
+static inline bool sup_mul_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline bool sup_add_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+
 /* ---- misc ---- */
 bool   sup_is_pow2(int64_t x);
 /* Milliseconds on the monotonic clock (phase timings: only differences mean anything). */
@@ -87,6 +97,28 @@ int    sup_edit_distance(const char *a, const char *b);
  * (/dev/zero would never end); EFBIG above KILN_MAX_SOURCE_BYTES; ENOMEM
  * when memory runs out; EIO or read's errno on a read error. */
 char  *sup_read_file_text(const char *path, size_t *len_out);
+
+/* ---- out of memory inside a compile ----
+ * Code past an arena allocation cannot check every pointer, so a compile runs
+ * under a catch: when an arena allocation fails (after recording the internal
+ * error "out of host memory"), control unwinds to the innermost catch of this
+ * thread instead of running on with NULL. Everything the compile made is in
+ * its arena, freed by the caller as usual (memory held by LLVM or StrBufs at
+ * that moment is lost: the process is out of memory anyway). Use:
+ *     SupOomCatch c;
+ *     if (SUP_OOM_TRY(&c)) { ...compile... } else { ...out of memory... }
+ *     sup_oom_pop(&c);
+ * Locals changed inside the TRY and read after a failure must be volatile. */
+typedef struct SupOomCatch {
+    jmp_buf jb;
+    struct SupOomCatch *prev;
+} SupOomCatch;
+#define SUP_OOM_TRY(c) (sup_oom_push(c), setjmp((c)->jb) == 0)
+void sup_oom_push(SupOomCatch *c);
+void sup_oom_pop(SupOomCatch *c);
+/* Fault injection for tests: the n-th arena allocation of this thread from
+ * now on fails as if malloc had (n >= 1; 0 turns it off). */
+void sup_arena_fail_after(int64_t n);
 
 /* An internal error: a compiler bug, never a user mistake. Records where it
  * happened; the pipeline checks ice_pending() and reports. Never aborts. */

@@ -265,5 +265,17 @@ if [ -f "$root/examples/vec_add.tile" ] && [ -x /usr/local/cuda/bin/ptxas ]; the
   contains "$tmp/err" "spills: 0 bytes stored" "--stats reports spills after ptxas"
 fi
 
+# Tiles past what a CTA can hold are located errors (issue 12): a [2^20, 2^20]
+# store compiled to a PTX body of `ret;` and its reduce crashed in codegen.
+printf 'kernel k(Y: *f32, const A: i32 = 64, const B: i32 = 64) {\n    let z = zeros([A, B], f32);\n    store(Y + arange(A)[:, None] * B + arange(B)[None, :], z);\n    store(Y + arange(A), sum(z, 1));\n}\n' > "$tmp/big.tile"
+expect 1 "a [2^20, 2^20] tile" -- "$kiln" compile --emit ptx -D A=1048576 -D B=1048576 "$tmp/big.tile"
+contains "$tmp/err" "big.tile:2:13: error: this f32[1048576, 1048576] tile has 1099511627776 elements; a tile may have at most 1048576 (2^20)" "tile size message"
+expect 1 "8192 registers a thread" -- "$kiln" compile --emit ptx -D A=1024 -D B=1024 "$tmp/big.tile"
+contains "$tmp/err" "big.tile:2:13: error: this f32[1024, 1024] tile needs 8192 registers per thread with num_warps = 4" "registers message"
+expect 0 "a [256, 256] store and reduce compile" -- timeout 60 "$kiln" compile --emit ptx -D A=256 -D B=256 "$tmp/big.tile"
+printf 'kernel k(Y: *f32, const A: i32 = 4) {\n    store(Y, sum(zeros([A, A, A, A], f32)));\n}\n' > "$tmp/big4.tile"
+expect 1 "a 4-D reduce of 65536 per axis" -- "$kiln" compile --emit ptx -D A=65536 "$tmp/big4.tile"
+contains "$tmp/err" "big4.tile:2:18: error: this f32[65536, 65536, 65536, 65536] tile has more than 2^63 elements" "4-D message"
+
 echo "$((n-fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -6,12 +6,14 @@
  *     at the op (this printed "at.tile:1:8: error: at.tile:4:5: error: ..."
  *     with the caret under the kernel name before backend errors were
  *     structured);
- *   - the SRAM limit: KILN_ERR_COMPILE at the kernel, listing the buffers;
+ *   - the SRAM limit: KILN_ERR_COMPILE at the op of a buffer too large alone,
+ *     else at the kernel, listing the buffers;
  *   - no ptxas for --emit cubin: KILN_ERR_UNSUPPORTED (the JIT's cue to fall
  *     back to PTX);
  *   - ptxas rejecting the backend's PTX: KILN_ERR_INTERNAL, "internal error".
  */
 #include "tests/testutil.h"
+#include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
 
@@ -50,7 +52,9 @@ START_TEST(unsupported_op_reported_once_at_the_op)
 }
 END_TEST
 
-START_TEST(sram_limit_at_the_kernel)
+/* One buffer alone past the target's SRAM (the [256, 256] epilogue
+ * conversion of a matmul): the error is at its op. */
+START_TEST(sram_limit_at_the_buffer)
 {
     char *src = sup_read_file_text(tu_src_path("examples/matmul.tile"), NULL);
     ck_assert_ptr_nonnull(src);
@@ -58,11 +62,35 @@ START_TEST(sram_limit_at_the_kernel)
     KilnCompileResult r;
     ck_assert_int_eq(compile("matmul.tile", src, "sm_80", KILN_EMIT_PTX, defs, 3, &r), KILN_ERR_COMPILE);
     ck_assert_ptr_nonnull(r.diagnostics);
-    static const char head[] = "matmul.tile:13:8: error: kernel 'matmul' needs ";
+    ck_assert_str_eq(r.diagnostics, "matmul.tile:31:5: error: this convert_layout needs 266240 bytes of shared memory; "
+                                    "sm_80 allows 166912 per block: use smaller blocks (BLOCK_* constants)\n"
+                                    "    store(C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc,\n"
+                                    "    ^\n");
+    kiln_compile_result_free(&r);
+    free(src);
+}
+END_TEST
+
+/* Buffers each within the limit, too many live together (the attention
+ * forward's 6 stages of K and V and its Q operand on sm_80): one error at the
+ * kernel listing them. */
+START_TEST(sram_limit_at_the_kernel)
+{
+    char *src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    ck_assert_ptr_nonnull(src);
+    KilnDefine defs[] = {{"HEAD_DIM", "128"}, {"HEAD_DIM_PAD", "128"}};
+    KilnParamHint h[PU_ATTN_NHINTS];
+    KilnCompileOptions o;
+    pu_attention_options(&o, defs, 2, "sm_80", 4, 6, KILN_EMIT_PTX, h);
+    KilnCompileResult r;
+    ck_assert_int_eq(kiln_compile("attention_fwd.tile", src, &o, &r), KILN_ERR_COMPILE);
+    ck_assert_ptr_nonnull(r.diagnostics);
+    static const char head[] = "attention_fwd.tile:190:8: error: kernel 'attn_fwd_f16' needs 229376 bytes of shared "
+                               "memory; sm_80 allows 166912 per block:\n  ";
     ck_assert_msg(!strncmp(r.diagnostics, head, strlen(head)), "%s", r.diagnostics);
     ck_assert_int_eq(count(r.diagnostics, ": error: "), 1);
-    ck_assert_ptr_nonnull(strstr(r.diagnostics, "sm_80 allows 166912 per block:\n  "));
-    ck_assert_ptr_nonnull(strstr(r.diagnostics, "num_stages = 3 now)\nkernel matmul(A: *f16"));
+    ck_assert_ptr_nonnull(strstr(r.diagnostics, "pipeline stages"));
+    ck_assert_ptr_nonnull(strstr(r.diagnostics, "num_stages = 6 now)\nkernel attn_fwd_f16("));
     ck_assert_ptr_nonnull(strstr(r.diagnostics, "\n       ^\n"));
     kiln_compile_result_free(&r);
     free(src);
@@ -114,6 +142,7 @@ static Suite *suite(void)
     Suite *s = suite_create("codegen_backend_diag");
     TCase *t = tcase_create("backend_diag");
     tcase_add_test(t, unsupported_op_reported_once_at_the_op);
+    tcase_add_test(t, sram_limit_at_the_buffer);
     tcase_add_test(t, sram_limit_at_the_kernel);
     tcase_add_test(t, no_ptxas_is_unsupported);
     tcase_add_test(t, ptxas_rejection_is_internal);

@@ -26,7 +26,7 @@ static int place(CgSmemBuf *v, int n)
 {
     CgSmemBuf *p[64];
     for (int i = 0; i < n; i++) p[i] = &v[i];
-    int total = cg_sram_place(p, n);
+    int total = (int)cg_sram_place(p, n);
     StrBuf why;
     sb_init(&why);
     ck_assert_msg(cg_sram_check(p, n, &why), "%s", why.data ? why.data : "");
@@ -163,12 +163,29 @@ START_TEST(random_sets)
 }
 END_TEST
 
+/* Sizes are 64-bit: two 2 GiB buffers live together place at 0 and 2^31
+ * (in 32 bits the second offset and the total wrapped negative, under the
+ * SRAM limit check). */
+START_TEST(sizes_past_32_bits)
+{
+    CgSmemBuf v[2] = {mk("A", 0, 0, 5), mk("B", 0, 2, 8)};
+    v[0].bytes = v[1].bytes = (int64_t)1 << 31;
+    CgSmemBuf *p[2] = {&v[0], &v[1]};
+    int64_t total = cg_sram_place(p, 2);
+    ck_assert(cg_sram_check(p, 2, NULL));
+    ck_assert_int_eq(v[0].offset, 0);
+    ck_assert_int_eq(v[1].offset, (int64_t)1 << 31);
+    ck_assert_int_eq(total, (int64_t)1 << 32);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sram_alloc");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, doc_example);
     tcase_add_test(tc, disjoint_share_offset_zero);
+    tcase_add_test(tc, sizes_past_32_bits);
     tcase_add_test(tc, first_fit_uses_gap);
     tcase_add_test(tc, lower_gap_is_taken);
     tcase_add_test(tc, alignment);

@@ -1,0 +1,101 @@
+/* fuzz_compile.c — libFuzzer target: arbitrary bytes through the whole compile
+ * pipeline of the driver, front end to PTX (no ptxas).
+ *
+ * Each input becomes a NUL-terminated source and is parsed once; then every
+ * kernel in it (at most MAX_KERNELS) goes through kiln_compile, the
+ * driver's pipeline: sema and lowering, the target-independent passes, the
+ * GPU passes, lowering to LLVM IR (LLVMVerifyModule), O3 and PTX emission.
+ * The target alternates, by a hash of the input (deterministic, so a finding
+ * reproduces), between sm_90a and sm_80 and between the kernel's schedule and
+ * 1, 2 or 8 warps, so both dot paths (wgmma and mma.sync) are reached.
+ *
+ * Findings: crashes, ASan/UBSan reports, timeouts (-timeout), out-of-memory
+ * (-rss_limit_mb) and, always, an internal compiler error: the pipeline turns
+ * every compiler bug into a DIAG_INTERNAL ("internal error") diagnostic, which
+ * is never the right answer to a user's input. Half the inputs go to PTX,
+ * half stop after the GPU passes (see stage(); KILN_FUZZ_STAGE=gpu-ir, llvm
+ * or ptx fixes it).
+ */
+#include "kiln_compile.h"
+#include "lang/ast.h"
+#include "compiler/support/diag.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Inputs are sources: up to 1 MiB (past 64 KiB too, for the size limits). */
+#define MAX_INPUT (1 << 20)
+#define MAX_KERNELS 4
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* KILN_FUZZ_STAGE: "gpu-ir", "llvm", "ptx"; unset, half the inputs (by hash)
+ * go to PTX and half stop after the GPU passes: LLVM's O3 and instruction
+ * selection are most of the time per input (seconds for an attention kernel
+ * under ASan) and are LLVM's code, not Kiln's. */
+static KilnEmit stage(uint32_t h)
+{
+    static int emit = -1;
+    if (emit < 0) {
+        const char *s = getenv("KILN_FUZZ_STAGE");
+        emit = !s ? 0 : !strcmp(s, "gpu-ir") ? KILN_EMIT_GPU_IR : !strcmp(s, "llvm") ? KILN_EMIT_LLVM : KILN_EMIT_PTX;
+    }
+    if (emit) return (KilnEmit)emit;
+    return (h >> 3) & 1 ? KILN_EMIT_GPU_IR : KILN_EMIT_PTX;
+}
+
+static uint32_t hash(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+/* One kernel through the driver; abort on an internal error. */
+static void compile_kernel(const char *src, const char *kernel, uint32_t h)
+{
+    static const int warps[4] = {0, 1, 2, 8};
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.kernel = kernel;
+    o.arch = (h & 1) ? "sm_80" : "sm_90a";
+    o.num_warps = warps[(h >> 1) & 3];
+    o.emit = stage(h);
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile("fuzz.tile", src, &o, &r);
+    if (st == KILN_ERR_INTERNAL || (r.diagnostics && strstr(r.diagnostics, "internal error"))) {
+        fprintf(stderr, "internal error compiling kernel '%s' (%s, num_warps %d):\n%s", kernel, o.arch,
+                o.num_warps, r.diagnostics ? r.diagnostics : "");
+        abort();
+    }
+    kiln_compile_result_free(&r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > MAX_INPUT) return -1; /* rejected: not added to the corpus */
+    char *src = malloc(size + 1);
+    if (!src) return 0;
+    memcpy(src, data, size);
+    src[size] = 0;
+    /* The kernels' names, from a parse of their own (the driver parses again). */
+    Arena arena;
+    arena_init(&arena);
+    Diag d;
+    diag_init(&d, "fuzz.tile", src);
+    AstFile *file = ast_parse(&arena, &d, "fuzz.tile", src);
+    uint32_t h = hash(data, size);
+    int n = 0;
+    for (int i = 0; file && d.nerrors == 0 && i < file->ndecls && n < MAX_KERNELS; i++) {
+        const AstDecl *k = file->decls[i];
+        if (k->kind != AST_KERNEL) continue;
+        compile_kernel(src, k->name, h + (uint32_t)n);
+        n++;
+    }
+    diag_free(&d);
+    arena_free(&arena);
+    free(src);
+    return 0;
+}
