@@ -118,6 +118,8 @@ typedef enum AstDeclKind {
     AST_KERNEL,   /* kernel name(params) [with (settings)] { body } */
     AST_FN,       /* fn name(params) { body }   — inlined helper */
     AST_CONST,    /* const NAME = expr;           — file-level compile-time constant */
+    AST_IMPORT,   /* import "module";  (name: the module as written; resolved by the driver) */
+    AST_PARAM,    /* param NAME: type;  — a module-level runtime parameter (params[0]) */
 } AstDeclKind;
 
 typedef struct AstDecl {
@@ -137,6 +139,11 @@ typedef struct AstFile {
     const char *path;
     AstDecl **decls;
     int ndecls;
+    /* Set by the driver's module loader on the merged file: decls of the imported
+     * modules come first (each module once, dependencies before dependents), then
+     * the root file's; AST_IMPORT decls are dropped. Sema checks and lowers the
+     * whole list as one file. */
+    int nimported;            /* how many of decls come from imported modules */
 } AstFile;
 
 /* ---- entry points ---- */

@@ -69,6 +69,10 @@ typedef struct KilnCompileOptions {
     int nhints;
     int no_wgmma;              /* sm_90a: nonzero keeps every dot on mma.sync (else dots that
                                   qualify use wgmma, docs/tensor_cores.md) */
+    /* Where `import NAME;` looks after the importing file's own directory and before
+     * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
+    const char *const *include_dirs;
+    int ninclude_dirs;
 } KilnCompileOptions;
 
 typedef struct KilnCompileResult {

@@ -9,7 +9,7 @@
  *      device's compute capability) form an AttnKey;
  *   3. find the key's kernel in the in-process cache (a small chained hash map
  *      under one mutex), else compile lang/lib/attention_fwd.tile (embedded in
- *      the library by CMake: rt_lib_sources) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
+ *      the library by CMake: kiln_lib_files) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
  *      CAUSAL through kiln_module_compile (which has its own on-disk cache) and
  *      insert it;
  *   4. bind the arguments by the kernel's parameter NAMES (so the program may
@@ -30,6 +30,7 @@
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
+#include "compiler/driver/driver.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -297,9 +298,8 @@ static KilnKernel *find_locked(const KilnDevice *dev, const char *text)
 const char *kiln_lib_source(const char *path)
 {
     if (!path) return NULL;
-    for (const RtLibSource *s = rt_lib_sources; s->path; s++)
-        if (!strcmp(s->path, path)) return s->text;
-    return NULL;
+    const KilnLibFile *f = kiln_lib_file(path);
+    return f ? f->text : NULL;
 }
 
 /* Compile and load the variant (no lock held: this can take seconds). */
