@@ -164,6 +164,37 @@ KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], Kil
  * defines' values live with the caller (the backward's plan) or in vals
  * (rt_attn_variant_define). */
 #define RT_ATTN_MAX_DEFINES 12
+
+/* A call's KilnAttentionVariant, opened (attention_variant.c): its text (the caller's,
+ * the embedded file's, or read from disk: owned), its name, and a digest of everything
+ * that makes it compile differently (text, path, defines, include dirs), which the
+ * in-process cache key carries. */
+typedef struct RtAttnVarSrc {
+    const KilnAttentionVariant *var;
+    const char *path, *text;
+    char *owned;              /* text read from disk (freed by rt_attn_var_close) */
+    char digest[65];
+} RtAttnVarSrc;
+/* Validate var (NULL: *vs stays empty, KILN_OK) and open it. KILN_ERR_USAGE naming the
+ * field; KILN_ERR_NOT_FOUND / KILN_ERR_IO for a path that cannot be read. */
+KilnStatus rt_attn_var_open(const char *api, const KilnAttentionVariant *var, RtAttnVarSrc *vs);
+void rt_attn_var_close(RtAttnVarSrc *vs);
+/* The argument of a kernel parameter that none of the program's own names bind: the
+ * variant's argument of that name, converted to the parameter's kind (range-checked).
+ * KILN_ERR_USAGE when the variant gives none or one of another kind; without a variant,
+ * the internal error of an unknown parameter. */
+KilnStatus rt_attn_var_arg(const char *api, const KilnAttentionVariant *var, const KilnParam *prm, KilnArg *a);
+/* Every argument of var must name a parameter of one of the call's kernels: a misspelt
+ * name would otherwise be ignored silently. */
+KilnStatus rt_attn_var_check_used(const char *api, const KilnAttentionVariant *var, const KilnKernelInfo *const *infos,
+                                  int n);
+/* The text compiled for `program` ("lang/lib/attention_fwd.tile") with the variant:
+ * the variant's text and `import "attention_fwd";` (malloc'd; NULL: out of memory). */
+char *rt_attn_var_root(const RtAttnVarSrc *vs, const char *program);
+/* Whether the variant compiled with program binds hook `name`: a define of that name,
+ * or a helper of that name in its modules. */
+bool rt_attn_var_binds(const RtAttnVarSrc *vs, const char *program, const char *name);
+
 typedef struct RtAttnVariant {
     const char *program;      /* "lang/lib/attention_bwd.tile" (embedded) */
     const char *kernel;
@@ -171,12 +202,27 @@ typedef struct RtAttnVariant {
     int ndefines;
     int num_warps, num_stages, no_wgmma;   /* 0: the program's own setting */
     char vals[RT_ATTN_MAX_DEFINES][24];    /* rt_attn_variant_define's values */
+    /* With a variant (vs non-NULL and open): compiled from rt_attn_var_root with the
+     * variant's defines after these. plain_scores: add PLAIN_SCORES=true unless the
+     * variant binds score_mod (the forward's fast path); needs_grad: a score_mod without
+     * a score_mod_grad is refused (the backward's gradient would silently be wrong). */
+    const RtAttnVarSrc *vs;
+    bool plain_scores, needs_grad;
 } RtAttnVariant;
 void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *kernel, int num_warps,
                           int num_stages, int no_wgmma);
 /* Append -D name=value (an int, or true/false when is_bool). */
 void rt_attn_variant_define(RtAttnVariant *v, const char *name, int value, bool is_bool);
 KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnKernel **out);
+/* What v compiles: source, its name, options (defines point into the request). */
+typedef struct RtAttnRequest {
+    const char *path, *src;
+    char *owned;                               /* the variant's root text (free it) */
+    KilnDefine defines[2 * RT_ATTN_MAX_DEFINES];
+    int ndefines;
+    KilnCompileOptions opts;
+} RtAttnRequest;
+KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAttnRequest *r);
 
 /* The backward's launches for a device of compute capability sm_version (attention_bwd.c):
  * up to three kernels in stream order (preprocess, dK/dV, then dQ or the dQ conversion;

@@ -1,0 +1,301 @@
+/* test_e2e_attn_variant_api.c — the shipped variants of lang/lib/variants/ through the
+ * runtime's variant call, on the CPU (kiln_attention_fwd_cpu: the same validation,
+ * compile request, hook binding and argument binding by name as kiln_attention_fwd).
+ *
+ * Each case: random inputs in NaN-filled buffers, NaN-poisoned O and LSE, the variant
+ * as embedded in libkiln (path only) with its runtime arguments (tensors and scalars),
+ * judged by FlashAttention's rule against the float64 reference with the same
+ * modification (tools/attn_ref.c's score_mod / mask_mod callbacks, natural units, raw
+ * indices): |O - ref| <= 2 |O_plain - ref| + 1e-5, LSE 1e-4 relative, rows that see no
+ * key O = 0 / LSE = -inf. A variant must not be a no-op (its output breaks the rule
+ * against the plain reference). The call's errors: a missing, misspelt or mistyped
+ * argument, a variant that does not compile (located diagnostics in kiln_last_error),
+ * and the backward's refusal of a score_mod without its derivative.
+ */
+#include "attn_harness.h"
+
+#include "kiln.h"
+#include "jit_internal.h"
+
+/* ---- what the references read (one case at a time) ---- */
+typedef struct Ref {
+    int left, right;          /* sliding window, < 0 unlimited */
+    double softcap;
+    const float *slopes;      /* ALiBi, [heads] */
+    const int32_t *doc;       /* document ids [batch, doc_stride] */
+    int doc_stride, doc_len;
+    int prefix;
+    const float *table;       /* relative bias [heads, 32] */
+} Ref;
+static Ref g;
+
+static int m_causal(int b, int h, int i, int j, const void *c) { return j <= i; }
+static int m_window(int b, int h, int i, int j, const void *c)
+{
+    return (g.left < 0 || j >= i - g.left) && (g.right < 0 || j <= i + g.right);
+}
+static double s_softcap(double s, int b, int h, int i, int j, const void *c) { return g.softcap * tanh(s / g.softcap); }
+static double s_alibi(double s, int b, int h, int i, int j, const void *c)
+{
+    return s - (double)g.slopes[h] * fabs((double)(i - j));
+}
+static int doc_of(int b, int t) { return t < g.doc_len ? g.doc[b * g.doc_stride + t] : -2; }
+static int m_document(int b, int h, int i, int j, const void *c) { return doc_of(b, i) == doc_of(b, j); }
+static int m_prefix(int b, int h, int i, int j, const void *c) { return j <= i || j < g.prefix; }
+static int t5_bucket(int i, int j)
+{
+    int half = 16, exact = 8, rel = j - i, n = rel < 0 ? -rel : rel;
+    int big = exact + (int)(log2((n > 1 ? n : 1) / (double)exact) * (8.0 / log2(128.0 / exact)));
+    return (rel > 0 ? half : 0) + (n < exact ? n : big < half - 1 ? big : half - 1);
+}
+static double s_relbias(double s, int b, int h, int i, int j, const void *c)
+{
+    return s + (double)g.table[h * 32 + t5_bucket(i, j)];
+}
+
+typedef struct VCase {
+    Case c;
+    const char *variant;      /* lang/lib/variants/NAME.tile */
+    double (*score)(double, int, int, int, int, const void *);
+    int (*mask)(int, int, int, int, const void *);
+    Ref ref;
+} VCase;
+
+#define V(name) "lang/lib/variants/" name ".tile"
+static const VCase k_cases[] = {
+    {{"causal f16 d64 sq<sk", ATTN_F16, 1, 2, 2, 40, 53, 64, 0, ATTN_BSHD, 0, 16, 16, 0}, V("causal"), NULL, m_causal, {0}},
+    {{"window 9/3 bf16 d32", ATTN_BF16, 1, 2, 1, 70, 70, 32, 0, ATTN_BHSD, 0, 16, 16, 0}, V("sliding_window"), NULL,
+     m_window, {.left = 9, .right = 3}},
+    {{"window 20/0 causal f16 d64", ATTN_F16, 1, 1, 1, 90, 90, 64, 1, ATTN_BSHD, 0, 16, 16, 0}, V("sliding_window"),
+     NULL, m_window, {.left = 20, .right = 0}},
+    {{"window -1/4 f16 d32 sq>sk", ATTN_F16, 1, 1, 1, 50, 30, 32, 0, ATTN_BSHD, 0, 16, 16, 0}, V("sliding_window"),
+     NULL, m_window, {.left = -1, .right = 4}},
+    {{"softcap 1.5 f16 d64 scale 0.5", ATTN_F16, 1, 2, 2, 41, 41, 64, 0, ATTN_BSHD, 0.5, 16, 16, 0}, V("softcap"),
+     s_softcap, NULL, {.softcap = 1.5}},
+    {{"alibi bf16 d64 causal GQA", ATTN_BF16, 1, 4, 2, 45, 45, 64, 1, ATTN_BHSD, 0, 16, 16, 0}, V("alibi"), s_alibi,
+     NULL, {0}},
+    {{"document f16 d64 batch 2", ATTN_F16, 2, 2, 2, 61, 61, 64, 0, ATTN_BSHD, 0, 16, 16, 0}, V("document"), NULL,
+     m_document, {0}},
+    {{"document causal bf16 d32", ATTN_BF16, 1, 1, 1, 77, 77, 32, 1, ATTN_BSHD, 0, 16, 16, 0}, V("document"), NULL,
+     m_document, {0}},
+    {{"prefix_lm 23 f16 d64", ATTN_F16, 1, 2, 2, 60, 60, 64, 0, ATTN_BHSD, 0, 16, 16, 0}, V("prefix_lm"), NULL,
+     m_prefix, {.prefix = 23}},
+    {{"relative_bias f16 d64 long", ATTN_F16, 1, 2, 2, 150, 150, 64, 0, ATTN_BSHD, 0, 32, 32, 0}, V("relative_bias"),
+     s_relbias, NULL, {0}},
+    {{"gemma2 bf16 d64 causal", ATTN_BF16, 1, 2, 2, 80, 80, 64, 1, ATTN_BSHD, 0, 16, 16, 0}, V("gemma2"), s_softcap,
+     m_window, {.softcap = 2.0, .left = 17, .right = 0}},
+};
+
+/* softcap and window together: gemma2's reference */
+static double gemma_score(double s, int b, int h, int i, int j, const void *c) { return s_softcap(s, b, h, i, j, c); }
+
+typedef struct Inputs {
+    float slopes[16];
+    int32_t doc[2 * 96];
+    float table[16 * 32];
+    KilnVariantArg args[4];
+    int nargs;
+} Inputs;
+
+/* The runtime arguments of case v (and the reference's view of them). */
+static void make_inputs(const VCase *v, Inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    g = v->ref;
+    const char *name = strrchr(v->variant, '/') + 1;
+    KilnVariantArg *a = in->args;
+    if (!strncmp(name, "sliding_window", 14) || !strncmp(name, "gemma2", 6)) {
+        a[in->nargs++] = (KilnVariantArg){"window_left", kiln_arg_i32(g.left), 0};
+        a[in->nargs++] = (KilnVariantArg){"window_right", kiln_arg_i64(g.right), 0};   /* widened: any int kind */
+    }
+    if (!strncmp(name, "softcap", 7) || !strncmp(name, "gemma2", 6))
+        a[in->nargs++] = (KilnVariantArg){"softcap", kiln_arg_f64(g.softcap), 0};      /* f64 for an f32 param */
+    if (!strncmp(name, "alibi", 5)) {
+        for (int h = 0; h < v->c.hq; h++) in->slopes[h] = exp2f(-8.0f * (float)(h + 1) / (float)v->c.hq);
+        g.slopes = in->slopes;
+        a[in->nargs++] = (KilnVariantArg){"alibi_slopes", kiln_arg_ptr((uintptr_t)in->slopes), sizeof(float) * v->c.hq};
+    }
+    if (!strncmp(name, "document", 8)) {
+        /* documents of ragged lengths 1..17 per sequence; ids beyond doc_len stay unset */
+        g.doc_stride = 96;
+        g.doc_len = v->c.sq - 3;
+        for (int b = 0; b < v->c.batch; b++)
+            for (int t = 0, id = 7 * b, left = 0; t < 96; t++, left--) {
+                if (left <= 0) id++, left = 1 + (t * 5 + b * 3) % 17;
+                in->doc[b * 96 + t] = id;
+            }
+        g.doc = in->doc;
+        a[in->nargs++] = (KilnVariantArg){"doc_ids", kiln_arg_ptr((uintptr_t)in->doc), sizeof in->doc};
+        a[in->nargs++] = (KilnVariantArg){"doc_stride", kiln_arg_i32(96), 0};
+        a[in->nargs++] = (KilnVariantArg){"doc_len", kiln_arg_i32(g.doc_len), 0};
+    }
+    if (!strncmp(name, "prefix_lm", 9)) a[in->nargs++] = (KilnVariantArg){"prefix_len", kiln_arg_i32(g.prefix), 0};
+    if (!strncmp(name, "relative_bias", 13)) {
+        attn_fill_random(ATTN_F32, in->table, 16 * 32, 99, -1.0, 1.0);
+        g.table = in->table;
+        a[in->nargs++] = (KilnVariantArg){"rel_bias", kiln_arg_ptr((uintptr_t)in->table), sizeof(float) * 32 * v->c.hq};
+    }
+}
+
+static KilnAttentionParams params_of(const Run *r, const Case *c, const KilnAttentionVariant *var)
+{
+    KilnAttentionParams p = {.dtype = c->dtype == ATTN_F16 ? KILN_F16 : KILN_BF16, .batch = c->batch,
+                             .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
+                             .head_dim = c->d, .q = (uintptr_t)r->q, .k = (uintptr_t)r->k, .v = (uintptr_t)r->v,
+                             .o = (uintptr_t)r->o, .lse = (uintptr_t)r->lse, .softmax_scale = (float)r->p.scale,
+                             .causal = c->causal, .block_m = c->block_m, .block_n = c->block_n, .variant = var};
+    memcpy(p.q_stride, r->p.q_stride, sizeof p.q_stride);
+    memcpy(p.k_stride, r->p.k_stride, sizeof p.k_stride);
+    memcpy(p.v_stride, r->p.v_stride, sizeof p.v_stride);
+    memcpy(p.o_stride, r->p.o_stride, sizeof p.o_stride);
+    return p;
+}
+
+/* Run case v through kiln_attention_fwd_cpu; hooks: whether the reference applies them. */
+static Verdict run_case(const VCase *v, uint64_t seed, bool hooks)
+{
+    Inputs in;
+    make_inputs(v, &in);
+    KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
+    Run r;
+    setup(&r, &v->c, seed);
+    r.p.scale = v->c.scale > 0 ? v->c.scale : 1.0 / sqrt((double)v->c.d);
+    KilnAttentionParams p = params_of(&r, &v->c, &var);
+    KilnStatus st = kiln_attention_fwd_cpu(&p);
+    ck_assert_msg(st == KILN_OK, "%s: %s", v->c.what, kiln_last_error());
+    if (hooks) {
+        r.p.score_mod = v->score == s_softcap && v->mask ? gemma_score : v->score;
+        r.p.mask_mod = v->mask;
+    }
+    Verdict vd = judge(&r);
+    teardown(&r);
+    return vd;
+}
+
+START_TEST(variant_matches_reference)
+{
+    const VCase *v = &k_cases[_i];
+    Verdict vd = run_case(v, 1000 + (uint64_t)_i * 7, true);
+    if (getenv("ATTN_VERBOSE"))
+        fprintf(stderr, "%-32s err %.3g bound %.3g lse %.3g\n", v->c.what, vd.e.o_max_abs, vd.bound, vd.e.lse_max_rel);
+    ck_assert_msg(vd.e.nonfinite == 0, "%s: %lld non-finite outputs", v->c.what, (long long)vd.e.nonfinite);
+    ck_assert_msg(vd.e.o_max_abs <= vd.bound, "%s: max |O - ref| = %.3g > %.3g at b%d h%d i%d d%d", v->c.what,
+                  vd.e.o_max_abs, vd.bound, vd.e.worst_b, vd.e.worst_h, vd.e.worst_i, vd.e.worst_d);
+    ck_assert_msg(vd.e.lse_max_rel <= 1e-4, "%s: LSE relative error %.3g", v->c.what, vd.e.lse_max_rel);
+    ck_assert_msg(vd.empty_bad == 0, "%s: %lld elements of empty rows are not O = 0 / LSE = -inf", v->c.what,
+                  (long long)vd.empty_bad);
+    /* and it is not a no-op: against the plain reference (no hooks) the rule breaks */
+    Verdict plain = run_case(v, 1000 + (uint64_t)_i * 7, false);
+    ck_assert_msg(plain.e.o_max_abs > plain.bound || plain.empty_bad > 0, "%s made no difference", v->c.what);
+}
+END_TEST
+
+/* ---- the call's errors ---- */
+
+static KilnStatus call_with(const char *path, const char *source, const KilnVariantArg *args, int nargs)
+{
+    static const Case c = {"errors", ATTN_F16, 1, 1, 1, 20, 20, 32, 0, ATTN_BSHD, 0, 16, 16, 0};
+    KilnAttentionVariant var = {.source = source, .path = path, .args = args, .nargs = nargs};
+    Run r;
+    setup(&r, &c, 3);
+    KilnAttentionParams p = params_of(&r, &c, &var);
+    KilnStatus st = kiln_attention_fwd_cpu(&p);
+    teardown(&r);
+    return st;
+}
+
+static void expect(KilnStatus st, KilnStatus want, const char *needle)
+{
+    ck_assert_msg(st == want, "status %s, expected %s: %s", kiln_status_name(st), kiln_status_name(want),
+                  kiln_last_error());
+    ck_assert_msg(strstr(kiln_last_error(), needle), "no '%s' in: %s", needle, kiln_last_error());
+}
+
+START_TEST(argument_errors)
+{
+    int32_t ids[32] = {0};
+    KilnVariantArg ok[3] = {{"doc_ids", kiln_arg_ptr((uintptr_t)ids), sizeof ids}, {"doc_stride", kiln_arg_i32(32), 0},
+                            {"doc_len", kiln_arg_i32(20), 0}};
+    expect(call_with(V("document"), NULL, ok, 3), KILN_OK, "");
+    expect(call_with(V("document"), NULL, ok, 2), KILN_ERR_USAGE,
+           "the variant's param 'doc_len' (i32) has no argument: add {\"doc_len\", ...}");
+    KilnVariantArg typo[4] = {ok[0], ok[1], ok[2], {"doc_lenn", kiln_arg_i32(3), 0}};
+    expect(call_with(V("document"), NULL, typo, 4), KILN_ERR_USAGE, "argument 'doc_lenn' names no param");
+    KilnVariantArg kind[3] = {ok[0], ok[1], {"doc_len", kiln_arg_f32(20), 0}};
+    expect(call_with(V("document"), NULL, kind, 3), KILN_ERR_USAGE, "the variant's param 'doc_len' is i32, its argument is f32");
+    KilnVariantArg range[3] = {ok[0], ok[1], {"doc_len", kiln_arg_i64(1ll << 40), 0}};
+    expect(call_with(V("document"), NULL, range, 3), KILN_ERR_USAGE, "does not fit");
+    KilnVariantArg twice[4] = {ok[0], ok[1], ok[2], ok[2]};
+    expect(call_with(V("document"), NULL, twice, 4), KILN_ERR_USAGE, "args[2] and args[3] both give 'doc_len'");
+    KilnVariantArg nobytes[3] = {{"doc_ids", kiln_arg_ptr((uintptr_t)ids), 0}, ok[1], ok[2]};
+    expect(call_with(V("document"), NULL, nobytes, 3), KILN_ERR_USAGE, "'doc_ids' is a pointer without its bytes");
+    /* a tensor too small for what the hooks read is the interpreter's bounds error */
+    KilnVariantArg small[3] = {{"doc_ids", kiln_arg_ptr((uintptr_t)ids), 8}, ok[1], ok[2]};
+    expect(call_with(V("document"), NULL, small, 3), KILN_ERR_KERNEL, "doc_ids");
+    expect(call_with("nowhere/none.tile", NULL, NULL, 0), KILN_ERR_IO, "cannot read 'nowhere/none.tile'");
+}
+END_TEST
+
+START_TEST(compile_errors_are_located)
+{
+    const char *bad = "// my variant\nfn mask_mod(b, h, q_idx, kv_idx) { return kv_idx <= q_idy; }\n";
+    expect(call_with("my_variant.tile", bad, NULL, 0), KILN_ERR_COMPILE,
+           "my_variant.tile:2:53: error: unknown name 'q_idy'; did you mean 'q_idx'?\n"
+           "fn mask_mod(b, h, q_idx, kv_idx) { return kv_idx <= q_idy; }\n"
+           "                                                    ^");
+    const char *clash = "fn load_tile(a, b, c) { return a; }\n";
+    expect(call_with("clash.tile", clash, NULL, 0), KILN_ERR_COMPILE, "clash.tile:1:4: error: 'load_tile' is already declared");
+    /* with no path the text is "<variant>" */
+    expect(call_with(NULL, "fn mask_mod(b, h, i, j) { return j <= zz; }\n", NULL, 0), KILN_ERR_COMPILE,
+           "<variant>:1:");
+}
+END_TEST
+
+/* The backward refuses a score_mod without its derivative (a silently wrong gradient
+ * otherwise); the forward does not need one. Checked on the compile request. */
+START_TEST(backward_needs_score_mod_grad)
+{
+    KilnAttentionVariant var = {.source = "fn score_mod(s, b, h, i, j) { return s * 0.5; }\n", .path = "half.tile"};
+    RtAttnVarSrc vs;
+    ck_assert_int_eq(rt_attn_var_open("t", &var, &vs), KILN_OK);
+    RtAttnVariant v;
+    rt_attn_variant_init(&v, "lang/lib/attention_bwd.tile", "attn_bwd_dq_f16", 0, 0, 0);
+    v.vs = &vs;
+    v.needs_grad = true;
+    RtAttnRequest req;
+    expect(rt_attn_compile_request("t", &v, &req), KILN_ERR_UNSUPPORTED, "half.tile has a score_mod but no score_mod_grad");
+    rt_attn_variant_init(&v, "lang/lib/attention_fwd.tile", "attn_fwd_f16", 0, 0, 0);
+    v.vs = &vs;
+    v.plain_scores = true;
+    ck_assert_int_eq(rt_attn_compile_request("t", &v, &req), KILN_OK);
+    for (int i = 0; i < req.ndefines; i++) ck_assert_str_ne(req.defines[i].name, "PLAIN_SCORES");
+    ck_assert_msg(strstr(req.src, "import \"attention_fwd.tile\";") != NULL, "%s", req.src);
+    free(req.owned);
+    rt_attn_var_close(&vs);
+    /* a mask-only variant keeps the plain-scores fast path */
+    KilnAttentionVariant m = {.path = V("causal")};
+    ck_assert_int_eq(rt_attn_var_open("t", &m, &vs), KILN_OK);
+    v.vs = &vs;
+    ck_assert_int_eq(rt_attn_compile_request("t", &v, &req), KILN_OK);
+    bool plain = false;
+    for (int i = 0; i < req.ndefines; i++) plain |= !strcmp(req.defines[i].name, "PLAIN_SCORES");
+    ck_assert(plain);
+    free(req.owned);
+    rt_attn_var_close(&vs);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("attention_variant_api");
+    TCase *tc = tcase_create("variants");
+    tcase_set_timeout(tc, 900);
+    tcase_add_loop_test(tc, variant_matches_reference, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_test(tc, argument_errors);
+    tcase_add_test(tc, compile_errors_are_located);
+    tcase_add_test(tc, backward_needs_score_mod_grad);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TU_MAIN(suite)
