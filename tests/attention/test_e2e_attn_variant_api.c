@@ -11,8 +11,12 @@
  * against the plain reference). The call's errors: a missing, misspelt or mistyped
  * argument, a variant that does not compile (located diagnostics in kiln_last_error),
  * and the backward's refusal of a score_mod without its derivative.
+ * The backward of every variant runs on the interpreter the way kiln_attention_bwd
+ * compiles it (the variant's root text, hooks bound by name, arguments by name) against
+ * the float64 analytic gradient (attn_bwd_harness.h), with the variant's hand-written
+ * score_mod_grad where it has a score_mod.
  */
-#include "attn_harness.h"
+#include "attn_bwd_harness.h"
 
 #include "kiln.h"
 #include "jit_internal.h"
@@ -190,6 +194,26 @@ START_TEST(variant_matches_reference)
 }
 END_TEST
 
+static double g_softcap_grad(double s, int b, int h, int i, int j, const void *c)
+{
+    double t = tanh(s / g.softcap);
+    return 1 - t * t;
+}
+
+/* The backward of case _i (both dQ paths across the cases), the forward's inputs. */
+START_TEST(variant_backward_matches_reference)
+{
+    const VCase *v = &k_cases[_i];
+    Inputs in;
+    make_inputs(v, &in);
+    KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
+    BwdCase bc = {.c = v->c, .deterministic = _i % 2, .ref_mask = v->mask, .variant = &var};
+    bc.ref_score = v->score == s_softcap && v->mask ? gemma_score : v->score;
+    bc.ref_score_grad = v->score == s_softcap ? g_softcap_grad : NULL;
+    bwd_check(&bc, 500 + (uint64_t)_i);
+}
+END_TEST
+
 /* ---- the call's errors ---- */
 
 static KilnStatus call_with(const char *path, const char *source, const KilnVariantArg *args, int nargs)
@@ -291,6 +315,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("variants");
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, variant_matches_reference, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
+    tcase_add_loop_test(tc, variant_backward_matches_reference, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, compile_errors_are_located);
     tcase_add_test(tc, backward_needs_score_mod_grad);
