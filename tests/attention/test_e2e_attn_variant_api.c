@@ -20,42 +20,7 @@
 
 #include "kiln.h"
 #include "jit_internal.h"
-
-/* ---- what the references read (one case at a time) ---- */
-typedef struct Ref {
-    int left, right;          /* sliding window, < 0 unlimited */
-    double softcap;
-    const float *slopes;      /* ALiBi, [heads] */
-    const int32_t *doc;       /* document ids [batch, doc_stride] */
-    int doc_stride, doc_len;
-    int prefix;
-    const float *table;       /* relative bias [heads, 32] */
-} Ref;
-static Ref g;
-
-static int m_causal(int b, int h, int i, int j, const void *c) { return j <= i; }
-static int m_window(int b, int h, int i, int j, const void *c)
-{
-    return (g.left < 0 || j >= i - g.left) && (g.right < 0 || j <= i + g.right);
-}
-static double s_softcap(double s, int b, int h, int i, int j, const void *c) { return g.softcap * tanh(s / g.softcap); }
-static double s_alibi(double s, int b, int h, int i, int j, const void *c)
-{
-    return s - (double)g.slopes[h] * fabs((double)(i - j));
-}
-static int doc_of(int b, int t) { return t < g.doc_len ? g.doc[b * g.doc_stride + t] : -2; }
-static int m_document(int b, int h, int i, int j, const void *c) { return doc_of(b, i) == doc_of(b, j); }
-static int m_prefix(int b, int h, int i, int j, const void *c) { return j <= i || j < g.prefix; }
-static int t5_bucket(int i, int j)
-{
-    int half = 16, exact = 8, rel = j - i, n = rel < 0 ? -rel : rel;
-    int big = exact + (int)(log2((n > 1 ? n : 1) / (double)exact) * (8.0 / log2(128.0 / exact)));
-    return (rel > 0 ? half : 0) + (n < exact ? n : big < half - 1 ? big : half - 1);
-}
-static double s_relbias(double s, int b, int h, int i, int j, const void *c)
-{
-    return s + (double)g.table[h * 32 + t5_bucket(i, j)];
-}
+#include "variant_refs.h"
 
 typedef struct VCase {
     Case c;
@@ -64,6 +29,12 @@ typedef struct VCase {
     int (*mask)(int, int, int, int, const void *);
     Ref ref;
 } VCase;
+
+static void make_inputs(const VCase *v, Inputs *in)
+{
+    VarSpec vs = {v->variant, v->score, v->mask, v->ref};
+    make_inputs_for(&vs, v->c.batch, v->c.hq, v->c.sq, in);
+}
 
 #define V(name) "lang/lib/variants/" name ".tile"
 static const VCase k_cases[] = {
@@ -89,57 +60,6 @@ static const VCase k_cases[] = {
     {{"gemma2 bf16 d64 causal", ATTN_BF16, 1, 2, 2, 80, 80, 64, 1, ATTN_BSHD, 0, 16, 16, 0}, V("gemma2"), s_softcap,
      m_window, {.softcap = 2.0, .left = 17, .right = 0}},
 };
-
-/* softcap and window together: gemma2's reference */
-static double gemma_score(double s, int b, int h, int i, int j, const void *c) { return s_softcap(s, b, h, i, j, c); }
-
-typedef struct Inputs {
-    float slopes[16];
-    int32_t doc[2 * 96];
-    float table[16 * 32];
-    KilnVariantArg args[4];
-    int nargs;
-} Inputs;
-
-/* The runtime arguments of case v (and the reference's view of them). */
-static void make_inputs(const VCase *v, Inputs *in)
-{
-    memset(in, 0, sizeof *in);
-    g = v->ref;
-    const char *name = strrchr(v->variant, '/') + 1;
-    KilnVariantArg *a = in->args;
-    if (!strncmp(name, "sliding_window", 14) || !strncmp(name, "gemma2", 6)) {
-        a[in->nargs++] = (KilnVariantArg){"window_left", kiln_arg_i32(g.left), 0};
-        a[in->nargs++] = (KilnVariantArg){"window_right", kiln_arg_i64(g.right), 0};   /* widened: any int kind */
-    }
-    if (!strncmp(name, "softcap", 7) || !strncmp(name, "gemma2", 6))
-        a[in->nargs++] = (KilnVariantArg){"softcap", kiln_arg_f64(g.softcap), 0};      /* f64 for an f32 param */
-    if (!strncmp(name, "alibi", 5)) {
-        for (int h = 0; h < v->c.hq; h++) in->slopes[h] = exp2f(-8.0f * (float)(h + 1) / (float)v->c.hq);
-        g.slopes = in->slopes;
-        a[in->nargs++] = (KilnVariantArg){"alibi_slopes", kiln_arg_ptr((uintptr_t)in->slopes), sizeof(float) * v->c.hq};
-    }
-    if (!strncmp(name, "document", 8)) {
-        /* documents of ragged lengths 1..17 per sequence; ids beyond doc_len stay unset */
-        g.doc_stride = 96;
-        g.doc_len = v->c.sq - 3;
-        for (int b = 0; b < v->c.batch; b++)
-            for (int t = 0, id = 7 * b, left = 0; t < 96; t++, left--) {
-                if (left <= 0) id++, left = 1 + (t * 5 + b * 3) % 17;
-                in->doc[b * 96 + t] = id;
-            }
-        g.doc = in->doc;
-        a[in->nargs++] = (KilnVariantArg){"doc_ids", kiln_arg_ptr((uintptr_t)in->doc), sizeof in->doc};
-        a[in->nargs++] = (KilnVariantArg){"doc_stride", kiln_arg_i32(96), 0};
-        a[in->nargs++] = (KilnVariantArg){"doc_len", kiln_arg_i32(g.doc_len), 0};
-    }
-    if (!strncmp(name, "prefix_lm", 9)) a[in->nargs++] = (KilnVariantArg){"prefix_len", kiln_arg_i32(g.prefix), 0};
-    if (!strncmp(name, "relative_bias", 13)) {
-        attn_fill_random(ATTN_F32, in->table, 16 * 32, 99, -1.0, 1.0);
-        g.table = in->table;
-        a[in->nargs++] = (KilnVariantArg){"rel_bias", kiln_arg_ptr((uintptr_t)in->table), sizeof(float) * 32 * v->c.hq};
-    }
-}
 
 static KilnAttentionParams params_of(const Run *r, const Case *c, const KilnAttentionVariant *var)
 {
@@ -168,7 +88,7 @@ static Verdict run_case(const VCase *v, uint64_t seed, bool hooks)
     KilnStatus st = kiln_attention_fwd_cpu(&p);
     ck_assert_msg(st == KILN_OK, "%s: %s", v->c.what, kiln_last_error());
     if (hooks) {
-        r.p.score_mod = v->score == s_softcap && v->mask ? gemma_score : v->score;
+        r.p.score_mod = var_ref_score(&(VarSpec){v->variant, v->score, v->mask, v->ref});
         r.p.mask_mod = v->mask;
     }
     Verdict vd = judge(&r);
@@ -194,12 +114,6 @@ START_TEST(variant_matches_reference)
 }
 END_TEST
 
-static double g_softcap_grad(double s, int b, int h, int i, int j, const void *c)
-{
-    double t = tanh(s / g.softcap);
-    return 1 - t * t;
-}
-
 /* The backward of case _i (both dQ paths across the cases), the forward's inputs. */
 START_TEST(variant_backward_matches_reference)
 {
@@ -208,7 +122,7 @@ START_TEST(variant_backward_matches_reference)
     make_inputs(v, &in);
     KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
     BwdCase bc = {.c = v->c, .deterministic = _i % 2, .ref_mask = v->mask, .variant = &var};
-    bc.ref_score = v->score == s_softcap && v->mask ? gemma_score : v->score;
+    bc.ref_score = var_ref_score(&(VarSpec){v->variant, v->score, v->mask, v->ref});
     bc.ref_score_grad = v->score == s_softcap ? g_softcap_grad : NULL;
     bwd_check(&bc, 500 + (uint64_t)_i);
 }
