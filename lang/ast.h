@@ -138,12 +138,8 @@ typedef struct AstDecl {
 typedef struct AstFile {
     const char *path;
     AstDecl **decls;
-    int ndecls;
-    /* Set by the driver's module loader on the merged file: decls of the imported
-     * modules come first (each module once, dependencies before dependents), then
-     * the root file's; AST_IMPORT decls are dropped. Sema checks and lowers the
-     * whole list as one file. */
-    int nimported;            /* how many of decls come from imported modules */
+    int ndecls;               /* merged by the driver's module loader (compiler/driver/modules.c):
+                               * imported modules' decls first, then the file's own */
 } AstFile;
 
 /* ---- entry points ---- */

@@ -234,7 +234,6 @@ AstFile *kiln_modules_load(Arena *arena, Diag *d, const char *src, const KilnCom
     for (int i = 0; i < root->ndecls; i++)
         if (root->decls[i]->kind == AST_IMPORT) import_one(&L, r, root->decls[i]);
     L.depth--;
-    int nimported = L.decls.len;
     for (int i = 0; i < root->ndecls; i++)
         if (root->decls[i]->kind != AST_IMPORT) vec_push(arena, &L.decls, root->decls[i]);
     AstFile *merged = ARENA_NEW(arena, AstFile);
@@ -242,7 +241,6 @@ AstFile *kiln_modules_load(Arena *arena, Diag *d, const char *src, const KilnCom
     merged->ndecls = L.decls.len;
     merged->decls = ARENA_ARRAY(arena, AstDecl *, L.decls.len ? L.decls.len : 1);
     for (int i = 0; i < L.decls.len; i++) merged->decls[i] = L.decls.data[i];
-    merged->nimported = nimported;
     return merged;
 }
 

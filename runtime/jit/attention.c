@@ -660,6 +660,12 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     if (st != KILN_OK) return st;
     if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
     if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
+    /* Above 65535 the call runs as launches of whole batches, each seeing b from 0: a
+     * hook indexing its tensors by b would read another batch's rows. */
+    if (p->variant && (int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a variant (its hooks "
+                             "see the batch index; split the call by batch)", (long long)p->batch * p->heads_q,
+                             ATTN_MAX_GRID_Y);
     AttnKey key = resolve_key(dev, p);
     KilnKernel *k = NULL;
     if (!p->variant) {

@@ -171,6 +171,15 @@ START_TEST(argument_errors)
     KilnVariantArg small[3] = {{"doc_ids", kiln_arg_ptr((uintptr_t)ids), 8}, ok[1], ok[2]};
     expect(call_with(V("document"), NULL, small, 3), KILN_ERR_KERNEL, "doc_ids");
     expect(call_with("nowhere/none.tile", NULL, NULL, 0), KILN_ERR_IO, "cannot read 'nowhere/none.tile'");
+    /* on a device, a variant call is never split into batch launches (hooks see b): refused
+     * before the device is touched (a device pointer that faults if read) */
+    KilnAttentionVariant var = {.path = V("causal")};
+    KilnAttentionParams p = {.dtype = KILN_F16, .batch = 2, .heads_q = 40000, .heads_kv = 1, .seqlen_q = 16,
+                             .seqlen_k = 16, .head_dim = 64, .q = 0x10000, .k = 0x20000, .v = 0x30000, .o = 0x40000,
+                             .lse = 0x50000, .variant = &var};
+    for (int i = 0; i < 3; i++) p.q_stride[i] = p.k_stride[i] = p.v_stride[i] = p.o_stride[i] = i == 2 ? 64 : 1 << 22;
+    expect(kiln_attention_fwd((KilnDevice *)(uintptr_t)0x18, &p, NULL), KILN_ERR_UNSUPPORTED,
+           "batch * heads_q = 80000 exceeds 65535 with a variant");
 }
 END_TEST
 

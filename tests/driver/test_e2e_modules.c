@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kiln.h"
+#include "compiler/driver/driver.h"
 
 static char g_dir[256];
 
@@ -248,6 +249,13 @@ START_TEST(once_include_dirs_and_errors_inside)
     const char *inc[] = {path_of("inc")};
     ck_assert_int_eq(compile(path_of("root.tile"), root, NULL, inc, 1, &r), KILN_OK);
     kiln_compile_result_free(&r);
+    /* the on-disk cache keys on the texts of modules read from disk (not the library's) */
+    KilnCompileOptions o = {.include_dirs = inc, .ninclude_dirs = 1};
+    char *dig = kiln_import_digest(path_of("root.tile"), root, &o);
+    ck_assert_msg(dig && strstr(dig, "fn twice(x) { return x * 2.0; }") && strstr(dig, "helpers.tile"), "%s",
+                  dig ? dig : "(null)");
+    free(dig);
+    ck_assert_ptr_null(kiln_import_digest("v.tile", twice, &o));
 
     write_file("bad.tile", "fn broken(x) {\n  return x +* 2;\n}\n");
     ck_assert_int_eq(compile(path_of("root.tile"), "import bad;\n", NULL, NULL, 0, &r), KILN_ERR_COMPILE);
