@@ -164,6 +164,7 @@ static const char *cycle_text(Loader *L, const Module *m)
 
 static void import_one(Loader *L, const Module *from, const AstDecl *imp)
 {
+    if (!imp->name[0]) return;   /* `import "";` was reported by the parser */
     const char *name = with_ext(L, imp->name);
     const char *id = NULL, *text = NULL;
     bool embedded = false;

@@ -174,6 +174,14 @@ START_TEST(param_errors)
     expect_error("k.tile", "param f: fn;\nfn g(x) { return f; }\nkernel k(X: *f32) { store(X, g(1.0)); }\n", n2, 1);
     const char *n3[] = {"k.tile:2:32: error: cannot assign to parameter 'w'"};
     expect_error("k.tile", "param w: f32;\nkernel k(X: *f32) { var a = w; w = 2.0; store(X, a); }\n", n3, 1);
+    const char *n5[] = {"k.tile:1:8: error: expected ':' before ';'\nparam x;\n       ^"};
+    expect_error("k.tile", "param x;\n", n5, 1);
+    const char *n6[] = {"k.tile:1:8: error: an import needs a module name"};
+    expect_error("k.tile", "import \"\";\n", n6, 1);
+    KilnCompileResult r;
+    ck_assert_int_eq(compile("k.tile", "import \"\";\n", NULL, NULL, 0, &r), KILN_ERR_COMPILE);
+    ck_assert_ptr_null(strstr(r.diagnostics, "cannot find module"));   /* one error, not two */
+    kiln_compile_result_free(&r);
     const char *n4[] = {"k.tile:1:10: error: unknown type 'f23'; did you mean 'f16'?"};
     expect_error("k.tile", "param w: f23;\nfn g() { return w; }\nkernel k(X: *f32) { store(X, g()); }\n", n4, 1);
 }
