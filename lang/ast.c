@@ -421,6 +421,16 @@ static void print_param(StrBuf *out, const AstParam *pm)
 
 static void print_decl(StrBuf *out, const AstDecl *d)
 {
+    if (d->kind == AST_IMPORT) {
+        sb_printf(out, "(import \"%s\")\n", d->name);
+        return;
+    }
+    if (d->kind == AST_PARAM) {
+        sb_puts(out, "(module-param");
+        print_param(out, &d->params[0]);
+        sb_puts(out, ")\n");
+        return;
+    }
     if (d->kind == AST_CONST) {
         sb_printf(out, "(const %s ", d->name);
         print_expr(out, d->value);

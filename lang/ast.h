@@ -118,6 +118,8 @@ typedef enum AstDeclKind {
     AST_KERNEL,   /* kernel name(params) [with (settings)] { body } */
     AST_FN,       /* fn name(params) { body }   — inlined helper */
     AST_CONST,    /* const NAME = expr;           — file-level compile-time constant */
+    AST_IMPORT,   /* import "module";  (name: the module as written; resolved by the driver) */
+    AST_PARAM,    /* param NAME: type;  — a module-level runtime parameter (params[0]) */
 } AstDeclKind;
 
 typedef struct AstDecl {
@@ -136,7 +138,8 @@ typedef struct AstDecl {
 typedef struct AstFile {
     const char *path;
     AstDecl **decls;
-    int ndecls;
+    int ndecls;               /* merged by the driver's module loader (compiler/driver/modules.c):
+                               * imported modules' decls first, then the file's own */
 } AstFile;
 
 /* ---- entry points ---- */

@@ -67,6 +67,8 @@ static AstParam *make_param(ParseCtx *p, SrcLoc loc, bool is_const, const char *
 static AstDecl *make_func(ParseCtx *p, AstDeclKind kind, SrcLoc loc, const char *name,
                           SrcLoc name_loc, PtrVec *params, PtrVec *settings, AstStmt *body);
 static PtrVec *push(ParseCtx *p, PtrVec *v, void *x);
+static AstDecl *make_import(ParseCtx *p, SrcLoc loc, const char *module, SrcLoc name_loc);
+static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, AstType type);
 }
 
 %union {
@@ -92,6 +94,7 @@ static PtrVec *push(ParseCtx *p, PtrVec *v, void *x);
 %token KW_FOR "'for'" KW_IN "'in'" KW_RANGE "'range'" KW_IF "'if'" KW_ELSE "'else'"
 %token KW_RETURN "'return'" KW_WITH "'with'" KW_TRUE "'true'" KW_FALSE "'false'"
 %token KW_NONE "'None'"
+%token KW_IMPORT "'import'" KW_PARAM "'param'"
 %token SHL "'<<'" SHR "'>>'" LE "'<='" GE "'>='" EQ "'=='" NE "'!='" LAND "'&&'" LOR "'||'"
 %token ARROW "'->'"
 %token ADD_ASSIGN "'+='" SUB_ASSIGN "'-='" MUL_ASSIGN "'*='" DIV_ASSIGN "'/='"
@@ -149,6 +152,10 @@ decl
                                 $$->name_loc = @2;
                                 $$->value = $4;
                             }
+    | KW_IMPORT STRING ';'  { $$ = make_import(p, @1, $2, @2); }
+    | KW_IMPORT NAME ';'    { $$ = make_import(p, @1, $2, @2); }
+    | KW_PARAM NAME ':' type ';'
+                            { $$ = make_module_param(p, @1, $2, @2, $4); }
     ;
 
 params_opt
@@ -447,6 +454,34 @@ static AstDecl *make_func(ParseCtx *p, AstDeclKind kind, SrcLoc loc, const char 
         d->settings = ARENA_ARRAY(p->arena, AstSetting, settings->len);
         for (int i = 0; i < settings->len; i++) d->settings[i] = *(AstSetting *)settings->data[i];
     }
+    return d;
+}
+
+/* `import "attention_fwd";` / `import attention_fwd;`: the driver resolves and
+ * loads the module (compiler/driver/modules.c); sema never sees these. */
+static AstDecl *make_import(ParseCtx *p, SrcLoc loc, const char *module, SrcLoc name_loc)
+{
+    AstDecl *d = ARENA_NEW(p->arena, AstDecl);
+    d->kind = AST_IMPORT;
+    d->loc = loc;
+    d->name = module;
+    d->name_loc = name_loc;
+    if (!module[0]) diag_error(p->diag, name_loc, "an import needs a module name (import \"attention_fwd\";)");
+    return d;
+}
+
+/* `param doc_ids: *i32;`: a runtime parameter of every kernel that reads it
+ * (sema appends it to the kernel's parameters). One AstParam, in params[0]. */
+static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, AstType type)
+{
+    AstDecl *d = ARENA_NEW(p->arena, AstDecl);
+    d->kind = AST_PARAM;
+    d->loc = loc;
+    d->name = name;
+    d->name_loc = name_loc;
+    d->nparams = 1;
+    d->params = ARENA_NEW(p->arena, AstParam);
+    d->params[0] = (AstParam){.loc = name_loc, .name = name, .type = type};
     return d;
 }
 

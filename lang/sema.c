@@ -245,9 +245,75 @@ static bool parse_define(Sema *s, const char *text, const char *tname, IrElem te
     return false;
 }
 
+/* ---- module-level runtime parameters (`param NAME: type;`) ----
+ * A hook reads one as a name; the kernel it is inlined into gets it as a runtime
+ * parameter after its own (in declaration order: order_module_params), once per
+ * kernel however often it is read. A kernel that never reads it does not have it,
+ * so a program with no variant params keeps its signature and its code. */
+typedef enum { PT_VALUE, PT_FN, PT_DTYPE } ParamClass;
+static bool param_type(Sema *s, const AstParam *p, IrType *t, ParamClass *pc);
+static bool apply_hint(Sema *s, const AstParam *p, IrValue *pv);
+
+static Val module_param_value(Sema *s, Sym *y)
+{
+    if (y->param_of == s->f) return y->val;
+    const AstParam *p = &y->decl->params[0];
+    IrType t;
+    ParamClass pc;
+    y->param_of = s->f;
+    y->val = val_err();
+    bool compile_time = !strcmp(p->type.name, "fn") || !strcmp(p->type.name, "dtype");
+    if (compile_time || !param_type(s, p, &t, &pc) || pc != PT_VALUE) {
+        if (!compile_time) return y->val;
+        diag_error(s->diag, p->type.loc, "a module-level param is a runtime value: '%s' cannot be a '%s' "
+                   "(a compile-time choice is a `const NAME = ...;`)", p->name, p->type.name);
+        return y->val;
+    }
+    for (int i = 0; i < s->f->nparams; i++)
+        if (s->f->params[i]->name && !strcmp(s->f->params[i]->name, p->name)) {
+            diag_error(s->diag, y->decl->name_loc, "param '%s' has the name of a parameter of kernel '%s'; "
+                       "rename it", p->name, s->f->name);
+            return y->val;
+        }
+    IrValue *pv = ir_func_add_param(s->f, t, p->name);
+    y->val = val_rt(pv, p->loc);
+    if (apply_hint(s, p, pv)) {   /* NAME==1: as for a kernel parameter (bind_params) */
+        Val one = cv_int(1, (IrElem)t.elem, p->loc);
+        IrBuilder saved = s->b;   /* the constant goes at the top of the kernel, where every use sees it */
+        s->b.f = s->f;
+        s->b.block = s->f->body;
+        s->b.before = s->f->body->first;
+        y->val = val_rt(sema_materialize(s, &one, p->loc), p->loc);
+        s->b = saved;
+    }
+    return y->val;
+}
+
+/* The module params the kernel read were appended in the order of first use:
+ * put them in declaration order, so the signature does not depend on the hooks' code. */
+static void order_module_params(Sema *s)
+{
+    IrFunc *f = s->f;
+    int k = s->nown_params;
+    for (int i = 0; i < s->file->ndecls; i++) {
+        const AstDecl *d = s->file->decls[i];
+        if (d->kind != AST_PARAM) continue;
+        for (int j = k; j < f->nparams; j++)
+            if (f->params[j]->name && !strcmp(f->params[j]->name, d->name)) {
+                IrValue *tmp = f->params[k];
+                f->params[k] = f->params[j];
+                f->params[j] = tmp;
+                k++;
+                break;
+            }
+    }
+    for (int i = 0; i < f->nparams; i++) f->params[i]->index = i;
+}
+
 /* ---- file scope ---- */
 Val sema_sym_value(Sema *s, Sym *y, SrcLoc use)
 {
+    if (y->kind == SYM_PARAM && y->decl && y->decl->kind == AST_PARAM) return module_param_value(s, y);
     if (y->kind != SYM_FILECONST) return y->val;
     if (y->state == 1) {
         diag_error(s->diag, use, "file-level const '%s' is defined in terms of itself", y->name);
@@ -307,18 +373,23 @@ static void build_file_scope(Sema *s)
             }
             continue;
         }
+        if (d->kind == AST_IMPORT) {   /* kiln_compile resolves imports before sema */
+            diag_error(s->diag, d->loc, "import of '%s' reached the front end unresolved; compile through "
+                       "kiln_compile (the driver loads modules)", d->name);
+            continue;
+        }
         Val v;
         memset(&v, 0, sizeof v);
         if (d->kind == AST_FN) {
             v.kind = V_FN, v.fn = d, v.s = d->name, v.loc = d->name_loc;
         }
-        Sym *y = sema_define(s, d->name, d->kind == AST_FN ? SYM_FN : SYM_FILECONST, v, d->name_loc);
+        SymKind kind = d->kind == AST_FN ? SYM_FN : d->kind == AST_PARAM ? SYM_PARAM : SYM_FILECONST;
+        Sym *y = sema_define(s, d->name, kind, d->kind == AST_PARAM ? val_err() : v, d->name_loc);
         y->decl = d;
     }
 }
 
 /* ---- kernel parameters ---- */
-typedef enum { PT_VALUE, PT_FN, PT_DTYPE } ParamClass;
 
 static bool param_type(Sema *s, const AstParam *p, IrType *t, ParamClass *pc)
 {
@@ -391,6 +462,14 @@ static Val const_param_value(Sema *s, const AstDecl *k, const AstParam *p, Param
                        p->name, p->type.name, p->name, text);
             return val_err();
         }
+        return v;
+    }
+    /* A helper named like a `const NAME: fn` parameter is that parameter's value: a
+     * variant file binds the program's hooks by defining them (fn score_mod ...). */
+    const AstDecl *hook = pc == PT_FN ? find_decl(s, AST_FN, p->name) : NULL;
+    if (hook) {
+        memset(&v, 0, sizeof v);
+        v.kind = V_FN, v.fn = hook, v.s = hook->name, v.loc = hook->name_loc;
         return v;
     }
     if (!p->default_value) {
@@ -480,6 +559,10 @@ static void check_hints(Sema *s, const AstDecl *only)
         int bestd = (strlen(name) <= 2 ? 1 : strlen(name) <= 4 ? 2 : 3) + 1;
         for (int j = 0; j < s->file->ndecls && !found; j++) {
             const AstDecl *d = s->file->decls[j];
+            if (d->kind == AST_PARAM) {   /* a kernel's parameter when one of its hooks reads it */
+                found = !strcmp(d->name, name);
+                continue;
+            }
             if (d->kind != AST_KERNEL || (only && d != only)) continue;
             for (int q = 0; q < d->nparams; q++) {
                 if (!strcmp(d->params[q].name, name)) {
@@ -505,6 +588,12 @@ static void bind_params(Sema *s, const AstDecl *k)
     s->f->consts = ARENA_ARRAY(s->arena, IrConstParam, k->nparams ? k->nparams : 1);
     for (int i = 0; i < k->nparams; i++) {
         const AstParam *p = &k->params[i];
+        const AstDecl *mp = find_decl(s, AST_PARAM, p->name);
+        if (mp) {   /* inside the kernel its own parameter would hide the module's */
+            diag_error(s->diag, mp->name_loc, "param '%s' has the name of a parameter of kernel '%s'; rename it",
+                       p->name, k->name);
+            diag_note(s->diag, p->loc, "the kernel's parameter '%s'", p->name);
+        }
         IrType t;
         ParamClass pc;
         if (!p->type.name) {
@@ -607,9 +696,11 @@ static IrFunc *compile_kernel(Sema *s, const AstDecl *k)
     s->inl = NULL;
     sema_push_scope(s);
     bind_params(s, k);
+    s->nown_params = s->f->nparams;
     schedule(s, k);
     sema_block(s, k->body);
     sema_pop_scope(s);
+    order_module_params(s);
     sema_emit(s, k->body->loc, IR_RETURN, ir_type_scalar(IR_VOID), 0, NULL);
     return s->diag->nerrors == errors ? s->f : NULL;
 }

@@ -50,7 +50,8 @@ typedef enum SymKind {
     SYM_ITER,     /* for-loop induction variable */
     SYM_CONST,    /* const parameter or file-level const (evaluated) */
     SYM_FILECONST,/* file-level const, evaluated on first use */
-    SYM_PARAM,    /* runtime kernel or helper parameter */
+    SYM_PARAM,    /* runtime kernel or helper parameter; with decl (AST_PARAM): a module-level
+                   * `param`, a parameter of each kernel that reads it (val: in kernel param_of) */
     SYM_FN,       /* helper */
 } SymKind;
 
@@ -62,6 +63,7 @@ typedef struct Sym {
     SrcLoc last_assign;        /* latest assignment (for loop/if type errors) */
     const AstDecl *decl;       /* SYM_FN, SYM_FILECONST */
     int state;                 /* SYM_FILECONST: 0 unevaluated, 1 evaluating */
+    const IrFunc *param_of;    /* module-level param: the kernel whose parameter val is */
     struct Sym *next;          /* the scope's list, newest first */
     struct Sym *hnext;         /* the scope's hash bucket */
 } Sym;
@@ -109,6 +111,7 @@ typedef struct Sema {
     int const_depth;           /* file-level consts being evaluated (SEMA_MAX_CONST_DEPTH) */
     bool *define_used;         /* per LangOptions.defines entry */
     PtrVec bad_helpers;        /* helpers whose body gave errors: not inlined again */
+    int nown_params;           /* the kernel's own parameters; module params come after */
 } Sema;
 
 /* ---- sema.c: scopes, names ---- */

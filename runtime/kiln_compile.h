@@ -69,6 +69,10 @@ typedef struct KilnCompileOptions {
     int nhints;
     int no_wgmma;              /* sm_90a: nonzero keeps every dot on mma.sync (else dots that
                                   qualify use wgmma, docs/tensor_cores.md) */
+    /* Where `import NAME;` looks after the importing file's own directory and before
+     * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
+    const char *const *include_dirs;
+    int ninclude_dirs;
 } KilnCompileOptions;
 
 typedef struct KilnCompileResult {
@@ -176,6 +180,40 @@ KILN_API void kiln_cache_entry_free(KilnCacheEntry *e);
 
 typedef enum KilnDtype { KILN_F16, KILN_BF16 } KilnDtype;
 
+/* ---- attention variants (docs/attention_api.md, "Variants") ----
+ * A variant is a .tile file of hooks (score_mod, mask_mod, kv_start, score_mod_grad,
+ * named like the programs' hook parameters) and the runtime `param`s they read;
+ * lang/lib/variants/ ships causal, sliding_window, softcap, alibi, document, prefix_lm,
+ * relative_bias and gemma2. The attention calls take one through the `variant` field of
+ * their params: they compile the program they run with it (the variant's text plus an
+ * import of the program) once per variant and shape class, through the caches, and pass
+ * its runtime arguments, by name, to the kernel's parameters of the same names. */
+typedef struct KilnVariantArg {
+    const char *name;      /* a `param` of the variant */
+    KilnArg value;         /* pointer params: kiln_arg_ptr(device address; host address in the
+                              _cpu calls); scalars: a value of the param's kind (any integer kind
+                              for an integer param, in range; f32 or f64 for a float one) */
+    size_t bytes;          /* pointer params: the buffer's size (required by the _cpu calls,
+                              which bound every access by it; ignored on the device) */
+} KilnVariantArg;
+
+typedef struct KilnAttentionVariant {
+    /* The variant's text. NULL: the text of `path`: a file of the embedded library
+     * ("lang/lib/variants/alibi.tile", kiln_lib_source) or else one on disk, read at
+     * every call (pass the text for calls in a loop). */
+    const char *source;
+    /* Its file name: in diagnostics, and where its own imports look first (the
+     * directory of path). NULL with a source: "<variant>". */
+    const char *path;
+    const KilnDefine *defines;     /* -D values for its (and the program's) consts */
+    int ndefines;
+    const KilnVariantArg *args;    /* one per `param` the running kernels read; every one must
+                                      name a param of some kernel of the call (KILN_ERR_USAGE) */
+    int nargs;
+    const char *const *include_dirs;  /* more places its imports look (KilnCompileOptions) */
+    int ninclude_dirs;
+} KilnAttentionVariant;
+
 typedef struct KilnAttentionParams {
     KilnDtype dtype;                   /* of Q, K, V and O */
     int batch, heads_q, heads_kv;      /* heads_q % heads_kv == 0 (GQA; heads_kv = 1 is MQA) */
@@ -209,6 +247,12 @@ typedef struct KilnAttentionParams {
      * cu_seqlens_k[batch] <= total_k and each length <= its max is the CALLER's contract. */
     KilnDevPtr cu_seqlens_q, cu_seqlens_k;
     int total_q, total_k;              /* tokens in Q/O and in K/V (varlen only) */
+    /* A variant (NULL: plain attention): hooks and their runtime arguments, see above.
+     * A variant that does not compile fails the call with KILN_ERR_COMPILE and the
+     * located diagnostics in kiln_last_error(). The backward takes fwd.variant (the
+     * forward's); its score_mod's derivative is derived by the compiler (grad) unless the
+     * variant gives a score_mod_grad hook. */
+    const KilnAttentionVariant *variant;
 } KilnAttentionParams;
 
 /* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
@@ -222,6 +266,13 @@ KILN_API KilnStatus kiln_attention_check(const KilnAttentionParams *p);
  * head dim the program lacks, or heads_q above 65535 (batch * heads_q above 65535 runs
  * as several launches of whole batches). */
 KILN_API KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream);
+/* The forward on the CPU interpreter (no device): the same call, validation,
+ * program, variant and argument binding as kiln_attention_fwd, with HOST addresses
+ * in p's pointer fields (q, k, v read; o and lse written; variant pointer args read,
+ * KilnVariantArg.bytes each). Tiles: p's block_m/block_n, else 64 x 64. Slow (an
+ * interpreter): for tests and checking a variant where no GPU is. KILN_ERR_KERNEL: an
+ * access outside the buffers (e.g. a variant reading past its tensor). */
+KILN_API KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p);
 /* Unload the variants loaded for `dev` (NULL: for every device). Call it before
  * kiln_shutdown(dev), and not while another thread runs kiln_attention_fwd on dev. */
 KILN_API KilnStatus kiln_attention_cache_clear(KilnDevice *dev);
@@ -315,6 +366,9 @@ typedef struct KilnAttentionDecodeParams {
     KilnDevPtr workspace;
     size_t workspace_size;
     int block_n, num_warps, num_stages;   /* tuning, 0: the defaults (runtime/jit/attention_decode.c) */
+    /* A variant (NULL: none), as KilnAttentionParams.variant: its hooks see q_idx = the token's
+     * position in its sequence (t + len - seqlen_q) and h as a [BLOCK_M, 1] tile of heads. */
+    const KilnAttentionVariant *variant;
 } KilnAttentionDecodeParams;
 
 #define KILN_DECODE_MAX_SPLITS 128

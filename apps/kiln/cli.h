@@ -18,6 +18,8 @@ typedef struct KilnCliArgs {
     int ndefines;
     KilnParamHint hints[KILN_CLI_MAX_DEFINES];   /* --assume NAME=DIV */
     int nhints;
+    const char *include_dirs[KILN_CLI_MAX_DEFINES];   /* -I DIR: where `import` looks */
+    int ninclude_dirs;
     const char *runargs[KILN_CLI_MAX_ARGS];   /* ARG=SPEC */
     int nrunargs;
     int grid[3];

@@ -31,6 +31,8 @@ static const char usage_text[] =
     "options:\n"
     "  -k, --kernel NAME          the kernel to use (needed when the file has several)\n"
     "  -D NAME=VALUE              value of a const parameter (repeatable)\n"
+    "  -I DIR                     where `import NAME;` looks, after the file's own directory and\n"
+    "                             before the library built into kiln (repeatable)\n"
     "  --assume NAME=DIV          integer parameter NAME is a multiple of DIV, or pointer NAME is\n"
     "                             DIV-byte aligned (a power of two; repeatable): lets masked\n"
     "                             loads/stores use 16-byte vectors\n"
@@ -94,6 +96,14 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
             a->defines[a->ndefines].name = strndup(d, (size_t)(eq - d));
             a->defines[a->ndefines].value = eq + 1;
             a->ndefines++;
+        } else if (!strcmp(s, "-I") || (!strncmp(s, "-I", 2) && s[2])) {
+            const char *dir = s + 2;
+            if (!s[2]) {
+                NEED_VALUE();
+                dir = v;
+            }
+            if (a->ninclude_dirs == KILN_CLI_MAX_DEFINES) return usage_error("too many -I options (at most %s)", "64");
+            a->include_dirs[a->ninclude_dirs++] = dir;
         } else if (!strcmp(s, "--assume")) {
             NEED_VALUE();
             const char *eq = strchr(v, '=');
@@ -167,6 +177,8 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
     a->opts.ndefines = a->ndefines;
     a->opts.hints = a->hints;
     a->opts.nhints = a->nhints;
+    a->opts.include_dirs = a->include_dirs;
+    a->opts.ninclude_dirs = a->ninclude_dirs;
     return 0;
 }
 

@@ -176,8 +176,14 @@ static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnC
         goto done;
     }
 
-    /* 1. parse */
-    AstFile *ast = ast_parse(arena, d, d->file, src);
+    /* 1. parse (--emit ast: the file as written; else with its imported modules) */
+    if (opts->ninclude_dirs < 0 || (opts->ninclude_dirs > 0 && !opts->include_dirs)) {
+        diag_error(d, (SrcLoc){0}, "bad include dirs: %d dirs but no array", opts->ninclude_dirs);
+        st = KILN_ERR_USAGE;
+        goto done;
+    }
+    AstFile *ast = opts->emit == KILN_EMIT_AST ? ast_parse(arena, d, d->file, src)
+                                               : kiln_modules_load(arena, d, src, opts, NULL);
     if (!ast || d->nerrors) { st = KILN_ERR_COMPILE; goto done; }
     if (opts->emit == KILN_EMIT_AST) {
         ast_print(out, ast);

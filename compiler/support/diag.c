@@ -13,14 +13,22 @@ void diag_init(Diag *d, const char *file, const char *src)
 
 void diag_free(Diag *d) { sb_free(&d->out); }
 
+void diag_add_source(Diag *d, const char *file, const char *src)
+{
+    if (!file || !src || d->nextra >= DIAG_MAX_SOURCES) return;
+    d->extra_file[d->nextra] = file;
+    d->extra_src[d->nextra] = src;
+    d->nextra++;
+}
+
 /* Append the source line `line` and a caret under column `col`. Tabs in the
  * prefix are kept so the caret lines up in a terminal. A long line is cut to
  * 80 columns either side of the caret, the cuts marked "...". */
-static void show_line(Diag *d, int line, int col)
+static void show_line(Diag *d, const char *src, int line, int col)
 {
     enum { EXCERPT = 80 };
-    if (!d->src || line <= 0) return;
-    const char *p = d->src;
+    if (!src || line <= 0) return;
+    const char *p = src;
     for (int l = 1; l < line && *p; p++)
         if (*p == '\n') l++;
     const char *e = p;
@@ -47,8 +55,16 @@ static void emit(Diag *d, const char *kind, const char *prefix, SrcLoc loc, cons
         sb_printf(&d->out, "%s: %s: %s", file, kind, prefix);
     sb_vprintf(&d->out, fmt, ap);
     sb_putc(&d->out, '\n');
-    /* Only show the line when it comes from the file whose text we hold. */
-    if (!loc.file || !d->file || strcmp(loc.file, d->file) == 0) show_line(d, loc.line, loc.col);
+    /* Only show the line when it comes from a file whose text we hold. */
+    if (!loc.file || !d->file || strcmp(loc.file, d->file) == 0) {
+        show_line(d, d->src, loc.line, loc.col);
+        return;
+    }
+    for (int i = 0; i < d->nextra; i++)
+        if (!strcmp(loc.file, d->extra_file[i])) {
+            show_line(d, d->extra_src[i], loc.line, loc.col);
+            return;
+        }
 }
 
 void diag_vreport(Diag *d, DiagKind kind, SrcLoc loc, const char *fmt, va_list ap)

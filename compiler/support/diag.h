@@ -25,9 +25,16 @@ typedef enum DiagKind {
     DIAG_INTERNAL,      /* a compiler bug: the message starts "internal error: " */
 } DiagKind;
 
+#define DIAG_MAX_SOURCES 32
+
 typedef struct Diag {
     const char *file;   /* name shown in messages */
     const char *src;    /* whole source text, NUL-terminated (may be NULL) */
+    /* Other files a compilation reads (imported modules): an error located in one
+     * of them shows its line too. The texts are the caller's (not copied). */
+    const char *extra_file[DIAG_MAX_SOURCES];
+    const char *extra_src[DIAG_MAX_SOURCES];
+    int nextra;
     int nerrors, nwarnings, nnotes;
     int ninternal, nunsupported; /* errors of those kinds (also counted in nerrors) */
     bool truncated;
@@ -36,6 +43,10 @@ typedef struct Diag {
 
 void diag_init(Diag *d, const char *file, const char *src);
 void diag_free(Diag *d);
+/* Register the text of another file (an imported module) so that errors located
+ * in it show the source line and caret; beyond DIAG_MAX_SOURCES they show the
+ * location only. */
+void diag_add_source(Diag *d, const char *file, const char *src);
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_verror(Diag *d, SrcLoc loc, const char *fmt, va_list ap);
 /* An error of a given kind; diag_error is diag_report(d, DIAG_USER, ...). */

@@ -9,7 +9,7 @@
  *      device's compute capability) form an AttnKey;
  *   3. find the key's kernel in the in-process cache (a small chained hash map
  *      under one mutex), else compile lang/lib/attention_fwd.tile (embedded in
- *      the library by CMake: rt_lib_sources) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
+ *      the library by CMake: kiln_lib_files) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
  *      CAUSAL through kiln_module_compile (which has its own on-disk cache) and
  *      insert it;
  *   4. bind the arguments by the kernel's parameter NAMES (so the program may
@@ -30,6 +30,7 @@
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
+#include "compiler/driver/driver.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -318,9 +319,13 @@ static char *variant_text(const RtAttnVariant *v)
 {
     char desc[512];
     describe(v, desc, sizeof desc);
-    size_t n = strlen(v->program) + strlen(desc) + 2;
+    size_t n = strlen(v->program) + strlen(desc) + 96;
     char *t = malloc(n);
-    if (t) snprintf(t, n, "%s|%s", v->program, desc);
+    /* a variant: its digest (text, path, defines, include dirs); the flags decide defines */
+    if (t && v->vs && v->vs->var)
+        snprintf(t, n, "%s|%s|variant %s%s", v->program, desc, v->vs->digest, v->plain_scores ? " plain" : "");
+    else if (t)
+        snprintf(t, n, "%s|%s", v->program, desc);
     return t;
 }
 
@@ -342,22 +347,49 @@ static KilnKernel *find_locked(const KilnDevice *dev, const char *text)
 const char *kiln_lib_source(const char *path)
 {
     if (!path) return NULL;
-    for (const RtLibSource *s = rt_lib_sources; s->path; s++)
-        if (!strcmp(s->path, path)) return s->text;
-    return NULL;
+    const KilnLibFile *f = kiln_lib_file(path);
+    return f ? f->text : NULL;
+}
+
+KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAttnRequest *r)
+{
+    memset(r, 0, sizeof *r);
+    r->path = v->program;
+    r->src = kiln_lib_source(v->program);
+    if (!r->src)
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)",
+                             v->program);
+    for (int i = 0; i < v->ndefines; i++) r->defines[r->ndefines++] = v->defines[i];
+    const RtAttnVarSrc *vs = v->vs && v->vs->var ? v->vs : NULL;
+    if (vs) {
+        const KilnAttentionVariant *var = vs->var;
+        if (v->plain_scores && !rt_attn_var_binds(vs, v->program, "score_mod"))
+            r->defines[r->ndefines++] = (KilnDefine){"PLAIN_SCORES", "true"};
+        if (r->ndefines + var->ndefines > (int)(sizeof r->defines / sizeof r->defines[0]))
+            return rt_attn_error(api, KILN_ERR_USAGE, "variant: %d defines is too many", var->ndefines);
+        for (int i = 0; i < var->ndefines; i++) r->defines[r->ndefines++] = var->defines[i];
+        if (!(r->owned = rt_attn_var_root(vs, v->program)))
+            return rt_attn_error(api, KILN_ERR_INTERNAL, "out of host memory");
+        r->src = r->owned;
+        r->path = vs->path;
+    }
+    r->opts = (KilnCompileOptions){.kernel = v->kernel, .defines = r->defines, .ndefines = r->ndefines,
+                                   .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
+                                   .include_dirs = vs ? vs->var->include_dirs : NULL,
+                                   .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
+    return KILN_OK;
 }
 
 /* Compile and load the variant (no lock held: this can take seconds). */
 static KilnStatus build_variant(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnModule **mod,
                                 KilnKernel **kern)
 {
-    const char *src = kiln_lib_source(v->program);
-    if (!src)
-        return rt_attn_error(api, KILN_ERR_INTERNAL, "%s is not embedded in this build (CMake's lang/lib step)",
-                             v->program);
-    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
-                            .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma};
-    KilnStatus st = kiln_module_compile(dev, v->program, src, &o, mod);
+    RtAttnRequest req;
+    KilnStatus st = rt_attn_compile_request(api, v, &req);
+    if (st != KILN_OK) return st;
+    KilnCompileOptions o = req.opts;
+    st = kiln_module_compile(dev, req.path, req.src, &o, mod);
+    free(req.owned);
     if (st == KILN_OK) {
         st = kiln_kernel_get(*mod, o.kernel, kern);
         if (st != KILN_OK) {
@@ -445,6 +477,23 @@ static const char *kernel_name(int dtype, bool varlen)
 {
     if (varlen) return dtype == KILN_BF16 ? "attn_fwd_varlen_bf16" : "attn_fwd_varlen_f16";
     return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16";
+}
+
+/* The forward's compile request for key k (with the call's opened variant, or none). */
+static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, RtAttnVariant *v)
+{
+    rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen), k->num_warps, k->num_stages, k->no_wgmma);
+    rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
+    rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
+    rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);
+    rt_attn_variant_define(v, "CAUSAL", k->causal, true);
+    if (!vs || !vs->var) {
+        /* PLAIN_SCORES: no score_mod, so the scores take FlashAttention-2's one-FFMA form */
+        rt_attn_variant_define(v, "PLAIN_SCORES", 1, true);
+        return;
+    }
+    v->vs = vs;
+    v->plain_scores = true;   /* unless the variant has a score_mod */
 }
 
 static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, bool varlen, KilnKernel **out)
@@ -537,8 +586,7 @@ KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, con
         *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
         return KILN_OK;
     }
-    return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to %s", n,
-                         rt_param_kind_name(prm->kind), api);
+    return rt_attn_var_arg(api, p->variant, prm, a);   /* a variant's param, or an internal error */
 }
 
 bool rt_attn_stride_of(const char *name, const char *const *tensors, const int64_t *const *strides, int n,
@@ -657,9 +705,103 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     if (st != KILN_OK) return st;
     if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
     if (rt_attn_no_rows(p)) return KILN_OK;   /* no rows, nothing to write */
+    /* Above 65535 the call runs as launches of whole batches, each seeing b from 0: a
+     * hook indexing its tensors by b would read another batch's rows. */
+    if (p->variant && (int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a variant (its hooks "
+                             "see the batch index; split the call by batch)", (long long)p->batch * p->heads_q,
+                             ATTN_MAX_GRID_Y);
     AttnKey key = resolve_key(dev, p);
     KilnKernel *k = NULL;
-    st = get_variant(dev, &key, rt_attn_varlen(p), &k);
-    if (st != KILN_OK) return st;
-    return launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
+    bool varlen = rt_attn_varlen(p);
+    if (!p->variant) {
+        st = get_variant(dev, &key, varlen, &k);
+        if (st != KILN_OK) return st;
+        return launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
+    }
+    RtAttnVarSrc vs;
+    if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) return st;
+    RtAttnVariant v;
+    fwd_variant(&key, varlen, &vs, &v);
+    st = rt_attn_get_kernel(dev, FWD, &v, &k);
+    const KilnKernelInfo *info = k ? kiln_kernel_info(k) : NULL;
+    if (st == KILN_OK) st = rt_attn_var_check_used(FWD, p->variant, &info, 1);
+    if (st == KILN_OK) st = launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
+    rt_attn_var_close(&vs);
+    return st;
+}
+
+/* ---------------- the same call on the CPU interpreter ---------------- */
+
+/* Bytes a tensor of nb x nh x ns x d elements spans under its strides (0 when empty). */
+static size_t span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, int elem)
+{
+    if (nb <= 0 || nh <= 0 || ns <= 0) return 0;
+    return (size_t)(st[0] * (nb - 1) + st[1] * (nh - 1) + st[2] * (ns - 1) + d) * (size_t)elem;
+}
+
+/* The host buffer behind a pointer argument of the forward (by the parameter's name). */
+static KilnHostArg cpu_buffer(const KilnAttentionParams *p, const char *name, KilnDevPtr ptr)
+{
+    /* packed (varlen): one "batch" of total_q / total_k tokens, plus the prefix sums */
+    bool vl = rt_attn_varlen(p);
+    int nb = vl ? 1 : p->batch, sq = vl ? p->total_q : p->seqlen_q, sk = vl ? p->total_k : p->seqlen_k;
+    size_t cu = vl ? (size_t)(p->batch + 1) * 4 : 0;
+    struct { const char *name; KilnDevPtr ptr; size_t bytes; KilnHostDir dir; } t[] = {
+        {"Q", p->q, span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_IN},
+        {"K", p->k, span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
+        {"V", p->v, span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
+        {"O", p->o, span_bytes(p->o_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_OUT},
+        {"LSE", p->lse, (size_t)nb * p->heads_q * sq * 4, KILN_HOST_OUT},
+        {"cu_seqlens_q", p->cu_seqlens_q, cu, KILN_HOST_IN}, {"cu_seqlens_k", p->cu_seqlens_k, cu, KILN_HOST_IN}};
+    for (size_t i = 0; i < COUNT(t); i++)
+        if (!strcmp(name, t[i].name))
+            return kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].bytes ? t[i].bytes : 16, t[i].dir);
+    for (int i = 0; p->variant && i < p->variant->nargs; i++)
+        if (!strcmp(name, p->variant->args[i].name))
+            return kiln_host_buf((void *)(uintptr_t)ptr, p->variant->args[i].bytes, KILN_HOST_IN);
+    return kiln_host_buf((void *)(uintptr_t)ptr, 0, KILN_HOST_IN);
+}
+
+KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
+{
+    KilnStatus st = kiln_attention_check(p);
+    if (st != KILN_OK || rt_attn_no_rows(p)) return st;
+    for (int i = 0; p->variant && i < p->variant->nargs; i++)
+        if (p->variant->args[i].value.kind == KILN_PARAM_PTR && !p->variant->args[i].bytes)
+            return rt_attn_error(FWD "_cpu", KILN_ERR_USAGE, "the variant's argument '%s' is a pointer without its "
+                                 "bytes (KilnVariantArg.bytes)", p->variant->args[i].name);
+    AttnKey key = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
+                   .block_m = p->block_m ? p->block_m : 64, .block_n = p->block_n ? p->block_n : 64};
+    RtAttnVarSrc vs;
+    if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) return st;
+    RtAttnVariant v;
+    fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
+    RtAttnRequest req;
+    st = rt_attn_compile_request(FWD, &v, &req);
+    KilnCompileResult r = {0};
+    if (st == KILN_OK) {
+        req.opts.emit = KILN_EMIT_IR;
+        st = kiln_compile(req.path, req.src, &req.opts, &r);
+        if (st != KILN_OK) {
+            kiln_set_error(st, FWD "_cpu: cannot build %s:\n", req.path);
+            rt_append_error(r.diagnostics ? r.diagnostics : "");
+        }
+    }
+    const KilnKernelInfo *info = st == KILN_OK ? &r.kernels[0] : NULL;
+    if (st == KILN_OK) st = rt_attn_var_check_used(FWD, p->variant, &info, 1);
+    KilnHostArg args[64];
+    if (st == KILN_OK && info->nparams > (int)COUNT(args))
+        st = rt_attn_error(FWD, KILN_ERR_INTERNAL, "%s has %d parameters", info->name, info->nparams);
+    for (int i = 0; st == KILN_OK && i < info->nparams; i++) {
+        KilnArg a;
+        if ((st = make_arg(p, &info->params[i], &a)) != KILN_OK) break;
+        args[i] = a.kind == KILN_PARAM_PTR ? cpu_buffer(p, info->params[i].name, a.v.ptr) : kiln_host_scalar(a);
+    }
+    int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
+    if (st == KILN_OK) st = kiln_run_cpu(req.path, req.src, &req.opts, grid, args, info->nparams);
+    kiln_compile_result_free(&r);
+    if (req.owned) free(req.owned);
+    rt_attn_var_close(&vs);
+    return st;
 }

@@ -237,10 +237,18 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
     if ((st = rt_attn_check_call(BWD, dev, stream)) != KILN_OK) return st;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(dev->info.sm_version, p, &plan);
-    for (int i = 0; i < plan.n; i++) {
-        KilnKernel *k = NULL;
-        if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &k)) != KILN_OK) return st;
-        if ((st = rt_attn_launch(BWD, k, plan.grid[i], stream, rt_attn_bwd_arg, p)) != KILN_OK) return st;
+    /* The forward's variant: its hooks (and score_mod_grad) in every kernel that calls them. */
+    RtAttnVarSrc vs;
+    if ((st = rt_attn_var_open(BWD, p->fwd.variant, &vs)) != KILN_OK) return st;
+    KilnKernel *ks[3] = {NULL, NULL, NULL};
+    const KilnKernelInfo *infos[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < plan.n && st == KILN_OK; i++) {
+        if (vs.var) plan.k[i].vs = &vs;
+        if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &ks[i])) == KILN_OK) infos[i] = kiln_kernel_info(ks[i]);
     }
-    return KILN_OK;
+    if (st == KILN_OK) st = rt_attn_var_check_used(BWD, p->fwd.variant, infos, plan.n);
+    for (int i = 0; i < plan.n && st == KILN_OK; i++)
+        st = rt_attn_launch(BWD, ks[i], plan.grid[i], stream, rt_attn_bwd_arg, p);
+    rt_attn_var_close(&vs);
+    return st;
 }

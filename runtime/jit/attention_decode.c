@@ -281,8 +281,7 @@ static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)
         *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
         return KILN_OK;
     }
-    return bad(KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to kiln_attention_decode", n,
-               rt_param_kind_name(prm->kind));
+    return rt_attn_var_arg(WHO, p->variant, prm, a);   /* a variant's param, or an internal error */
 }
 
 static KilnStatus launch(KilnKernel *k, const DecCall *c, const int grid[3], KilnStream *stream)
@@ -299,8 +298,8 @@ static KilnStatus launch(KilnKernel *k, const DecCall *c, const int grid[3], Kil
 
 /* ---------------- the call ---------------- */
 
-static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, int splits, KilnKernel **split,
-                              KilnKernel **combine)
+static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, int splits, const RtAttnVarSrc *vs,
+                              KilnKernel **split, KilnKernel **combine)
 {
     const DecTune *t = tune_of(p->head_dim);
     bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
@@ -315,7 +314,12 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
     rt_attn_variant_define(&v, "PAGED", p->block_table != 0, true);
     if (p->block_table) rt_attn_variant_define(&v, "PAGE_SIZE", p->page_size, false);
     rt_attn_variant_define(&v, "DIRECT", splits == 1, true);
+    if (vs->var) v.vs = vs;   /* the hooks run in the split kernel only */
     KilnStatus st = rt_attn_get_kernel(dev, WHO, &v, split);
+    if (st == KILN_OK) {
+        const KilnKernelInfo *info = kiln_kernel_info(*split);
+        st = rt_attn_var_check_used(WHO, p->variant, &info, 1);
+    }
     if (st != KILN_OK || splits == 1) return st;
     rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, 0);
     rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
@@ -335,7 +339,11 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
         return bad(KILN_ERR_USAGE, "workspace_size %zu is below the %zu bytes %d splits need "
                    "(kiln_attention_decode_workspace)", p->workspace_size, need, c.splits);
     KilnKernel *split = NULL, *combine = NULL;
-    if ((st = get_kernels(dev, p, c.splits, &split, &combine)) != KILN_OK) return st;
+    RtAttnVarSrc vs;
+    if ((st = rt_attn_var_open(WHO, p->variant, &vs)) != KILN_OK) return st;
+    st = get_kernels(dev, p, c.splits, &vs, &split, &combine);
+    rt_attn_var_close(&vs);   /* the kernels are compiled: the launches need only the arguments */
+    if (st != KILN_OK) return st;
     if (need) {
         KilnDevPtr ws = p->workspace;
         if (!ws && (st = device_scratch(dev, need, &ws)) != KILN_OK) return st;

@@ -15,6 +15,7 @@
 #include "cuda_loader.h"
 #include "jit_internal.h"
 #include "compiler/support/ptxas.h"
+#include "compiler/driver/driver.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,14 +65,32 @@ static KilnStatus compile_entry(const char *path, const char *src, const KilnCom
     return st;
 }
 
+static KilnStatus compile_load_keyed(KilnDevice *dev, const char *path, const char *src, const char *keysrc,
+                                     KilnCompileOptions *o, int may_fall_back, KilnModule **out);
+
 /* Key, look up, else compile and store; load. `o` is resolved (arch, emit);
  * a fallback to PTX is written back to it. */
 static KilnStatus compile_load(KilnDevice *dev, const char *path, const char *src, KilnCompileOptions *o,
                                int may_fall_back, KilnModule **out)
 {
+    /* Modules imported from disk are part of what is compiled: key on their texts too
+     * (the embedded library's are covered by the build identity). */
+    char *imports = kiln_import_digest(path, src, o);
+    char *keyed = NULL;
+    if (imports && (keyed = malloc(strlen(src) + strlen(imports) + 1)))
+        strcat(strcpy(keyed, src), imports);
+    free(imports);
+    KilnStatus st = compile_load_keyed(dev, path, src, keyed ? keyed : src, o, may_fall_back, out);
+    free(keyed);
+    return st;
+}
+
+static KilnStatus compile_load_keyed(KilnDevice *dev, const char *path, const char *src, const char *keysrc,
+                                     KilnCompileOptions *o, int may_fall_back, KilnModule **out)
+{
     for (int attempt = 0; attempt < 2; attempt++) {
         char key[65];
-        KilnStatus st = kiln_cache_key(src, o, key);
+        KilnStatus st = kiln_cache_key(keysrc, o, key);
         if (st != KILN_OK) return st;
         KilnCacheEntry e;
         if (kiln_cache_lookup(key, &e) == KILN_OK) {

@@ -185,6 +185,8 @@ static bool copy_opts(KilnCompileOptions *d, const KilnCompileOptions *s)
     bool ok = true;
     *d = *s;
     d->dump_after = NULL;
+    d->include_dirs = NULL;
+    d->ninclude_dirs = 0;
     d->kernel = dup_or_null(s->kernel, &ok);
     d->arch = dup_or_null(s->arch, &ok);
     KilnDefine *defs = s->ndefines > 0 ? calloc((size_t)s->ndefines, sizeof *defs) : NULL;
@@ -203,6 +205,12 @@ static bool copy_opts(KilnCompileOptions *d, const KilnCompileOptions *s)
         hints[i].divisibility = s->hints[i].divisibility;
         hints[i].equals_one = s->hints[i].equals_one;
     }
+    /* include dirs: a variant recompiled at a later launch imports from the same places */
+    const char **inc = s->ninclude_dirs > 0 ? calloc((size_t)s->ninclude_dirs, sizeof *inc) : NULL;
+    d->include_dirs = inc;
+    d->ninclude_dirs = inc ? s->ninclude_dirs : 0;
+    if (s->ninclude_dirs > 0 && !inc) return false;
+    for (int i = 0; i < d->ninclude_dirs; i++) inc[i] = dup_or_null(s->include_dirs[i], &ok);
     return ok;
 }
 
@@ -217,6 +225,8 @@ static void free_opts(KilnCompileOptions *o)
     free((KilnParamHint *)o->hints);
     free((char *)o->kernel);
     free((char *)o->arch);
+    for (int i = 0; i < o->ninclude_dirs; i++) free((char *)o->include_dirs[i]);
+    free((char **)o->include_dirs);
 }
 
 RtSpec *rt_spec_new(const char *path, const char *src, const KilnCompileOptions *opts, RtSpecCompileFn compile,

@@ -29,6 +29,10 @@ typedef struct BwdCase {
     double (*ref_score_grad)(double s, int b, int h, int i, int j, const void *ctx);
     int plan_sm;           /* nonzero: run kiln_attention_bwd's plan for this sm_version (its
                               kernels, defines, tiles and grids) instead of the case's blocks */
+    /* A KilnAttentionVariant (instead of hooks): compiled as the runtime does (its text,
+     * then the program's import; hooks bound by name) and its arguments bound by name,
+     * pointer arguments as host buffers of .bytes. */
+    const KilnAttentionVariant *variant;
 } BwdCase;
 
 typedef struct BwdRun {
@@ -43,11 +47,20 @@ static IrFunc *bwd_compile(Arena *arena, const BwdCase *bc, const char *kernel, 
 {
     const char *prog = ah_text(BWD_PROGRAM);
     char *src = NULL;
-    if (bc->hooks) {
+    const char *path = BWD_PROGRAM;
+    if (bc->variant) {   /* the runtime's root text for the variant */
+        RtAttnVarSrc vs;
+        ck_assert_int_eq(rt_attn_var_open("test", bc->variant, &vs), KILN_OK);
+        char *root = rt_attn_var_root(&vs, BWD_PROGRAM);
+        src = arena_strdup(arena, root);
+        path = arena_strdup(arena, vs.path);
+        free(root);
+        rt_attn_var_close(&vs);
+    } else if (bc->hooks) {
         src = arena_alloc(arena, strlen(bc->hooks) + strlen(prog) + 2);
         sprintf(src, "%s\n%s", bc->hooks, prog);
     }
-    return ah_compile(arena, bc->c.what, BWD_PROGRAM, src ? src : prog, kernel, defs, ndefs);
+    return ah_compile(arena, bc->c.what, path, src ? src : prog, kernel, defs, ndefs);
 }
 
 static void *poisoned(size_t bytes)
@@ -100,7 +113,8 @@ static void bwd_teardown(BwdRun *r)
 typedef struct NamedArg { const char *name; InterpArg v; } NamedArg;
 
 /* Run kernel f on grid (g0, g1) with every parameter found by name in `named`. */
-static void bwd_run_kernel(const IrFunc *f, BwdRun *r, const NamedArg *named, int nnamed, int g0, int g1)
+static void bwd_run_kernel(const IrFunc *f, BwdRun *r, const NamedArg *named, int nnamed, int g0, int g1,
+                           const KilnAttentionVariant *var)
 {
     InterpArg args[64];
     ck_assert_int_le(f->nparams, 64);
@@ -116,7 +130,13 @@ static void bwd_run_kernel(const IrFunc *f, BwdRun *r, const NamedArg *named, in
                            {r->dout, r->f.nq * es, "DO"}, {r->dq, r->f.nq * es, "DQ"}, {r->dk, r->f.nkv * es, "DK"},
                            {r->dv, r->f.nkv * es, "DV"}, {r->delta, r->f.nlse * sizeof(float), "DELTA"},
                            {r->dq_acc, r->ndq_acc * sizeof(float), "DQ_ACC"}};
-    InterpOptions io = {.grid = {g0, g1, 1}, .buffers = bufs, .nbuffers = (int)(sizeof bufs / sizeof bufs[0])};
+    InterpBuffer all[sizeof bufs / sizeof bufs[0] + 8];
+    int nb = (int)(sizeof bufs / sizeof bufs[0]);
+    memcpy(all, bufs, sizeof bufs);
+    for (int i = 0; var && i < var->nargs && nb < (int)(sizeof all / sizeof all[0]); i++)
+        if (var->args[i].value.kind == KILN_PARAM_PTR)
+            all[nb++] = (InterpBuffer){(void *)(uintptr_t)var->args[i].value.v.ptr, var->args[i].bytes, var->args[i].name};
+    InterpOptions io = {.grid = {g0, g1, 1}, .buffers = all, .nbuffers = nb};
     StrBuf err;
     sb_init(&err);
     int rc = interp_run(f, args, f->nparams, &io, &err);
@@ -149,6 +169,15 @@ static int bwd_named_args(BwdRun *r, const BwdCase *bc, double scale, NamedArg *
     a[n++] = (NamedArg){"seqlen_q", a_int(c->sq)};
     a[n++] = (NamedArg){"seqlen_k", a_int(c->sk)};
     a[n++] = (NamedArg){"sm_scale", (InterpArg){.f = scale}};
+    for (int i = 0; bc->variant && i < bc->variant->nargs; i++) {
+        const KilnArg *v = &bc->variant->args[i].value;
+        InterpArg x = {0};
+        if (v->kind == KILN_PARAM_PTR) x.ptr = (void *)(uintptr_t)v->v.ptr;
+        else if (v->kind == KILN_PARAM_F32) x.f = v->v.f32;
+        else if (v->kind == KILN_PARAM_F64) x.f = v->v.f64;
+        else x.i = v->v.i, x.f = (double)v->v.i;
+        a[n++] = (NamedArg){bc->variant->args[i].name, x};
+    }
     return n;
 }
 
@@ -164,7 +193,7 @@ static void bwd_run_plan(Arena *arena, BwdRun *r, const BwdCase *bc, const Named
     rt_attn_bwd_plan(bc->plan_sm, &p, &plan);
     for (int i = 0; i < plan.n; i++) {
         IrFunc *f = bwd_compile(arena, bc, plan.k[i].kernel, plan.k[i].defines, plan.k[i].ndefines);
-        bwd_run_kernel(f, r, named, nn, plan.grid[i][0], plan.grid[i][1]);
+        bwd_run_kernel(f, r, named, nn, plan.grid[i][0], plan.grid[i][1], bc->variant);
     }
 }
 
@@ -198,16 +227,16 @@ static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
     }
     int gq = (c->sq + c->block_m - 1) / c->block_m, gk = (c->sk + c->block_n - 1) / c->block_n;
     IrFunc *f = bwd_compile(arena, bc, bf ? "attn_bwd_pre_bf16" : "attn_bwd_pre_f16", pre, 3);
-    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq);
+    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq, bc->variant);
     f = bwd_compile(arena, bc, bf ? "attn_bwd_dkdv_bf16" : "attn_bwd_dkdv_f16", dkdv, ndkdv);
-    bwd_run_kernel(f, r, named, nn, gk, c->batch * c->hkv);
+    bwd_run_kernel(f, r, named, nn, gk, c->batch * c->hkv, bc->variant);
     if (bc->deterministic) {
         f = bwd_compile(arena, bc, bf ? "attn_bwd_dq_bf16" : "attn_bwd_dq_f16", body, nmain);
     } else {
         KilnDefine cvt[] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", bm}};
         f = bwd_compile(arena, bc, bf ? "attn_bwd_dq_cvt_bf16" : "attn_bwd_dq_cvt_f16", cvt, 2);
     }
-    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq);
+    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq, bc->variant);
 }
 
 typedef struct BwdVerdict {

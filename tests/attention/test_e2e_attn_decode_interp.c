@@ -26,10 +26,16 @@
  */
 #pragma GCC diagnostic ignored "-Wunused-function"   /* the harness's forward-only helpers */
 #include "attn_harness.h"
+#include "jit_internal.h"     /* rt_attn_var_root: a variant compiled as the runtime does */
+#include "variant_refs.h"
 
 #define DEC_PROGRAM "lang/lib/attention_decode.tile"
 #define MAXB 4
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A KilnAttentionVariant (lang/lib/variants/) instead of joined hooks: compiled from the
+ * runtime's root text, its arguments bound by name, its tensors bounded buffers. */
+static const KilnAttentionVariant *g_dvar;   /* static storage: never dangles */
 
 typedef struct DCase {
     const char *what;
@@ -43,6 +49,12 @@ typedef struct DCase {
     int nhook_defs;
     void (*hook)(AttnProblem *p);   /* the reference's hooks */
 } DCase;
+
+/* The variant of case c: g_dvar when c is its case (c->file is the variant's path). */
+static const KilnAttentionVariant *dvar_of(const DCase *c)
+{
+    return g_dvar && c->file == g_dvar->path ? g_dvar : NULL;
+}
 
 static const DCase dcases[] = {
     {"f16 d64 MQA 4/1 t1 lens 37,0,1,20", ATTN_F16, 4, 4, 1, 1, 64, {37, 0, 1, 20}, 16, 16, .file = NULL},
@@ -97,14 +109,20 @@ static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, boo
     KilnCompileOptions o = {.kernel = name, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
     const char *src = ah_text(DEC_PROGRAM);
     char *joined = NULL;
-    if (c->file && !combine) {   /* variant text, then the program */
+    const KilnAttentionVariant *var = dvar_of(c);
+    if (var && !combine) {   /* the runtime's root text: the variant, then the program's import */
+        RtAttnVarSrc vs;
+        ck_assert_int_eq(rt_attn_var_open("test", var, &vs), KILN_OK);
+        src = joined = rt_attn_var_root(&vs, DEC_PROGRAM);
+        rt_attn_var_close(&vs);
+    } else if (c->file && !combine) {   /* variant text, then the program */
         const char *hooks = ah_text(c->file);
         joined = malloc(strlen(hooks) + strlen(src) + 2);
         sprintf(joined, "%s\n%s", hooks, src);
         src = joined;
     }
     Diag d;
-    diag_init(&d, DEC_PROGRAM, src);
+    diag_init(&d, var && !combine ? var->path : DEC_PROGRAM, src);   /* named as the runtime names it */
     IrModule *m = NULL;
     StrBuf out, dumps;
     sb_init(&out);
@@ -186,7 +204,15 @@ static void run_interp(const IrFunc *f, InterpArg *args, bool *set, const int gr
         {r->lsepart, rows * max_splits * sizeof(float), "LSE_part"},
         {r->seqlens, sizeof(int) * c->batch, "cache_seqlens"},
         {r->pg.block_table, sizeof(int32_t) * c->batch * r->pg.max_pages, "block_table"}};
-    InterpOptions io = {.grid = {grid[0], grid[1], grid[2]}, .buffers = bufs, .nbuffers = (int)COUNT_OF(bufs)};
+    InterpBuffer all[COUNT_OF(bufs) + 8];
+    int nb = (int)COUNT_OF(bufs);
+    memcpy(all, bufs, sizeof bufs);
+    const KilnAttentionVariant *var = dvar_of(c);
+    for (int i = 0; var && i < var->nargs && nb < (int)COUNT_OF(all); i++)
+        if (var->args[i].value.kind == KILN_PARAM_PTR)
+            all[nb++] = (InterpBuffer){(void *)(uintptr_t)var->args[i].value.v.ptr, var->args[i].bytes,
+                                       var->args[i].name};
+    InterpOptions io = {.grid = {grid[0], grid[1], grid[2]}, .buffers = all, .nbuffers = nb};
     StrBuf err;
     sb_init(&err);
     int rc = interp_run(f, args, f->nparams, &io, &err);
@@ -249,6 +275,17 @@ static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase
     bind(fs, args, set, "stride_bt", a_int(r->pg.max_pages));
     bind(fs, args, set, "heads_kv", a_int(c->hkv));
     bind(fs, args, set, "sm_scale", (InterpArg){.f = p->scale});
+    const KilnAttentionVariant *var = dvar_of(c);
+    for (int i = 0; var && i < var->nargs; i++) {   /* the variant's params the kernel reads */
+        const KilnArg *v = &var->args[i].value;
+        InterpArg x = {0};
+        if (v->kind == KILN_PARAM_PTR) x.ptr = (void *)(uintptr_t)v->v.ptr;
+        else if (v->kind == KILN_PARAM_F32 || v->kind == KILN_PARAM_F64)
+            x.f = v->kind == KILN_PARAM_F32 ? v->v.f32 : v->v.f64;
+        else x.i = v->v.i, x.f = (double)v->v.i;
+        for (int j = 0; j < fs->nparams; j++)
+            if (!strcmp(fs->params[j]->name, var->args[i].name)) args[j] = x, set[j] = true;
+    }
     int mrows = c->hq / c->hkv * c->tokens;
     int grid[3] = {c->batch * c->hkv, splits, (mrows + 15) / 16};
     run_interp(fs, args, set, grid, r, c, paged);
@@ -393,6 +430,46 @@ START_TEST(test_hooks)
 }
 END_TEST
 
+/* The shipped variants (lang/lib/variants/) through decoding, as kiln_attention_decode
+ * compiles them, against the reference's hooks at the tokens' positions. */
+static const VarSpec k_dspecs[] = {
+    {"lang/lib/variants/alibi.tile", s_alibi, NULL, {0}},
+    {"lang/lib/variants/sliding_window.tile", NULL, m_window, {.left = 20, .right = 0}},
+    {"lang/lib/variants/document.tile", NULL, m_document, {0}},
+    {"lang/lib/variants/relative_bias.tile", s_relbias, NULL, {0}},
+    {"lang/lib/variants/gemma2.tile", s_softcap, m_window, {.softcap = 1.5, .left = 9, .right = 0}},
+};
+static const VarSpec *g_dspec;
+static void hook_dspec(AttnProblem *p)
+{
+    p->score_mod = var_ref_score(g_dspec);
+    p->mask_mod = g_dspec->mask;
+}
+
+START_TEST(test_shipped_variants)
+{
+    g_dspec = &k_dspecs[_i];
+    const DCase c = {g_dspec->variant, _i % 2 ? ATTN_BF16 : ATTN_F16, 2, 4, 2, 3, 64, {70, 23}, 16, 16,
+                     .file = g_dspec->variant, .hook = hook_dspec};
+    static Inputs in;
+    make_inputs_for(g_dspec, c.batch, c.hq, max_len(&c), &in);
+    static KilnAttentionVariant var;
+    var = (KilnAttentionVariant){.path = g_dspec->variant, .args = in.args, .nargs = in.nargs};
+    g_dvar = &var;
+    Arena arena;
+    arena_init(&arena);
+    Kernels k = compile_all(&arena, &c);
+    DData r;
+    dsetup(&r, &c, (uint64_t)_i * 13 + 5);
+    run_decode(k.split, k.combine, &r, &c, 2, false);
+    check_rule(&r, &c, "2 splits");
+    run_decode(k.direct, NULL, &r, &c, 1, false);
+    check_rule(&r, &c, "direct");
+    dteardown(&r);
+    arena_free(&arena);
+}
+END_TEST
+
 /* The checks must be able to fail: a 2% wrong softmax scale breaks the rule. */
 START_TEST(test_rule_catches_wrong_scale)
 {
@@ -424,6 +501,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_splits_agree, 0, n);
     tcase_add_loop_test(tc, test_paged_equals_contiguous, 0, n);
     tcase_add_loop_test(tc, test_hooks, 0, (int)COUNT_OF(vcases));
+    tcase_add_loop_test(tc, test_shipped_variants, 0, (int)COUNT_OF(k_dspecs));
     tcase_add_test(tc, test_rule_catches_wrong_scale);
     suite_add_tcase(s, tc);
     return s;

@@ -31,6 +31,17 @@ expect 2 "bad emit" -- "$kiln" compile --emit wat "$root/examples/vec_add.tile"
 expect 1 "missing file" -- "$kiln" check "$tmp/nope.tile"
 contains "$tmp/err" "cannot read" "missing file message"
 
+# import: a hooks-only variant checks against the embedded library; -I finds a module
+expect 0 "check a shipped variant" -- "$kiln" check "$root/lang/lib/variants/gemma2.tile"
+mkdir -p "$tmp/inc"
+printf 'fn twice(x) { return x * 2.0; }\n' > "$tmp/inc/twice.tile"
+printf 'import twice;\nkernel k(X: *f32) { store(X, twice(1.0)); }\n' > "$tmp/uses.tile"
+expect 1 "import without -I" -- "$kiln" check "$tmp/uses.tile"
+contains "$tmp/err" "uses.tile:1:8: error: cannot find module 'twice'" "missing module is located"
+expect 0 "import with -I" -- "$kiln" check -I "$tmp/inc" "$tmp/uses.tile"
+expect 0 "import with -IDIR" -- "$kiln" check "-I$tmp/inc" "$tmp/uses.tile"
+expect 2 "-I without a value" -- "$kiln" check "$tmp/uses.tile" -I
+
 printf 'kernel k(X: *f32) {\n  let y = load(X + arange(4)) +;\n}\n' > "$tmp/bad.tile"
 expect 1 "syntax error" -- "$kiln" check "$tmp/bad.tile"
 contains "$tmp/err" "bad.tile:2:" "diagnostic has file:line"

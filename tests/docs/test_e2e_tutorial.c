@@ -9,8 +9,9 @@
  *     operands are known 16-byte aligned (--assume), as section 3 says;
  *   - vec_add and softmax run on the interpreter against C references on random
  *     inputs, ragged sizes and NaN-poisoned outputs (whose padding must stay NaN);
- *   - the prefix-LM attention variant, joined with lang/lib/attention_fwd.tile,
- *     matches a float64 reference with the same mask and soft cap;
+ *   - the prefix-LM attention variant (a hooks file importing the programs) run
+ *     through kiln_attention_fwd_cpu, as the page's C lines call it, matches a
+ *     float64 reference with the same mask and soft cap;
  *   - the diagnostics of docs/snippets/wrong.tile are exactly wrong.expected,
  *     which the page quotes;
  *   - docs/snippets/host.c (section 5) passes `-fsyntax-only` with the build's C
@@ -267,47 +268,56 @@ static void hook_prefix_lm(AttnProblem *p)
     p->mask_mod = ref_prefix16;
 }
 
-static char *joined_variant(void)
+/* The tutorial's call: kiln_attention_fwd_cpu with the variant file and prefix = 16. */
+static void run_variant(const Case *c, Run *r, uint64_t seed)
 {
-    char *a = text("docs/snippets/prefix_lm.tile"), *b = text("lang/lib/attention_fwd.tile");
-    char *s = malloc(strlen(a) + strlen(b) + 1);
-    strcpy(s, a);
-    strcat(s, b);   /* `cat prefix_lm.tile attention_fwd.tile`, as the page says */
-    free(a), free(b);
-    return s;
+    KilnVariantArg args[] = {{"prefix", kiln_arg_i32(16), 0}};
+    KilnAttentionVariant var = {.path = "docs/snippets/prefix_lm.tile", .args = args, .nargs = 1};
+    char *src = text(var.path);   /* the file as the page shows it, named as on the page */
+    var.source = src;
+    setup(r, c, seed);
+    KilnAttentionParams p = {.dtype = c->dtype == ATTN_F16 ? KILN_F16 : KILN_BF16, .batch = c->batch,
+                             .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
+                             .head_dim = c->d, .q = (uintptr_t)r->q, .k = (uintptr_t)r->k, .v = (uintptr_t)r->v,
+                             .o = (uintptr_t)r->o, .lse = (uintptr_t)r->lse, .softmax_scale = (float)r->p.scale,
+                             .block_m = c->block_m, .block_n = c->block_n, .variant = &var};
+    memcpy(p.q_stride, r->p.q_stride, sizeof p.q_stride);
+    memcpy(p.k_stride, r->p.k_stride, sizeof p.k_stride);
+    memcpy(p.v_stride, r->p.v_stride, sizeof p.v_stride);
+    memcpy(p.o_stride, r->p.o_stride, sizeof p.o_stride);
+    KilnStatus st = kiln_attention_fwd_cpu(&p);
+    ck_assert_msg(st == KILN_OK, "%s: %s", c->what, kiln_last_error());
+    free(src);
 }
 
 START_TEST(attention_variant_on_the_interpreter)
 {
-    char *src = joined_variant();
-    KilnDefine hooks[] = {{"mask_mod", "prefix_lm_mask"}, {"score_mod", "tanh_softcap"}};
     /* Scaled up so the cap bites: scores reach |s| ~ 10 with scale 1. */
     Case cs[] = {
         {"prefix-LM f16 d32 70x70", ATTN_F16, 1, 2, 2, 70, 70, 32, 0, ATTN_BHSD, 1.0, 16, 16, 0},
         {"prefix-LM bf16 d64 40x40 bshd", ATTN_BF16, 2, 2, 1, 40, 40, 64, 0, ATTN_BSHD, 0, 32, 16, 0},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-        Arena a;
-        arena_init(&a);
-        IrFunc *f = compile_src(&a, &cs[i], "prefix_lm_attn.tile", src, hooks, 2);
-        check_case(&cs[i], f, 100 + i, hook_prefix_lm);
-        arena_free(&a);
+        Run r;
+        run_variant(&cs[i], &r, 100 + i);
+        hook_prefix_lm(&r.p);
+        Verdict v = judge(&r);
+        ck_assert_msg(v.e.nonfinite == 0 && v.e.o_max_abs <= v.bound && v.e.lse_max_rel <= 1e-4 && v.empty_bad == 0,
+                      "%s: err %.3g bound %.3g lse %.3g", cs[i].what, v.e.o_max_abs, v.bound, v.e.lse_max_rel);
+        teardown(&r);
     }
     /* The hooks matter: without the mask, row 0 would see every key. */
-    Arena a;
-    arena_init(&a);
-    Case c = cs[0];
-    IrFunc *f = compile_src(&a, &c, "prefix_lm_attn.tile", src, hooks, 2);
     Run r;
-    setup(&r, &c, 7);
-    run_kernel(f, &r, &c, r.p.scale);
+    run_variant(&cs[0], &r, 7);
     Verdict plain = judge(&r);       /* r.p has no hooks: the unmodified reference */
     ck_assert_msg(plain.e.o_max_abs > 1e-2, "the variant computes plain attention (err %.3g)", plain.e.o_max_abs);
     teardown(&r);
-    arena_free(&a);
-    /* It compiles for the GPU too (tensor cores on sm_80). */
-    char *ptx = compile_out("prefix_lm_attn.tile", src, "attn_fwd_f16", KILN_EMIT_PTX, hooks, 2, NULL, 0);
+    /* It compiles for the GPU too (tensor cores on sm_80): the page's command. */
+    char *src = text("docs/snippets/prefix_lm.tile");
+    KilnDefine d[] = {{"HEAD_DIM", "128"}};
+    char *ptx = compile_out("docs/snippets/prefix_lm.tile", src, "attn_fwd_f16", KILN_EMIT_PTX, d, 1, NULL, 0);
     ck_assert_int_gt(count(ptx, "mma.sync.aligned"), 0);
+    ck_assert_int_gt(count(ptx, "tanh.approx.f32"), 0);
     free(ptx);
     free(src);
     assert_quoted("docs/snippets/prefix_lm.tile");

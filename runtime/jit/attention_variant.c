@@ -1,0 +1,184 @@
+/* attention_variant.c — the KilnAttentionVariant of the attention calls.
+ *
+ * What: the forward, backward and decode entry points take a variant (a .tile file
+ * of hooks and runtime `param`s, its defines and runtime arguments). Here: opening
+ * one (validate, find its text, digest it for the in-process cache key), the root
+ * text a program is compiled from (the variant's text, then `import "<program>";`,
+ * so the variant's own line numbers are kept and its imports of the same program
+ * load it once), whether it binds a hook, and its arguments bound by name to the
+ * kernel parameters the programs themselves do not know.
+ *
+ * Invariants: nothing here touches a device; argument checks name the param and
+ * the kinds; every argument must be used by some kernel of the call.
+ *
+ * Example: var = {.path = "lang/lib/variants/alibi.tile", .args = {{"alibi_slopes",
+ * kiln_arg_ptr(slopes)}}}: the forward compiles "<alibi.tile's text>\nimport
+ * \"attention_fwd\";\n" with -D HEAD_DIM=... and binds the kernel's last parameter,
+ * alibi_slopes, to `slopes`.
+ */
+#include "jit_internal.h"
+#include "compiler/driver/driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VAR_DEFAULT_PATH "<variant>"
+
+static void digest_field(RtSha256 *s, const char *tag, const char *v)
+{
+    rt_sha256_update(s, tag, strlen(tag) + 1);
+    if (v) rt_sha256_update(s, v, strlen(v));
+    rt_sha256_update(s, "", 1);
+}
+
+static KilnStatus check_var(const char *api, const KilnAttentionVariant *var)
+{
+    if (!var->source && !var->path)
+        return rt_attn_error(api, KILN_ERR_USAGE, "variant: neither source nor path is set");
+    if (var->ndefines < 0 || (var->ndefines && !var->defines))
+        return rt_attn_error(api, KILN_ERR_USAGE, "variant: ndefines %d without defines", var->ndefines);
+    if (var->nargs < 0 || (var->nargs && !var->args))
+        return rt_attn_error(api, KILN_ERR_USAGE, "variant: nargs %d without args", var->nargs);
+    if (var->ninclude_dirs < 0 || (var->ninclude_dirs && !var->include_dirs))
+        return rt_attn_error(api, KILN_ERR_USAGE, "variant: ninclude_dirs %d without include_dirs",
+                             var->ninclude_dirs);
+    for (int i = 0; i < var->ndefines; i++)
+        if (!var->defines[i].name || !var->defines[i].value)
+            return rt_attn_error(api, KILN_ERR_USAGE, "variant: defines[%d] has a NULL name or value", i);
+    for (int i = 0; i < var->nargs; i++) {
+        if (!var->args[i].name) return rt_attn_error(api, KILN_ERR_USAGE, "variant: args[%d] has no name", i);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(var->args[i].name, var->args[j].name))
+                return rt_attn_error(api, KILN_ERR_USAGE, "variant: args[%d] and args[%d] both give '%s'", j, i,
+                                     var->args[i].name);
+    }
+    return KILN_OK;
+}
+
+KilnStatus rt_attn_var_open(const char *api, const KilnAttentionVariant *var, RtAttnVarSrc *vs)
+{
+    memset(vs, 0, sizeof *vs);
+    if (!var) return KILN_OK;
+    KilnStatus st = check_var(api, var);
+    if (st != KILN_OK) return st;
+    vs->var = var;
+    vs->path = var->path ? var->path : VAR_DEFAULT_PATH;
+    vs->text = var->source;
+    if (!vs->text) {
+        const KilnLibFile *f = kiln_lib_file(var->path);
+        if (f) vs->text = f->text;
+        else if (!(vs->text = vs->owned = sup_read_file_text(var->path, NULL)))
+            return rt_attn_error(api, KILN_ERR_IO, "variant: cannot read '%s' (not a file of the embedded library "
+                                 "either)", var->path);
+    }
+    RtSha256 s;
+    rt_sha256_init(&s);
+    digest_field(&s, "text", vs->text);
+    digest_field(&s, "path", vs->path);
+    for (int i = 0; i < var->ndefines; i++) {
+        digest_field(&s, "dname", var->defines[i].name);
+        digest_field(&s, "dvalue", var->defines[i].value);
+    }
+    for (int i = 0; i < var->ninclude_dirs; i++) digest_field(&s, "inc", var->include_dirs[i]);
+    uint8_t d[32];
+    rt_sha256_final(&s, d);
+    for (int i = 0; i < 32; i++) snprintf(vs->digest + 2 * i, 3, "%02x", d[i]);
+    return KILN_OK;
+}
+
+void rt_attn_var_close(RtAttnVarSrc *vs)
+{
+    free(vs->owned);
+    memset(vs, 0, sizeof *vs);
+}
+
+char *rt_attn_var_root(const RtAttnVarSrc *vs, const char *program)
+{
+    const char *base = strrchr(program, '/');
+    base = base ? base + 1 : program;
+    size_t n = strlen(vs->text) + strlen(base) + 32;
+    char *t = malloc(n);
+    if (t) snprintf(t, n, "%s\nimport \"%s\";\n", vs->text, base);
+    return t;
+}
+
+bool rt_attn_var_binds(const RtAttnVarSrc *vs, const char *program, const char *name)
+{
+    for (int i = 0; i < vs->var->ndefines; i++)
+        if (!strcmp(vs->var->defines[i].name, name)) return true;
+    char *root = rt_attn_var_root(vs, program);
+    if (!root) return false;
+    KilnCompileOptions o = {.include_dirs = vs->var->include_dirs, .ninclude_dirs = vs->var->ninclude_dirs};
+    Arena arena;
+    arena_init(&arena);
+    Diag d;
+    diag_init(&d, vs->path, root);
+    AstFile *f = kiln_modules_load(&arena, &d, root, &o, NULL);
+    bool found = false;
+    for (int i = 0; f && i < f->ndecls && !found; i++)
+        found = f->decls[i]->kind == AST_FN && !strcmp(f->decls[i]->name, name);
+    diag_free(&d);
+    arena_free(&arena);
+    free(root);
+    return found;
+}
+
+static bool is_int_kind(KilnParamKind k)
+{
+    return k != KILN_PARAM_PTR && k != KILN_PARAM_F16 && k != KILN_PARAM_BF16 && k != KILN_PARAM_F32 &&
+           k != KILN_PARAM_F64 && k != KILN_PARAM_I1;
+}
+
+KilnStatus rt_attn_var_arg(const char *api, const KilnAttentionVariant *var, const KilnParam *prm, KilnArg *a)
+{
+    const KilnVariantArg *va = NULL;
+    for (int i = 0; var && i < var->nargs && !va; i++)
+        if (!strcmp(var->args[i].name, prm->name)) va = &var->args[i];
+    if (!var)
+        return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s (%s) is unknown to %s", prm->name,
+                             rt_param_kind_name(prm->kind), api);
+    if (!va)
+        return rt_attn_error(api, KILN_ERR_USAGE, "the variant's param '%s' (%s) has no argument: add {\"%s\", ...} "
+                             "to KilnAttentionVariant.args", prm->name, rt_param_kind_name(prm->kind), prm->name);
+    KilnParamKind k = va->value.kind;
+    bool ok = k == prm->kind;
+    if (prm->kind == KILN_PARAM_PTR && k == KILN_PARAM_PTR && !va->value.v.ptr)
+        return rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' is a null pointer", prm->name);
+    if (!ok && is_int_kind(prm->kind) && is_int_kind(k)) {
+        bool u = k == KILN_PARAM_U8 || k == KILN_PARAM_U16 || k == KILN_PARAM_U32 || k == KILN_PARAM_U64;
+        if (u && va->value.v.u > INT64_MAX)
+            return rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' does not fit its %s param",
+                                 prm->name, rt_param_kind_name(prm->kind));
+        return rt_attn_int_arg(api, prm, u ? (int64_t)va->value.v.u : va->value.v.i, a);
+    }
+    if (!ok && prm->kind == KILN_PARAM_F32 && k == KILN_PARAM_F64) {
+        *a = kiln_arg_f32((float)va->value.v.f64);
+        return KILN_OK;
+    }
+    if (!ok && prm->kind == KILN_PARAM_F64 && k == KILN_PARAM_F32) {
+        *a = kiln_arg_f64(va->value.v.f32);
+        return KILN_OK;
+    }
+    if (!ok)
+        return rt_attn_error(api, KILN_ERR_USAGE, "the variant's param '%s' is %s, its argument is %s", prm->name,
+                             rt_param_kind_name(prm->kind), rt_param_kind_name(k));
+    *a = va->value;
+    return KILN_OK;
+}
+
+KilnStatus rt_attn_var_check_used(const char *api, const KilnAttentionVariant *var, const KilnKernelInfo *const *infos,
+                                  int n)
+{
+    for (int i = 0; var && i < var->nargs; i++) {
+        bool used = false;
+        for (int k = 0; k < n && !used; k++)
+            for (int j = 0; infos[k] && j < infos[k]->nparams && !used; j++)
+                used = !strcmp(infos[k]->params[j].name, var->args[i].name);
+        if (!used)
+            return rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' names no param its hooks read in "
+                                 "this call's kernels (a misspelt name, or a param the hooks never use)",
+                                 var->args[i].name);
+    }
+    return KILN_OK;
+}
