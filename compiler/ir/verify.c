@@ -38,7 +38,7 @@ typedef struct Verifier {
     const IrFunc *f;
     StrBuf *err;
     int nerr;
-    Arena arena;
+    Arena *arena;   /* scratch_arena: freed when verify returns or an allocation fails */
     int nids;
     uint8_t *visible;       /* by id: usable at the current point */
     uint8_t *defined;       /* by id: its definition has been seen */
@@ -78,7 +78,7 @@ static bool bad(Verifier *V, const IrOp *op, const char *fmt, ...)
 static const char *ts(Verifier *V, IrType t)
 {
     char buf[128];
-    return arena_strdup(&V->arena, ir_type_str(t, buf, sizeof buf));
+    return arena_strdup(V->arena, ir_type_str(t, buf, sizeof buf));
 }
 
 /* ---- type helpers ---- */
@@ -543,7 +543,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
     if (!ok) return;
     if (V->nbufs == V->capbufs) {
         int nc = V->capbufs ? 2 * V->capbufs : 16;
-        const IrOp **nb = ARENA_ARRAY(&V->arena, const IrOp *, nc);
+        const IrOp **nb = ARENA_ARRAY(V->arena, const IrOp *, nc);
         if (V->nbufs) memcpy(nb, V->bufs, sizeof *nb * (size_t)V->nbufs);
         V->bufs = nb;
         V->capbufs = nc;
@@ -645,6 +645,11 @@ static void check_block(Verifier *V, const IrBlock *b, const IrOp *owner)
     if (owner) hide_block(V, b);
 }
 
+/* The verifier's scratch. Static (per thread, verify does not nest) rather than a
+ * local: an arena allocation failing inside a compile unwinds past verify
+ * (support.h), and only an object outside its frame can still be freed then. */
+static _Thread_local Arena scratch_arena;
+
 static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
 {
     Verifier V;
@@ -652,11 +657,18 @@ static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
     V.f = f;
     V.all_layouts = all_layouts;
     V.err = err;
-    arena_init(&V.arena);
+    arena_init(&scratch_arena);
+    V.arena = &scratch_arena;
+    SupOomCatch oom;
+    if (!SUP_OOM_TRY(&oom)) {
+        arena_free(&scratch_arena);
+        sup_oom_rethrow();
+        return false;
+    }
     V.nids = f->next_id > 0 ? f->next_id : 1;
-    V.visible = ARENA_ARRAY(&V.arena, uint8_t, V.nids);
-    V.defined = ARENA_ARRAY(&V.arena, uint8_t, V.nids);
-    V.owner = ARENA_ARRAY(&V.arena, const IrValue *, V.nids);
+    V.visible = ARENA_ARRAY(V.arena, uint8_t, V.nids);
+    V.defined = ARENA_ARRAY(V.arena, uint8_t, V.nids);
+    V.owner = ARENA_ARRAY(V.arena, const IrValue *, V.nids);
     for (int i = 0; i < f->nparams; i++) {
         define(&V, NULL, f->params[i], "parameter", i);
         check_value_layout(&V, NULL, f->params[i], "parameter", i);
@@ -671,7 +683,8 @@ static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
     check_layout_table(&V);
     check_sram(&V);
     if (V.nerr > MAX_ERRORS) sb_printf(err, "internal error: verifier: %d more problems not shown\n", V.nerr - MAX_ERRORS);
-    arena_free(&V.arena);
+    sup_oom_pop(&oom);
+    arena_free(&scratch_arena);
     return V.nerr == 0;
 }
 

@@ -45,17 +45,22 @@ void sup_oom_pop(SupOomCatch *c)
     if (oom_top == c) oom_top = c->prev;
 }
 
+void sup_oom_rethrow(void)
+{
+    SupOomCatch *c = oom_top;
+    if (c) {
+        oom_top = c->prev;
+        longjmp(c->jb, 1);
+    }
+}
+
 /* The one place arena memory runs out: recorded as an internal error (see the
  * failure policy in support.h), never an exit; inside a compile, unwinds to
  * its catch (popped first, so a failure while reporting cannot loop). */
 static void *arena_oom(size_t n)
 {
     INTERNAL_ERROR("out of host memory (an arena allocation of %zu bytes failed)", n);
-    SupOomCatch *c = oom_top;
-    if (c) {
-        oom_top = c->prev;
-        longjmp(c->jb, 1);
-    }
+    sup_oom_rethrow();
     return NULL;
 }
 

@@ -116,6 +116,9 @@ typedef struct SupOomCatch {
 #define SUP_OOM_TRY(c) (sup_oom_push(c), setjmp((c)->jb) == 0)
 void sup_oom_push(SupOomCatch *c);
 void sup_oom_pop(SupOomCatch *c);
+/* From a catch's failure branch that only cleaned up: unwind on to the next
+ * catch out (returns when there is none). */
+void sup_oom_rethrow(void);
 /* Fault injection for tests: the n-th arena allocation of this thread from
  * now on fails as if malloc had (n >= 1; 0 turns it off). */
 void sup_arena_fail_after(int64_t n);
