@@ -64,6 +64,43 @@ bool cg_half_cast(const IrOp *op)
     return (a == IR_F16 || a == IR_BF16) && (b == IR_F16 || b == IR_BF16);
 }
 
+static bool operand_convert(const IrFunc *f, const IrOp *u)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    return u && u->op == IR_CONVERT_LAYOUT && cg_layout_is_mma(f, u->res[0]->layout, &frag, &wm, &wn) &&
+           frag != CG_MMA_C;
+}
+
+bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l)
+{
+    IrValue *r = ld->res[0];
+    l->nconverts = 0;
+    l->cast = NULL;
+    IrOp *u = cg_single_user_in(body, r, uses);
+    if (u) {
+        if (cg_half_cast(u) && u->res[0]->layout == r->layout) {
+            l->cast = u;
+            u = cg_single_user_in(body, u->res[0], uses);
+        }
+        if (!operand_convert(f, u)) return false;
+        l->converts[l->nconverts++] = u;
+        return true;
+    }
+    /* Several uses: every one a convert to an operand layout in this body.
+     * They all read the one slot (the same swizzled tile whichever operand
+     * it becomes: layout_mma.c's swizzle depends on the tile's rows and
+     * contiguous columns only). */
+    if (uses[r->id] < 2 || uses[r->id] > CG_PIPE_MAX_CONVERTS) return false;
+    for (IrOp *o = body->first; o; o = o->next)
+        for (int i = 0; i < o->nargs; i++) {
+            if (o->args[i] != r) continue;
+            if (!operand_convert(f, o) || l->nconverts == CG_PIPE_MAX_CONVERTS) return false;
+            l->converts[l->nconverts++] = o;
+        }
+    return l->nconverts == uses[r->id];
+}
+
 /* The loop's plan from its attributes; NULL (with an internal error) when
  * the IR does not hold a consistent plan. */
 static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
@@ -82,13 +119,7 @@ static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
         l->load = x;
         l->slot_bytes = (int)ir_attr_int(&x->attrs, IR_ATTR_SLOT_BYTES, 0);
         l->fast_dim = cg_fast_value_dim(f, x->res[0]);
-        IrOp *u = cg_single_user_in(body, x->res[0], uses);
-        if (cg_half_cast(u)) {
-            l->cast = u;
-            u = cg_single_user_in(body, u->res[0], uses);
-        }
-        l->convert = u;
-        bool ok = x->op == IR_LOAD && u && u->op == IR_CONVERT_LAYOUT && l->fast_dim >= 0;
+        bool ok = x->op == IR_LOAD && x->nres && cg_pipeline_converts(f, body, x, uses, l) && l->fast_dim >= 0;
         for (int i = 0; ok && i < x->nargs; i++) ok = cg_pipeline_slice(body, x->args[i], in_slice, f->next_id);
         if (!ok) {
             INTERNAL_ERROR("codegen: %s:%d: the pipelined load's plan does not fit the IR", f->name, x->loc.line);
@@ -141,11 +172,15 @@ CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **l
 {
     for (int i = 0; tc && i < tc->loops.len; i++) {
         CgPipeLoop *pl = tc->loops.data[i];
-        for (int j = 0; j < pl->nloads; j++)
-            if (pl->loads[j].load == op || pl->loads[j].convert == op || (op && pl->loads[j].cast == op)) {
+        for (int j = 0; j < pl->nloads; j++) {
+            CgPipeLoad *l = &pl->loads[j];
+            bool hit = l->load == op || (op && l->cast == op);
+            for (int k = 0; k < l->nconverts && !hit; k++) hit = l->converts[k] == op;
+            if (hit) {
                 if (loop) *loop = pl;
-                return &pl->loads[j];
+                return l;
             }
+        }
     }
     return NULL;
 }
@@ -345,7 +380,8 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     return true;
 }
 
-/* The convert_layout of a pipelined load: ldmatrix from the current slot. */
+/* A convert_layout of a pipelined load (any of them): ldmatrix from the
+ * current slot, or a deferred tile there (read by the dots). */
 bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
 {
     CgGeom g;

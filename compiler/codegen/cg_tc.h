@@ -36,9 +36,19 @@ int64_t cg_sram_place(CgSmemBuf **bufs, int n);
 bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
 
 /* ---- the pipeline plan (pass_pipeline.c decides, cg_pipeline.c reads and lowers) ---- */
+#define CG_PIPE_MAX_CONVERTS 4
 typedef struct CgPipeLoad {
-    IrOp *load, *convert;  /* the load and its convert_layout to an A/B-operand layout */
-    IrOp *cast;            /* NULL, or an f16 <-> bf16 cast between them (applied after ldmatrix) */
+    IrOp *load;
+    /* Its convert_layouts to A/B-operand layouts: one (possibly through the
+     * cast), or, with no cast, every use of the load (up to
+     * CG_PIPE_MAX_CONVERTS, A and B mixed: attention's backward reads Q and
+     * dO both as dot(q, k^T)'s A and as dot(ds^T, q)'s B). Each reads the
+     * same swizzled slot with ldmatrix (.trans where its K is not contiguous)
+     * or a wgmma descriptor. */
+    IrOp *converts[CG_PIPE_MAX_CONVERTS];
+    int nconverts;
+    IrOp *cast;            /* NULL, or an f16 <-> bf16 cast between load and its one convert
+                              (applied after ldmatrix) */
     int fast_dim;          /* value dim contiguous in SRAM (the load layout's fastest) */
     int slot_bytes;        /* one stage */
     CgSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */
@@ -108,7 +118,7 @@ int  cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const i
 /* ---- cg_pipeline.c: the plan read from the IR ---- */
 void        cg_pipeline_loops(IrFunc *f, PtrVec *loops);     /* CgPipeLoop* of every planned loop */
 CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *loop);
-/* The pipelined load that `op` is (or whose convert_layout `op` is). */
+/* The pipelined load that `op` is (or whose cast or one of whose convert_layouts `op` is). */
 CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop);
 /* Mark the body ops `v` depends on (the slice a future iteration's copies
  * re-evaluate); false when it reaches a loop-carried value or an impure /
@@ -117,6 +127,12 @@ bool  cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids);
 IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses);
 int   cg_fast_value_dim(const IrFunc *f, const IrValue *v);   /* value dim fastest in the layout */
 bool  cg_half_cast(const IrOp *op);                           /* an f16 <-> bf16 cast */
+/* The convert_layouts to MMA A/B-operand layouts a pipelined load feeds
+ * (CgPipeLoad.converts, .cast): its one user, possibly through an f16 <->
+ * bf16 cast of the same layout, or else every use of the load, when all are
+ * such converts in `body`; false otherwise. The plan and its read-back both
+ * use it, so they agree. */
+bool  cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l);
 
 /* ---- the GPU passes (codegen.c: the table and the pipeline) ----
  * Each pass rewrites the GPU IR and writes its decisions on it; the IR after

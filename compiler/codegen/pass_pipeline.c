@@ -10,13 +10,20 @@
  * pipeline.issue: how many ops before the loop its prologue is issued (0: at
  * the loop). Invariants: a load with pipeline.slot_bytes sits directly in
  * the body of a loop with pipeline.stages >= 2, and reaches a convert_layout
- * to an MMA A/B layout through its only use (or a cast's).
+ * to an MMA A/B layout through its only use (or a cast's), or every one of
+ * its uses is such a convert in that body.
  *
  * Which loads (the plan, cg_pass_pipeline): in a `for` whose step is a
  * positive constant, a load of f16/bf16 directly in the body
  *   - whose only use is a convert_layout to an MMA A/B-operand layout in the
  *     same body (the dot's operand staging, cg_dot_mma.c), possibly through
  *     an f16 <-> bf16 cast (then applied to the registers after ldmatrix);
+ *     or whose uses (up to 4, no cast) are all such converts in the body,
+ *     A and B mixed — the backward's Q and dO, read as dot(q, k^T)'s A and
+ *     dot(ds^T, q)'s B: one copy, one slot, each convert reads it (an
+ *     operand tile's swizzle depends on its rows and contiguous columns,
+ *     not on which operand it is; ldmatrix .trans or the wgmma descriptor's
+ *     major-ness covers the rest);
  *   - that moves 16 bytes per access (8 contiguous, 16-byte aligned halves
  *     per the axis info: cg_mem_vec == 8) — cp.async copies 16 bytes;
  *   - with no `other` or other = 0 (masked-off lanes are zero-filled);
@@ -70,27 +77,15 @@ static bool is_zero_const(const IrValue *v)
     return d->op == IR_CONST && (ir_elem_is_float((IrElem)v->type.elem) ? d->fval == 0.0 : d->ival == 0);
 }
 
-static bool candidate(IrFunc *f, const CgAxisMap *axis, IrBlock *body, IrOp *ld, const int *uses, IrOp **conv,
-                      IrOp **cast)
+static bool candidate(IrFunc *f, const CgAxisMap *axis, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l)
 {
     if (ld->op != IR_LOAD) return false;
     IrValue *r = ld->res[0];
     if (r->type.rank != 2 || (r->type.elem != IR_F16 && r->type.elem != IR_BF16)) return false;
-    IrOp *u = cg_single_user_in(body, r, uses);
-    *cast = NULL;
-    if (cg_half_cast(u) && u->res[0]->layout == r->layout) {
-        *cast = u;
-        u = cg_single_user_in(body, u->res[0], uses);
-    }
-    CgMmaFrag frag;
-    int wm, wn;
-    if (!u || u->op != IR_CONVERT_LAYOUT || !cg_layout_is_mma(f, u->res[0]->layout, &frag, &wm, &wn) ||
-        frag == CG_MMA_C)
-        return false;
+    if (!cg_pipeline_converts(f, body, ld, uses, l)) return false;
     if (cg_mem_vec(f, axis, ld) != 8) return false;
     if (ld->nargs > 2 && !is_zero_const(ld->args[2])) return false;
     if (cg_fast_value_dim(f, r) < 0 || r->type.shape[cg_fast_value_dim(f, r)] < 8) return false;
-    *conv = u;
     return true;
 }
 
@@ -174,8 +169,8 @@ static void plan_loop(IrOp *op, void *vctx)
     pl->stages = S;
     pl->loads = ARENA_ARRAY(f->arena, CgPipeLoad, 8);
     for (IrOp *x = body->first; x && pl->nloads < 8; x = x->next) {
-        IrOp *conv, *cast;
-        if (!candidate(f, p->axis, body, x, p->uses, &conv, &cast)) continue;
+        CgPipeLoad cand = {0};
+        if (!candidate(f, p->axis, body, x, p->uses, &cand)) continue;
         bool ok = true;
         bool *trial = ARENA_ARRAY(f->arena, bool, f->next_id);
         memcpy(trial, in_slice, sizeof(bool) * (size_t)f->next_id);
@@ -186,9 +181,8 @@ static void plan_loop(IrOp *op, void *vctx)
         if (!ok) continue;
         memcpy(in_slice, trial, sizeof(bool) * (size_t)f->next_id);
         CgPipeLoad *l = &pl->loads[pl->nloads++];
+        *l = cand;
         l->load = x;
-        l->convert = conv;
-        l->cast = cast;
         l->fast_dim = cg_fast_value_dim(f, x->res[0]);
         l->slot_bytes = (int)ir_type_numel(x->res[0]->type) * 2;
     }
