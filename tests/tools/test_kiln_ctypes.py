@@ -12,11 +12,19 @@ API that the backward benchmark calls libkiln.so through, is the C API.
    Python wrote them; kiln_attention_bwd_check accepts a complete call and names the field
    that is wrong in a broken one (fields after the embedded forward struct, too);
    kiln_attention_check names a bad head_dim.
+3. Variants (kiln_ctypes.variant, the hand-written KilnAttentionVariant / KilnVariantArg /
+   KilnArg, in the layout check of 1. too): the forward on the CPU interpreter
+   (kiln_attention_fwd_cpu) with document.tile (a pointer and two integer arguments) and
+   softcap.tile (a float) matches float64 attention in Python and differs from plain
+   attention; a misspelt argument name is refused, naming it.
 
 Usage: test_kiln_ctypes.py SOURCE_DIR LIBKILN_SO CC
 """
 import ctypes
+import math
 import os
+import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,7 +50,7 @@ def fields_of(ct, prefix=""):
     for name, ftype in ct._fields_:
         off = getattr(ct, name).offset
         out.append((prefix + name, off, ctypes.sizeof(ftype)))
-        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+        if isinstance(ftype, type) and issubclass(ftype, (ctypes.Structure, ctypes.Union)):
             out += [(p, off + o, s) for p, o, s in fields_of(ftype, prefix + name + ".")]
     return out
 
@@ -58,6 +66,18 @@ for sname, ct in types.items():
         lines.append(f'    printf("{sname}.{path} %zu %zu\\n", offsetof({sname}, {path}), '
                      f'sizeof((({sname} *)0)->{path}));')
         expected.append(f"{sname}.{path} {off} {size}")
+for ct in (kiln_ctypes.KilnArg, kiln_ctypes.KilnVariantArg, kiln_ctypes.KilnDefine, kiln_ctypes.KilnAttentionVariant):
+    sname = ct.__name__   # the hand-written structs of the variant API
+    lines.append(f'    printf("{sname} sizeof %zu\\n", sizeof({sname}));')
+    expected.append(f"{sname} sizeof {ctypes.sizeof(ct)}")
+    for path, off, size in fields_of(ct):
+        lines.append(f'    printf("{sname}.{path} %zu %zu\\n", offsetof({sname}, {path}), '
+                     f'sizeof((({sname} *)0)->{path}));')
+        expected.append(f"{sname}.{path} {off} {size}")
+lines.append('    printf("KILN_PARAM %d %d %d %d %d\\n", KILN_PARAM_PTR, KILN_PARAM_I32, KILN_PARAM_I64, '
+             'KILN_PARAM_F32, KILN_PARAM_F64);')
+expected.append("KILN_PARAM " + " ".join(str(getattr(kiln_ctypes, "KILN_PARAM_" + t))
+                                         for t in ("PTR", "I32", "I64", "F32", "F64")))
 lines.append('    printf("KILN_F16 %d KILN_BF16 %d\\n", (int)KILN_F16, (int)KILN_BF16);')
 expected.append(f"KILN_F16 {kiln_ctypes.KILN_F16} KILN_BF16 {kiln_ctypes.KILN_BF16}")
 lines += ["    return 0;", "}"]
@@ -121,6 +141,87 @@ try:
     expect(False, "Kiln.check did not raise")
 except kiln_ctypes.KilnError as exc:
     expect("head_dim" in str(exc), f"KilnError text: {exc}")
+
+
+# ---- 3. a variant through kiln_ctypes.variant(): the forward on the CPU interpreter
+# (kiln_attention_fwd_cpu, host buffers) with document masking (a pointer and two integer
+# arguments) and soft-capping (a float one), against float64 attention in Python.
+B, H, N, D = 2, 2, 21, 32
+scale = 1 / math.sqrt(D)
+rng = random.Random(7)
+n_el = B * H * N * D
+qkv = [[rng.uniform(-1, 1) for _ in range(n_el)] for _ in range(3)]
+doc_ids = [1 if t < 9 else 2 for t in range(N)] + [5 if t < 15 else 6 for t in range(N)]
+
+
+def half_buf(vals):
+    return ctypes.create_string_buffer(struct.pack(f"<{len(vals)}e", *vals), 2 * len(vals))
+
+
+def ref_attention(mask, score):
+    """float64 attention of the f16-rounded inputs: [b][h][i][dd]."""
+    q, kk, vv = (struct.unpack(f"<{n_el}e", struct.pack(f"<{n_el}e", *x)) for x in qkv)
+    at = lambda t, b, h, i: t[((b * H + h) * N + i) * D:((b * H + h) * N + i + 1) * D]  # noqa: E731
+    out = []
+    for b in range(B):
+        for h in range(H):
+            for i in range(N):
+                qi = at(q, b, h, i)
+                sc = [score(scale * sum(x * y for x, y in zip(qi, at(kk, b, h, j)))) if mask(b, i, j) else None
+                      for j in range(N)]
+                m = max(x for x in sc if x is not None)
+                w = [math.exp(x - m) if x is not None else 0.0 for x in sc]
+                out.append([sum(w[j] * at(vv, b, h, j)[dd] for j in range(N)) / sum(w) for dd in range(D)])
+    return out
+
+
+def run_cpu(var):
+    bufs = [half_buf(x) for x in qkv]
+    o = ctypes.create_string_buffer(b"\xff" * (2 * n_el), 2 * n_el)          # NaN until written
+    lse = ctypes.create_string_buffer(b"\xff" * (4 * B * H * N), 4 * B * H * N)
+    p = k.new("KilnAttentionParams", dtype=kiln_ctypes.KILN_F16, batch=B, heads_q=H, heads_kv=H, seqlen_q=N,
+              seqlen_k=N, head_dim=D, softmax_scale=scale)
+    for name, buf in zip(("q", "k", "v"), bufs):
+        setattr(p, name, ctypes.addressof(buf))
+    p.o, p.lse = ctypes.addressof(o), ctypes.addressof(lse)
+    for st in (p.q_stride, p.k_stride, p.v_stride, p.o_stride):
+        st[:] = (H * N * D, N * D, D)
+    p.variant = ctypes.addressof(var)
+    status = k.fn.kiln_attention_fwd_cpu(ctypes.byref(p))
+    if status != 0:
+        return None, k.last_error()
+    got = struct.unpack(f"<{n_el}e", o.raw)
+    return [got[r * D:(r + 1) * D] for r in range(B * H * N)], ""
+
+
+def max_err(a, b):
+    return max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+ids = (ctypes.c_int32 * len(doc_ids))(*doc_ids)
+plain = ref_attention(lambda b, i, j: True, lambda s: s)
+cases = [("document", kiln_ctypes.variant("lang/lib/variants/document.tile", args={
+             "doc_ids": kiln_ctypes.Ptr(ctypes.addressof(ids), ctypes.sizeof(ids)), "doc_stride": N, "doc_len": N}),
+          lambda b, i, j: doc_ids[b * N + i] == doc_ids[b * N + j], lambda s: s),
+         ("softcap", kiln_ctypes.variant("lang/lib/variants/softcap.tile", args={"softcap": 0.3}),
+          lambda b, i, j: True, lambda s: 0.3 * math.tanh(s / 0.3))]
+for name, var, mask, score in cases:
+    got, why = run_cpu(var)
+    expect(got is not None, f"kiln_attention_fwd_cpu with {name}.tile: {why}")
+    if got is not None:
+        ref = ref_attention(mask, score)
+        err = max_err(got, ref)
+        # 2e-3: f16 output rounding (values in [-1, 1]); the variant must move O well beyond that
+        expect(err < 2e-3, f"{name}: max |O - float64| = {err:.3g}")
+        expect(max_err(ref, plain) > 0.05, f"{name}: the reference does not differ from plain attention")
+bad = kiln_ctypes.variant("lang/lib/variants/softcap.tile", args={"softcapp": 1.0})
+got, why = run_cpu(bad)
+expect(got is None and "softcapp" in why, f"a misspelt variant argument: '{why}'")
+try:
+    kiln_ctypes.variant("x.tile", args={"n": "3"})
+    expect(False, "variant() took a str argument")
+except TypeError:
+    pass
 
 print(f"kiln_ctypes: {len(expected)} layout facts, {'FAIL' if failures else 'ok'}")
 sys.exit(1 if failures else 0)

@@ -14,6 +14,9 @@ the C compiler's offsetof.
   lib = kiln_ctypes.Kiln(path)                   # libkiln.so or libkiln_all.so
   p = lib.new("KilnAttentionBwdParams")          # zeroed; p.fwd.batch = 4, ...
   lib.check(lib.fn.kiln_attention_bwd_check(ctypes.byref(p)), "kiln_attention_bwd_check")
+  var = kiln_ctypes.variant("lang/lib/variants/alibi.tile",     # a KilnAttentionVariant
+                            args={"alibi_slopes": kiln_ctypes.Ptr(slopes.data_ptr(), 4 * heads)})
+  p.fwd.variant = ctypes.addressof(var)                          # keep `var` alive meanwhile
 
 Standard library only: importable without torch or a GPU.
 """
@@ -96,6 +99,70 @@ class KilnError(RuntimeError):
     pass
 
 
+# ---- variants (KilnAttentionVariant): written out by hand, since KilnArg holds a union that
+# parse_structs does not read; tests/tools/test_kiln_ctypes.py checks them against offsetof.
+KILN_PARAM_PTR, KILN_PARAM_I32, KILN_PARAM_I64, KILN_PARAM_F32, KILN_PARAM_F64 = 0, 1, 2, 3, 4
+
+
+class _ArgValue(ctypes.Union):
+    _fields_ = [("ptr", ctypes.c_uint64), ("i", ctypes.c_int64), ("u", ctypes.c_uint64),
+                ("f32", ctypes.c_float), ("f64", ctypes.c_double)]
+
+
+class KilnArg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("v", _ArgValue)]
+
+
+class KilnVariantArg(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", KilnArg), ("bytes", ctypes.c_size_t)]
+
+
+class KilnDefine(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+class KilnAttentionVariant(ctypes.Structure):
+    _fields_ = [("source", ctypes.c_char_p), ("path", ctypes.c_char_p), ("defines", ctypes.POINTER(KilnDefine)),
+                ("ndefines", ctypes.c_int), ("args", ctypes.POINTER(KilnVariantArg)), ("nargs", ctypes.c_int),
+                ("include_dirs", ctypes.POINTER(ctypes.c_char_p)), ("ninclude_dirs", ctypes.c_int)]
+
+
+class Ptr:
+    """A pointer argument of a variant: an address (device, or host for the _cpu calls) and
+    the buffer's size in bytes."""
+
+    def __init__(self, addr, nbytes=0):
+        self.addr, self.nbytes = int(addr), int(nbytes)
+
+
+def variant(path=None, source=None, args=None, defines=None):
+    """A KilnAttentionVariant: `path` (a file of the embedded library such as
+    "lang/lib/variants/alibi.tile", or one on disk) and/or its `source` text; `args` a dict
+    {param: value} with Ptr for pointer params, int (passed as i64) and float (f64) scalars;
+    `defines` {name: value text}. The returned struct keeps what it points to alive; set
+    KilnAttentionParams.variant = ctypes.addressof(it)."""
+    args, defines = args or {}, defines or {}
+    arr = (KilnVariantArg * max(len(args), 1))()
+    for i, (name, val) in enumerate(args.items()):
+        a = arr[i]
+        a.name = name.encode()
+        if isinstance(val, Ptr):
+            a.value.kind, a.value.v.ptr, a.bytes = KILN_PARAM_PTR, val.addr, val.nbytes
+        elif isinstance(val, bool) or not isinstance(val, (int, float)):
+            raise TypeError(f"variant argument {name}: {type(val).__name__} (want Ptr, int or float)")
+        elif isinstance(val, int):
+            a.value.kind, a.value.v.i = KILN_PARAM_I64, val
+        else:
+            a.value.kind, a.value.v.f64 = KILN_PARAM_F64, val
+    defs = (KilnDefine * max(len(defines), 1))(*[KilnDefine(k.encode(), str(v).encode())
+                                                  for k, v in defines.items()])
+    v = KilnAttentionVariant(source=source.encode() if source is not None else None,
+                             path=path.encode() if path is not None else None,
+                             defines=defs, ndefines=len(defines), args=arr, nargs=len(args))
+    v._keep = (arr, defs)
+    return v
+
+
 class Kiln:
     """libkiln loaded with ctypes: .fn the typed functions, .types the parameter structs."""
 
@@ -162,6 +229,8 @@ class _Functions:
             "kiln_attention_cache_clear": (ctypes.c_int, [ctypes.c_void_p]),
             "kiln_attention_check": (ctypes.c_int, [P(types["KilnAttentionParams"])]),
             "kiln_attention_fwd": (ctypes.c_int, [ctypes.c_void_p, P(types["KilnAttentionParams"]), ctypes.c_void_p]),
+            "kiln_attention_fwd_cpu": (ctypes.c_int, [P(types["KilnAttentionParams"])]),
+            "kiln_attention_cache_size": (ctypes.c_int, [ctypes.c_void_p]),
             "kiln_attention_bwd_check": (ctypes.c_int, [P(types["KilnAttentionBwdParams"])]),
             "kiln_attention_bwd_scratch_size": (ctypes.c_size_t, [P(types["KilnAttentionBwdParams"])]),
             "kiln_attention_bwd": (ctypes.c_int, [ctypes.c_void_p, P(types["KilnAttentionBwdParams"]),
