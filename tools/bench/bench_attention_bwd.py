@@ -74,9 +74,10 @@ def torch_dtype(name):
 
 class KilnCall:
     """The parameter structs of one problem on torch tensors q, k, v ([b, h, s, d]) and dO:
-    O, LSE, dQ, dK, dV and the scratch are allocated here and kept alive with the structs."""
+    O, LSE, dQ, dK, dV and the scratch are allocated here and kept alive with the structs.
+    variant: None, or a kiln_ctypes.variant() (bench_flex.py), kept alive here too."""
 
-    def __init__(self, kiln, q, k, v, dout, causal, deterministic):
+    def __init__(self, kiln, q, k, v, dout, causal, deterministic, variant=None):
         import torch
         import kiln_ctypes
         self.kiln = kiln
@@ -94,6 +95,7 @@ class KilnCall:
             setattr(f, name, t.data_ptr())
             getattr(f, name + "_stride")[:] = t.stride()[:3]
         f.lse = self.lse.data_ptr()
+        f.variant = ctypes.addressof(variant) if variant is not None else None
         for name, t in (("dout", dout), ("dq", self.dq), ("dk", self.dk), ("dv", self.dv)):
             setattr(p, name, t.data_ptr())
             getattr(p, name + "_stride")[:] = t.stride()[:3]
@@ -101,7 +103,7 @@ class KilnCall:
         self.scratch = torch.empty(max(self.scratch_bytes, 16), device=q.device, dtype=torch.uint8)
         p.scratch = self.scratch.data_ptr()
         self.p = p
-        self.keep = (q, k, v, dout)
+        self.keep = (q, k, v, dout, variant)
 
     def fwd(self):
         self.kiln.attention_fwd(self.p.fwd)

@@ -14,8 +14,12 @@ CSV, so a provider keeps its colour across panels; --highlight series are drawn 
   plot_svg.py --preset backward attention_bwd_bench.csv [-o docs/img]   attention_bwd.svg,
                                                                         attention_fwd_bwd.svg
   plot_svg.py --preset decode   decode_bench.csv        [-o docs/img]   decode.svg
+  plot_svg.py --preset flex     flex_bench.csv          [-o docs/img]   attention_flex.svg
 
-The CSVs are what bench_attention.py, bench_attention_bwd.py and bench_decode.py write.
+The CSVs are what bench_attention.py, bench_attention_bwd.py, bench_decode.py and bench_flex.py
+write. A preset may set x_order="csv" (categories and panels in the CSV's order, not sorted),
+panel_w (the panels' width), columns (panels per row; --columns overrides it) and colors
+({series: colour}).
 Exit status 0; 2 with a message when the CSV lacks a column or no row matches.
 """
 import argparse
@@ -42,6 +46,13 @@ PRESETS = {
                       xlabel="N (sequence length)", ylabel="TFLOP/s (3.5 x forward FLOPs)")],
     "decode": [dict(out="decode.svg", x="n", y="gbs", series="provider", panels="batch", kind="bar",
                     title="Decode: GB/s of K and V read", xlabel="N (cache length)", ylabel="GB/s")],
+    # bench_flex.py: Kiln against FlexAttention per variant, a panel per pass (and N), variants in
+    # the CSV's order on wide panels (their names are the x labels)
+    "flex": [dict(out="attention_flex.svg", x="variant", y="tflops", series="provider", panels="pass,n",
+                  kind="bar", x_order="csv", panel_w=720, columns=1,
+                  colors={"kiln": PALETTE[0], "flex": PALETTE[2]},
+                  title="Attention variants: Kiln vs FlexAttention", xlabel="variant",
+                  ylabel="TFLOP/s (visible entries)")],
 }
 
 
@@ -145,11 +156,13 @@ def svg_panel(rows, spec, colors, title):
         y = number(r[y_col])
         if y is not None:
             pts.setdefault(r[s_col], []).append((r[x_col], y))
-    xs = sorted(ordered_unique(r[x_col] for r in rows), key=x_sort_key)
+    xs = ordered_unique(r[x_col] for r in rows)
+    if spec.get("x_order") != "csv":
+        xs.sort(key=x_sort_key)
     ymax = max((y for p in pts.values() for _, y in p), default=1.0)
     ticks = nice_ticks(ymax * 1.05)
     top = ticks[-1]
-    w = PANEL_W - MARGIN["left"] - MARGIN["right"]
+    w = spec.get("panel_w", PANEL_W) - MARGIN["left"] - MARGIN["right"]
     h = PANEL_H - MARGIN["top"] - MARGIN["bottom"]
     x0, y0 = MARGIN["left"], MARGIN["top"]
 
@@ -214,14 +227,15 @@ def render(rows, spec):
     groups = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in keys), []).append(r)
-    order = sorted(groups, key=lambda t: [x_sort_key(v) for v in t])
+    order = list(groups) if spec.get("x_order") == "csv" else sorted(groups, key=lambda t: [x_sort_key(v) for v in t])
     series = ordered_unique(r[spec["series"]] for r in rows)
-    colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
+    colors = {s: spec.get("colors", {}).get(s, PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)}
     ncol = max(1, min(spec.get("columns") or 4, len(order)))
+    pw = spec.get("panel_w", PANEL_W)
     nrow = math.ceil(len(order) / ncol)
     legend_h = 22 * math.ceil(len(series) / 6)
     head = 30 + legend_h
-    width, height = ncol * PANEL_W + 10, head + nrow * PANEL_H + 6
+    width, height = ncol * pw + 10, head + nrow * PANEL_H + 6
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
@@ -232,7 +246,7 @@ def render(rows, spec):
         out.append(f'<g class="legend" data-series={quoteattr(s)}><rect x="{lx:.1f}" y="{ly - 8}" width="14" '
                    f'height="10" fill="{colors[s]}"/><text x="{lx + 19:.1f}" y="{ly + 1}">{escape(s)}</text></g>')
     for i, key in enumerate(order):
-        ox, oy = 5 + (i % ncol) * PANEL_W, head + (i // ncol) * PANEL_H
+        ox, oy = 5 + (i % ncol) * pw, head + (i // ncol) * PANEL_H
         out.append(f'<g transform="translate({ox},{oy})">')
         out += svg_panel(groups[key], spec, colors, panel_title(keys, key) or spec.get("y", ""))
         out.append("</g>")
@@ -263,7 +277,7 @@ def main(argv=None):
     ap.add_argument("--where", default="", help="col=value,...: only these rows")
     ap.add_argument("--kind", choices=("line", "bar"), default="line")
     ap.add_argument("--logx", action="store_true", help="log2 x axis (lines with numeric x)")
-    ap.add_argument("--columns", type=int, default=4, help="panels per row")
+    ap.add_argument("--columns", type=int, default=None, help="panels per row (default 4, or the preset's)")
     ap.add_argument("--highlight", default="kiln", help="comma list of series drawn thicker")
     ap.add_argument("--title", default="")
     ap.add_argument("--xlabel", default="")
@@ -273,7 +287,7 @@ def main(argv=None):
         if a.preset:
             folder = a.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "img")
             for spec in PRESETS[a.preset]:
-                spec = dict(spec, columns=a.columns, highlight=tuple(a.highlight.split(",")))
+                spec = dict(spec, columns=a.columns or spec.get("columns"), highlight=tuple(a.highlight.split(",")))
                 print(plot(a.csv, os.path.join(folder, spec.pop("out")), spec))
         else:
             if not a.out:
