@@ -3,7 +3,9 @@
 # (tools/device_pack.sh) carried along: the main job on the GPU, the GPU suite,
 # then the benchmarks named in $KILN_BENCH (memory matmul attention; default all;
 # also decode (kiln-bench-decode: GB/s of K+V, contiguous and paged 64), attention-bwd
-# (bench_attention_bwd.py and its SVG charts; tools/device_bench_bwd.sh runs it alone), compile
+# (bench_attention_bwd.py and its SVG charts; tools/device_bench_bwd.sh runs it alone), flex
+# (bench_flex.py: the shipped variants against FlexAttention, and its chart; tools/device_bench_flex.sh
+# runs it alone), compile
 # (kiln-bench-compile: every shipped kernel's source -> PTX time by phase, and the forward's
 # PTX/cubin load and cache-hit times), attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
 # within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
@@ -69,10 +71,13 @@ for b in $benches; do
         --budget-s 360 ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_attention-bwd.log" 2>&1 &&
         python3 tools/bench/plot_svg.py --preset backward "$out/attention_bwd_bench.csv" -o "$out/img" \
         >>"$out/bench_attention-bwd.log" 2>&1 ;;
+    flex) timeout 540 python3 tools/bench/bench_flex.py --lib /tmp/kiln/lib/libkiln_all.so --budget-s 420 \
+        ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_flex.log" 2>&1 &&
+        python3 tools/bench/plot_svg.py --preset flex "$out/flex_bench.csv" -o "$out/img" >>"$out/bench_flex.log" 2>&1 ;;
     matmul-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_matmul.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-matmul" ${KILN_BENCH_ARGS:-} ${KILN_MATMUL_ARGS:-} --out "$out" \
         >"$out/bench_matmul-sweep.log" 2>&1 ;;
-    *) echo "unknown benchmark '$b' (memory matmul attention decode attention-bwd compile attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
+    *) echo "unknown benchmark '$b' (memory matmul attention decode attention-bwd flex compile attention-sweep matmul-sweep profile)" >"$out/bench_$b.log"; false ;;
   esac
   note "bench $b exit $?"
   case $b in *-sweep|profile|compile) n=90 ;; *) n=40 ;; esac

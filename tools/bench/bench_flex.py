@@ -25,18 +25,19 @@ What it measures, per variant:
   by FlashAttention's rule max|x - ref| <= 2 x max|torch-in-dtype - ref| + 1e-5 (LSE:
   within 1e-3 relative); Flex's errors on the same are reported, not enforced; the exact
   visible count below equals the materialised mask's count. The window, cap and prefix are
-  scaled to the small shape (CHECK_PARAMS).
+  scaled to the small shape (check_params in CASES).
 - times with CUDA events (common.torch_median_ms: median over ~--target-ms of launches after
-  a warm-up), forward, backward (on the forward's O and LSE; Flex: autograd.grad of one
-  recorded forward) and forward + backward; TFLOP/s over the VISIBLE entries: the count of
+  a warm-up), forward (Flex's with inputs that require grad: one compiled graph for all
+  passes, the LSE kept as Kiln's forward writes it), backward (on the forward's O and LSE;
+  Flex: autograd.grad of one recorded forward) and forward + backward; TFLOP/s over the VISIBLE entries: the count of
   (q, k) pairs the mask lets through, exact (closed forms, checked against brute force by
   tests/tools/test_bench_flex.py), times 4 d for the forward, 2.5 x that for the backward,
   3.5 x for both; Kiln's ratio to Flex; the variant's overhead against Kiln's plain kernel
   (no variant; causal flag as the variant's, the plain causal kernel for causal.tile).
 - cold compile, seconds: each variant's first Kiln call (forward, then backward) in a fresh
   KILN_CACHE_DIR (the on-disk cache, runtime/jit/cache.c) after kiln_attention_cache_clear,
-  and Flex's first calls (torch.compile: forward without grad; then the training forward and
-  its backward) with fresh TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR for the process; plus
+  and Flex's first calls (torch.compile: the forward, then its backward) with fresh
+  TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR for the process; plus
   a probe: a variant text never seen (an ALiBi-like bias with a random constant) on both.
 - Kiln block masks: used for the mask variants when kiln_ctypes has the block-mask API
   (hasattr), else the table says "no" (Kiln then evaluates the mask on every block in range).
@@ -340,7 +341,7 @@ def run_check(args, kiln, flex, case, seed):
     # Kiln: outputs poisoned, forward then backward
     var = kiln_ctypes.variant(case.path, args=kiln_args(case, p, t, N))
     call = bench_attention_bwd.KilnCall(kiln, q, k, v, dout, case.causal, args.deterministic, var)
-    attach_block_mask(kiln, call, case, p, t, B, H, N, res)
+    attach_block_mask(kiln, call, case, B, res)
     for z in (call.o, call.lse, call.dq, call.dk, call.dv):
         z.fill_(float("nan"))
     try:
@@ -378,45 +379,56 @@ def run_check(args, kiln, flex, case, seed):
 # ---------------------------------------------------------------- Kiln's block masks
 
 def block_mask_support(kiln):
-    """(usable, why): the block-mask API of kiln_ctypes (another branch adds it)."""
+    """(usable, why not): the block-mask API in kiln_ctypes (KilnBlockMask,
+    kiln_attention_block_mask_size / _create, KilnAttentionParams.block_mask)."""
     if kiln is None:
         return False, "dry run"
-    import kiln_ctypes
     fields = [f for f, _ in kiln.types["KilnAttentionParams"]._fields_]
-    if not hasattr(kiln.fn, "kiln_attention_block_mask_create") or "block_mask" not in fields:
-        return False, "kiln_ctypes.py has no block-mask API (kiln_attention_block_mask_create, " \
-                      "KilnAttentionParams.block_mask)"
-    if not hasattr(kiln_ctypes, "block_mask_create"):
-        return False, "kiln_ctypes.py has no block_mask_create() helper"
+    if not (hasattr(kiln.fn, "kiln_attention_block_mask_create") and hasattr(kiln.fn, "kiln_attention_block_mask_size")
+            and "KilnBlockMask" in kiln.types and "block_mask" in fields):
+        return False, "kiln_ctypes.py has no block-mask API (KilnBlockMask, kiln_attention_block_mask_create)"
     return True, ""
 
 
-def attach_block_mask(kiln, call, case, p, t, batch, heads, n, rec):
-    """With the block-mask API and a mask variant: the mask's block mask built once by Kiln
-    and set on the call (kept alive with it); rec["block_mask"] says whether."""
-    use = getattr(kiln, "use_block_mask", False) and (case.mask is not None or case.causal)
+def attach_block_mask(kiln, call, case, batch, rec):
+    """For a variant with a mask_mod when block masks are on: Kiln's block mask of the call,
+    made once (kiln_attention_block_mask_create; per batch for the document mask, else stored
+    once), set on its params and kept alive with it. rec gets "block_mask" (whether) and
+    "block_mask_s" (the first creation, compile included)."""
+    import torch
+    use = getattr(kiln, "use_block_mask", False) and case is not None and case.mask is not None
     rec["block_mask"] = bool(use)
     if not use:
         return
+    f = call.p.fwd
+    m = kiln.new("KilnBlockMask", batch=batch if case.mask == "document" else 1, heads=1)
+    size = kiln.fn.kiln_attention_block_mask_size(ctypes.byref(f), ctypes.byref(m))
+    if not size:
+        raise kiln_error(kiln, "kiln_attention_block_mask_size")
+    buf = torch.empty(size, dtype=torch.uint8, device="cuda")
+    m.data, m.bytes = buf.data_ptr(), size
+    rec["block_mask_s"] = first_call_s(lambda: kiln.check(kiln.fn.kiln_attention_block_mask_create(
+        kiln.dev, ctypes.byref(f), ctypes.byref(m), None), "kiln_attention_block_mask_create"))
+    f.block_mask = ctypes.addressof(m)
+    call.block_mask = (m, buf)
+
+
+def kiln_error(kiln, what):
     import kiln_ctypes
-    var = ctypes.cast(call.p.fwd.variant, ctypes.POINTER(kiln_ctypes.KilnAttentionVariant)).contents
-    bm = kiln_ctypes.block_mask_create(kiln, call.p.fwd, var)
-    call.p.fwd.block_mask = ctypes.addressof(bm)
-    call.block_mask = bm
+    return kiln_ctypes.KilnError(f"{what}: {kiln.last_error()}")
 
 
 # ---------------------------------------------------------------- timing one variant
 
 def flex_callables(flex, q, k, v, dout, sm, bm, scale):
-    """Flex's forward (no grad), backward alone (of one recorded forward) and forward+backward."""
+    """Flex's forward, backward alone (of the last recorded forward) and forward+backward.
+    The forward is the training one (inputs that require grad: it keeps the LSE, as Kiln's
+    forward always writes it), so one compiled graph serves all three passes."""
     import torch
     x = [z.detach().requires_grad_() for z in (q, k, v)]
     state = {}
 
     def fwd():
-        return flex(q, k, v, score_mod=sm, block_mask=bm, scale=scale)
-
-    def train_fwd():
         state["out"] = flex(*x, score_mod=sm, block_mask=bm, scale=scale)
         return state["out"]
 
@@ -425,7 +437,7 @@ def flex_callables(flex, q, k, v, dout, sm, bm, scale):
 
     def fwd_bwd():
         return torch.autograd.grad(flex(*x, score_mod=sm, block_mask=bm, scale=scale), x, dout)
-    return {"fwd": fwd, "train_fwd": train_fwd, "bwd": bwd, "fwd_bwd": fwd_bwd}
+    return {"fwd": fwd, "bwd": bwd, "fwd_bwd": fwd_bwd}
 
 
 def first_call_s(fn):
@@ -445,14 +457,13 @@ def fresh_kiln_cache(kiln, tmp, tag):
     kiln.fn.kiln_attention_cache_clear(kiln.dev)
 
 
-def time_kiln(args, kiln, q, k, v, dout, causal, var, case=None, p=None, t=None, tmp=None, tag="plain"):
+def time_kiln(args, kiln, q, k, v, dout, causal, var, case=None, tmp=None, tag="plain"):
     """Kiln's first calls in a fresh cache (seconds) and its timings: {"fwd": {...}, ...}."""
     import bench_attention_bwd
     out, cold = {}, {}
     call = bench_attention_bwd.KilnCall(kiln, q, k, v, dout, causal, args.deterministic, var)
-    if case is not None:
-        attach_block_mask(kiln, call, case, p, t, *q.shape[:2], q.shape[2], cold)
     fresh_kiln_cache(kiln, tmp, tag)
+    attach_block_mask(kiln, call, case, q.shape[0], cold)
     cold["fwd_s"] = first_call_s(call.fwd)
     cold["bwd_s"] = first_call_s(call.bwd)
     for ps, fn in (("fwd", call.fwd), ("bwd", call.bwd), ("fwd_bwd", call.fwd_bwd)):
@@ -478,7 +489,7 @@ def run_variant(args, kiln, flex, case, tmp, seed):
            "results": {}, "cold": {}}
     try:
         var = kiln_ctypes.variant(case.path, args=kiln_args(case, p, t, N))
-        res, cold = time_kiln(args, kiln, q, k, v, dout, case.causal, var, case, p, t, tmp, case.name)
+        res, cold = time_kiln(args, kiln, q, k, v, dout, case.causal, var, case, tmp, case.name)
         row["results"]["kiln"], row["cold"]["kiln"] = res, cold
         row["block_mask"] = cold.pop("block_mask", False)
     except Exception as exc:
@@ -496,7 +507,6 @@ def run_variant(args, kiln, flex, case, tmp, seed):
         cold["block_mask_s"] = time.perf_counter() - t0
         fns = flex_callables(flex, q, k, v, dout, sm, bm, scale)
         cold["fwd_s"] = first_call_s(fns["fwd"])
-        cold["train_fwd_s"] = first_call_s(fns["train_fwd"])
         cold["bwd_s"] = first_call_s(fns["bwd"])
         row["results"]["flex"] = {ps: {"ms": common.torch_median_ms(fns[ps], args.target_ms)} for ps in PASSES}
         row["cold"]["flex"] = cold
@@ -568,8 +578,7 @@ def run_probe(args, kiln, flex, tmp):
     try:
         fns = flex_callables(flex, q, k, v, dout, lambda s, b, h, qi, kj: s - slope * (qi - kj).abs(), None,
                              1 / math.sqrt(d))
-        row["cold"]["flex"] = {"fwd_s": first_call_s(fns["fwd"]), "train_fwd_s": first_call_s(fns["train_fwd"]),
-                               "bwd_s": first_call_s(fns["bwd"])}
+        row["cold"]["flex"] = {"fwd_s": first_call_s(fns["fwd"]), "bwd_s": first_call_s(fns["bwd"])}
     except Exception as exc:
         row["flex_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
     torch.cuda.empty_cache()
@@ -595,7 +604,7 @@ class Faker:
         row = {"variant": case.name, "params": p, "visible": visible, "fraction": visible / (B * H * N * N),
                "block_mask": False, "results": {},
                "cold": {"kiln": {"fwd_s": 0.4, "bwd_s": 1.1},
-                        "flex": {"fwd_s": 3.0, "train_fwd_s": 3.5, "bwd_s": 6.0, "block_mask_s": 0.05}}}
+                        "flex": {"fwd_s": 3.0, "bwd_s": 6.0, "block_mask_s": 0.05}}}
         for prov, tf in (("kiln", 300), ("flex", 250)):
             row["results"][prov] = {ps: {"ms": self.ms(fwd_flops(visible, d), ps, tf)} for ps in PASSES}
         add_tflops(row, fwd_flops(visible, d))
@@ -682,15 +691,15 @@ def timing_table(res):
 
 
 def cold_table(res):
-    head = ["variant", "Kiln fwd s", "Kiln bwd s", "Flex fwd s", "Flex train fwd s", "Flex bwd s",
+    head = ["variant", "Kiln fwd s", "Kiln bwd s", "Kiln block mask s", "Flex fwd s", "Flex bwd s",
             "Flex create_block_mask s"]
     rows = []
     extra = [res[k] for k in ("probe",) if res.get(k)]
     for row in list(res.get("plain", {}).values()) + res["rows"] + extra:
         kc, fc = row.get("cold", {}).get("kiln", {}), row.get("cold", {}).get("flex", {})
         rows.append([row["variant"] + (" (a text never seen)" if row["variant"] == "probe" else ""),
-                     secs(kc.get("fwd_s")), secs(kc.get("bwd_s")), secs(fc.get("fwd_s")),
-                     secs(fc.get("train_fwd_s")), secs(fc.get("bwd_s")), secs(fc.get("block_mask_s"))])
+                     secs(kc.get("fwd_s")), secs(kc.get("bwd_s")), secs(kc.get("block_mask_s")),
+                     secs(fc.get("fwd_s")), secs(fc.get("bwd_s")), secs(fc.get("block_mask_s"))])
     return common.markdown_table(head, rows, align="l" + "r" * 6)
 
 
@@ -727,7 +736,7 @@ def markdown(res):
               "3.5 x); overhead: the plain kernel's TFLOP/s (causal for the causal variants) over the variant's:", "",
               timing_table(res), "",
               "Cold compile, seconds (first call; Kiln in a fresh KILN_CACHE_DIR, Flex in fresh inductor/Triton "
-              "caches; Flex's train fwd is its forward with grad, compiled apart):", "", cold_table(res), ""]
+              "caches, its forward the training one):", "", cold_table(res), ""]
     if res.get("skipped"):
         lines += [f"Not run (--budget-s {a['budget_s']:.0f} s ran out): {', '.join(res['skipped'])}", ""]
     lines += ["Summary:", "", summary_table(res)]
