@@ -59,15 +59,9 @@ def fields_of(ct, prefix=""):
 types = kiln_ctypes.parse_structs(os.path.join(src_dir, "runtime", "kiln_compile.h"))
 lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "kiln.h"', "int main(void) {"]
 expected = []
-for sname, ct in types.items():
-    lines.append(f'    printf("{sname} sizeof %zu\\n", sizeof({sname}));')
-    expected.append(f"{sname} sizeof {ctypes.sizeof(ct)}")
-    for path, off, size in fields_of(ct):
-        lines.append(f'    printf("{sname}.{path} %zu %zu\\n", offsetof({sname}, {path}), '
-                     f'sizeof((({sname} *)0)->{path}));')
-        expected.append(f"{sname}.{path} {off} {size}")
-for ct in (kiln_ctypes.KilnArg, kiln_ctypes.KilnVariantArg, kiln_ctypes.KilnDefine, kiln_ctypes.KilnAttentionVariant):
-    sname = ct.__name__   # the hand-written structs of the variant API
+# the parsed structs, then the hand-written ones of the variant API
+hand = (kiln_ctypes.KilnArg, kiln_ctypes.KilnVariantArg, kiln_ctypes.KilnDefine, kiln_ctypes.KilnAttentionVariant)
+for sname, ct in list(types.items()) + [(ct.__name__, ct) for ct in hand]:
     lines.append(f'    printf("{sname} sizeof %zu\\n", sizeof({sname}));')
     expected.append(f"{sname} sizeof {ctypes.sizeof(ct)}")
     for path, off, size in fields_of(ct):

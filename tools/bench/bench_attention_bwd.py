@@ -401,10 +401,7 @@ def main():
     if kiln:
         kiln.shutdown()
     md = markdown(res)
-    folder = common.out_dir(args.out)
-    common.write_outputs(folder, "attention_bwd_bench", res, md)
-    common.write_csv(os.path.join(folder, "attention_bwd_bench.csv"), CSV_FIELDS, csv_records(res))
-    log(f"wrote {folder}/attention_bwd_bench.{{csv,json,md}} in {res['wall_s']:.0f} s")
+    common.write_results(args.out, "attention_bwd_bench", res, md, CSV_FIELDS, csv_records(res))
     print(md)
     failed = [c for c in res.get("checks", []) if not c.get("ok")]
     return 1 if failed else 0

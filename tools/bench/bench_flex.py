@@ -898,10 +898,7 @@ def main(argv=None):
     res["failures"] = failures(res)
     res["wall_s"] = time.time() - t0
     md = markdown(res)
-    folder = common.out_dir(args.out)
-    common.write_outputs(folder, "flex_bench", res, md)
-    common.write_csv(os.path.join(folder, "flex_bench.csv"), CSV_FIELDS, csv_records(res))
-    log(f"wrote {folder}/flex_bench.{{csv,json,md}} in {res['wall_s']:.0f} s")
+    common.write_results(args.out, "flex_bench", res, md, CSV_FIELDS, csv_records(res))
     print(md)
     for f in res["failures"]:
         log(f"FAILED: {f}")

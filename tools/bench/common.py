@@ -19,6 +19,7 @@
   out_dir(...)           where results go: --out, else $OUT, else ./bench-out
   write_outputs(...)     <stem>.json and <stem>.md in that folder
   write_csv(...)         a CSV of flat records (what tools/bench/plot_svg.py draws)
+  write_results(...)     all three: <stem>.json, .md and .csv
 
 Only the standard library at import time: torch is imported inside the functions that
 need it, so a --dry-run works on a machine without torch (or a GPU).
@@ -280,6 +281,16 @@ def write_outputs(folder, stem, data, markdown):
     with open(mpath, "w") as f:
         f.write(markdown.rstrip("\n") + "\n")
     return jpath, mpath
+
+
+def write_results(out, stem, data, markdown, fields, records):
+    """A benchmark's results under out_dir(out): <stem>.json, <stem>.md and <stem>.csv (the
+    records with the columns `fields`); logs where, and returns the folder."""
+    folder = out_dir(out)
+    write_outputs(folder, stem, data, markdown)
+    write_csv(os.path.join(folder, stem + ".csv"), fields, records)
+    log(f"wrote {folder}/{stem}.{{csv,json,md}}")
+    return folder
 
 
 def write_csv(path, fields, records):
