@@ -133,6 +133,8 @@ with tempfile.TemporaryDirectory() as tmp:
                         "--out", out], capture_output=True, text=True)
     expect(p.returncode == 0 and p.stdout.rstrip().splitlines()[-1].startswith("| gemma2"),
            f"--dry-run: exit {p.returncode}, the summary not last: {p.stdout[-300:]} {p.stderr[-500:]}")
+    expect("| probe (a text never seen) |" in p.stdout and "A variant never seen (the probe)" in p.stdout,
+           "--dry-run: no line for the never-seen variant")
     with open(os.path.join(out, "flex_bench.csv"), newline="") as fh:
         recs = list(csv.DictReader(fh))
     n_var = len(bench_flex.CASES)
