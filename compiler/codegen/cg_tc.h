@@ -226,6 +226,9 @@ bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int
  * tensor-core shaped); rows_in_warp: the kernel chains dots (attention). */
 bool cg_mma_choose_warps(int M, int N, int K, int num_warps, bool rows_in_warp, int *wm, int *wn);
 bool cg_dot_mma_eligible(const IrOp *op, int sm);
+/* sm_90a: whether a plain dot of C[M,N] += A[M,K] B[K,N] on num_warps warps
+ * gets wgmma's warp grid (num_warps x 1) from accelerate-dot. */
+bool cg_wgmma_grid_ok(int M, int N, int K, int num_warps);
 
 
 #endif

@@ -27,6 +27,11 @@
  * On sm_90a (CgPassCtx.wgmma) it also marks the kernel `wgmma = 1`: dots may
  * then lower to wgmma (cg_dot_wgmma.c decides per dot, from where its
  * operands sit), and sram-alloc aligns operand tiles and stages to 1024.
+ * There a plain dot (matmul) whose tile wgmma can take gets wgmma's warp
+ * grid instead of the mma.sync split: every warp along M (wm = num_warps, a
+ * multiple of 4, M a multiple of 16 * wm: each warpgroup owns m64 blocks),
+ * wn = 1, N <= 256 (cg_wgmma_grid_ok). 128 x 128 on 4 warps is then 4 x 1
+ * (two m64n128 wgmmas per k16 step), 128 x 256 on 8 warps 8 x 1.
  *
  * Example (attention, 4 warps, BLOCK_M = 128, BLOCK_N = 64, D = 64):
  *     %s = dot %q, %kt, %zero : tensor<128x64xf32>        before
@@ -112,10 +117,28 @@ static void find_chained(IrOp *op, void *vctx)
     ch->chained = reaches_rowwise(ch->f, seen, op->res[0]);
 }
 
+/* An f16 <-> bf16 cast: a pipelined load's copies would hold the other type
+ * (the cast is applied after ldmatrix), which wgmma cannot read. */
+static bool is_half_cast(const IrValue *v)
+{
+    const IrOp *d = v->def;
+    if (!d || d->op != IR_CAST) return false;
+    IrElem from = (IrElem)d->args[0]->type.elem;
+    return from == IR_F16 || from == IR_BF16;
+}
+
+bool cg_wgmma_grid_ok(int M, int N, int K, int W)
+{
+    /* whole warpgroups along M, each owning m64 blocks; N and K multiples of
+     * 64 so that A and B rows are 128-byte swizzle blocks whichever dim is
+     * contiguous (cg_wgmma_tile_ok: K-major needs K % 64, MN-major M or N % 64) */
+    return W % 4 == 0 && M % (16 * W) == 0 && N % 64 == 0 && N <= 256 && K % 64 == 0;
+}
+
 typedef struct AdCtx {
     IrFunc *f;
     int sm, n;
-    bool rows_in_warp;
+    bool rows_in_warp, wgmma;
 } AdCtx;
 
 static void visit(IrOp *op, void *vctx)
@@ -123,10 +146,13 @@ static void visit(IrOp *op, void *vctx)
     AdCtx *c = vctx;
     if (!cg_dot_mma_eligible(op, c->sm)) return;
     const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
-    int wm, wn;
-    if (!cg_mma_choose_warps(tc->shape[0], tc->shape[1], ta->shape[1], c->f->sched.num_warps, c->rows_in_warp,
-                             &wm, &wn))
-        return;
+    int wm, wn, W = c->f->sched.num_warps;
+    if (!cg_mma_choose_warps(tc->shape[0], tc->shape[1], ta->shape[1], W, c->rows_in_warp, &wm, &wn)) return;
+    /* sm_90a, a plain dot: wgmma's grid when the tile and operands fit it
+     * (a chained dot has all warps along M already) */
+    if (c->wgmma && !c->rows_in_warp && cg_wgmma_grid_ok(tc->shape[0], tc->shape[1], ta->shape[1], W) &&
+        !is_half_cast(op->args[0]) && !is_half_cast(op->args[1]))
+        wm = W, wn = 1;
     op->res[0]->layout = cg_layout_mma(c->f, CG_MMA_C, wm, wn);
     c->n++;
 }
@@ -136,7 +162,7 @@ bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     (void)d;
     Chain ch = {f, false};
     ir_walk(f, find_chained, &ch);
-    AdCtx c = {f, ctx->target->sm, 0, ch.chained};
+    AdCtx c = {f, ctx->target->sm, 0, ch.chained, ctx->wgmma};
     ir_walk(f, visit, &c);
     /* sm_90a: the kernel may use wgmma; operand tiles are then placed for it. */
     if (ctx->wgmma) ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WGMMA, 1);

@@ -237,6 +237,25 @@ START_TEST(wgmma_descriptors_match_the_tiles)
     check_wgmma_view(64, 64, false, 64);
     check_wgmma_view(64, 128, false, 128);
     check_wgmma_view(32, 256, false, 256);
+    /* matmul on wgmma (BLOCK_K 64): A K-major 256 x 64 per m64 block; B MN-major
+     * 64 x 256 in one m64n256 instruction; transposed operands: A M-major
+     * (64 x 128, m64 blocks at column 0 and 64), B K-major (N = 128 rows) */
+    check_wgmma_view(256, 64, true, 64);
+    check_wgmma_view(64, 256, false, 256);
+    check_wgmma_view(64, 128, false, 64);
+    check_wgmma_view(128, 64, true, 128);
+    /* cg_dot_wgmma.c offsets A by warpgroup at run time as linear in the
+     * first row (64 per warpgroup): the offset of m64 block g is g times
+     * that of block 1, plus the k step's */
+    static const int tiles[][3] = {{256, 64, 1}, {128, 128, 1}, {64, 256, 0}, {64, 128, 0}};
+    for (int t = 0; t < 4; t++) {
+        bool km = tiles[t][2];
+        CgSwizzle w = cg_swizzle_for(tiles[t][0], tiles[t][1], 2);
+        int mndim = km ? w.rows : w.cols, per = cg_wgmma_offset(&w, km, 64, 0);
+        for (int g = 0; g * 64 < mndim; g++)
+            for (int kk = 0; kk < (km ? w.cols : w.rows) / 16; kk++)
+                ck_assert_int_eq(cg_wgmma_offset(&w, km, 64 * g, kk), g * per + cg_wgmma_offset(&w, km, 0, kk));
+    }
     /* rows of 64 bytes are not 128-byte swizzle atoms */
     CgSwizzle s = cg_swizzle_for(64, 32, 2);
     ck_assert(!cg_wgmma_tile_ok(&s));

@@ -9,12 +9,15 @@
  *     ragged shape with N, K not multiples of 8 (plain loads);
  *   - schedules: several block sizes and warp counts, num_stages 1..4 (1 =
  *     no pipelining), including trip counts shorter than the pipeline
- *     (K = 72 with BLOCK_K = 64: 2 iterations for 3-4 stages; K = 16: 1).
+ *     (K = 72 with BLOCK_K = 64: 2 iterations for 3-4 stages; K = 16: 1);
+ *     on sm_90a the BLOCK_K 64 schedules whose warps can all lie along M
+ *     (128x128/4, 128x256/8, 64x256/4, 256x128/8, 128x64/4) run on wgmma,
+ *     pipelined (cp.async slots) or staged (plain loads, examples/matmul).
  * Inputs are random and non-zero; C is poisoned with NaN bytes before each
  * launch, with a poisoned tail after the M x N elements that must survive.
  * Each result is compared with a float64 reference (products of the rounded
  * inputs) and with the CPU interpreter; the PTX of each case is compiled on
- * the host too and its mma.sync / ldmatrix / cp.async counts go in the table
+ * the host too and its mma.sync / wgmma / ldmatrix / cp.async counts go in the table
  * printed at the end (so a run shows which path each case took).
  *
  * Without a GPU: "SKIP: no GPU (...)" and exit 77 (ctest: skipped).
@@ -32,7 +35,7 @@ typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
 
 typedef struct Row {
     char what[40], shape[24], sched[32];
-    int mma, ldm, cpa;
+    int mma, wgmma, ldm, cpa;
     double err_ref, err_interp, tol;
     float ms;
     double tflops;
@@ -131,6 +134,7 @@ static void ptx_counts(const Prog *g, const char *src, const KilnCompileOptions 
     KilnStatus st = kiln_compile(g->file, src, &po, &r);
     ck_assert_msg(st == KILN_OK, "%s: %s", g->file, r.diagnostics ? r.diagnostics : "");
     row->mma = pu_count(r.output, "mma.sync");
+    row->wgmma = pu_count(r.output, "wgmma.mma_async");
     row->ldm = pu_count(r.output, "ldmatrix");
     row->cpa = pu_count(r.output, "cp.async.cg");
     kiln_compile_result_free(&r);
@@ -261,6 +265,8 @@ static const Sched SCHEDS[] = {
     {64, 64, 32, 4, 1},  {64, 64, 32, 4, 2},   {64, 64, 32, 4, 3},   {64, 64, 32, 4, 4},
     {128, 128, 32, 4, 3}, {128, 64, 64, 4, 4}, {128, 256, 32, 8, 3}, {32, 32, 16, 1, 2},
     {16, 16, 16, 1, 3},  {64, 128, 64, 8, 2},
+    /* sm_90a: wgmma (all warps along M, BLOCK_K 64: 128-byte swizzle rows) */
+    {128, 128, 64, 4, 3}, {128, 256, 64, 8, 3}, {64, 256, 64, 4, 3}, {256, 128, 64, 8, 4},
 };
 enum { NSCHED = sizeof SCHEDS / sizeof SCHEDS[0] };
 
@@ -323,12 +329,12 @@ static Suite *suite(void)
 
 static void print_table(void)
 {
-    printf("\n| case | shape | schedule (BMxBNxBK warps stages) | mma/ldmatrix/cp.async in PTX | err/f64 | err/interp "
+    printf("\n| case | shape | schedule (BMxBNxBK warps stages) | mma.sync/wgmma/ldmatrix/cp.async in PTX | err/f64 | err/interp "
            "| tol | ms | TFLOP/s | result |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < g_nrows; i++) {
         Row *r = &g_rows[i];
-        printf("| %s | %s | %s | %d/%d/%d | %.3g | %.3g | %.2g | %.4f | %.2f | %s |\n", r->what, r->shape, r->sched,
-               r->mma, r->ldm, r->cpa, r->err_ref, r->err_interp, r->tol, (double)r->ms, r->tflops,
+        printf("| %s | %s | %s | %d/%d/%d/%d | %.3g | %.3g | %.2g | %.4f | %.2f | %s |\n", r->what, r->shape, r->sched,
+               r->mma, r->wgmma, r->ldm, r->cpa, r->err_ref, r->err_interp, r->tol, (double)r->ms, r->tflops,
                r->pass ? "PASS" : "FAIL");
     }
 }

@@ -1,0 +1,158 @@
+/* test_e2e_wgmma_matmul_ptx.c — matmul on Hopper's wgmma (sm_90a): a plain dot
+ * whose tile allows it gets wgmma's warp grid from accelerate-dot (every warp
+ * along M, cg_wgmma_grid_ok) and lowers to wgmma.mma_async with A and B read
+ * from the pipelined cp.async stage slots through descriptors (A K-major,
+ * B MN-major for row-major operands). Counted here, through kiln_compile:
+ *   - tools/bench/matmul_tc.tile (N, K constants; pointers hinted 16-byte
+ *     aligned as the runtime specialises): exactly (BM / 64 per warpgroup) x
+ *     (BK / 16) wgmma.m64n<BN>k16 per k-loop iteration, none of mma.sync or
+ *     ldmatrix, one fence and one commit + wait per dot, the async-proxy fence
+ *     after the copies land, the flags of the operands' majors;
+ *   - examples/matmul.tile (runtime strides, staged operands): wgmma too;
+ *   - what keeps mma.sync: sm_80, --no-wgmma, BLOCK_K 32 (64-byte rows of A
+ *     are no 128-byte swizzle atoms), a bf16 -> f16 cast between the copies
+ *     and the dot (the copies hold bf16);
+ *   - ptxas: every schedule assembles for sm_90a with no spills (skipped
+ *     without ptxas).
+ * Results are checked on the GPU by tests/gpu/test_e2e_gpu_matmul.c. */
+#include "compiler/support/support.h"
+#include "tests/testutil.h"
+#include "tests/ptx_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
+
+/* The schedules the benchmark sweeps on an H100/H200 (tools/bench/bench_matmul.py). */
+static const Sched WG[] = {
+    {128, 128, 64, 4, 3}, {128, 256, 64, 8, 3}, {64, 256, 64, 4, 3}, {128, 128, 64, 4, 4}, {256, 128, 64, 8, 3},
+};
+enum { NWG = sizeof WG / sizeof WG[0] };
+
+static KilnCompileResult compile_mm(const char *file, const char *kernel, const Sched *s, const char *arch,
+                                    int no_wgmma, KilnEmit emit)
+{
+    char *src = sup_read_file_text(tu_src_path(file), NULL);
+    ck_assert_ptr_nonnull(src);
+    char b[3][16];
+    snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
+    KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", "4096"}, {"K", "4096"}};
+    bool tc = strstr(file, "matmul_tc") != NULL;
+    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.kernel = kernel;
+    o.defines = d;
+    o.ndefines = tc ? 5 : 3;
+    o.arch = arch;
+    o.num_warps = s->warps;
+    o.num_stages = s->stages;
+    o.emit = emit;
+    o.hints = h;
+    o.nhints = 3;
+    o.no_wgmma = no_wgmma;
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile(file, src, &o, &r);
+    ck_assert_msg(st == KILN_OK, "%s %dx%dx%d/%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, arch,
+                  r.diagnostics ? r.diagnostics : kiln_status_name(st));
+    free(src);
+    return r;
+}
+
+static int count(const KilnCompileResult *r, const char *what) { return pu_count_n(r->output, r->output_size, what); }
+
+START_TEST(matmul_tc_on_wgmma)
+{
+    static const char *const kernels[2] = {"matmul_tc_f16", "matmul_tc_bf16"};
+    for (int i = 0; i < NWG; i++)
+        for (int k = 0; k < 2; k++) {
+            const Sched *s = &WG[i];
+            KilnCompileResult r = compile_mm("tools/bench/matmul_tc.tile", kernels[k], s, "sm_90a", 0, KILN_EMIT_PTX);
+            char inst[96];
+            snprintf(inst, sizeof inst, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s", s->bn, k ? "bf16" : "f16",
+                     k ? "bf16" : "f16");
+            /* each warpgroup: BM / (16 * warps) m64 blocks, BK / 16 k steps */
+            int per_iter = s->bm / (16 * s->warps) * (s->bk / 16);
+            ck_assert_msg(count(&r, inst) == per_iter, "%s %dx%dx%d/%d: %d %s, want %d", kernels[k], s->bm, s->bn,
+                          s->bk, s->warps, count(&r, inst), inst, per_iter);
+            ck_assert_int_eq(count(&r, "mma.sync"), 0);
+            ck_assert_int_eq(count(&r, "ldmatrix"), 0);
+            ck_assert_int_eq(count(&r, "wgmma.fence.sync.aligned"), 1);
+            ck_assert_int_eq(count(&r, "wgmma.commit_group.sync.aligned"), 1);
+            /* A K-major (imm-trans-a 0), B N-major (imm-trans-b 1) */
+            ck_assert_int_eq(count(&r, "1, 1, 0, 1;"), per_iter);
+            /* the landed copies are made visible to the async proxy */
+            ck_assert_int_ge(count(&r, "fence.proxy.async.shared::cta"), 1);
+            ck_assert_int_gt(count(&r, "cp.async.cg.shared.global"), 0);
+            kiln_compile_result_free(&r);
+        }
+}
+END_TEST
+
+START_TEST(examples_matmul_on_wgmma)
+{
+    /* runtime strides: the operands are staged by st.shared, read by descriptors */
+    Sched s = {128, 128, 64, 4, 3};
+    KilnCompileResult r = compile_mm("examples/matmul.tile", "matmul", &s, "sm_90a", 0, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), 2 * 4);
+    ck_assert_int_eq(count(&r, "mma.sync"), 0);
+    ck_assert_int_ge(count(&r, "fence.proxy.async.shared::cta"), 1);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
+START_TEST(mma_sync_where_wgmma_does_not_apply)
+{
+    Sched s = {128, 128, 64, 4, 3};
+    KilnCompileResult r = compile_mm("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, "sm_80", 0, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, "wgmma"), 0);
+    ck_assert_int_gt(count(&r, "mma.sync.aligned.m16n8k16"), 0);
+    kiln_compile_result_free(&r);
+    r = compile_mm("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, "sm_90a", 1, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, "wgmma"), 0);
+    ck_assert_int_gt(count(&r, "mma.sync.aligned.m16n8k16"), 0);
+    kiln_compile_result_free(&r);
+    /* the copies hold bf16, the dot wants f16: converted after ldmatrix */
+    r = compile_mm("tools/bench/matmul_tc.tile", "matmul_tc_cast", &s, "sm_90a", 0, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, "wgmma.mma_async"), 0);
+    ck_assert_int_gt(count(&r, "mma.sync.aligned.m16n8k16"), 0);
+    kiln_compile_result_free(&r);
+    Sched k32 = {128, 128, 32, 4, 3};
+    r = compile_mm("tools/bench/matmul_tc.tile", "matmul_tc_f16", &k32, "sm_90a", 0, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, "wgmma.mma_async"), 0);
+    ck_assert_int_gt(count(&r, "mma.sync.aligned.m16n8k16"), 0);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
+/* ptxas assembles every schedule, and the accumulators fit: no spills. */
+START_TEST(ptxas_no_spills)
+{
+    for (int i = 0; i < NWG; i++) {
+        KilnCompileResult r = compile_mm("tools/bench/matmul_tc.tile", "matmul_tc_f16", &WG[i], "sm_90a", 0,
+                                         KILN_EMIT_CUBIN);
+        ck_assert_int_gt((int)r.output_size, 0);
+        ck_assert_ptr_nonnull(r.stats);
+        ck_assert_msg(strstr(r.stats, "spills: 0 bytes stored, 0 bytes loaded"), "schedule %d:\n%s", i, r.stats);
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("codegen_e2e_wgmma_matmul_ptx");
+    TCase *tc = tcase_create("wgmma_matmul");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, matmul_tc_on_wgmma);
+    tcase_add_test(tc, examples_matmul_on_wgmma);
+    tcase_add_test(tc, mma_sync_where_wgmma_does_not_apply);
+    suite_add_tcase(s, tc);
+    TCase *pt = pu_ptxas_tcase(s, 600);
+    tcase_add_test(pt, ptxas_no_spills);
+    return s;
+}
+
+PU_MAIN(suite)
