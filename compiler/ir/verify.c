@@ -531,7 +531,8 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
     }
     if (ir_attr_get(at, IR_ATTR_PINGPONG)) {
         if (op->op != IR_DOT) bad(V, op, "pingpong on a non-dot");
-        else if (!ir_attr_get(&V->f->attrs, IR_ATTR_PINGPONG)) bad(V, op, "pingpong on a dot of a kernel without pingpong");
+        else if (!ir_attr_get(&V->f->attrs, IR_ATTR_PINGPONG))
+            bad(V, op, "pingpong on a dot of a kernel without pingpong");
         attr_int_in(V, op, IR_ATTR_PINGPONG, 1, 1);
         V->npingpong++;
     }

@@ -53,7 +53,8 @@ static bool run_pass(const char *path, const char *src, const char *pass, bool s
     bool ok = f != NULL;
     if (ok) {
         /* the ping-pong schedule option is on for the cases named *pingpong* */
-        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(strrchr(path, '/') ? strrchr(path, '/') : path, "pingpong") != NULL};
+        const char *name = strrchr(path, '/') ? strrchr(path, '/') : path;
+        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL};
         Diag d;
         diag_init(&d, path, src);
         ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);
