@@ -9,6 +9,10 @@
  *   - a kernel that does not qualify (one warpgroup, sm_80, --no-wgmma) and
  *     every kernel with the option off compile to the PTX they had (the
  *     shipped kernels' hashes: test_e2e_ptx_hashes.c);
+ *   - the hand-over blocks of that PTX, run by 2 and 4 warpgroups through random
+ *     CTA-uniform programs on a model of named barriers, never deadlock, leave
+ *     every barrier balanced and let one warpgroup at a time into a turn (and a
+ *     turn around a CTA barrier does deadlock there);
  *   - the decision lives on the GPU IR: its text compiles to the same PTX;
  *   - ptxas assembles the 8-warp schedules without spills.
  * Whether it runs right and fast is for the GPU (tests/gpu/test_e2e_gpu_attention.c
@@ -58,8 +62,8 @@ static int check_turns(const char *ptx, int G)
         l += n + (nl != NULL);
         if (strstr(line, "@p bar.arrive")) {
             if (!entry_seen) { /* the entry: warpgroup G-1 on barrier 1, before any turn */
-                ck_assert_msg(strstr(line, "@p bar.arrive 1, 256;") && !turns, "the first arrival is not the entry's: %s",
-                              line);
+                ck_assert_msg(strstr(line, "@p bar.arrive 1, 256;") && !turns,
+                              "the first arrival is not the entry's: %s", line);
                 entry_seen = true;
                 continue;
             }
@@ -171,6 +175,153 @@ START_TEST(decision_is_on_the_ir)
 }
 END_TEST
 
+/* ---- the protocol, run: the PTX's own hand-over blocks on a model of named barriers ----
+ * Each `{ ... }` block of the PTX with "@p bar." lines is evaluated for every
+ * warpgroup g (the `setp.eq.u32 p, wg, K` before each line says whom it is for):
+ * block 0 is the entry, the last the return, those between alternate a turn's
+ * sync and its hand-over. Warpgroups then run random CTA-uniform programs
+ * (dots, CTA barriers) under random interleavings: bar.sync / bar.arrive on a
+ * barrier expecting `need` warpgroups, a phase completing when that many have
+ * come. Every run must finish with every barrier back at zero and at most one
+ * warpgroup inside a turn at a time; a turn around a CTA barrier must deadlock. */
+enum { MAXG = 8, MAXEV = 8, MAXOPS = 512 };
+typedef struct Ev {
+    bool sync;
+    int id;
+} Ev;
+typedef struct Block {
+    Ev ev[MAXG][MAXEV];
+    int n[MAXG];
+} Block;
+
+static int parse_blocks(const char *ptx, int G, Block *out, int max)
+{
+    int nb = 0;
+    for (const char *b = strstr(ptx, "{\n\t.reg .pred p;"); b && nb < max; b = strstr(b + 1, "{\n\t.reg .pred p;")) {
+        const char *end = strchr(b, '}');
+        Block *k = &out[nb++];
+        memset(k, 0, sizeof *k);
+        int who = -1;
+        for (const char *l = b; l && l < end; l = strchr(l + 1, '\n')) {
+            int v, id;
+            char what[8];
+            if (sscanf(l, "\n\tsetp.eq.u32 p, %%r%*d, %d;", &v) == 1) who = v;
+            else if (sscanf(l, "\n\t@p bar.%7[a-z] %d, 256;", what, &id) == 2 && who >= 0 && who < G)
+                k->ev[who][k->n[who]++] = (Ev){strcmp(what, "sync") == 0, id};
+        }
+    }
+    return nb;
+}
+
+typedef struct Sim {
+    int G, cnt[17], nwait[17];
+    int pc[MAXG], len[MAXG], waiting[MAXG]; /* waiting: barrier id + 1, 0 = runnable */
+    Ev prog[MAXG][MAXOPS];
+    bool turn_open[MAXG][MAXOPS];          /* after this event the warpgroup is inside a turn */
+} Sim;
+
+/* Appends block `k` for every warpgroup; `turn`: 1 opens a turn after it, 0 closes, -1 leaves it. */
+static void add_block(Sim *s, const Block *k, int turn)
+{
+    for (int g = 0; g < s->G; g++)
+        for (int i = 0; i < k->n[g]; i++) {
+            s->turn_open[g][s->len[g]] = turn == 1 || (turn < 0 && s->len[g] && s->turn_open[g][s->len[g] - 1]);
+            s->prog[g][s->len[g]++] = k->ev[g][i];
+        }
+}
+
+static void add_cta(Sim *s)
+{
+    for (int g = 0; g < s->G; g++) {
+        s->turn_open[g][s->len[g]] = s->len[g] && s->turn_open[g][s->len[g] - 1];
+        s->prog[g][s->len[g]++] = (Ev){true, 0};
+    }
+}
+
+/* Runs to the end (true) or to a deadlock (false). */
+static bool run(Sim *s, unsigned *seed)
+{
+    for (;;) {
+        int ready[MAXG], nr = 0, done = 0;
+        for (int g = 0; g < s->G; g++) {
+            if (s->pc[g] == s->len[g]) done++;
+            else if (!s->waiting[g]) ready[nr++] = g;
+        }
+        if (done == s->G) break;
+        if (!nr) return false;
+        *seed = *seed * 1103515245u + 12345u;
+        int g = ready[(*seed >> 16) % (unsigned)nr];
+        Ev e = s->prog[g][s->pc[g]];
+        int need = e.id ? 2 : s->G;   /* 256 threads, or the CTA */
+        if (++s->cnt[e.id] == need) { /* the phase completes: everyone waiting on it goes on */
+            s->cnt[e.id] = 0;
+            s->nwait[e.id] = 0;
+            for (int h = 0; h < s->G; h++)
+                if (s->waiting[h] == e.id + 1) s->waiting[h] = 0, s->pc[h]++;
+            s->pc[g]++;
+        } else if (e.sync) {
+            s->waiting[g] = e.id + 1;
+            s->nwait[e.id]++;
+        } else {
+            s->pc[g]++;
+        }
+        int inside = 0;
+        for (int h = 0; h < s->G; h++) inside += s->pc[h] > 0 && s->pc[h] <= s->len[h] && !s->waiting[h] &&
+                                               s->turn_open[h][s->pc[h] - 1];
+        ck_assert_msg(inside <= 1, "%d warpgroups inside a turn at once", inside);
+    }
+    for (int b = 0; b < 17; b++) ck_assert_msg(s->cnt[b] == 0, "barrier %d left with %d arrivals", b, s->cnt[b]);
+    return true;
+}
+
+static void simulate(const char *d, const char *bm, int warps)
+{
+    int G = warps / 4;
+    KilnCompileResult r = attention(d, bm, "64", warps, "sm_90a", 1, 0, KILN_EMIT_PTX);
+    Block *blk = calloc(64, sizeof *blk);
+    int nb = parse_blocks(r.output, G, blk, 64);
+    ck_assert_int_eq(nb, 2 + 2 * 4);   /* entry, 4 dots x (sync, hand-over), return */
+    unsigned seed = 12345;
+    for (int trial = 0; trial < 300; trial++) {
+        Sim *s = calloc(1, sizeof *s);
+        s->G = G;
+        add_block(s, &blk[0], 0);
+        int nops = (int)(seed >> 8) % 40;
+        for (int i = 0; i < nops; i++) {
+            seed = seed * 1103515245u + 12345u;
+            if ((seed >> 16) % 3) {
+                int dot = (int)((seed >> 20) % 4);   /* any of the 4 dots' blocks */
+                add_block(s, &blk[1 + 2 * dot], 1);
+                add_block(s, &blk[2 + 2 * dot], 0);
+            } else {
+                add_cta(s);
+            }
+        }
+        add_block(s, &blk[nb - 1], -1);
+        ck_assert_msg(run(s, &seed), "deadlock: %d ops, trial %d", nops, trial);
+        free(s);
+    }
+    /* the check can fail: a CTA barrier inside a turn deadlocks */
+    Sim *s = calloc(1, sizeof *s);
+    s->G = G;
+    add_block(s, &blk[0], 0);
+    add_block(s, &blk[1], 1);
+    add_cta(s);
+    add_block(s, &blk[2], 0);
+    add_block(s, &blk[nb - 1], -1);
+    ck_assert_msg(!run(s, &seed), "a turn around a CTA barrier did not deadlock");
+    free(s);
+    free(blk);
+    kiln_compile_result_free(&r);
+}
+
+START_TEST(protocol_runs_on_a_barrier_model)
+{
+    simulate("128", "128", 8);
+    simulate("64", "256", 16);
+}
+END_TEST
+
 /* ptxas: the 8-warp schedules the benchmark compares, no spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -195,6 +346,7 @@ static Suite *suite(void)
     tcase_add_test(tc, turns_around_every_wgmma);
     tcase_add_test(tc, unchanged_where_it_does_not_apply);
     tcase_add_test(tc, decision_is_on_the_ir);
+    tcase_add_test(tc, protocol_runs_on_a_barrier_model);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);
