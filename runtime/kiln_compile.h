@@ -69,6 +69,10 @@ typedef struct KilnCompileOptions {
     int nhints;
     int no_wgmma;              /* sm_90a: nonzero keeps every dot on mma.sync (else dots that
                                   qualify use wgmma, docs/tensor_cores.md) */
+    int pingpong;              /* sm_90a, num_warps >= 8: nonzero lets the warpgroups take turns on
+                                  the tensor cores, one's softmax overlapping another's wgmmas
+                                  (docs/tensor_cores.md, section 4b); kernels that do not qualify
+                                  are unchanged */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -235,6 +239,10 @@ typedef struct KilnAttentionParams {
      * to the program's own rule for those tiles. */
     int block_m, block_n, num_warps, num_stages;
     int no_wgmma;                      /* nonzero: mma.sync even where sm_90a's wgmma applies */
+    /* Warpgroup ping-pong on sm_90a (KilnCompileOptions.pingpong): > 0 on, < 0 off, 0 the
+     * default table's choice for the head dim (off with the caller's block_m/block_n). Only
+     * kernels of 8 or more warps take turns; others compile as without it. */
+    int pingpong;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

@@ -21,7 +21,11 @@ bool cg_lower_dot(CgCtx *c, IrOp *op)
     IrValue *a = op->args[0], *b = op->args[1], *acc = op->args[2], *res = op->res[0];
     CgMmaFrag frag;
     int wm, wn;
-    if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) return cg_lower_dot_wgmma(c, op) || cg_lower_dot_mma(c, op);
+    if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) {
+        if (cg_lower_dot_wgmma(c, op)) return true;
+        cg_pingpong_skip(c, op);   /* a turn it does not use, so every warpgroup takes as many */
+        return cg_lower_dot_mma(c, op);
+    }
     CgGeom ga, gb, gc;
     if (!cg_geom_of(c, a, &ga) || !cg_geom_of(c, b, &gb) || !cg_geom_of(c, res, &gc)) return false;
     int K = a->type.shape[1];

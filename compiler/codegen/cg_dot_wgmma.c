@@ -33,6 +33,10 @@
  * written by st.shared or cp.async are made visible to wgmma's async proxy by
  * fence.proxy.async before the barrier that precedes the dot.
  *
+ * Ping-pong (a dot with the `pingpong` attribute, pass_pingpong.c): bar.sync
+ * on this warpgroup's barrier before the fence, bar.arrive on the next
+ * warpgroup's between the commit and the wait (cg_pingpong.c).
+ *
  * Example: attention, d = 128, 128 x 64 tile, 4 warps (one warpgroup):
  *   S = Q K^T:  2 (om) x 8 (k16) wgmma.m64n64k16, A and B from SRAM, K-major
  *   O += P V:   2 x 4 wgmma.m64n128k16, P from registers, V N-major (trans-b)
@@ -241,13 +245,24 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
             }
     }
     int n;
-    LLVMValueRef *v = all_regs(c, &w, true, &n);
+    LLVMValueRef *v = all_regs(c, &w, false, &n), wg;
+    /* ping-pong: wait for this warpgroup's turn; `release` hands it on ($2n: wg) */
+    const char *release = cg_pingpong_acquire(c, op, 2 * n, &wg);
+    v = all_regs(c, &w, true, &n);
     tied_asm(c, "wgmma.fence.sync.aligned;", v, n, NULL, 0);
     scatter_regs(&w, v, true);
     for (int kk = 0; kk < w.kt; kk++)
         for (int r = 0; r < w.reps; r++) emit_one(c, &w, r, kk, wm);
     v = all_regs(c, &w, false, &n);
-    tied_asm(c, "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", v, n, NULL, 0);
+    if (release) { /* issued: the next warpgroup's turn, while this one waits */
+        StrBuf t;
+        sb_init(&t);
+        sb_printf(&t, "wgmma.commit_group.sync.aligned;\n\t%s\n\twgmma.wait_group.sync.aligned 0;", release);
+        tied_asm(c, t.data, v, n, &wg, 1);
+        sb_free(&t);
+    } else {
+        tied_asm(c, "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", v, n, NULL, 0);
+    }
     scatter_regs(&w, v, false);
     for (int r = 0; r < w.reps; r++)
         for (int on = 0; on < w.N / 8; on++)

@@ -154,6 +154,15 @@ void cg_mma_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, b
 /* wgmma (cg_dot_wgmma.c): false when the dot does not qualify (nothing
  * emitted; the caller lowers it with mma.sync). */
 bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op);
+/* Warpgroup ping-pong (cg_pingpong.c; the kernel's `pingpong` attribute):
+ * the entry's and the return's hand-overs; before a marked dot's wgmma.fence
+ * the wait for this warpgroup's turn, returning the PTX that hands the turn
+ * on once the dot is issued, for an asm whose operand $op is *wg (NULL: the
+ * dot takes no turn); an empty turn for a marked dot lowered without wgmma. */
+void cg_pingpong_entry(CgCtx *c);
+void cg_pingpong_return(CgCtx *c);
+const char *cg_pingpong_acquire(CgCtx *c, const IrOp *dot, int op, LLVMValueRef *wg);
+void cg_pingpong_skip(CgCtx *c, const IrOp *dot);
 /* After generic-proxy writes of operand tiles (st.shared, cp.async), before
  * the barrier: makes them visible to wgmma (no-op unless tc->wgmma). */
 void cg_fence_proxy_async(CgCtx *c);

@@ -40,6 +40,7 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
     case IR_YIELD:
         return true; /* read by the parent for/if */
     case IR_RETURN:
+        cg_pingpong_return(c);
         LLVMBuildRetVoid(c->b);
         return true;
     default:

@@ -142,6 +142,7 @@ typedef struct CgPassCtx {
     const Target *target;  /* the --arch the driver parsed (SM version, SRAM limit) */
     bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
     CgAxisMap *axis;       /* facts of the values (cg_axis_info.c); passes alias new values */
+    bool pingpong;         /* schedule option: warpgroups take turns on the tensor cores (pass_pingpong.c) */
 } CgPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);
@@ -163,6 +164,7 @@ bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 
 /* ---- layout_mma.c: mma.sync m16n8k16 fragments, swizzled SRAM, ldmatrix ---- */
 typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;

@@ -1,7 +1,7 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
  * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
- * remove-convert, pipeline, sram-alloc: docs/tensor_cores.md; their result is the GPU IR, layouts
+ * remove-convert, pipeline, sram-alloc, pingpong: docs/tensor_cores.md; their result is the GPU IR, layouts
  * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
  * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
@@ -65,6 +65,7 @@ static void build_kernel(CgCtx *c)
     c->tid = cg_call(c, "llvm.nvvm.read.ptx.sreg.tid.x", c->t_i32, 0, NULL, NULL);
     c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32(c, 31), "lane");
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32(c, 5), "warp");
+    cg_pingpong_entry(c);
 }
 
 static void write_stats(CgCtx *c, CgResult *res)
@@ -101,7 +102,7 @@ static bool lower_and_emit(CgCtx *c, CgResult *res, double t_gpu)
     return ok;
 }
 
-/* Passes from `first` (NULL: none, the IR is already through sram-alloc),
+/* Passes from `first` (NULL: none, the IR is already through the last pass),
  * then lowering and emission. */
 static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResult *res, Diag *d)
 {
@@ -124,7 +125,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     res->num_warps = W;
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
-    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis};
+    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis, opts->pingpong};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */

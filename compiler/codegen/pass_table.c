@@ -24,6 +24,7 @@ const CgPass cg_gpu_passes[] = {
     {"remove-convert", cg_pass_remove_convert}, /* rematerialise, hoist, fold conversions */
     {"pipeline", cg_pass_pipeline},             /* cp.async plan: pipeline.* attributes */
     {"sram-alloc", cg_pass_sram_alloc},         /* shared memory: smem.* attributes */
+    {"pingpong", cg_pass_pingpong},             /* sm_90a warpgroup turns (schedule option): pingpong */
 };
 const int cg_ngpu_passes = (int)(sizeof cg_gpu_passes / sizeof cg_gpu_passes[0]);
 

@@ -46,6 +46,7 @@ typedef struct Verifier {
     bool all_layouts;       /* ir_verify_gpu: every tile value has a layout */
     const IrOp **bufs;      /* ops with smem.* attributes, for the overlap check */
     int nbufs, capbufs;
+    int npingpong;          /* dots with pingpong = 1 */
 } Verifier;
 
 /* ---- reporting ---- */
@@ -528,6 +529,13 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
         if (ir_attr_get(at, IR_ATTR_SMEM_BYTES) && ir_attr_int(at, IR_ATTR_SMEM_BYTES, 0) < need)
             bad(V, op, "its stage buffer (smem.bytes) is smaller than stages x slot_bytes = %lld", (long long)need);
     }
+    if (ir_attr_get(at, IR_ATTR_PINGPONG)) {
+        if (op->op != IR_DOT) bad(V, op, "pingpong on a non-dot");
+        else if (!ir_attr_get(&V->f->attrs, IR_ATTR_PINGPONG))
+            bad(V, op, "pingpong on a dot of a kernel without pingpong");
+        attr_int_in(V, op, IR_ATTR_PINGPONG, 1, 1);
+        V->npingpong++;
+    }
     if (ir_attr_get(at, IR_ATTR_DEFERRED) && op->op != IR_CONVERT_LAYOUT) bad(V, op, "mma.deferred on a non-convert");
     attr_int_in(V, op, IR_ATTR_DEFERRED, 0, 1);
     bool o = ir_attr_get(at, IR_ATTR_SMEM_OFFSET), n = ir_attr_get(at, IR_ATTR_SMEM_BYTES);
@@ -578,6 +586,19 @@ static void check_sram(Verifier *V)
     const IrAttr *w = ir_attr_get(ka, IR_ATTR_WGMMA);
     if (w && (w->n != 1 || w->v[0] < 0 || w->v[0] > 1)) bad(V, NULL, "attribute wgmma must be 0 or 1");
     if (total < -1 || (ir_attr_get(ka, IR_ATTR_SMEM) && total < 0)) bad(V, NULL, "attribute smem must be >= 0");
+}
+
+/* Warpgroup ping-pong (pass_pingpong.c): G = num_warps / 4 >= 2 warpgroups
+ * take turns, on wgmma kernels, and at least one dot takes turns. */
+static void check_pingpong(Verifier *V)
+{
+    const IrAttr *p = ir_attr_get(&V->f->attrs, IR_ATTR_PINGPONG);
+    if (!p) return;
+    int W = V->f->sched.num_warps;
+    if (p->n != 1 || p->list || W % 4 || W / 4 < 2 || p->v[0] != W / 4)
+        bad(V, NULL, "attribute pingpong must be num_warps / 4 >= 2 (num_warps = %d)", W);
+    if (ir_attr_int(&V->f->attrs, IR_ATTR_WGMMA, 0) != 1) bad(V, NULL, "attribute pingpong needs wgmma = 1");
+    if (!V->npingpong) bad(V, NULL, "attribute pingpong but no dot with pingpong = 1");
 }
 
 /* ---- structure ---- */
@@ -682,6 +703,7 @@ static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
     else check_block(&V, f->body, NULL);
     check_layout_table(&V);
     check_sram(&V);
+    check_pingpong(&V);
     if (V.nerr > MAX_ERRORS) sb_printf(err, "internal error: verifier: %d more problems not shown\n", V.nerr - MAX_ERRORS);
     sup_oom_pop(&oom);
     arena_free(&scratch_arena);

@@ -59,28 +59,29 @@
 typedef struct AttnTune {
     int min_sm, head_dim, causal, max_n;
     int block_m, block_n, num_warps, num_stages;
+    int pingpong;   /* 1: warpgroup ping-pong (8 warps, sm_90a; off everywhere until measured) */
 } AttnTune;
 
 static const AttnTune k_tune[] = {
-    /* min_sm  d  causal max_n  BM   BN  warps stages */
-    {0,   32,  -1, 0, 128, 64, 8, 2},
-    {0,   64,  -1, 0, 128, 64, 8, 2},
+    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong */
+    {0,   32,  -1, 0, 128, 64, 8, 2, 0},
+    {0,   64,  -1, 0, 128, 64, 8, 2, 0},
     /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
      * f16, TFLOP/s at N = 512 / 1024 / 4096 / 16384, docs/performance.md). One
      * warpgroup per CTA throughout: 4 warps, so two CTAs share an SM and one's
      * softmax overlaps the other's wgmma. d = 64: 64-row blocks (16 rows per warp,
      * small register files); 128 keys per block without the mask, 64 with it up
      * to N = 2048 (the diagonal blocks cost less). */
-    {90,  64,  -1, 0,    64, 128, 4, 2},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
-    {90,  64,   1, 2048, 64,  64, 4, 2},   /* causal 209/286 (64x128: 181/260) */
-    {0,   96,  -1, 0, 128, 64, 8, 2},
-    {0,  128,  -1, 0, 128, 64, 8, 2},
+    {90,  64,  -1, 0,    64, 128, 4, 2, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
+    {90,  64,   1, 2048, 64,  64, 4, 2, 0},   /* causal 209/286 (64x128: 181/260) */
+    {0,   96,  -1, 0, 128, 64, 8, 2, 0},
+    {0,  128,  -1, 0, 128, 64, 8, 2, 0},
     /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
      * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
-    {90, 128,  -1, 0,   128,  64, 4, 2},   /* 326/418/526/566; causal 170/268/442/517 */
-    {90, 128,   1, 1024, 64,  64, 4, 2},   /* causal 196/278 */
-    {0,  256,  -1, 0,  64, 32, 4, 2},
-    {90, 256,  -1, 0,  64, 64, 4, 2},
+    {90, 128,  -1, 0,   128,  64, 4, 2, 0},   /* 326/418/526/566; causal 170/268/442/517 */
+    {90, 128,   1, 1024, 64,  64, 4, 2, 0},   /* causal 196/278 */
+    {0,  256,  -1, 0,  64, 32, 4, 2, 0},
+    {90, 256,  -1, 0,  64, 64, 4, 2, 0},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
@@ -268,10 +269,11 @@ typedef struct AttnKey {
     int dtype, head_dim, causal;
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
+    int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
 } AttnKey;
 
 /* A cache entry: one compiled kernel of one device, found by its variant's text
- * ("program|kernel|NAME=VALUE ...|num_warps|num_stages|no_wgmma"). */
+ * ("program|kernel|NAME=VALUE ...|num_warps|num_stages|no_wgmma|pingpong"). */
 typedef struct AttnEntry {
     const KilnDevice *dev;
     char *text;
@@ -300,6 +302,8 @@ static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
     /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
     k.num_warps = p->num_warps ? p->num_warps : own_tiles ? 0 : t->num_warps;
     k.num_stages = p->num_stages ? p->num_stages : own_tiles ? 0 : t->num_stages;
+    /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off) */
+    k.pingpong = p->pingpong > 0 || (!p->pingpong && !own_tiles && t->pingpong);
     return k;
 }
 
@@ -310,8 +314,8 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
     for (int i = 0; i < v->ndefines && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
     if (used < n)
-        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s", v->num_warps, v->num_stages,
-                 v->no_wgmma ? " no_wgmma" : "");
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s", v->num_warps, v->num_stages,
+                 v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "");
 }
 
 /* The cache key's text (malloc'd; NULL when out of memory). */
@@ -375,6 +379,7 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
     }
     r->opts = (KilnCompileOptions){.kernel = v->kernel, .defines = r->defines, .ndefines = r->ndefines,
                                    .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
+                                   .pingpong = v->pingpong,
                                    .include_dirs = vs ? vs->var->include_dirs : NULL,
                                    .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
     return KILN_OK;
@@ -483,6 +488,7 @@ static const char *kernel_name(int dtype, bool varlen)
 static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, RtAttnVariant *v)
 {
     rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen), k->num_warps, k->num_stages, k->no_wgmma);
+    v->pingpong = k->pingpong;
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);
@@ -508,7 +514,7 @@ static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, bool varlen, Ki
                        .defines = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
                                    {"CAUSAL", k->causal ? "true" : "false"}, {"PLAIN_SCORES", "true"}},
                        .ndefines = 5, .num_warps = k->num_warps, .num_stages = k->num_stages,
-                       .no_wgmma = k->no_wgmma};
+                       .no_wgmma = k->no_wgmma, .pingpong = k->pingpong};
     return rt_attn_get_kernel(dev, FWD, &v, out);
 }
 

@@ -124,6 +124,8 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     snprintf(num, sizeof num, "%d/%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt,
              o->no_wgmma != 0);
     put_field(&s, "sched", num);
+    /* only when on: the keys of every other compile stay what they were */
+    if (o->pingpong) put_field(&s, "pingpong", "1");
     KilnStatus st = put_hints(&s, o);
     if (st != KILN_OK) {
         free(defs);

@@ -7,7 +7,8 @@
  * before it produces (layouts, attributes). <case>.expected is the exact IR
  * text after running that one pass on it (cg_run_gpu_passes from <pass> to
  * <pass>, ir_verify included), or for *_toolarge cases the error it reports.
- * sm_80 unless the case name ends in _sm90 (sm_90a with wgmma). Every folder
+ * sm_80 unless the case name ends in _sm90 (sm_90a with wgmma); the ping-pong
+ * schedule option is on for cases whose name has "pingpong". Every folder
  * named after a GPU pass is visited and must hold at least one case.
  * Besides the text, each output parses back and prints the same (the GPU IR
  * round trip), each input compiles on to PTX from that pass on
@@ -51,7 +52,9 @@ static bool run_pass(const char *path, const char *src, const char *pass, bool s
     IrFunc *f = parse_one(&a, path, src, err);
     bool ok = f != NULL;
     if (ok) {
-        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f)};
+        /* the ping-pong schedule option is on for the cases named *pingpong* */
+        const char *name = strrchr(path, '/') ? strrchr(path, '/') : path;
+        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL};
         Diag d;
         diag_init(&d, path, src);
         ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);

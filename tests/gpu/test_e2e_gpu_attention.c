@@ -22,6 +22,12 @@
  * on-disk cache. The on-disk cache is a fresh temporary directory, so the first
  * call of each variant shows the real compile time (first_ms).
  *
+ * KILN_TEST_PINGPONG=BMxBN (e.g. 128x64; "1" means 128x64): every case without
+ * tiles of its own runs at BM x BN (head dim 256: BN <= 64, for SRAM) on 8 warps
+ * with warpgroup ping-pong forced on
+ * (KilnAttentionParams.pingpong; sm_90a, docs/tensor_cores.md 4b), the others
+ * with ping-pong on too.
+ *
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
  */
 #include "kiln.h"
@@ -45,6 +51,7 @@ typedef struct Case {
     AttnLayout layout;
     double scale;                       /* 0: the API's default 1/sqrt(d) */
     int block_m, block_n, num_warps;    /* 0: defaults */
+    int pingpong;                       /* KilnAttentionParams.pingpong (KILN_TEST_PINGPONG) */
     int on_stream;
     /* host data (inputs, then the GPU's outputs) */
     AttnProblem p;
@@ -113,6 +120,27 @@ static void make_cases(void)
     t->scale = 0.3, t->on_stream = 1;
 }
 
+/* KILN_TEST_PINGPONG: ping-pong on for every case, 8 warps at its tiles where a case has none. */
+static void force_pingpong(void)
+{
+    const char *e = getenv("KILN_TEST_PINGPONG");
+    if (!e || !*e || !strcmp(e, "0")) return;
+    int bm = 128, bn = 64;
+    if (strcmp(e, "1") && (sscanf(e, "%dx%d", &bm, &bn) != 2 || bm < 16 || bn < 16)) {
+        printf("KILN_TEST_PINGPONG='%s': expected BMxBN (e.g. 128x64) or 1; using 128x64\n", e);
+        bm = 128, bn = 64;
+    }
+    for (int i = 0; i < g_ncases; i++) {
+        Case *c = &g_cases[i];
+        c->pingpong = 1;
+        /* d 256 at BN > 64 needs more SRAM than sm_90 has (Q, and K and V in two stages) */
+        if (!c->block_m && !c->block_n)
+            c->block_m = bm, c->block_n = c->d == 256 && bn > 64 ? 64 : bn, c->num_warps = 8;
+    }
+    printf("KILN_TEST_PINGPONG: warpgroup ping-pong on; cases without tiles of their own at %dx%d, 8 warps\n", bm,
+           bn);
+}
+
 static void host_setup(Case *c, uint64_t seed)
 {
     AttnProblem *p = &c->p;
@@ -145,7 +173,8 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
                              .head_dim = c->d, .q = ptr[0], .k = ptr[1], .v = ptr[2], .o = ptr[3],
                              .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
-                             .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps};
+                             .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
+                             .pingpong = c->pingpong};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
@@ -409,6 +438,7 @@ int main(void)
     make_cases();
     const char *max_cases = getenv("ATTN_MAX_CASES");   /* a quick partial run */
     if (max_cases && atoi(max_cases) > 0 && atoi(max_cases) < g_ncases) g_ncases = atoi(max_cases);
+    force_pingpong();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;
     pthread_t th[32];

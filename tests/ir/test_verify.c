@@ -128,6 +128,11 @@ END_TEST
 /* ---- GPU IR: layouts, pipeline plans, SRAM placement ---- */
 #define L0 "#L0 = #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>\n"
 #define GHEAD "kernel @g(%p: ptr<f16>, %n: i32) num_warps = 4 num_stages = 2"
+#define GHEAD8 "kernel @g(%p: ptr<f16>, %n: i32) num_warps = 8 num_stages = 2"
+/* a dot (its attributes ATTRS) on line 5 */
+#define DOT8(ATTRS)                                                                                     \
+    "  %0 = const 0 : tensor<128x64xf16>\n  %1 = const 0 : tensor<64x64xf16>\n"                          \
+    "  %2 = const 0 : tensor<128x64xf32>\n  %4 = dot %0, %1, %2 " ATTRS " : tensor<128x64xf32>\n"
 
 static const Case gpu_cases[] = {
     {"#L0 = #blocked<spt=[1], tpw=[16], wpc=[4], order=[0]>\n" GHEAD " {\n  return\n}\n",
@@ -160,6 +165,21 @@ static const Case gpu_cases[] = {
     {L0 GHEAD " {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
      "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.issue = 5} {\n    yield\n  }\n  return\n}\n",
      "for at 5:3: attribute pipeline.issue must be one integer in [0, 2]"},
+    /* warpgroup ping-pong (pass_pingpong.c) */
+    {GHEAD8 " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("{pingpong = 1}") "  %3 = const 0 {pingpong = 1} : i32\n  return\n}\n",
+     "const at 6:3: pingpong on a non-dot"},
+    {GHEAD8 " attributes {wgmma = 1} {\n" DOT8("{pingpong = 1}") "  return\n}\n",
+     "dot at 5:3: pingpong on a dot of a kernel without pingpong"},
+    {GHEAD8 " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("{pingpong = 2}") "  return\n}\n",
+     "dot at 5:3: attribute pingpong must be one integer in [1, 1]"},
+    {GHEAD " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("{pingpong = 1}") "  return\n}\n",
+     "kernel @g at 1:1: attribute pingpong must be num_warps / 4 >= 2 (num_warps = 4)"},
+    {GHEAD8 " attributes {wgmma = 1, pingpong = 4} {\n" DOT8("{pingpong = 1}") "  return\n}\n",
+     "attribute pingpong must be num_warps / 4 >= 2 (num_warps = 8)"},
+    {GHEAD8 " attributes {pingpong = 2} {\n" DOT8("{pingpong = 1}") "  return\n}\n",
+     "attribute pingpong needs wgmma = 1"},
+    {GHEAD8 " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("") "  return\n}\n",
+     "attribute pingpong but no dot with pingpong = 1"},
 };
 
 START_TEST(gpu_text_cases)

@@ -155,8 +155,8 @@ START_TEST(key_is_stable_and_sensitive)
     waitpid(pid, NULL, 0);
     ck_assert_str_eq(k0, kc);
     /* every part of the request changes the key */
-    KilnCompileOptions v[8];
-    for (int i = 0; i < 8; i++) v[i] = o;
+    KilnCompileOptions v[10];
+    for (int i = 0; i < 10; i++) v[i] = o;
     v[0].kernel = "k2";
     v[1].arch = "sm_80";
     v[2].num_warps = 8;
@@ -166,7 +166,9 @@ START_TEST(key_is_stable_and_sensitive)
     v[5].defines = d3;
     v[6].ndefines = 1;
     v[7].no_opt = 1;
-    for (int i = 0; i < 8; i++) {
+    v[8].no_wgmma = 1;
+    v[9].pingpong = 1;   /* (off, it adds nothing to the key: older entries stay valid) */
+    for (int i = 0; i < 10; i++) {
         ck_assert_int_eq(kiln_cache_key(SRC, &v[i], k1), KILN_OK);
         ck_assert_msg(strcmp(k0, k1) != 0, "variant %d gives the same key", i);
     }

@@ -155,9 +155,17 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
         cmd += ["--stages", str(stages)]
     if causal:
         cmd.append("--causal")
-    if sched is not None and len(sched) > 4 and sched[4] == "sync":
-        cmd.append("--no-wgmma")                # mma.sync even where sm_90a's wgmma applies
-    return cmd + extra
+    return cmd + mode_flags(sched) + extra
+
+
+def mode_flags(sched):
+    """The kiln_bench_attn / kiln compile flags of a schedule's mode suffix."""
+    mode = sched[4] if sched is not None and len(sched) > 4 else None
+    if mode == "sync":
+        return ["--no-wgmma"]                   # mma.sync even where sm_90a's wgmma applies
+    if mode == "pp":
+        return ["--pingpong"]                   # warpgroup ping-pong (8 warps, sm_90a)
+    return []
 
 
 def run_kiln_process(cmd, timeout, env=None):
@@ -408,17 +416,18 @@ def sched_str(sc):
 
 def parse_scheds(text):
     """"128x64/8/3,64x64/4/2/sync" -> [(128, 64, 8, 3), (64, 64, 4, 2, "sync")]; "/sync": mma.sync
-    even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma)"""
+    even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma); "/pp": warpgroup ping-pong
+    (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
-            mode = parts.pop() if parts[-1] == "sync" else None
+            mode = parts.pop() if parts[-1] in ("sync", "pp") else None
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
             out.append((int(bm), int(bn), int(w), int(st)) + ((mode,) if mode else ()))
         except ValueError:
-            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync], e.g. 128x64/8/3")
+            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp], e.g. 128x64/8/3")
     return out
 
 
@@ -436,7 +445,7 @@ class Faker:
                 * self.rng.uniform(0.97, 1.03), "fake": True}
 
     def kiln(self, sched, d, causal):
-        bm, bn, w, st = sched
+        bm, bn, w, st = sched[:4]
         base = 190.0 if d == 64 else 270.0
         f = (1.0 + 0.15 * (st - 2)) * (1.0 if w * 16 == bm else 0.8) * self.rng.uniform(0.85, 1.15)
         return {"ms": 1.0, "tflops": base * f * (0.9 if causal else 1.0), "fake": True,
@@ -451,8 +460,7 @@ def dry_compile(args, dtype, d, causal, sched):
     cmd = [args.kiln_cli, "compile", args.src, "-k", f"attn_fwd_{dtype}", "-D", f"HEAD_DIM={d}",
            "-D", f"BLOCK_M={bm}", "-D", f"BLOCK_N={bn}", "-D", f"CAUSAL={'true' if causal else 'false'}",
            "--num-warps", str(w), "--num-stages", str(st), "--emit", "ptx", "-o", os.devnull]
-    if len(sched) > 4 and sched[4] == "sync":
-        cmd.append("--no-wgmma")
+    cmd += mode_flags(sched)
     for h in ptx_study.ATTN_HINTS:
         cmd += ["--assume", f"{h}=16"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DISABLE="1"))
@@ -610,9 +618,12 @@ def sweep_markdown(res):
                 score[sc] = geomean(t)
         if score:
             sc = max(score, key=score.get)
-            bm, bn, w, st = (int(x) for x in sc.replace("x", "/").split("/"))
-            lines.append(f"    {{90, {d:3d}, {bm:4d}, {bn:3d}, {w}, {st}}},   /* {score[sc]:.0f} TFLOP/s geomean; "
-                         f"default {score.get(sched_str(DEFAULT_SCHED), 0):.0f} */")
+            p = parse_scheds(sc)[0]
+            bm, bn, w, st = p[:4]
+            pp = int(len(p) > 4 and p[4] == "pp")   # the row's pingpong column
+            note = "  (mma.sync: not a table row)" if len(p) > 4 and p[4] == "sync" else ""
+            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}}},   /* {score[sc]:.0f} TFLOP/s "
+                         f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()
               if any("error" in r for r in by_n.values())]
