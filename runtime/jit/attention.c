@@ -285,11 +285,11 @@ typedef struct AttnEntry {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static AttnEntry *g_buckets[ATTN_BUCKETS];
 
-static AttnKey resolve_key(const KilnDevice *dev, const KilnAttentionParams *p)
+static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
     const AttnTune *t = NULL;
     for (size_t i = 0; i < COUNT(k_tune); i++)
-        if (k_tune[i].head_dim == p->head_dim && k_tune[i].min_sm <= dev->info.sm_version &&
+        if (k_tune[i].head_dim == p->head_dim && k_tune[i].min_sm <= sm_version &&
             (k_tune[i].causal < 0 || k_tune[i].causal == (p->causal != 0)) &&
             (!k_tune[i].max_n || p->seqlen_q <= k_tune[i].max_n))
             t = &k_tune[i];
@@ -500,6 +500,13 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
     }
     v->vs = vs;
     v->plain_scores = true;   /* unless the variant has a score_mod */
+}
+
+KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtAttnVariant *v, RtAttnRequest *r)
+{
+    AttnKey key = resolve_key(sm_version, p);
+    fwd_variant(&key, rt_attn_varlen(p), NULL, v);
+    return rt_attn_compile_request(FWD, v, r);
 }
 
 static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, bool varlen, KilnKernel **out)
@@ -717,7 +724,7 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
         return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a variant (its hooks "
                              "see the batch index; split the call by batch)", (long long)p->batch * p->heads_q,
                              ATTN_MAX_GRID_Y);
-    AttnKey key = resolve_key(dev, p);
+    AttnKey key = resolve_key(dev->info.sm_version, p);
     KilnKernel *k = NULL;
     bool varlen = rt_attn_varlen(p);
     if (!p->variant) {

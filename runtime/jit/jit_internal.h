@@ -232,6 +232,10 @@ typedef struct RtAttnRequest {
     KilnCompileOptions opts;
 } RtAttnRequest;
 KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAttnRequest *r);
+/* What kiln_attention_fwd compiles for `p` (no variant) on a device of `sm_version`: the
+ * tuning table's choice (or p's tiles), the pingpong and no_wgmma options. v holds the
+ * defines r points into. */
+KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtAttnVariant *v, RtAttnRequest *r);
 
 /* The backward's launches for a device of compute capability sm_version (attention_bwd.c):
  * up to three kernels in stream order (preprocess, dK/dV, then dQ or the dQ conversion;

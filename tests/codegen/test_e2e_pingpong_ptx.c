@@ -14,6 +14,7 @@
  *     every barrier balanced and let one warpgroup at a time into a turn (and a
  *     turn around a CTA barrier does deadlock there);
  *   - the decision lives on the GPU IR: its text compiles to the same PTX;
+ *   - KilnAttentionParams.pingpong reaches the runtime's compile request;
  *   - ptxas assembles the 8-warp schedules without spills.
  * Whether it runs right and fast is for the GPU (tests/gpu/test_e2e_gpu_attention.c
  * with KILN_TEST_PINGPONG=1; tools/bench/bench_attention.py .../pp). */
@@ -21,6 +22,7 @@
 #include "compiler/support/diag.h"
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
+#include "jit_internal.h"   /* rt_attn_fwd_request: what the runtime compiles */
 
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +324,35 @@ START_TEST(protocol_runs_on_a_barrier_model)
 }
 END_TEST
 
+/* KilnAttentionParams.pingpong: > 0 on, < 0 off, 0 the table's column (off in every row). */
+START_TEST(runtime_passes_it_on)
+{
+    KilnAttentionParams p = {.dtype = KILN_F16, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 4096,
+                             .seqlen_k = 4096, .head_dim = 128, .block_m = 128, .block_n = 64, .num_warps = 8};
+    static const int asked[] = {1, 0, -1};
+    for (int i = 0; i < 3; i++) {
+        p.pingpong = asked[i];
+        RtAttnVariant v;
+        RtAttnRequest r;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.pingpong, asked[i] > 0);
+        ck_assert_int_eq(r.opts.num_warps, 8);
+        free(r.owned);
+    }
+    /* the table's own sm_90 rows (4 warps) have it off too */
+    p.block_m = p.block_n = p.num_warps = 0;
+    p.pingpong = 0;
+    for (int d = 64; d <= 256; d *= 2) {
+        p.head_dim = d;
+        RtAttnVariant v;
+        RtAttnRequest r;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.pingpong, 0);
+        free(r.owned);
+    }
+}
+END_TEST
+
 /* ptxas: the 8-warp schedules the benchmark compares, no spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -347,6 +378,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unchanged_where_it_does_not_apply);
     tcase_add_test(tc, decision_is_on_the_ir);
     tcase_add_test(tc, protocol_runs_on_a_barrier_model);
+    tcase_add_test(tc, runtime_passes_it_on);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);
