@@ -38,33 +38,12 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
+typedef PuSched Sched;
 
 static void compile(const char *file, const char *kernel, const Sched *s, int N, int K, const char *arch,
                     KilnEmit emit, KilnCompileResult *r)
 {
-    char *src = sup_read_file_text(tu_src_path(file), NULL);
-    ck_assert_ptr_nonnull(src);
-    char b[5][16];
-    snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
-    snprintf(b[3], 16, "%d", N), snprintf(b[4], 16, "%d", K);
-    KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", b[3]}, {"K", b[4]}};
-    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = kernel;
-    o.defines = d;
-    o.ndefines = N ? 5 : 3;
-    o.arch = arch;
-    o.num_warps = s->warps;
-    o.num_stages = s->stages;
-    o.emit = emit;
-    o.hints = h;
-    o.nhints = 3;
-    KilnStatus st = kiln_compile(file, src, &o, r);
-    ck_assert_msg(st == KILN_OK, "%s %dx%dx%d w%d s%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, s->stages, arch,
-                  r->diagnostics ? r->diagnostics : kiln_status_name(st));
-    free(src);
+    pu_compile_matmul(file, kernel, s, N, K, arch, 0, emit, r);
 }
 
 static const Sched SCHEDS[] = {

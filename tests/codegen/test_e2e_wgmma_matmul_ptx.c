@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
+typedef PuSched Sched;
 
 /* The schedules the benchmark sweeps on an H100/H200 (tools/bench/bench_matmul.py). */
 static const Sched WG[] = {
@@ -37,30 +37,9 @@ enum { NWG = sizeof WG / sizeof WG[0] };
 static KilnCompileResult compile_mm(const char *file, const char *kernel, const Sched *s, const char *arch,
                                     int no_wgmma, KilnEmit emit)
 {
-    char *src = sup_read_file_text(tu_src_path(file), NULL);
-    ck_assert_ptr_nonnull(src);
-    char b[3][16];
-    snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
-    KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", "4096"}, {"K", "4096"}};
-    bool tc = strstr(file, "matmul_tc") != NULL;
-    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = kernel;
-    o.defines = d;
-    o.ndefines = tc ? 5 : 3;
-    o.arch = arch;
-    o.num_warps = s->warps;
-    o.num_stages = s->stages;
-    o.emit = emit;
-    o.hints = h;
-    o.nhints = 3;
-    o.no_wgmma = no_wgmma;
     KilnCompileResult r;
-    KilnStatus st = kiln_compile(file, src, &o, &r);
-    ck_assert_msg(st == KILN_OK, "%s %dx%dx%d/%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, arch,
-                  r.diagnostics ? r.diagnostics : kiln_status_name(st));
-    free(src);
+    int nk = strstr(file, "matmul_tc") ? 4096 : 0;     /* examples/matmul.tile has no N, K constants */
+    pu_compile_matmul(file, kernel, s, nk, nk, arch, no_wgmma, emit, &r);
     return r;
 }
 
