@@ -12,6 +12,7 @@
 #include "compiler/support/ptxas.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -139,6 +140,41 @@ static inline KilnCompileResult pu_compile(const char *file, const char *src, co
     ck_assert_msg(st == KILN_OK, "%s: %s\n%s", kernel, kiln_status_name(st), r.diagnostics ? r.diagnostics : "");
     ck_assert_ptr_nonnull(r.output);
     return r;
+}
+
+/* A matmul schedule: BLOCK_M x BLOCK_N x BLOCK_K, num_warps, num_stages. */
+typedef struct PuSched { int bm, bn, bk, warps, stages; } PuSched;
+
+/* kiln_compile of tools/bench/matmul_tc.tile or examples/matmul.tile (`file`)
+ * at schedule `s`, with the BLOCK_* defines, N and K defines unless N is 0,
+ * and A, B, C hinted 16-byte aligned (what the runtime's launch-time
+ * specialisation gives aligned buffers); fails the test unless it compiles. */
+static inline void pu_compile_matmul(const char *file, const char *kernel, const PuSched *s, int N, int K,
+                                     const char *arch, int no_wgmma, KilnEmit emit, KilnCompileResult *r)
+{
+    char *src = sup_read_file_text(tu_src_path(file), NULL);
+    ck_assert_ptr_nonnull(src);
+    char b[5][16];
+    snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
+    snprintf(b[3], 16, "%d", N), snprintf(b[4], 16, "%d", K);
+    KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", b[3]}, {"K", b[4]}};
+    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
+    KilnCompileOptions o;
+    memset(&o, 0, sizeof o);
+    o.kernel = kernel;
+    o.defines = d;
+    o.ndefines = N ? 5 : 3;
+    o.arch = arch;
+    o.num_warps = s->warps;
+    o.num_stages = s->stages;
+    o.emit = emit;
+    o.hints = h;
+    o.nhints = 3;
+    o.no_wgmma = no_wgmma;
+    KilnStatus st = kiln_compile(file, src, &o, r);
+    ck_assert_msg(st == KILN_OK, "%s %dx%dx%d w%d s%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, s->stages, arch,
+                  r->diagnostics ? r->diagnostics : kiln_status_name(st));
+    free(src);
 }
 
 #endif

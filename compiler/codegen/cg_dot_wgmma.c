@@ -27,7 +27,10 @@
  *
  * Order: wgmma.fence; the wgmmas of every k16 step (each accumulator sums its
  * steps in order); commit; wait 0: synchronous per dot (the other CTA on the
- * SM fills the gaps). The registers a wgmma reads or writes pass through the
+ * SM fills the gaps) — or wait 1 for a dot marked wgmma.pending (a matmul's
+ * k-loop, pass_pipeline.c: its group stays in flight into the next
+ * iteration, whose wgmmas chain onto the same registers; the loop's exit
+ * waits for the last one, cg_wgmma_wait_all). The registers a wgmma reads or writes pass through the
  * fence and the wait as tied asm operands, so LLVM can neither sink their
  * producers below the fence nor hoist their users above the wait. Tiles
  * written by st.shared or cp.async are made visible to wgmma's async proxy by
@@ -120,6 +123,12 @@ static void tied_asm(CgCtx *c, const char *text, LLVMValueRef *tied, int nt, LLV
     LLVMValueRef r = cg_asm(c, rt, text, cons.data, nt + nx, args, true);
     for (int i = 0; i < nt; i++) tied[i] = LLVMBuildExtractValue(c->b, r, (unsigned)i, "");
     sb_free(&cons);
+}
+
+void cg_wgmma_wait_all(CgCtx *c, const IrValue *v)
+{
+    CgTile *t = cg_get(c, v);
+    tied_asm(c, "wgmma.wait_group.sync.aligned 0;", t->r, t->n, NULL, 0);
 }
 
 void cg_fence_proxy_async(CgCtx *c)
@@ -253,16 +262,22 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
     scatter_regs(&w, v, true);
     for (int kk = 0; kk < w.kt; kk++)
         for (int r = 0; r < w.reps; r++) emit_one(c, &w, r, kk, wm);
+    /* wgmma.pending (pass_pipeline.c): this group stays in flight into the
+     * next iteration, which chains its wgmmas onto the same registers
+     * (ordered by the hardware for wgmmas of one shape); waiting for all but
+     * one group completes the previous iteration's, whose stage slot the
+     * next copies refill. The loop's exit waits for the last one. */
+    bool pending = ir_attr_int(&op->attrs, IR_ATTR_MMA_PENDING, 0) == 1;
     v = all_regs(c, &w, false, &n);
-    if (release) { /* issued: the next warpgroup's turn, while this one waits */
-        StrBuf t;
-        sb_init(&t);
-        sb_printf(&t, "wgmma.commit_group.sync.aligned;\n\t%s\n\twgmma.wait_group.sync.aligned 0;", release);
-        tied_asm(c, t.data, v, n, &wg, 1);
-        sb_free(&t);
-    } else {
-        tied_asm(c, "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", v, n, NULL, 0);
-    }
+    const char *wait = pending ? "wgmma.wait_group.sync.aligned 1;" : "wgmma.wait_group.sync.aligned 0;";
+    StrBuf t;
+    sb_init(&t);
+    if (release) /* issued: the next warpgroup's turn, while this one waits */
+        sb_printf(&t, "wgmma.commit_group.sync.aligned;\n\t%s\n\t%s", release, wait);
+    else
+        sb_printf(&t, "wgmma.commit_group.sync.aligned;\n\t%s", wait);
+    tied_asm(c, t.data, v, n, release ? &wg : NULL, release ? 1 : 0);
+    sb_free(&t);
     scatter_regs(&w, v, false);
     for (int r = 0; r < w.reps; r++)
         for (int on = 0; on < w.N / 8; on++)

@@ -148,7 +148,9 @@ static LLVMTargetMachineRef make_tm(CgCtx *c)
 
 /* ptxas -v reports what is only known after register allocation; add it to
  * the --stats lines ("Used 40 registers", "8 bytes spill stores, 8 bytes
- * spill loads"). A log in another shape adds nothing rather than guessing. */
+ * spill loads", and "wgmma.mma_async instructions are serialized due to
+ * ...": ptxas waited after each wgmma because something touched their
+ * registers in flight). A log in another shape adds nothing rather than guessing. */
 static void stats_from_ptxas_log(const char *log, StrBuf *stats)
 {
     const char *u = log ? strstr(log, "Used ") : NULL;
@@ -160,6 +162,11 @@ static void stats_from_ptxas_log(const char *log, StrBuf *stats)
         while (b > log && b[-1] != ',') b--; /* back to the start of "N bytes spill stores" */
         if (sscanf(b, " %d bytes spill stores, %d bytes spill loads", &st, &ld) == 2)
             sb_printf(stats, "spills: %d bytes stored, %d bytes loaded\n", st, ld);
+    }
+    const char *ser = log ? strstr(log, "wgmma.mma_async instructions are serialized") : NULL;
+    if (ser) {
+        const char *e = strchr(ser, '\n');
+        sb_printf(stats, "ptxas: %.*s\n", (int)(e ? e - ser : (ptrdiff_t)strlen(ser)), ser);
     }
 }
 

@@ -166,6 +166,9 @@ void cg_pingpong_skip(CgCtx *c, const IrOp *dot);
 /* After generic-proxy writes of operand tiles (st.shared, cp.async), before
  * the barrier: makes them visible to wgmma (no-op unless tc->wgmma). */
 void cg_fence_proxy_async(CgCtx *c);
+/* wgmma.wait_group 0 with every register of `v` tied through it (after a loop
+ * whose dot left its group in flight: wgmma.pending). */
+void cg_wgmma_wait_all(CgCtx *c, const IrValue *v);
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
 /* Registers of `res` (A/B-operand layout) by ldmatrix from a swizzled tile at
  * byte offset `base` whose contiguous dim is value dim `fast_dim`, holding

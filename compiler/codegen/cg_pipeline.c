@@ -4,9 +4,10 @@
  * What it does: reads the plan back from the IR into CgPipeLoop (which loads
  * of a loop are copied ahead, their convert_layout and cast, the slice of
  * body ops their addresses need, where the prologue goes), then emits the
- * prologue (copies of iterations 0 .. S-2), the loop (wait, barrier, issue of
- * iteration i + S - 1, body with ldmatrix from the current slot) and the
- * final wait. The schedule and its group accounting are described in
+ * prologue (copies of iterations 0 .. D-1, D = S - 1 iterations ahead, or
+ * S - 2 when the body's wgmma dot stays in flight: wgmma.pending), the loop
+ * (wait, barrier, issue of iteration i + D, body with ldmatrix or wgmma
+ * descriptors on the current slot) and the final waits. The schedule and its group accounting are described in
  * pass_pipeline.c's header; the IR attributes in docs/tensor_cores.md section 0:
  *     for ... {pipeline.stages = S, pipeline.issue = K}   K ops before the loop
  *     %a = load ... {pipeline.slot_bytes = B, smem.offset = O, ...}
@@ -126,6 +127,9 @@ static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
             return NULL;
         }
     }
+    for (IrOp *x = body->first; x; x = x->next)
+        if (ir_attr_get(&x->attrs, IR_ATTR_MMA_PENDING)) pl->pending_dot = x;
+    pl->ahead = pl->pending_dot ? pl->stages - 2 : pl->stages - 1;
     int back = (int)ir_attr_int(&op->attrs, IR_ATTR_ISSUE, 0);
     pl->issue_at = op;
     for (int i = 0; i < back && pl->issue_at->prev; i++) pl->issue_at = pl->issue_at->prev;
@@ -263,11 +267,14 @@ static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LL
     }
 }
 
-/* Wait until iteration i's copies have landed (S - 2 groups may stay in
- * flight) and every thread is past iteration i - 1, whose slot is reused. */
-static void sync_slots(CgCtx *c, int S)
+/* Wait until iteration i's copies have landed (`ahead` - 1 groups may stay
+ * in flight) and every thread is past iteration i - 1 (ahead = S - 1: whose
+ * slot is reused) or past its wgmma.wait_group 1, so iteration i - 2's
+ * wgmma group is complete in every warpgroup (ahead = S - 2: that slot is
+ * reused, while i - 1's group may still read its own). */
+static void sync_slots(CgCtx *c, int ahead)
 {
-    wait_group(c, S - 2);
+    wait_group(c, ahead - 1);
     cg_fence_proxy_async(c);
     cg_barrier(c);
 }
@@ -276,11 +283,11 @@ static void sync_slots(CgCtx *c, int S)
  * pipelined load of the loop into `slot`; the body's own values are restored
  * afterwards. Loads in the slice are guarded by `valid` (iteration ivv
  * exists), so a block table is never read past what the loop itself reads.
- * With `sync_stages` (the loop body's issue when the slice loads), the slice,
+ * With `sync_ahead` (the loop body's issue when the slice loads), the slice,
  * its loads included, is evaluated before sync_slots: the load's latency then
  * overlaps the wait for the previous copies instead of stalling the copies. */
 static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot,
-                      int sync_stages)
+                      int sync_ahead)
 {
     IrBlock *body = pl->loop->regions[0];
     IrValue *iv = body->args[0];
@@ -294,7 +301,7 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     for (int i = 0; i < pl->nslice; i++)
         if (!cg_lower_op(c, pl->slice[i])) return false;
     c->load_guard = NULL;
-    if (sync_stages) sync_slots(c, sync_stages);
+    if (sync_ahead) sync_slots(c, sync_ahead);
     for (int j = 0; j < pl->nloads; j++) {
         const CgPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
@@ -325,8 +332,8 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
                 break;
             }
     }
-    /* iterations 0 .. S-2 */
-    for (int j = 0; j < pl->stages - 1; j++) {
+    /* iterations 0 .. ahead - 1 (S - 2, or S - 3 with a wgmma.pending dot) */
+    for (int j = 0; j < pl->ahead; j++) {
         LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
         if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j), 0)) return false;
     }
@@ -338,7 +345,7 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     IrBlock *body = op->regions[0];
     IrElem ie = (IrElem)op->args[0]->type.elem;
     LLVMTypeRef it = cg_type(c, ie);
-    int S = pl->stages;
+    int S = pl->stages, D = pl->ahead;
     LLVMValueRef lo = cg_get(c, op->args[0])->r[0], hi = cg_get(c, op->args[1])->r[0];
     LLVMValueRef step = cg_get(c, op->args[2])->r[0];
     if (!cg_pipeline_prologue(c, pl)) return false;   /* unless issued earlier (issue_at) */
@@ -353,14 +360,16 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     cg_loop_carry_phis(c, op, pre);
     LLVMBuildCondBr(c->b, icmp_lt(c, ie, iv, hi), bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
-    if (!pl->slice_loads) sync_slots(c, S);
-    /* Issue iteration i + S - 1 before computing iteration i: its slot,
-     * (i - 1) % S, was last read by iteration i - 1, which every thread has
-     * left at the barrier (sync_slots). So the copies overlap this whole
-     * iteration (with S = 2 too), instead of only the S - 2 iterations after it. */
-    LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)(S - 1), 0), ""), "");
-    LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, S - 1), ""), cg_i32(c, S), "");
-    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads ? S : 0)) return false;
+    if (!pl->slice_loads) sync_slots(c, D);
+    /* Issue iteration i + D before computing iteration i. D = S - 1: its
+     * slot, (i - 1) % S, was last read by iteration i - 1, which every thread
+     * has left at the barrier (sync_slots). So the copies overlap this whole
+     * iteration (with S = 2 too), instead of only the S - 2 iterations after
+     * it. D = S - 2 (wgmma.pending): the slot is (i - 2) % S, whose wgmma
+     * group every warpgroup has waited for in iteration i - 1. */
+    LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)D, 0), ""), "");
+    LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, D), ""), cg_i32(c, S), "");
+    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads ? D : 0)) return false;
     c->pipe_slot = LLVMBuildURem(c->b, cnt, cg_i32(c, S), "slot");
     c->pipe = pl;
     if (!cg_lower_block(c, body)) return false;
@@ -377,6 +386,11 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     if (!cg_loop_carry_close(c, op, latch)) return false;
     LLVMPositionBuilderAtEnd(c->b, exit);
     wait_group(c, 0);
+    /* The last iteration's wgmma group is still in flight: its accumulator
+     * is the loop's result at the yield position that carries the dot. */
+    IrOp *y = pl->pending_dot ? body->last : NULL;
+    for (int k = 0; y && y->op == IR_YIELD && k < y->nargs; k++)
+        if (y->args[k] == pl->pending_dot->res[0]) cg_wgmma_wait_all(c, op->res[k]);
     return true;
 }
 

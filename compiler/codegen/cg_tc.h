@@ -71,6 +71,12 @@ typedef struct CgPipeLoop {
     IrOp *issue_at;
     int issue_pos;
     bool issued;           /* lowering: the prologue is out */
+    /* The body's dot marked wgmma.pending (its wgmma group stays in flight
+     * into the next iteration), or NULL. `ahead`: how many iterations ahead
+     * the copies run: S - 1, or S - 2 with such a dot (the slot of iteration
+     * i - 1 is still being read while iteration i refills one). */
+    IrOp *pending_dot;
+    int ahead;
 } CgPipeLoop;
 
 /* Op positions of a region op (for, if): [start, end]. */

@@ -58,6 +58,18 @@
  * ops with the induction variable replaced; the body's own copies are dead
  * code unless used elsewhere).
  *
+ * wgmma.pending = 1 on a dot (sm_90a, pending_dot): its wgmma group stays in
+ * flight into the next iteration (wgmma.wait_group 1 after its commit, the
+ * last wait after the loop: cg_dot_wgmma.c, cg_pipeline.c), CUTLASS's
+ * mainloop. Iteration i's copies then must not refill the slot of i - 1,
+ * still being read, so the loop runs them S - 2 ahead (slot (i - 2) % S,
+ * whose group every warpgroup waited for in iteration i - 1, before the
+ * barrier): prologue 0..S-3, wait_group(S - 3). Only with S >= 3, for the
+ * body's only dot, in wgmma's grid, both operands this loop's slots (no
+ * cast), its accumulator loop-carried and used only by its yield (nothing
+ * reads the registers a group in flight writes); ir_verify holds the same.
+ *     %88 = dot %86, %87, %53 {wgmma.pending = 1} : tensor<128x128xf32, #L0>
+ *
  * Example (matmul 64x64x32 on 4 warps as 2 x 2, S = 3): loads a [64x32] and
  * b [32x64] of f16 become 2 x 3 buffers of 4 KB; prologue: 2 groups; loop:
  * wait_group(1); bar.sync; 2 + 2 cp.async per thread; commit; 8 ldmatrix.x4
@@ -154,6 +166,44 @@ static IrOp *issue_point(IrOp *loop, const IrBlock *body, const bool *in_slice, 
     return at;
 }
 
+/* The load of `pl` that `v` converts (directly, no cast), or NULL. */
+static const CgPipeLoad *slot_operand(const CgPipeLoop *pl, const IrValue *v)
+{
+    const IrOp *cv = v->def;
+    for (int i = 0; cv && cv->op == IR_CONVERT_LAYOUT && i < pl->nloads; i++)
+        if (pl->loads[i].load == cv->args[0]->def && !pl->loads[i].cast) return &pl->loads[i];
+    return NULL;
+}
+
+/* The dot of the loop whose wgmma group may stay in flight across the back
+ * edge (wgmma.pending), or NULL: a wgmma kernel, S >= 3 stages, the body's
+ * only dot, in wgmma's warp grid (every warp along M), both operands this
+ * loop's stage slots, the accumulator loop-carried and read by nothing but
+ * the yield that carries it. */
+static IrOp *pending_dot(const IrFunc *f, const CgPipeLoop *pl, const int *uses)
+{
+    IrBlock *body = pl->loop->regions[0];
+    if (ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1 || pl->stages < 3) return NULL;
+    IrOp *dot = NULL;
+    for (IrOp *x = body->first; x; x = x->next) {
+        if (x->op != IR_DOT) continue;
+        if (dot) return NULL;
+        dot = x;
+    }
+    CgMmaFrag frag;
+    int wm, wn;
+    if (!dot || !cg_layout_is_mma(f, dot->res[0]->layout, &frag, &wm, &wn) || frag != CG_MMA_C || wn != 1 ||
+        wm != f->sched.num_warps || wm % 4)
+        return NULL;
+    if (!slot_operand(pl, dot->args[0]) || !slot_operand(pl, dot->args[1])) return NULL;
+    const IrValue *acc = dot->args[2];
+    const IrOp *y = body->last;
+    int k = acc->block == body ? acc->index - 1 : -1;
+    if (k < 0 || !y || y->op != IR_YIELD || k >= y->nargs || y->args[k] != dot->res[0] || uses[dot->res[0]->id] != 1)
+        return NULL;
+    return dot;
+}
+
 static void plan_loop(IrOp *op, void *vctx)
 {
     PlanCtx *p = vctx;
@@ -202,6 +252,8 @@ static void plan_loop(IrOp *op, void *vctx)
     ir_attr_set_int(f->arena, &op->attrs, IR_ATTR_ISSUE, back);
     for (int i = 0; i < pl->nloads; i++)
         ir_attr_set_int(f->arena, &pl->loads[i].load->attrs, IR_ATTR_SLOT_BYTES, pl->loads[i].slot_bytes);
+    IrOp *dot = pending_dot(f, pl, p->uses);
+    if (dot) ir_attr_set_int(f->arena, &dot->attrs, IR_ATTR_MMA_PENDING, 1);
     p->nloops++;
 }
 

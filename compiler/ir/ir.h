@@ -299,7 +299,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *           (its scratch, or a pipelined load's stages), mma.deferred = 1 (an
  *           operand convert read by ldmatrix at its dots)
  *   kernel: pingpong = G (G warpgroups take turns on the tensor cores);
- *   dot:    pingpong = 1 (this dot's wgmmas are issued in its warpgroup's turn) */
+ *   dot:    pingpong = 1 (this dot's wgmmas are issued in its warpgroup's turn),
+ *           wgmma.pending = 1 (its wgmma group stays in flight into the next
+ *           iteration of its pipelined loop: wait_group 1, the last wait after
+ *           the loop) */
 #define IR_ATTR_SMEM          "smem"
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
@@ -310,6 +313,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_SMEM_LIVE     "smem.live"
 #define IR_ATTR_DEFERRED      "mma.deferred"
 #define IR_ATTR_PINGPONG      "pingpong"
+#define IR_ATTR_MMA_PENDING   "wgmma.pending"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

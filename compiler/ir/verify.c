@@ -506,7 +506,46 @@ static bool attr_int_in(Verifier *V, const IrOp *op, const char *name, int64_t l
     return true;
 }
 
-/* pipeline.*, smem.*, mma.deferred on one op (ir.h lists them). */
+/* Whether `v` is a convert_layout (in `body`) of a pipelined load of `body`. */
+static bool from_stage_slot(const IrValue *v, const IrBlock *body)
+{
+    const IrOp *cv = v->def;
+    if (!cv || cv->op != IR_CONVERT_LAYOUT || cv->parent != body || cv->nargs != 1) return false;
+    const IrOp *ld = cv->args[0]->def;
+    return ld && ld->op == IR_LOAD && ld->parent == body && ir_attr_get(&ld->attrs, IR_ATTR_SLOT_BYTES);
+}
+
+/* wgmma.pending on a dot: the invariants that make leaving its group in
+ * flight across the back edge safe (pass_pipeline.c): a wgmma kernel; the
+ * dot directly in a loop pipelined over >= 3 stages (the copies then run
+ * S - 2 iterations ahead, so the slot the in-flight group reads is not the
+ * one being refilled), the only such dot there; both operands read from that
+ * loop's stage slots; its accumulator loop-carried and its result used only
+ * by the yield that carries it (nothing reads the registers in flight). */
+static void check_mma_pending(Verifier *V, const IrOp *op, const IrBlock *b)
+{
+    if (!attr_int_in(V, op, IR_ATTR_MMA_PENDING, 1, 1)) return;
+    const IrOp *loop = b->parent_op;
+    if (op->op != IR_DOT) { bad(V, op, "wgmma.pending on a non-dot"); return; }
+    if (ir_attr_int(&V->f->attrs, IR_ATTR_WGMMA, 0) != 1) bad(V, op, "wgmma.pending in a kernel without wgmma = 1");
+    if (!loop || loop->op != IR_FOR || ir_attr_int(&loop->attrs, IR_ATTR_STAGES, 0) < 3) {
+        bad(V, op, "wgmma.pending on a dot not directly in a loop pipelined over 3 or more stages");
+        return;
+    }
+    if (!from_stage_slot(op->args[0], b) || !from_stage_slot(op->args[1], b))
+        bad(V, op, "wgmma.pending on a dot whose operands are not the loop's pipelined loads");
+    const IrValue *acc = op->args[2];
+    const IrOp *y = b->last;
+    int k = acc->block == b ? acc->index - 1 : -1, uses = 0;
+    for (const IrOp *x = b->first; x; x = x->next) {
+        for (int i = 0; i < x->nargs; i++) uses += x->args[i] == op->res[0];
+        if (x != op && ir_attr_get(&x->attrs, IR_ATTR_MMA_PENDING)) bad(V, op, "two wgmma.pending dots in one loop");
+    }
+    if (k < 0 || !y || y->op != IR_YIELD || k >= y->nargs || y->args[k] != op->res[0] || uses != 1)
+        bad(V, op, "wgmma.pending on a dot whose accumulator is not loop-carried and used only by its yield");
+}
+
+/* pipeline.*, smem.*, mma.deferred, wgmma.pending on one op (ir.h lists them). */
 static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
 {
     const IrAttrList *at = &op->attrs;
@@ -538,6 +577,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
     }
     if (ir_attr_get(at, IR_ATTR_DEFERRED) && op->op != IR_CONVERT_LAYOUT) bad(V, op, "mma.deferred on a non-convert");
     attr_int_in(V, op, IR_ATTR_DEFERRED, 0, 1);
+    if (ir_attr_get(at, IR_ATTR_MMA_PENDING)) check_mma_pending(V, op, b);
     bool o = ir_attr_get(at, IR_ATTR_SMEM_OFFSET), n = ir_attr_get(at, IR_ATTR_SMEM_BYTES);
     const IrAttr *live = ir_attr_get(at, IR_ATTR_SMEM_LIVE);
     if (!o && !n && !live) return;

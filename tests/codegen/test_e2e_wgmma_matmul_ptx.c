@@ -12,8 +12,11 @@
  *   - what keeps mma.sync: sm_80, --no-wgmma, BLOCK_K 32 (64-byte rows of A
  *     are no 128-byte swizzle atoms), a bf16 -> f16 cast between the copies
  *     and the dot (the copies hold bf16);
- *   - ptxas: every schedule assembles for sm_90a with no spills (skipped
- *     without ptxas).
+ *   - with 3 or more stages the k-loop keeps one wgmma group in flight
+ *     (wgmma.pending: wait_group 1 in the loop, 0 after it, copies S - 2
+ *     ahead);
+ *   - ptxas: every schedule assembles for sm_90a with no spills and without
+ *     serializing the wgmmas (skipped without ptxas).
  * Results are checked on the GPU by tests/gpu/test_e2e_gpu_matmul.c. */
 #include "compiler/support/support.h"
 #include "tests/testutil.h"
@@ -23,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
+typedef PuSched Sched;
 
 /* The schedules the benchmark sweeps on an H100/H200 (tools/bench/bench_matmul.py). */
 static const Sched WG[] = {
@@ -34,30 +37,9 @@ enum { NWG = sizeof WG / sizeof WG[0] };
 static KilnCompileResult compile_mm(const char *file, const char *kernel, const Sched *s, const char *arch,
                                     int no_wgmma, KilnEmit emit)
 {
-    char *src = sup_read_file_text(tu_src_path(file), NULL);
-    ck_assert_ptr_nonnull(src);
-    char b[3][16];
-    snprintf(b[0], 16, "%d", s->bm), snprintf(b[1], 16, "%d", s->bn), snprintf(b[2], 16, "%d", s->bk);
-    KilnDefine d[5] = {{"BLOCK_M", b[0]}, {"BLOCK_N", b[1]}, {"BLOCK_K", b[2]}, {"N", "4096"}, {"K", "4096"}};
-    bool tc = strstr(file, "matmul_tc") != NULL;
-    KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
-    KilnCompileOptions o;
-    memset(&o, 0, sizeof o);
-    o.kernel = kernel;
-    o.defines = d;
-    o.ndefines = tc ? 5 : 3;
-    o.arch = arch;
-    o.num_warps = s->warps;
-    o.num_stages = s->stages;
-    o.emit = emit;
-    o.hints = h;
-    o.nhints = 3;
-    o.no_wgmma = no_wgmma;
     KilnCompileResult r;
-    KilnStatus st = kiln_compile(file, src, &o, &r);
-    ck_assert_msg(st == KILN_OK, "%s %dx%dx%d/%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, arch,
-                  r.diagnostics ? r.diagnostics : kiln_status_name(st));
-    free(src);
+    int nk = strstr(file, "matmul_tc") ? 4096 : 0;     /* examples/matmul.tile has no N, K constants */
+    pu_compile_matmul(file, kernel, s, nk, nk, arch, no_wgmma, emit, &r);
     return r;
 }
 
@@ -88,6 +70,43 @@ START_TEST(matmul_tc_on_wgmma)
             ck_assert_int_gt(count(&r, "cp.async.cg.shared.global"), 0);
             kiln_compile_result_free(&r);
         }
+}
+END_TEST
+
+static long at(const KilnCompileResult *r, const char *what)
+{
+    const char *p = strstr(r->output, what);
+    return p ? p - r->output : -1;
+}
+
+/* wgmma.pending (pass_pipeline.c): with S >= 3 stages the loop leaves its
+ * wgmma group in flight (wait_group 1 after the commit), the copies run
+ * S - 2 iterations ahead (cp.async.wait_group S - 3 in the loop), and the
+ * last group is waited for after the loop, before the epilogue's stores. */
+START_TEST(wgmma_in_flight_across_iterations)
+{
+    for (int S = 2; S <= 5; S++) {
+        Sched s = {128, 128, 64, 4, S};
+        KilnCompileResult r = compile_mm("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, "sm_90a", 0, KILN_EMIT_PTX);
+        int ahead = S >= 3 ? S - 2 : S - 1;
+        ck_assert_int_eq(count(&r, "wgmma.mma_async.sync.aligned.m64n128k16"), 2 * 4);
+        ck_assert_int_eq(count(&r, "wgmma.wait_group.sync.aligned 1;"), S >= 3);
+        ck_assert_int_eq(count(&r, "wgmma.wait_group.sync.aligned 0;"), 1);
+        ck_assert_int_eq(count(&r, "cp.async.commit_group"), ahead + 1);
+        char want[48];
+        snprintf(want, sizeof want, "cp.async.wait_group %d;", ahead - 1);
+        ck_assert_int_eq(count(&r, want), 1 + (ahead - 1 == 0));   /* + the one after the loop */
+        long w1 = at(&r, "wgmma.wait_group.sync.aligned 1;"), w0 = at(&r, "wgmma.wait_group.sync.aligned 0;");
+        long back = at(&r, "bra "), epi = at(&r, "st.shared");
+        if (S >= 3) {
+            ck_assert_msg(w1 >= 0 && back > w1 && w0 > back, "S %d: wait 1 at %ld, loop branch %ld, wait 0 %ld", S, w1,
+                          back, w0);
+        } else {
+            ck_assert_msg(w0 >= 0 && w0 < back, "S 2: the wait 0 belongs in the loop");
+        }
+        ck_assert_msg(epi > w0, "S %d: the epilogue's stores (at %ld) before the last wait (at %ld)", S, epi, w0);
+        kiln_compile_result_free(&r);
+    }
 }
 END_TEST
 
@@ -136,6 +155,9 @@ START_TEST(ptxas_no_spills)
         ck_assert_int_gt((int)r.output_size, 0);
         ck_assert_ptr_nonnull(r.stats);
         ck_assert_msg(strstr(r.stats, "spills: 0 bytes stored, 0 bytes loaded"), "schedule %d:\n%s", i, r.stats);
+        /* nothing touches the accumulators while a group is in flight, so
+         * ptxas keeps the wgmmas asynchronous (else it says "serialized") */
+        ck_assert_msg(!strstr(r.stats, "serialized"), "schedule %d:\n%s", i, r.stats);
         kiln_compile_result_free(&r);
     }
 }
@@ -147,6 +169,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("wgmma_matmul");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, matmul_tc_on_wgmma);
+    tcase_add_test(tc, wgmma_in_flight_across_iterations);
     tcase_add_test(tc, examples_matmul_on_wgmma);
     tcase_add_test(tc, mma_sync_where_wgmma_does_not_apply);
     suite_add_tcase(s, tc);

@@ -5,8 +5,10 @@
  * built in C. Each case names the op, its LINE:COL and the problem. */
 #include "compiler/ir/ir.h"
 #include "compiler/support/diag.h"
+#include "compiler/support/support.h"
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define HEADER "kernel @k(%p: ptr<f32>, %q: ptr<i32>, %n: i32, %x: f32, %c: i1) num_warps = 4 num_stages = 2 {\n"
@@ -227,6 +229,50 @@ START_TEST(gpu_mma_fields_fixed)
 }
 END_TEST
 
+/* wgmma.pending (pass_pipeline.c): the pipeline golden of a matmul whose
+ * wgmma group stays in flight verifies; each edit below breaks one rule. */
+static char *replaced(const char *src, const char *from, const char *to)
+{
+    const char *at = strstr(src, from);
+    ck_assert_msg(at != NULL, "'%s' not in the golden", from);
+    size_t n = strlen(src) - strlen(from) + strlen(to) + 1, pre = (size_t)(at - src);
+    char *out = malloc(n);
+    memcpy(out, src, pre);
+    strcpy(out + pre, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+START_TEST(gpu_wgmma_pending_rules)
+{
+    static const char *const edits[][3] = {
+        {"attributes {wgmma = 1} ", "", "wgmma.pending in a kernel without wgmma = 1"},
+        {"pipeline.stages = 4", "pipeline.stages = 2", "not directly in a loop pipelined over 3 or more stages"},
+        {"%b = load %74, %85, %52 {pipeline.slot_bytes = 16384}", "%b = load %74, %85, %52",
+         "operands are not the loop's pipelined loads"},
+        {"yield %88", "yield %53", "accumulator is not loop-carried and used only by its yield"},
+        {"{wgmma.pending = 1}", "{wgmma.pending = 2}", "attribute wgmma.pending must be one integer in [1, 1]"},
+        {"%87 = convert_layout %b :", "%87 = convert_layout %b {wgmma.pending = 1} :", "wgmma.pending on a non-dot"},
+    };
+    char *src = sup_read_file_text(tu_src_path("tests/codegen/golden/pipeline/matmul_wgmma_in_flight_sm90.expected"),
+                                   NULL);
+    ck_assert_ptr_nonnull(src);
+    Arena a;
+    arena_init(&a);
+    StrBuf e;
+    sb_init(&e);
+    ck_assert_msg(ir_verify_gpu(parse_one(&a, src), &e), "%s", e.data);
+    sb_free(&e);
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        char *bad = replaced(src, edits[i][0], edits[i][1]);
+        expect_fail(parse_one(&a, bad), edits[i][2], edits[i][0]);
+        free(bad);
+    }
+    arena_free(&a);
+    free(src);
+}
+END_TEST
+
 /* ---- built in C: what the parser would refuse ---- */
 static IrFunc *new_func(Arena *a, IrBuilder *b)
 {
@@ -385,6 +431,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, gpu_text_cases, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     tcase_add_test(tc, gpu_tile_without_layout);
     tcase_add_test(tc, gpu_mma_fields_fixed);
+    tcase_add_test(tc, gpu_wgmma_pending_rules);
     tcase_add_test(tc, use_before_def);
     tcase_add_test(tc, sibling_region_use);
     tcase_add_test(tc, duplicate_ids);
