@@ -218,6 +218,48 @@ typedef struct KilnAttentionVariant {
     int ninclude_dirs;
 } KilnAttentionVariant;
 
+/* ---- block masks (FlexAttention's BlockMask; docs/attention_api.md, "Block masks") ----
+ * The (query block, key block) pairs of an attention call, per (batch, head), classified
+ * by lang/lib/block_mask.tile: FULL (the block lies inside both sequences and the variant's
+ * mask_mod, with the causal mask when the call is causal, holds for every pair), PARTIAL
+ * (some pair visible, not all; or the block crosses a sequence's end) or EMPTY (no pair
+ * visible: never loaded). kiln_attention_block_mask_create evaluates the mask on every
+ * element once; the forward of the same shape then reads its lists, as many times as wanted.
+ *
+ * One i32 buffer holds the arrays below, each at offset[array] bytes (16-byte aligned);
+ * G = batch * heads of the MASK (1 x 1 when it depends on neither), NQ = num_q_blocks,
+ * NK = num_kv_blocks, row g = b * heads + h:
+ *   KILN_BM_KV_NUM       [G, NQ]       partial key blocks of query block qb
+ *   KILN_BM_KV_IDX       [G, NQ, NK]   their indices, ascending (entries past the count unspecified)
+ *   KILN_BM_FULL_KV_NUM  [G, NQ]       full key blocks
+ *   KILN_BM_FULL_KV_IDX  [G, NQ, NK]
+ *   KILN_BM_Q_NUM        [G, NK]       transposed, for a backward: partial query blocks of key block kb
+ *   KILN_BM_Q_IDX        [G, NK, NQ]
+ *   KILN_BM_FULL_Q_NUM   [G, NK]
+ *   KILN_BM_FULL_Q_IDX   [G, NK, NQ]
+ *   KILN_BM_CLASS        [G, NQ, NK]   0 empty, 1 partial, 2 full */
+typedef enum KilnBlockMaskArray {
+    KILN_BM_KV_NUM, KILN_BM_KV_IDX, KILN_BM_FULL_KV_NUM, KILN_BM_FULL_KV_IDX,
+    KILN_BM_Q_NUM, KILN_BM_Q_IDX, KILN_BM_FULL_Q_NUM, KILN_BM_FULL_Q_IDX, KILN_BM_CLASS,
+    KILN_BM_NARRAYS
+} KilnBlockMaskArray;
+
+typedef struct KilnBlockMask {
+    /* set by the caller */
+    int block_q, block_kv;     /* the mask's blocks: powers of two in [16, 1024]; 0: 128 (FlexAttention's) */
+    int batch, heads;          /* 1: the mask depends on no batch / head, stored once (mask_mod sees
+                                  b = 0 / h = 0; FlexAttention's B / H = None); else the call's
+                                  batch / heads_q */
+    KilnDevPtr data;           /* kiln_attention_block_mask_size bytes, 16-byte aligned (a host
+                                  address for the _cpu calls) */
+    size_t bytes;              /* data's size */
+    /* filled by kiln_attention_block_mask_create: what the mask was made for (the forward
+     * checks them against its call) */
+    int seqlen_q, seqlen_k, causal;
+    int num_q_blocks, num_kv_blocks;   /* cdiv(seqlen_q, block_q), cdiv(seqlen_k, block_kv) */
+    size_t offset[9];          /* byte offset of each KilnBlockMaskArray in data */
+} KilnBlockMask;
+
 typedef struct KilnAttentionParams {
     KilnDtype dtype;                   /* of Q, K, V and O */
     int batch, heads_q, heads_kv;      /* heads_q % heads_kv == 0 (GQA; heads_kv = 1 is MQA) */
@@ -261,7 +303,12 @@ typedef struct KilnAttentionParams {
      * forward's); its score_mod's derivative is derived by the compiler (grad) unless the
      * variant gives a score_mod_grad hook. */
     const KilnAttentionVariant *variant;
+    /* A block mask (NULL: none): the forward visits only the key blocks it lists, full ones
+     * with no mask evaluated, partial ones with the variant's mask_mod, the causal mask and
+     * the bounds (KilnBlockMask above). Not with packed (varlen) batches. */
+    const KilnBlockMask *block_mask;
 } KilnAttentionParams;
+
 
 /* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
  * KILN_ERR_UNSUPPORTED with a message naming the field (exactly the checks
@@ -281,6 +328,22 @@ KILN_API KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParam
  * interpreter): for tests and checking a variant where no GPU is. KILN_ERR_KERNEL: an
  * access outside the buffers (e.g. a variant reading past its tensor). */
 KILN_API KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p);
+/* Bytes of the buffer a block mask `m` (block_q, block_kv, batch, heads set) needs for the
+ * call p (its seqlen_q, seqlen_k); 0 when p or m is invalid (kiln_attention_block_mask_create
+ * says why) or on overflow. */
+KILN_API size_t kiln_attention_block_mask_size(const KilnAttentionParams *p, const KilnBlockMask *m);
+/* Classify the blocks of the call p (its batch, heads_q, seqlen_q, seqlen_k, causal and
+ * variant: the mask_mod and kv_start hooks and their runtime arguments; the tensors and
+ * p->block_mask are not read) into m->data on `stream` (NULL: default), asynchronously: two
+ * launches. Fills m's seqlen_q, seqlen_k, causal, num_q_blocks, num_kv_blocks and offset (and
+ * block_q / block_kv when 0). The mask is then valid for forwards of the same lengths and
+ * causal flag, with any variant whose mask it was made from (the caller's contract, as in
+ * FlexAttention). KILN_ERR_USAGE naming the field, before any device call. */
+KILN_API KilnStatus kiln_attention_block_mask_create(KilnDevice *dev, const KilnAttentionParams *p, KilnBlockMask *m,
+                                                     KilnStream *stream);
+/* The same on the CPU interpreter: m->data and the variant's pointer arguments are host
+ * addresses (KilnVariantArg.bytes each). */
+KILN_API KilnStatus kiln_attention_block_mask_create_cpu(const KilnAttentionParams *p, KilnBlockMask *m);
 /* Unload the variants loaded for `dev` (NULL: for every device). Call it before
  * kiln_shutdown(dev), and not while another thread runs kiln_attention_fwd on dev. */
 KILN_API KilnStatus kiln_attention_cache_clear(KilnDevice *dev);

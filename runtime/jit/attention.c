@@ -258,6 +258,7 @@ static KilnStatus check_tensors(const KilnAttentionParams *p)
 KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 {
     KilnStatus st = rt_attn_check_shape(FWD, p);
+    if (st == KILN_OK && p->block_mask) st = rt_attn_bm_check(FWD, p, p->block_m, p->block_n);
     if (st != KILN_OK || rt_attn_no_rows(p)) return st;   /* no rows: empty tensors may be null */
     return check_tensors(p);
 }
@@ -270,6 +271,7 @@ typedef struct AttnKey {
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
     int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
+    int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
 /* A cache entry: one compiled kernel of one device, found by its variant's text
@@ -284,6 +286,26 @@ typedef struct AttnEntry {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static AttnEntry *g_buckets[ATTN_BUCKETS];
+
+/* With a block mask: its blocks, and tiles that divide them. The mask's blocks are powers of
+ * two, so the tuned tiles divide them unless larger: then they shrink to the mask's blocks
+ * (the caller's own tiles were checked to divide them), and the table's warps/stages, which
+ * belong to its tiles, give way to the program's rule. */
+static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
+{
+    const KilnBlockMask *m = p->block_mask;
+    if (!m) return k;
+    k.mask_block_m = m->block_q;
+    k.mask_block_n = m->block_kv;
+    if (k.block_m > m->block_q || k.block_n > m->block_kv) {
+        k.block_m = k.block_m > m->block_q ? m->block_q : k.block_m;
+        k.block_n = k.block_n > m->block_kv ? m->block_kv : k.block_n;
+        k.num_warps = p->num_warps;
+        k.num_stages = p->num_stages;
+        k.pingpong = p->pingpong > 0;   /* the table's choice belonged to its tiles too */
+    }
+    return k;
+}
 
 static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
@@ -304,7 +326,7 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     k.num_stages = p->num_stages ? p->num_stages : own_tiles ? 0 : t->num_stages;
     /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off) */
     k.pingpong = p->pingpong > 0 || (!p->pingpong && !own_tiles && t->pingpong);
-    return k;
+    return with_block_mask(p, k);
 }
 
 /* "attn_fwd_f16 HEAD_DIM=64 CAUSAL=false num_warps=8 num_stages=2": the variant for messages. */
@@ -478,21 +500,27 @@ KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVari
     return KILN_OK;
 }
 
-static const char *kernel_name(int dtype, bool varlen)
+static const char *kernel_name(int dtype, bool varlen, bool block_mask)
 {
     if (varlen) return dtype == KILN_BF16 ? "attn_fwd_varlen_bf16" : "attn_fwd_varlen_f16";
+    if (block_mask) return dtype == KILN_BF16 ? "attn_fwd_bm_bf16" : "attn_fwd_bm_f16";
     return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16";
 }
 
 /* The forward's compile request for key k (with the call's opened variant, or none). */
 static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, RtAttnVariant *v)
 {
-    rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen), k->num_warps, k->num_stages, k->no_wgmma);
+    rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen, k->mask_block_m > 0), k->num_warps,
+                         k->num_stages, k->no_wgmma);
     v->pingpong = k->pingpong;
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);
     rt_attn_variant_define(v, "CAUSAL", k->causal, true);
+    if (k->mask_block_m) {
+        rt_attn_variant_define(v, "MASK_BLOCK_M", k->mask_block_m, false);
+        rt_attn_variant_define(v, "MASK_BLOCK_N", k->mask_block_n, false);
+    }
     if (!vs || !vs->var) {
         /* PLAIN_SCORES: no score_mod, so the scores take FlashAttention-2's one-FFMA form */
         rt_attn_variant_define(v, "PLAIN_SCORES", 1, true);
@@ -507,22 +535,6 @@ KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtA
     AttnKey key = resolve_key(sm_version, p);
     fwd_variant(&key, rt_attn_varlen(p), NULL, v);
     return rt_attn_compile_request(FWD, v, r);
-}
-
-static KilnStatus get_variant(KilnDevice *dev, const AttnKey *k, bool varlen, KilnKernel **out)
-{
-    char d[16], bm[16], bn[16];
-    snprintf(d, sizeof d, "%d", k->head_dim);
-    snprintf(bm, sizeof bm, "%d", k->block_m);
-    snprintf(bn, sizeof bn, "%d", k->block_n);
-    /* PLAIN_SCORES: the API never passes a score_mod, so the scores take
-     * FlashAttention-2's one-FFMA form (attention_fwd.tile). */
-    RtAttnVariant v = {.program = ATTN_PROGRAM, .kernel = kernel_name(k->dtype, varlen),
-                       .defines = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn},
-                                   {"CAUSAL", k->causal ? "true" : "false"}, {"PLAIN_SCORES", "true"}},
-                       .ndefines = 5, .num_warps = k->num_warps, .num_stages = k->num_stages,
-                       .no_wgmma = k->no_wgmma, .pingpong = k->pingpong};
-    return rt_attn_get_kernel(dev, FWD, &v, out);
 }
 
 KilnStatus kiln_attention_cache_clear(KilnDevice *dev)
@@ -643,6 +655,8 @@ static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
         }
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(FWD, prm, s, a);
+    KilnStatus st;
+    if (rt_attn_bm_arg(p, prm, a, &st)) return st;   /* the block mask's arrays and strides */
     return rt_attn_scalar_arg(FWD, p, prm, a);
 }
 
@@ -720,22 +734,16 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     if (rt_attn_no_rows(p)) return KILN_OK;   /* no rows, nothing to write */
     /* Above 65535 the call runs as launches of whole batches, each seeing b from 0: a
      * hook indexing its tensors by b would read another batch's rows. */
-    if (p->variant && (int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
-        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a variant (its hooks "
-                             "see the batch index; split the call by batch)", (long long)p->batch * p->heads_q,
-                             ATTN_MAX_GRID_Y);
+    if ((p->variant || p->block_mask) && (int64_t)p->batch * p->heads_q > ATTN_MAX_GRID_Y)
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a %s (it sees the "
+                             "batch index; split the call by batch)", (long long)p->batch * p->heads_q,
+                             ATTN_MAX_GRID_Y, p->variant ? "variant" : "block mask");
     AttnKey key = resolve_key(dev->info.sm_version, p);
     KilnKernel *k = NULL;
-    bool varlen = rt_attn_varlen(p);
-    if (!p->variant) {
-        st = get_variant(dev, &key, varlen, &k);
-        if (st != KILN_OK) return st;
-        return launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
-    }
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) return st;
     RtAttnVariant v;
-    fwd_variant(&key, varlen, &vs, &v);
+    fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
     st = rt_attn_get_kernel(dev, FWD, &v, &k);
     const KilnKernelInfo *info = k ? kiln_kernel_info(k) : NULL;
     if (st == KILN_OK) st = rt_attn_var_check_used(FWD, p->variant, &info, 1);
@@ -754,8 +762,9 @@ static size_t span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, int
 }
 
 /* The host buffer behind a pointer argument of the forward (by the parameter's name). */
-static KilnHostArg cpu_buffer(const KilnAttentionParams *p, const char *name, KilnDevPtr ptr)
+static KilnHostArg cpu_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
 {
+    const KilnAttentionParams *p = ctx;
     /* packed (varlen): one "batch" of total_q / total_k tokens, plus the prefix sums */
     bool vl = rt_attn_varlen(p);
     int nb = vl ? 1 : p->batch, sq = vl ? p->total_q : p->seqlen_q, sk = vl ? p->total_k : p->seqlen_k;
@@ -770,51 +779,57 @@ static KilnHostArg cpu_buffer(const KilnAttentionParams *p, const char *name, Ki
     for (size_t i = 0; i < COUNT(t); i++)
         if (!strcmp(name, t[i].name))
             return kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].bytes ? t[i].bytes : 16, t[i].dir);
-    for (int i = 0; p->variant && i < p->variant->nargs; i++)
-        if (!strcmp(name, p->variant->args[i].name))
-            return kiln_host_buf((void *)(uintptr_t)ptr, p->variant->args[i].bytes, KILN_HOST_IN);
-    return kiln_host_buf((void *)(uintptr_t)ptr, 0, KILN_HOST_IN);
+    size_t bm = p->block_mask ? rt_attn_bm_array_bytes(p->block_mask, name) : 0;
+    if (bm) return kiln_host_buf((void *)(uintptr_t)ptr, bm, KILN_HOST_IN);
+    return rt_attn_var_buffer(p->variant, name, ptr);
+}
+
+KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int grid[3],
+                           KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
+                           KilnHostArg (*buffer)(const void *ctx, const char *name, KilnDevPtr ptr), const void *ctx,
+                           const KilnAttentionVariant *check_used)
+{
+    RtAttnRequest req;
+    KilnStatus st = rt_attn_compile_request(api, v, &req);
+    KilnCompileResult r = {0};
+    if (st == KILN_OK) {
+        req.opts.emit = KILN_EMIT_IR;
+        st = kiln_compile(req.path, req.src, &req.opts, &r);
+        if (st != KILN_OK) {
+            kiln_set_error(st, "%s: cannot build %s:\n", api, req.path);
+            rt_append_error(r.diagnostics ? r.diagnostics : "");
+        }
+    }
+    const KilnKernelInfo *info = st == KILN_OK ? &r.kernels[0] : NULL;
+    if (st == KILN_OK) st = rt_attn_var_check_used(api, check_used, &info, 1);
+    KilnHostArg args[64];
+    if (st == KILN_OK && info->nparams > (int)COUNT(args))
+        st = rt_attn_error(api, KILN_ERR_INTERNAL, "%s has %d parameters", info->name, info->nparams);
+    for (int i = 0; st == KILN_OK && i < info->nparams; i++) {
+        KilnArg a;
+        if ((st = bind(ctx, &info->params[i], &a)) != KILN_OK) break;
+        args[i] = a.kind == KILN_PARAM_PTR ? buffer(ctx, info->params[i].name, a.v.ptr) : kiln_host_scalar(a);
+    }
+    if (st == KILN_OK) st = kiln_run_cpu(req.path, req.src, &req.opts, grid, args, info->nparams);
+    kiln_compile_result_free(&r);
+    free(req.owned);
+    return st;
 }
 
 KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
 {
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK || rt_attn_no_rows(p)) return st;
-    for (int i = 0; p->variant && i < p->variant->nargs; i++)
-        if (p->variant->args[i].value.kind == KILN_PARAM_PTR && !p->variant->args[i].bytes)
-            return rt_attn_error(FWD "_cpu", KILN_ERR_USAGE, "the variant's argument '%s' is a pointer without its "
-                                 "bytes (KilnVariantArg.bytes)", p->variant->args[i].name);
+    if ((st = rt_attn_var_check_bytes(FWD "_cpu", p->variant)) != KILN_OK) return st;
     AttnKey key = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
                    .block_m = p->block_m ? p->block_m : 64, .block_n = p->block_n ? p->block_n : 64};
+    key = with_block_mask(p, key);
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) return st;
     RtAttnVariant v;
     fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
-    RtAttnRequest req;
-    st = rt_attn_compile_request(FWD, &v, &req);
-    KilnCompileResult r = {0};
-    if (st == KILN_OK) {
-        req.opts.emit = KILN_EMIT_IR;
-        st = kiln_compile(req.path, req.src, &req.opts, &r);
-        if (st != KILN_OK) {
-            kiln_set_error(st, FWD "_cpu: cannot build %s:\n", req.path);
-            rt_append_error(r.diagnostics ? r.diagnostics : "");
-        }
-    }
-    const KilnKernelInfo *info = st == KILN_OK ? &r.kernels[0] : NULL;
-    if (st == KILN_OK) st = rt_attn_var_check_used(FWD, p->variant, &info, 1);
-    KilnHostArg args[64];
-    if (st == KILN_OK && info->nparams > (int)COUNT(args))
-        st = rt_attn_error(FWD, KILN_ERR_INTERNAL, "%s has %d parameters", info->name, info->nparams);
-    for (int i = 0; st == KILN_OK && i < info->nparams; i++) {
-        KilnArg a;
-        if ((st = make_arg(p, &info->params[i], &a)) != KILN_OK) break;
-        args[i] = a.kind == KILN_PARAM_PTR ? cpu_buffer(p, info->params[i].name, a.v.ptr) : kiln_host_scalar(a);
-    }
     int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
-    if (st == KILN_OK) st = kiln_run_cpu(req.path, req.src, &req.opts, grid, args, info->nparams);
-    kiln_compile_result_free(&r);
-    if (req.owned) free(req.owned);
+    st = rt_attn_run_cpu(FWD, &v, grid, make_arg, cpu_buffer, p, p->variant);
     rt_attn_var_close(&vs);
     return st;
 }

@@ -182,3 +182,20 @@ KilnStatus rt_attn_var_check_used(const char *api, const KilnAttentionVariant *v
     }
     return KILN_OK;
 }
+
+KilnStatus rt_attn_var_check_bytes(const char *api, const KilnAttentionVariant *var)
+{
+    for (int i = 0; var && i < var->nargs; i++)
+        if (var->args[i].value.kind == KILN_PARAM_PTR && !var->args[i].bytes)
+            return rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' is a pointer without its bytes "
+                                 "(KilnVariantArg.bytes)", var->args[i].name);
+    return KILN_OK;
+}
+
+KilnHostArg rt_attn_var_buffer(const KilnAttentionVariant *var, const char *name, KilnDevPtr ptr)
+{
+    for (int i = 0; var && i < var->nargs; i++)
+        if (!strcmp(name, var->args[i].name))
+            return kiln_host_buf((void *)(uintptr_t)ptr, var->args[i].bytes, KILN_HOST_IN);
+    return kiln_host_buf((void *)(uintptr_t)ptr, 0, KILN_HOST_IN);
+}

@@ -237,6 +237,32 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
  * defines r points into. */
 KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtAttnVariant *v, RtAttnRequest *r);
 
+/* ---- the CPU interpreter's runs of the attention calls (attention.c) ---- */
+/* Every pointer argument of a variant with a pointer param needs its bytes (KILN_ERR_USAGE). */
+KilnStatus rt_attn_var_check_bytes(const char *api, const KilnAttentionVariant *var);
+/* The host buffer of the variant's pointer argument `name` (IN, its bytes); an empty one
+ * for a name it does not give. */
+KilnHostArg rt_attn_var_buffer(const KilnAttentionVariant *var, const char *name, KilnDevPtr ptr);
+/* Compile v's kernel to IR and run it on the interpreter over grid: each runtime parameter's
+ * argument from bind(ctx, param) (by name), pointers as the host buffers buffer(ctx, name,
+ * address) gives. check_used: a variant whose arguments must all be used (NULL: none). */
+KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int grid[3],
+                           KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
+                           KilnHostArg (*buffer)(const void *ctx, const char *name, KilnDevPtr ptr), const void *ctx,
+                           const KilnAttentionVariant *check_used);
+
+/* ---- block masks (attention_block_mask.c) ---- */
+/* p->block_mask against the forward call p (block_m / block_n: the caller's tiles, 0 = any):
+ * made by kiln_attention_block_mask_create for these lengths and causal flag, its blocks
+ * multiples of the tiles, its buffer large enough. KILN_ERR_USAGE naming the field. */
+KilnStatus rt_attn_bm_check(const char *api, const KilnAttentionParams *p, int block_m, int block_n);
+/* The forward's argument for a parameter of attn_fwd_bm_*: the mask's arrays (KV_NUM, KV_IDX,
+ * FULL_KV_NUM, FULL_KV_IDX) and bm_stride_b, bm_stride_h, bm_num_kv_blocks. False (and *st
+ * untouched) for any other name, or without a block mask. */
+bool rt_attn_bm_arg(const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a, KilnStatus *st);
+/* Bytes of the mask's array whose parameter name is `name` (KV_NUM, ..., CLASS); 0 for others. */
+size_t rt_attn_bm_array_bytes(const KilnBlockMask *m, const char *name);
+
 /* The backward's launches for a device of compute capability sm_version (attention_bwd.c):
  * up to three kernels in stream order (preprocess, dK/dV, then dQ or the dQ conversion;
  * a kernel over an empty axis is left out), each with its grid. Filled in place (the

@@ -126,6 +126,33 @@ for field, value in (("dv", 0), ("scratch", 0), ("dk_stride", None)):
     msg = k.last_error()
     expect(st != 0 and field in msg, f"kiln_attention_bwd_check with a bad {field}: status {st}, '{msg}'")
 
+# block masks (KilnBlockMask, laid out in 1.): the size query reads the call's lengths and the
+# mask's blocks, batch and heads where Python wrote them; the CPU create fills the descriptor
+f = bwd_call(0).fwd                      # batch 3, heads_q 7, seqlen_q 5, seqlen_k 6
+m = k.new("KilnBlockMask", block_q=16, block_kv=32, batch=3, heads=1)
+g, nq, nk = 3, 1, 1
+want = sum((n + 3) // 4 * 16 for n in (g * nq, g * nq * nk, g * nq, g * nq * nk, g * nk, g * nk * nq, g * nk,
+                                       g * nk * nq, g * nq * nk))
+got = k.fn.kiln_attention_block_mask_size(ctypes.byref(f), ctypes.byref(m))
+expect(got == want, f"kiln_attention_block_mask_size = {got}, want {want}")
+buf = ctypes.create_string_buffer(got + 16)
+m.data, m.bytes = (ctypes.addressof(buf) + 15) // 16 * 16, got
+f.seqlen_q, f.seqlen_k = 16, 40         # one query block; key blocks 0 (full) and 1 (ragged: partial)
+m.bytes = k.fn.kiln_attention_block_mask_size(ctypes.byref(f), ctypes.byref(m))
+buf = ctypes.create_string_buffer(m.bytes + 16)
+m.data = (ctypes.addressof(buf) + 15) // 16 * 16
+st = k.fn.kiln_attention_block_mask_create_cpu(ctypes.byref(f), ctypes.byref(m))
+expect(st == 0, f"kiln_attention_block_mask_create_cpu: {k.last_error()}")
+arrays = [ctypes.cast(m.data + m.offset[i], ctypes.POINTER(ctypes.c_int32)) for i in range(4)]
+expect((m.num_q_blocks, m.num_kv_blocks, m.seqlen_k) == (1, 2, 40),
+       f"block mask descriptor: {m.num_q_blocks} x {m.num_kv_blocks} blocks, seqlen_k {m.seqlen_k}")
+# KV_NUM, KV_IDX, FULL_KV_NUM, FULL_KV_IDX of (batch 0, query block 0)
+got = st == 0 and [arrays[0][0], arrays[1][0], arrays[2][0], arrays[3][0]]
+expect(got == [1, 1, 1, 0], f"block mask lists of a plain call: {got}, want partial [1] and full [0]")
+m.batch = 2
+st = k.fn.kiln_attention_block_mask_create_cpu(ctypes.byref(f), ctypes.byref(m))
+expect(st != 0 and "block_mask.batch" in k.last_error(), f"a bad block_mask.batch: '{k.last_error()}'")
+
 p = bwd_call(0).fwd
 p.head_dim = 100
 st = k.fn.kiln_attention_check(ctypes.byref(p))

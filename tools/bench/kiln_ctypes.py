@@ -27,7 +27,7 @@ import re
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HEADER = os.path.join(ROOT, "runtime", "kiln_compile.h")
-STRUCTS = ("KilnAttentionParams", "KilnAttentionBwdParams", "KilnAttentionDecodeParams")
+STRUCTS = ("KilnBlockMask", "KilnAttentionParams", "KilnAttentionBwdParams", "KilnAttentionDecodeParams")
 SCALARS = {
     "int": ctypes.c_int, "unsigned": ctypes.c_uint, "float": ctypes.c_float, "double": ctypes.c_double,
     "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint32_t": ctypes.c_uint32,
@@ -236,6 +236,15 @@ class _Functions:
             "kiln_attention_bwd": (ctypes.c_int, [ctypes.c_void_p, P(types["KilnAttentionBwdParams"]),
                                                   ctypes.c_void_p]),
             "kiln_attention_decode_check": (ctypes.c_int, [P(types["KilnAttentionDecodeParams"])]),
+            # block masks: m = lib.new("KilnBlockMask", batch=1, heads=1) (block_q/block_kv 0: 128);
+            # m.bytes = size(p, m); m.data = a buffer of that size; create(dev, p, m, None);
+            # p.block_mask = ctypes.addressof(m) (keep m and its buffer alive meanwhile)
+            "kiln_attention_block_mask_size": (ctypes.c_size_t, [P(types["KilnAttentionParams"]),
+                                                                 P(types["KilnBlockMask"])]),
+            "kiln_attention_block_mask_create": (ctypes.c_int, [ctypes.c_void_p, P(types["KilnAttentionParams"]),
+                                                                P(types["KilnBlockMask"]), ctypes.c_void_p]),
+            "kiln_attention_block_mask_create_cpu": (ctypes.c_int, [P(types["KilnAttentionParams"]),
+                                                                    P(types["KilnBlockMask"])]),
         }
         for name, (res, args) in sig.items():
             f = getattr(lib, name)
