@@ -9,7 +9,9 @@
  * keys split three ways and the partial results combined by their log-sum-exps.
  *
  * On the GPU through kiln_attention_decode (num_splits = 3); on the CPU interpreter
- * the split kernel and the combine of lang/lib/attention_decode.tile with kiln_run_cpu.
+ * the split kernel of lang/lib/attention_decode.tile with kiln_run_cpu, FUSED as the
+ * runtime runs it: the last split of each (sequence, KV head) combines, counted by
+ * tickets that start (and end) at zero.
  * O, LSE and the split scratch start as NaN. Judged per sequence against the float64
  * forward (tools/attn_ref.c, attn_decode_judge) with FlashAttention's rule: max error
  * <= 2 x plain f16 attention's + 1e-5, LSE to 1e-4 relative, a token that sees no key
@@ -89,7 +91,7 @@ static void paged_strides(const Dec *c, int64_t st[3])
     st[2] = row;
 }
 
-/* ---------------- on the CPU interpreter: the split kernel, then the combine ---------------- */
+/* ---------------- on the CPU interpreter: the split kernel, combining in its last split ---------------- */
 
 static int dec_cpu(ExRunner *r, Dec *c, char *where)
 {
@@ -99,12 +101,13 @@ static int dec_cpu(ExRunner *r, Dec *c, char *where)
     paged_strides(c, kst);
     ExArg a[40];
     int n = 0;
+    int32_t tickets[BATCH * 8] = {0};   /* one per (sequence, KV head, row block): 4 x 2 x 1 */
     const struct { const char *name; void *ptr; size_t bytes; bool out; } bufs[] = {
         {"Q", c->q, c->nq * es, false},     {"K", c->pg.k, kvb, false},       {"V", c->pg.v, kvb, false},
         {"O", c->o, c->nq * es, true},      {"LSE", c->lse, c->nl * 4, true},
         {"O_part", c->opart, c->nl * SPLITS * (size_t)p->head_dim * 4, true},
         {"LSE_part", c->lsepart, c->nl * SPLITS * 4, true},
-        {"cache_seqlens", c->lens, sizeof c->lens, false},
+        {"cache_seqlens", c->lens, sizeof c->lens, false}, {"counters", tickets, sizeof tickets, true},
         {"block_table", c->pg.block_table, sizeof(int32_t) * BATCH * c->pg.max_pages, false}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         a[n++] = (ExArg){.name = bufs[i].name, .kind = EX_BUF, .p = bufs[i].ptr, .bytes = bufs[i].bytes,
@@ -123,12 +126,15 @@ static int dec_cpu(ExRunner *r, Dec *c, char *where)
     a[n++] = (ExArg){.name = "sm_scale", .kind = EX_F32, .f = p->scale};
     /* BLOCK_N 32 keys: each block spans two pages */
     ExDefine defs[] = {{"HEAD_DIM", "128"}, {"BLOCK_N", "32"}, {"PAGED", "true"}, {"PAGE_SIZE", "16"},
-                       {"DIRECT", "false"}};
+                       {"DIRECT", "false"}, {"FUSED", "true"}};
     int rows_per_kv = p->heads_q / p->heads_kv * p->seqlen_q;   /* the packed M dimension */
-    ExProgram split = {DEC_PROGRAM, "attn_decode_f16", defs, 5,
-                       {BATCH * p->heads_kv, SPLITS, (rows_per_kv + 15) / 16}, a, n, true};
-    ExProgram combine = {DEC_PROGRAM, "attn_decode_combine_f16", defs, 1, {(int)((c->nl + 15) / 16), 1, 1}, a, n, true};
-    return ex_run(r, &split, where, 128) || ex_run(r, &combine, where, 128);
+    int blocks = (rows_per_kv + 15) / 16;
+    if (BATCH * p->heads_kv * blocks > (int)(sizeof tickets / sizeof tickets[0])) {
+        snprintf(where, 128, "attn_decode_f16: more than %d tickets", (int)(sizeof tickets / sizeof tickets[0]));
+        return 1;
+    }
+    ExProgram split = {DEC_PROGRAM, "attn_decode_f16", defs, 6, {BATCH * p->heads_kv, SPLITS, blocks}, a, n, true};
+    return ex_run(r, &split, where, 128);
 }
 
 /* ---------------- on the GPU: kiln_attention_decode ---------------- */

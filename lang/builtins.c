@@ -326,6 +326,7 @@ static const Builtin builtins[] = {
     {"static_assert", {"cond", "msg"}, 1, 2, b_static_assert, 0, 0},
     {"static_print", {NULL}, 0, 0, NULL, 0, 0},
     {"device_assert", {"cond", "msg"}, 1, 2, bi_device_assert, 0, 0},
+    {"fence", {NULL}, 0, 0, bi_fence, 0, 0},
     {"grad", {"f"}, 1, 1, bi_grad, 0, 0},
 };
 #define NBUILTINS ((int)(sizeof builtins / sizeof builtins[0]))

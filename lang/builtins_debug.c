@@ -1,4 +1,4 @@
-/* builtins_debug.c — the debugging builtins: static_print and device_assert.
+/* builtins_debug.c — the statement builtins: static_print, device_assert and fence.
  *
  * What: `static_print(args...)` is compile-time only: it reports one diagnostic
  * note at the call listing each argument, a compile-time value by its value and
@@ -14,6 +14,7 @@
  * Example: `static_print(offs, BLOCK)` with offs: i32[128], BLOCK = 128 ->
  *   note: static_print: offs = i32[128], BLOCK = 128
  * `device_assert(offs < n)` -> assert %c : tensor<128xi1> "offs < n".
+ * `fence()` lowers to IR_FENCE (no operands; an effect) -> fence
  */
 #include "sema.h"
 
@@ -114,5 +115,17 @@ Val bi_device_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
     IrOp *op = ir_op_new(s->b.f, IR_ASSERT, call->loc, 1, &cond, 0, NULL);
     irb_insert(&s->b, op);
     op->sattr = msg;
+    return void_val(call->loc);
+}
+
+/* fence(): an effect (IR_FENCE, kept by DCE, and no pass moves a memory op across
+ * it, as across a store). With atomic_add it publishes one program's writes to
+ * another: writer `store(...); fence(); atomic_add(flag, 1)`, reader
+ * `if atomic_add(flag, 1) == n - 1 { fence(); load(...) }`. */
+Val bi_fence(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
+{
+    (void)bi;
+    (void)a;
+    irb_insert(&s->b, ir_op_new(s->b.f, IR_FENCE, call->loc, 0, NULL, 0, NULL));
     return void_val(call->loc);
 }

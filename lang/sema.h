@@ -220,6 +220,7 @@ Val    bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);   /* 
 /* builtins_debug.c: static_print (variadic, unbound arguments) and device_assert. */
 Val    bi_static_print(Sema *s, const AstExpr *call);
 Val    bi_device_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
+Val    bi_fence(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 /* The source text of a call argument starting at `loc`, up to the ',' or ')'
  * that ends it, when it is on one line; NULL otherwise. */
 const char *bi_arg_text(Sema *s, SrcLoc loc);

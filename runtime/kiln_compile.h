@@ -436,6 +436,15 @@ typedef struct KilnAttentionDecodeParams {
     int num_splits;
     KilnDevPtr workspace;
     size_t workspace_size;
+    /* How more than one split is combined: 0 = automatic (KILN_DECODE_COMBINE_FUSED with the
+     * runtime's scratch, KILN_DECODE_COMBINE_KERNEL with a caller's workspace);
+     * KILN_DECODE_COMBINE_FUSED: the last split program of each (batch, KV head) row combines
+     * in the same launch, counting finished splits in i32 tickets that every call leaves zero
+     * (with a caller's workspace they are its first 4 * batch * heads_kv * row blocks bytes,
+     * rounded up to 16, which must be zero before its first fused call, e.g. kiln_memset, and
+     * again before a call with more (batch, KV head, row block) programs than any before);
+     * KILN_DECODE_COMBINE_KERNEL: a second kernel. */
+    int combine;
     int block_n, num_warps, num_stages;   /* tuning, 0: the defaults (runtime/jit/attention_decode.c) */
     /* A variant (NULL: none), as KilnAttentionParams.variant: its hooks see q_idx = the token's
      * position in its sequence (t + len - seqlen_q) and h as a [BLOCK_M, 1] tile of heads. */
@@ -443,19 +452,22 @@ typedef struct KilnAttentionDecodeParams {
 } KilnAttentionDecodeParams;
 
 #define KILN_DECODE_MAX_SPLITS 128
+#define KILN_DECODE_COMBINE_FUSED 1
+#define KILN_DECODE_COMBINE_KERNEL 2
 
 /* Validate `p` without touching any device (KILN_ERR_USAGE / KILN_ERR_UNSUPPORTED,
  * naming the field). */
 KILN_API KilnStatus kiln_attention_decode_check(const KilnAttentionDecodeParams *p);
 /* The split count kiln_attention_decode uses for `p` on a device of `sm_count` SMs:
- * p->num_splits when set, else enough splits to fill about two waves of CTAs, each
- * split keeping at least 4 key blocks, 1 when the (batch, KV head) programs already
- * fill the GPU. */
+ * p->num_splits when set, else enough splits for two CTAs per SM, each split reading at
+ * least 128 KB of K and V, rounded so that no split is empty; 1 when the (batch, KV head)
+ * programs already fill 80% of the SMs. */
 KILN_API int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_count);
-/* Bytes of scratch that `splits` splits of `p` need (0 for one split). */
+/* Bytes of scratch that `splits` splits of `p` need (0 for one split): the partial O and
+ * LSE, and with p->combine == KILN_DECODE_COMBINE_FUSED the tickets before them. */
 KILN_API size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams *p, int splits);
 /* Run the decode on `stream` (NULL: default); asynchronous like kiln_launch: the split
- * kernel and, with more than one split, the combine. */
+ * kernel and, with more than one split and the two-kernel combine, the combine. */
 KILN_API KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParams *p, KilnStream *stream);
 
 /* The full path of a shipped file: a program ("examples/vec_add.tile") or a

@@ -27,7 +27,7 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
     case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
     case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
         return cg_lower_shape_op(c, op);
-    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD:
+    case IR_LOAD: case IR_STORE: case IR_ATOMIC_ADD: case IR_FENCE:
         return cg_lower_memory(c, op);
     case IR_REDUCE:
         return cg_lower_reduce(c, op);

@@ -16,6 +16,7 @@
  * element at a time (atom.global.gpu.add, or red when the result is unused),
  * and their results are shared with the replicas through SRAM.
  * Scalar memory ops: every thread loads; thread 0 alone stores / does atomics.
+ * fence(): fence.acq_rel.gpu in every thread, then a CTA barrier.
  */
 #include "cg_internal.h"
 
@@ -369,6 +370,19 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
     return true;
 }
 
+/* fence(): every thread orders its own global accesses at GPU scope
+ * (fence.acq_rel.gpu: its earlier writes are performed before its later
+ * accesses; an acquire side also drops stale L1 lines), then the CTA barrier
+ * makes that hold for the whole program, so thread 0's atomic after the fence
+ * publishes every thread's writes, and every thread's loads after a fence that
+ * follows the atomic see what the other programs published. */
+static bool lower_fence(CgCtx *c)
+{
+    cg_asm(c, c->t_void, "fence.acq_rel.gpu;", "~{memory}", 0, NULL, true);
+    cg_barrier(c);
+    return true;
+}
+
 int cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses)
 {
     const IrValue *ptrs = op->args[0], *res = op->res[0];
@@ -386,6 +400,7 @@ bool cg_lower_memory(CgCtx *c, IrOp *op)
     case IR_LOAD: return lower_load(c, op);
     case IR_STORE: return lower_store(c, op);
     case IR_ATOMIC_ADD: return lower_atomic(c, op);
+    case IR_FENCE: return lower_fence(c);
     default: return false;
     }
 }

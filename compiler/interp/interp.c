@@ -301,6 +301,7 @@ static int exec_op(Interp *it, const IrOp *op)
     case IR_FOR: return exec_for(it, op);
     case IR_IF: return exec_if(it, op);
     case IR_ASSERT: return exec_assert(it, op);
+    case IR_FENCE: return 0;   /* programs run one after another: every earlier write is visible */
     default: break;
     }
     if (fl & IRF_ELEMWISE) return it_exec_elementwise(it, op);

@@ -120,6 +120,7 @@ char   *ir_type_str(IrType t, char *buf, size_t n);
     X(YIELD,        "yield",       -1, 0, IRF_TERM)               /* ends for/if regions */ \
     X(RETURN,       "return",       0, 0, IRF_TERM)               /* ends the kernel body */ \
     X(ASSERT,       "assert",       1, 0, IRF_MEM_WRITE)          /* device_assert(cond), sattr = message */ \
+    X(FENCE,        "fence",        0, 0, IRF_MEM_READ | IRF_MEM_WRITE) /* fence(): GPU-scope acq_rel + CTA barrier */ \
     /* ---- GPU IR only ---- */ \
     X(CONVERT_LAYOUT, "convert_layout", 1, 1, IRF_PURE | IRF_GPU)  /* same type, other layout */
 

@@ -7,14 +7,19 @@
  *      two >= 16 that holds the packed rows (the group's query heads x the new
  *      tokens) up to 64 (more rows take more programs on grid axis 2), and the
  *      split count (kiln_attention_decode_splits: from the shape and the SM count);
- *   3. get the split kernel and, for more than one split, the combine kernel from
- *      attention.c's variant cache (rt_attn_get_kernel: one cache for every attention
- *      entry point); one split compiles the split kernel with DIRECT, which writes
- *      O and LSE itself;
+ *   3. get the split kernel and, for more than one split with the two-kernel
+ *      combine, the combine kernel from attention.c's variant cache
+ *      (rt_attn_get_kernel: one cache for every attention entry point); one split
+ *      compiles the split kernel with DIRECT, which writes O and LSE itself; the
+ *      fused combine (the default with the runtime's scratch) compiles it with
+ *      FUSED: the last split program of each row block combines;
  *   4. bind arguments by parameter name and launch the split kernel on
- *      (batch * heads_kv, splits, row blocks), then the combine on
- *      cdiv(batch * heads_q * seqlen_q, 16) programs; the partial O (f32) and LSE
- *      live in the caller's workspace or the runtime's per-device scratch.
+ *      (batch * heads_kv, splits, row blocks), then (two-kernel combine) the
+ *      combine on cdiv(batch * heads_q * seqlen_q, 4) programs; the partial O (f32)
+ *      and LSE live in the caller's workspace or the runtime's per-device scratch,
+ *      and so do FUSED's tickets (an i32 per row block, zero between calls: the
+ *      runtime zeroes its own once when it allocates them, the last program of a
+ *      row block stores 0 back).
  *
  * Invariants: validation never reads *dev; the lengths and page indices are
  * device data and never read here (the caller's contract, documented in
@@ -23,7 +28,8 @@
  *
  * Example: heads_q 32, heads_kv 8, one token, batch 4, max_seqlen_k 32768, d 128
  * on 132 SMs: 32 (batch, KV head) programs with 4 packed rows in a 16-row tile;
- * splits = min(cdiv(2 * 132, 32), 512 blocks / 4) = 9: 288 CTAs, then the combine.
+ * splits = min(cdiv(2 * 132, 32), 512 blocks / 4) = 9 (57 blocks each): 288 CTAs,
+ * the last of each row block combining the 9 partials.
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
@@ -38,8 +44,23 @@
 #define WHO "kiln_attention_decode"
 #define DEC_MAX_TOKENS 16
 #define DEC_MAX_BLOCK_M 64
-#define DEC_COMBINE_ROWS 16      /* BLOCK_R of the combine kernel (its default) */
-#define DEC_MIN_BLOCKS_PER_SPLIT 4
+#define DEC_COMBINE_ROWS 4       /* BLOCK_R of the combine kernel (its default): rows per program */
+/* The split count's rule (kiln_attention_decode_splits). Decode streams K and V once, so
+ * what matters is bytes in flight and fixed cost per CTA:
+ *   - in flight: HBM at ~4.4 TB/s and ~1 us loaded latency needs ~4.4 MB in flight, ~33 KB
+ *     per SM of 132; a CTA keeps about one K+V block (32 KB at d 128, BLOCK_N 64) in flight
+ *     ahead of its math (num_stages 2), so DEC_CTAS_PER_SM = 2 CTAs per SM hold ~64 KB;
+ *   - fixed cost: a CTA's first block (Q and K/V latency before streaming starts), its
+ *     partial's store, ticket and its share of the combine cost ~2-3 us; at ~17 GB/s per
+ *     CTA (4.4 TB/s over 264 CTAs) a split of DEC_MIN_SPLIT_BYTES = 128 KB of K+V streams
+ *     for ~8 us, so fewer bytes per split would spend more time starting than streaming;
+ *   - evenly: every split gets cdiv(blocks, splits) blocks, so the count is rounded to
+ *     the one that leaves no split empty (33 splits of 256 blocks -> 32 of 8).
+ * bench_decode.py --sweep-splits prints this choice against every fixed count. */
+#define DEC_CTAS_PER_SM 2
+#define DEC_MIN_SPLIT_BYTES (128 * 1024)
+#define DEC_SCRATCH_PARTIALS 0   /* the device scratch's two buffers */
+#define DEC_SCRATCH_TICKETS 1
 #define DEC_MAX_DEVICES 64
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define bad(...) rt_attn_error(WHO, __VA_ARGS__)
@@ -76,6 +97,24 @@ static int block_m_of(const KilnAttentionDecodeParams *p)
     return m;
 }
 
+/* Programs on grid axis 2: blocks of packed rows per (batch, KV head). */
+static int row_blocks(const KilnAttentionDecodeParams *p) { return (packed_rows(p) + block_m_of(p) - 1) / block_m_of(p); }
+
+/* Whether more than one split combines in the split kernel (FUSED) rather than in a
+ * second kernel: asked for, or by default when the tickets are the runtime's own. */
+static bool fused_combine(const KilnAttentionDecodeParams *p)
+{
+    return p->combine == KILN_DECODE_COMBINE_FUSED || (p->combine == 0 && !p->workspace);
+}
+
+/* FUSED's tickets: an i32 per (batch, KV head, row block), rounded up to 16 bytes (in a
+ * caller's workspace they come first, so the partials after them stay aligned and a
+ * different split count does not move them). */
+static size_t ticket_bytes(const KilnAttentionDecodeParams *p)
+{
+    return ((size_t)p->batch * p->heads_kv * row_blocks(p) * 4 + 15) & ~(size_t)15;
+}
+
 /* ---------------- validation (never touches a device) ---------------- */
 
 static bool pow2_in(int x, int lo, int hi) { return x >= lo && x <= hi && (x & (x - 1)) == 0; }
@@ -91,6 +130,9 @@ static KilnStatus check_options(const KilnAttentionDecodeParams *p)
     if (p->num_splits < 0 || p->num_splits > KILN_DECODE_MAX_SPLITS)
         return bad(KILN_ERR_USAGE, "num_splits %d must be 0 (automatic) or in [1, %d]", p->num_splits,
                    KILN_DECODE_MAX_SPLITS);
+    if (p->combine != 0 && p->combine != KILN_DECODE_COMBINE_FUSED && p->combine != KILN_DECODE_COMBINE_KERNEL)
+        return bad(KILN_ERR_USAGE, "combine %d must be 0 (automatic), KILN_DECODE_COMBINE_FUSED (%d) or "
+                   "KILN_DECODE_COMBINE_KERNEL (%d)", p->combine, KILN_DECODE_COMBINE_FUSED, KILN_DECODE_COMBINE_KERNEL);
     if (!isfinite(p->softmax_scale))
         return bad(KILN_ERR_USAGE, "softmax_scale must be finite (0 means 1/sqrt(head_dim))");
     return KILN_OK;
@@ -176,25 +218,36 @@ int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_coun
 {
     if (!p || p->heads_kv <= 0 || p->seqlen_q <= 0) return 1;
     if (p->num_splits > 0) return p->num_splits;
-    int64_t bm = block_m_of(p);
-    int64_t ctas = (int64_t)p->batch * p->heads_kv * ((packed_rows(p) + bm - 1) / bm);
-    int64_t blocks = ((int64_t)p->max_seqlen_k + block_n_of(p) - 1) / block_n_of(p);
-    int64_t most = blocks / DEC_MIN_BLOCKS_PER_SPLIT;   /* each split keeps >= 4 key blocks */
+    int64_t ctas = (int64_t)p->batch * p->heads_kv * row_blocks(p);
+    int64_t bn = block_n_of(p), blocks = ((int64_t)p->max_seqlen_k + bn - 1) / bn;
+    int64_t block_bytes = 2 * bn * p->head_dim * 2;                    /* a K and a V block */
+    int64_t min_blocks = (DEC_MIN_SPLIT_BYTES + block_bytes - 1) / block_bytes;
+    int64_t most = blocks / min_blocks;
     if (sm_count <= 0 || ctas * 5 >= (int64_t)sm_count * 4 || most < 2) return 1;   /* the GPU is (80%) full */
-    int64_t s = (2 * (int64_t)sm_count + ctas - 1) / ctas;                            /* about two waves */
+    int64_t s = (DEC_CTAS_PER_SM * (int64_t)sm_count + ctas - 1) / ctas;
     if (s > most) s = most;
     if (s > KILN_DECODE_MAX_SPLITS) s = KILN_DECODE_MAX_SPLITS;
+    int64_t per = (blocks + s - 1) / s;
+    s = (blocks + per - 1) / per;                                      /* no split left empty */
     return s < 1 ? 1 : (int)s;
 }
 
-size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams *p, int splits)
+/* Bytes of the partial O and LSE of `splits` splits. */
+static size_t partial_bytes(const KilnAttentionDecodeParams *p, int splits)
 {
-    if (!p || splits <= 1 || p->seqlen_q <= 0) return 0;
     size_t rows = (size_t)p->batch * p->heads_q * p->seqlen_q * (size_t)splits;
     return rows * (size_t)p->head_dim * 4 + rows * 4;   /* O_part, then LSE_part (16-byte aligned: d >= 32) */
 }
 
-typedef struct Scratch { KilnDevice *dev; KilnDevPtr ptr; size_t size; } Scratch;
+size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams *p, int splits)
+{
+    if (!p || splits <= 1 || p->seqlen_q <= 0 || p->heads_kv <= 0) return 0;
+    return partial_bytes(p, splits) + (p->combine == KILN_DECODE_COMBINE_FUSED ? ticket_bytes(p) : 0);
+}
+
+/* Per device, two buffers that only grow: the partials and FUSED's tickets (zeroed
+ * when allocated; every fused call leaves them zero). */
+typedef struct Scratch { KilnDevice *dev; KilnDevPtr ptr[2]; size_t size[2]; } Scratch;
 static pthread_mutex_t g_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
 static Scratch g_scratch[DEC_MAX_DEVICES];
 
@@ -203,15 +256,17 @@ static void scratch_teardown(KilnDevice *dev)
     pthread_mutex_lock(&g_scratch_lock);
     for (int i = 0; i < DEC_MAX_DEVICES; i++)
         if (g_scratch[i].dev == dev) {
-            kiln_free(dev, g_scratch[i].ptr);
+            kiln_free(dev, g_scratch[i].ptr[0]);
+            kiln_free(dev, g_scratch[i].ptr[1]);
             g_scratch[i] = (Scratch){0};
         }
     pthread_mutex_unlock(&g_scratch_lock);
 }
 
-/* The device's scratch, at least `bytes` (grown: after a synchronisation, since
- * queued work may still use the old buffer). */
-static KilnStatus device_scratch(KilnDevice *dev, size_t bytes, KilnDevPtr *out)
+/* Buffer `which` of the device's scratch, at least `bytes` (grown: after a
+ * synchronisation, since queued work may still use the old buffer; the tickets
+ * zeroed). */
+static KilnStatus device_scratch(KilnDevice *dev, int which, size_t bytes, KilnDevPtr *out)
 {
     KilnStatus st = rt_on_device_shutdown(scratch_teardown);
     if (st != KILN_OK) return st;
@@ -222,14 +277,17 @@ static KilnStatus device_scratch(KilnDevice *dev, size_t bytes, KilnDevPtr *out)
     for (int i = 0; i < DEC_MAX_DEVICES && !s; i++)
         if (!g_scratch[i].dev) s = &g_scratch[i];
     if (!s) st = bad(KILN_ERR_UNSUPPORTED, "more than %d devices hold decode scratch", DEC_MAX_DEVICES);
-    else if (s->size < bytes) {
-        if (s->ptr) st = kiln_synchronize(dev);
-        if (st == KILN_OK && s->ptr) st = kiln_free(dev, s->ptr);
-        *s = (Scratch){0};
-        if (st == KILN_OK) st = kiln_malloc(dev, bytes, &s->ptr);
-        if (st == KILN_OK) s->dev = dev, s->size = bytes;
+    else if (s->size[which] < bytes) {
+        s->dev = dev;
+        if (s->ptr[which]) st = kiln_synchronize(dev);
+        if (st == KILN_OK && s->ptr[which]) st = kiln_free(dev, s->ptr[which]);
+        s->ptr[which] = 0, s->size[which] = 0;
+        if (st == KILN_OK) st = kiln_malloc(dev, bytes, &s->ptr[which]);
+        if (st == KILN_OK && which == DEC_SCRATCH_TICKETS) st = kiln_memset(dev, s->ptr[which], 0, bytes);
+        if (st == KILN_OK && which == DEC_SCRATCH_TICKETS) st = kiln_synchronize(dev);   /* before any stream's launch */
+        if (st == KILN_OK) s->size[which] = bytes;
     }
-    if (st == KILN_OK) *out = s->ptr;
+    if (st == KILN_OK) *out = s->ptr[which];
     pthread_mutex_unlock(&g_scratch_lock);
     return st;
 }
@@ -239,7 +297,8 @@ static KilnStatus device_scratch(KilnDevice *dev, size_t bytes, KilnDevPtr *out)
 typedef struct DecCall {
     const KilnAttentionDecodeParams *p;
     int splits;
-    KilnDevPtr o_part, lse_part;
+    bool fused;
+    KilnDevPtr o_part, lse_part, tickets;
 } DecCall;
 
 /* stride_<t><d>: t in q k v o, d in b h m n (m and n both name the sequence stride); stride_bt. */
@@ -264,6 +323,7 @@ static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)
     struct { const char *name; KilnDevPtr v; } ptrs[] = {
         {"Q", p->q}, {"K", p->k ? p->k : in}, {"V", p->v ? p->v : in}, {"O", p->o}, {"LSE", p->lse},
         {"O_part", c->o_part ? c->o_part : p->lse}, {"LSE_part", c->lse_part ? c->lse_part : p->lse},
+        {"counters", c->tickets ? c->tickets : p->lse},
         {"cache_seqlens", p->cache_seqlens}, {"block_table", p->block_table ? p->block_table : p->cache_seqlens}};
     for (size_t i = 0; i < COUNT(ptrs); i++)
         if (!strcmp(n, ptrs[i].name)) {
@@ -298,9 +358,10 @@ static KilnStatus launch(KilnKernel *k, const DecCall *c, const int grid[3], Kil
 
 /* ---------------- the call ---------------- */
 
-static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, int splits, const RtAttnVarSrc *vs,
-                              KilnKernel **split, KilnKernel **combine)
+static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, const DecCall *c,
+                              const RtAttnVarSrc *vs, KilnKernel **split, KilnKernel **combine)
 {
+    int splits = c->splits;
     const DecTune *t = tune_of(p->head_dim);
     bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
     RtAttnVariant v;
@@ -314,13 +375,14 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
     rt_attn_variant_define(&v, "PAGED", p->block_table != 0, true);
     if (p->block_table) rt_attn_variant_define(&v, "PAGE_SIZE", p->page_size, false);
     rt_attn_variant_define(&v, "DIRECT", splits == 1, true);
+    rt_attn_variant_define(&v, "FUSED", splits > 1 && c->fused, true);
     if (vs->var) v.vs = vs;   /* the hooks run in the split kernel only */
     KilnStatus st = rt_attn_get_kernel(dev, WHO, &v, split);
     if (st == KILN_OK) {
         const KilnKernelInfo *info = kiln_kernel_info(*split);
         st = rt_attn_var_check_used(WHO, p->variant, &info, 1);
     }
-    if (st != KILN_OK || splits == 1) return st;
+    if (st != KILN_OK || splits == 1 || c->fused) return st;
     rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, 0);
     rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
     return rt_attn_get_kernel(dev, WHO, &v, combine);
@@ -333,7 +395,7 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
     if (!dev) return bad(KILN_ERR_USAGE, "dev is NULL");
     if (stream && rt_stream_device(stream) != dev) return bad(KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
     if (p->seqlen_q == 0) return KILN_OK;   /* no rows, nothing to write */
-    DecCall c = {.p = p, .splits = kiln_attention_decode_splits(p, dev->info.sm_count)};
+    DecCall c = {.p = p, .splits = kiln_attention_decode_splits(p, dev->info.sm_count), .fused = fused_combine(p)};
     size_t need = kiln_attention_decode_workspace(p, c.splits);
     if (p->workspace && p->workspace_size < need)
         return bad(KILN_ERR_USAGE, "workspace_size %zu is below the %zu bytes %d splits need "
@@ -341,18 +403,22 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
     KilnKernel *split = NULL, *combine = NULL;
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(WHO, p->variant, &vs)) != KILN_OK) return st;
-    st = get_kernels(dev, p, c.splits, &vs, &split, &combine);
+    st = get_kernels(dev, p, &c, &vs, &split, &combine);
     rt_attn_var_close(&vs);   /* the kernels are compiled: the launches need only the arguments */
     if (st != KILN_OK) return st;
     if (need) {
         KilnDevPtr ws = p->workspace;
-        if (!ws && (st = device_scratch(dev, need, &ws)) != KILN_OK) return st;
+        if (ws && c.fused) c.tickets = ws, ws += (KilnDevPtr)ticket_bytes(p);   /* tickets first */
+        if (!ws && (st = device_scratch(dev, DEC_SCRATCH_PARTIALS, partial_bytes(p, c.splits), &ws)) != KILN_OK)
+            return st;
+        if (c.fused && !c.tickets &&
+            (st = device_scratch(dev, DEC_SCRATCH_TICKETS, ticket_bytes(p), &c.tickets)) != KILN_OK)
+            return st;
         c.o_part = ws;
         c.lse_part = ws + (KilnDevPtr)((size_t)c.splits * p->batch * p->heads_q * p->seqlen_q * p->head_dim * 4);
     }
-    int bm = block_m_of(p);
-    int grid[3] = {p->batch * p->heads_kv, c.splits, (packed_rows(p) + bm - 1) / bm};
-    if ((st = launch(split, &c, grid, stream)) != KILN_OK || c.splits == 1) return st;
+    int grid[3] = {p->batch * p->heads_kv, c.splits, row_blocks(p)};
+    if ((st = launch(split, &c, grid, stream)) != KILN_OK || c.splits == 1 || c.fused) return st;
     int64_t rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
     int cgrid[3] = {(int)((rows + DEC_COMBINE_ROWS - 1) / DEC_COMBINE_ROWS), 1, 1};
     return launch(combine, &c, cgrid, stream);

@@ -14,12 +14,16 @@
  *     the one-split result within that bound;
  *   - DIRECT (one split writing O itself, no combine) matches the one-split
  *     combine bit for bit;
+ *   - FUSED (the last split program of a row block combines, counted by
+ *     tickets) matches the two-kernel combine bit for bit at every split count,
+ *     and leaves its tickets zero (the next call's starting point);
  * and for the paged cache (pages shuffled through the block table, unused
  * table entries -1): the same result as the contiguous cache, bit for bit,
  * at several split counts.
  * Shapes cover GQA packing 4/1 and 8/2, 1..10 tokens (rows of two M blocks),
  * ragged lengths with 0 and 1 (and lengths below the token count: empty
- * rows), head dims 64/128/256, f16 and bf16, page sizes 16 and 32.
+ * rows), head dims 64/128/256, f16 and bf16, page sizes 16 and 32, and the
+ * combine reading the splits in chunks of 1 and 2 (SPLIT_TILE) as well as in one.
  * The forward's hooks work here too: ALiBi, soft-capping and a sliding window
  * (examples/attention, compiled in front of the program) against the reference
  * with the same hooks at the tokens' positions (i + L - seqlen_q).
@@ -31,6 +35,7 @@
 
 #define DEC_PROGRAM "lang/lib/attention_decode.tile"
 #define MAXB 4
+#define COMBINE_ROWS 4   /* BLOCK_R of the combine kernel (its default): rows per program */
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A KilnAttentionVariant (lang/lib/variants/) instead of joined hooks: compiled from the
@@ -48,6 +53,7 @@ typedef struct DCase {
     KilnDefine hook_defs[4];
     int nhook_defs;
     void (*hook)(AttnProblem *p);   /* the reference's hooks */
+    int split_tile;                 /* the combine's splits per chunk (0: the program's default) */
 } DCase;
 
 /* The variant of case c: g_dvar when c is its case (c->file is the variant's path). */
@@ -58,8 +64,10 @@ static const KilnAttentionVariant *dvar_of(const DCase *c)
 
 static const DCase dcases[] = {
     {"f16 d64 MQA 4/1 t1 lens 37,0,1,20", ATTN_F16, 4, 4, 1, 1, 64, {37, 0, 1, 20}, 16, 16, .file = NULL},
-    {"bf16 d128 GQA 8/2 t3 lens 1,45,2", ATTN_BF16, 3, 8, 2, 3, 128, {1, 45, 2}, 16, 32, .file = NULL},
-    {"f16 d64 GQA 2/1 t10 (two M blocks) lens 23,9", ATTN_F16, 2, 2, 1, 10, 64, {23, 9}, 16, 16, .file = NULL},
+    {"bf16 d128 GQA 8/2 t3 lens 1,45,2 (2 splits per combine chunk)", ATTN_BF16, 3, 8, 2, 3, 128, {1, 45, 2}, 16,
+     32, .file = NULL, .split_tile = 2},
+    {"f16 d64 GQA 2/1 t10 (two M blocks) lens 23,9 (1 split per combine chunk)", ATTN_F16, 2, 2, 1, 10, 64, {23, 9}, 16,
+     16, .file = NULL, .split_tile = 1},
     {"bf16 d256 t1 lens 33", ATTN_BF16, 1, 2, 2, 1, 256, {33}, 16, 32, .file = NULL},
     {"f16 d128 GQA 4/1 t3 block_n 32 lens 70,0", ATTN_F16, 2, 4, 1, 3, 128, {70, 0}, 32, 16, .file = NULL},
 };
@@ -77,13 +85,13 @@ static void hook_window(AttnProblem *p) { p->mask_mod = ref_window20; }
 
 static const DCase vcases[] = {
     {"alibi f16 d64 GQA 4/2 t3 lens 40,2,0", ATTN_F16, 3, 4, 2, 3, 64, {40, 2, 0}, 16, 16,
-     "examples/attention/alibi.tile", {{"score_mod", "alibi_score"}, {"ALIBI_HEADS", "4"}}, 2, hook_alibi},
+     "examples/attention/alibi.tile", {{"score_mod", "alibi_score"}, {"ALIBI_HEADS", "4"}}, 2, hook_alibi, 0},
     {"softcap bf16 d128 MQA 2/1 t1 lens 33,1", ATTN_BF16, 2, 2, 1, 1, 128, {33, 1}, 16, 32,
-     "examples/attention/softcap.tile", {{"score_mod", "softcap_score"}, {"SOFTCAP", "1.5"}}, 2, hook_softcap},
+     "examples/attention/softcap.tile", {{"score_mod", "softcap_score"}, {"SOFTCAP", "1.5"}}, 2, hook_softcap, 0},
     {"window 20 f16 d64 MQA 4/1 t4 lens 70,5", ATTN_F16, 2, 4, 1, 4, 64, {70, 5}, 16, 16,
      "examples/attention/sliding_window.tile",
      {{"mask_mod", "window_mask"}, {"kv_start", "window_start"}, {"WINDOW_LEFT", "20"}, {"WINDOW_RIGHT", "0"}}, 4,
-     hook_window},
+     hook_window, 0},
 };
 
 static int max_len(const DCase *c)
@@ -93,17 +101,19 @@ static int max_len(const DCase *c)
     return m;
 }
 
-static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, bool paged, bool direct)
+static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, bool paged, bool direct, bool fused)
 {
-    char dbuf[16], bn[16], ps[16];
+    char dbuf[16], bn[16], ps[16], stile[16];
     snprintf(dbuf, sizeof dbuf, "%d", c->d);
     snprintf(bn, sizeof bn, "%d", c->block_n);
     snprintf(ps, sizeof ps, "%d", c->page);
-    KilnDefine defs[9] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
-                          {"PAGE_SIZE", ps}, {"DIRECT", direct ? "true" : "false"}};
+    KilnDefine defs[11] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
+                           {"PAGE_SIZE", ps}, {"DIRECT", direct ? "true" : "false"}, {"FUSED", fused ? "true" : "false"}};
     bool combine = strstr(kernel, "combine") != NULL;
-    int ndefs = combine ? 1 : 5;
+    int ndefs = combine ? 1 : 6;
     for (int i = 0; i < c->nhook_defs && !combine; i++) defs[ndefs++] = c->hook_defs[i];
+    snprintf(stile, sizeof stile, "%d", c->split_tile);
+    if (c->split_tile) defs[ndefs++] = (KilnDefine){"SPLIT_TILE", stile};
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kernel, c->dtype == ATTN_F16 ? "f16" : "bf16");
     KilnCompileOptions o = {.kernel = name, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
@@ -144,6 +154,8 @@ typedef struct DData {
     int seqlens[MAXB];
     void *q, *k, *v, *o;
     float *lse, *opart, *lsepart;
+    int32_t *tickets;         /* FUSED's counters, one per (batch, KV head, row block) */
+    size_t ntickets;
     AttnPaged pg;             /* the same keys, paged */
     size_t nq, nkv;
 } DData;
@@ -181,13 +193,15 @@ static void dsetup(DData *r, const DCase *c, uint64_t seed)
     int max_splits = (max_len(c) + c->block_n - 1) / c->block_n + 1;
     r->opart = malloc(rows * max_splits * c->d * sizeof(float));
     r->lsepart = malloc(rows * max_splits * sizeof(float));
+    r->ntickets = (size_t)c->batch * c->hkv * ((c->hq / c->hkv * c->tokens + 15) / 16);
+    r->tickets = calloc(r->ntickets, sizeof(int32_t));
     attn_paged_make(p, r->seqlens, c->page, r->k, r->v, seed + 99, &r->pg);
 }
 
 static void dteardown(DData *r)
 {
     free(r->q); free(r->k); free(r->v); free(r->o);
-    free(r->lse); free(r->opart); free(r->lsepart);
+    free(r->lse); free(r->opart); free(r->lsepart); free(r->tickets);
     attn_paged_free(&r->pg);
 }
 
@@ -202,7 +216,7 @@ static void run_interp(const IrFunc *f, InterpArg *args, bool *set, const int gr
         {paged ? r->pg.v : r->v, (paged ? r->pg.numel : r->nkv) * es, "V"}, {r->o, r->nq * es, "O"},
         {r->lse, rows * sizeof(float), "LSE"}, {r->opart, rows * max_splits * c->d * sizeof(float), "O_part"},
         {r->lsepart, rows * max_splits * sizeof(float), "LSE_part"},
-        {r->seqlens, sizeof(int) * c->batch, "cache_seqlens"},
+        {r->seqlens, sizeof(int) * c->batch, "cache_seqlens"}, {r->tickets, r->ntickets * 4, "counters"},
         {r->pg.block_table, sizeof(int32_t) * c->batch * r->pg.max_pages, "block_table"}};
     InterpBuffer all[COUNT_OF(bufs) + 8];
     int nb = (int)COUNT_OF(bufs);
@@ -237,7 +251,8 @@ static void bind_common(const IrFunc *f, InterpArg *args, bool *set, DData *r, c
 }
 
 /* One decode: poison the outputs, run the split kernel `fs` on `splits` splits and,
- * unless it is DIRECT, the combine `fc`. */
+ * unless it is DIRECT or FUSED (fc NULL), the combine `fc`. The tickets start at zero
+ * and must end there. */
 static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase *c, int splits, bool paged)
 {
     size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
@@ -256,6 +271,7 @@ static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase
     bind(fs, args, set, "K", a_ptr(paged ? r->pg.k : r->k));
     bind(fs, args, set, "V", a_ptr(paged ? r->pg.v : r->v));
     bind(fs, args, set, "cache_seqlens", a_ptr(r->seqlens));
+    bind(fs, args, set, "counters", a_ptr(r->tickets));
     bind(fs, args, set, "block_table", a_ptr(r->pg.block_table));
     bind_common(fs, args, set, r, c, splits);
     bind(fs, args, set, "stride_qb", a_int(p->q_stride[0]));
@@ -288,11 +304,14 @@ static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase
     }
     int mrows = c->hq / c->hkv * c->tokens;
     int grid[3] = {c->batch * c->hkv, splits, (mrows + 15) / 16};
+    for (size_t i = 0; i < r->ntickets; i++) ck_assert_int_eq(r->tickets[i], 0);
     run_interp(fs, args, set, grid, r, c, paged);
+    for (size_t i = 0; i < r->ntickets; i++)
+        ck_assert_msg(r->tickets[i] == 0, "%s: ticket %zu is %d after the call", c->what, i, (int)r->tickets[i]);
     if (!fc) return;
     bool cset[64] = {0};
     bind_common(fc, args, cset, r, c, splits);
-    int cgrid[3] = {(int)((rows + 15) / 16), 1, 1};
+    int cgrid[3] = {(int)((rows + COMBINE_ROWS - 1) / COMBINE_ROWS), 1, 1};
     run_interp(fc, args, cset, cgrid, r, c, paged);
 }
 
@@ -322,14 +341,33 @@ static double o_diff(const void *a, const void *b, const DData *r)
     return mx;
 }
 
-typedef struct Kernels { IrFunc *split, *split_paged, *direct, *combine; } Kernels;
+typedef struct Kernels { IrFunc *split, *split_paged, *direct, *combine, *fused, *fused_paged; } Kernels;
 
 static Kernels compile_all(Arena *arena, const DCase *c)
 {
-    return (Kernels){compile_dec(arena, c, "attn_decode", false, false),
-                     compile_dec(arena, c, "attn_decode", true, false),
-                     compile_dec(arena, c, "attn_decode", false, true),
-                     compile_dec(arena, c, "attn_decode_combine", false, false)};
+    return (Kernels){compile_dec(arena, c, "attn_decode", false, false, false),
+                     compile_dec(arena, c, "attn_decode", true, false, false),
+                     compile_dec(arena, c, "attn_decode", false, true, false),
+                     compile_dec(arena, c, "attn_decode_combine", false, false, false),
+                     compile_dec(arena, c, "attn_decode", false, false, true),
+                     compile_dec(arena, c, "attn_decode", true, false, true)};
+}
+
+/* FUSED at `splits` splits (contiguous, or paged) gives the O and LSE now in r, bit for bit. */
+static void check_fused_same(const Kernels *k, DData *r, const DCase *c, int splits, bool paged)
+{
+    size_t es = attn_dtype_size(c->dtype), rows = (size_t)c->batch * c->hq * c->tokens;
+    void *o = malloc(r->nq * es);
+    float *lse = malloc(rows * sizeof(float));
+    memcpy(o, r->o, r->nq * es);
+    memcpy(lse, r->lse, rows * sizeof(float));
+    run_decode(paged ? k->fused_paged : k->fused, NULL, r, c, splits, paged);
+    ck_assert_msg(memcmp(o, r->o, r->nq * es) == 0, "%s: FUSED O differs from the combine kernel's (%d splits%s)",
+                  c->what, splits, paged ? ", paged" : "");
+    ck_assert_msg(memcmp(lse, r->lse, rows * sizeof(float)) == 0, "%s: FUSED LSE differs (%d splits%s)", c->what,
+                  splits, paged ? ", paged" : "");
+    free(o);
+    free(lse);
 }
 
 START_TEST(test_splits_agree)
@@ -349,6 +387,7 @@ START_TEST(test_splits_agree)
         snprintf(how, sizeof how, "%d splits", s);
         run_decode(k.split, k.combine, &r, c, s, false);
         check_rule(&r, c, how);
+        check_fused_same(&k, &r, c, s, false);
         if (s == 1) {
             memcpy(o1, r.o, r.nq * es);
             memcpy(lse1, r.lse, rows * sizeof(float));
@@ -388,6 +427,7 @@ START_TEST(test_paged_equals_contiguous)
         memcpy(lc, r.lse, rows * sizeof(float));
         run_decode(k.split_paged, k.combine, &r, c, counts[i], true);
         check_rule(&r, c, "paged");
+        check_fused_same(&k, &r, c, counts[i], true);
         ck_assert_msg(memcmp(oc, r.o, r.nq * es) == 0, "%s: paged O differs from contiguous (%d splits)", c->what,
                       counts[i]);
         ck_assert_msg(memcmp(lc, r.lse, rows * sizeof(float)) == 0, "%s: paged LSE differs (%d splits)", c->what,
@@ -463,6 +503,7 @@ START_TEST(test_shipped_variants)
     dsetup(&r, &c, (uint64_t)_i * 13 + 5);
     run_decode(k.split, k.combine, &r, &c, 2, false);
     check_rule(&r, &c, "2 splits");
+    check_fused_same(&k, &r, &c, 2, false);
     run_decode(k.direct, NULL, &r, &c, 1, false);
     check_rule(&r, &c, "direct");
     dteardown(&r);

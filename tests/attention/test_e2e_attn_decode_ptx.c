@@ -8,6 +8,9 @@
  *     one token (GQA packing pads M to 16);
  *   - the K/V loads are pipelined (cp.async), the paged cache's too: its
  *     block-table reads are part of the pipelined slice (pass_pipeline.c);
+ *   - FUSED (the last split program combines) publishes its partial with
+ *     fence.acq_rel.gpu before its one ticket atom and fences again before it
+ *     reads the others'; no other variant has a GPU-scope fence;
  *   - where ptxas exists, every variant assembles to a cubin (ELF).
  */
 #include "tests/ptx_util.h"
@@ -18,25 +21,28 @@
 
 typedef struct Variant {
     const char *kernel;      /* attn_decode_f16 ... */
-    int d, block_m, block_n, paged, page, direct;
+    int d, block_m, block_n, paged, page, direct, fused;
 } Variant;
 
 static const Variant variants[] = {
-    {"attn_decode_f16", 64, 16, 64, 0, 16, 0},
-    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0},
-    {"attn_decode_f16", 128, 16, 64, 1, 256, 0},
-    {"attn_decode_bf16", 128, 64, 64, 0, 16, 0},
-    {"attn_decode_f16", 128, 16, 64, 1, 32, 1},
-    {"attn_decode_bf16", 128, 16, 64, 1, 128, 0},
-    {"attn_decode_f16", 256, 16, 32, 1, 64, 0},
-    {"attn_decode_bf16", 256, 16, 32, 0, 16, 1},
-    {"attn_decode_combine_f16", 64, 0, 0, 0, 0, 0},
-    {"attn_decode_combine_bf16", 128, 0, 0, 0, 0, 0},
-    {"attn_decode_combine_f16", 256, 0, 0, 0, 0, 0},
+    {"attn_decode_f16", 64, 16, 64, 0, 16, 0, 0},
+    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 0},
+    {"attn_decode_f16", 128, 16, 64, 1, 256, 0, 0},
+    {"attn_decode_bf16", 128, 64, 64, 0, 16, 0, 0},
+    {"attn_decode_f16", 128, 16, 64, 1, 32, 1, 0},
+    {"attn_decode_bf16", 128, 16, 64, 1, 128, 0, 0},
+    {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 0},
+    {"attn_decode_bf16", 256, 16, 32, 0, 16, 1, 0},
+    {"attn_decode_f16", 128, 16, 64, 0, 16, 0, 1},
+    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 1},
+    {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 1},
+    {"attn_decode_combine_f16", 64, 0, 0, 0, 0, 0, 0},
+    {"attn_decode_combine_bf16", 128, 0, 0, 0, 0, 0, 0},
+    {"attn_decode_combine_f16", 256, 0, 0, 0, 0, 0, 0},
 };
 
 static const char *const hinted[] = {
-    "Q", "K", "V", "O", "LSE", "O_part", "LSE_part", "cache_seqlens", "block_table",
+    "Q", "K", "V", "O", "LSE", "O_part", "LSE_part", "counters", "cache_seqlens", "block_table",
     "stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh",
     "stride_vn", "stride_ob", "stride_oh", "stride_om", "stride_bt"};
 
@@ -49,20 +55,21 @@ static void compile_variant(const Variant *v, const char *arch, KilnEmit emit, K
     snprintf(ps, sizeof ps, "%d", v->page);
     bool combine = strstr(v->kernel, "combine") != NULL;
     KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"PAGED", v->paged ? "true" : "false"},
-                         {"PAGE_SIZE", ps}, {"DIRECT", v->direct ? "true" : "false"}};
+                         {"PAGE_SIZE", ps}, {"DIRECT", v->direct ? "true" : "false"},
+                         {"FUSED", v->fused ? "true" : "false"}};
     KilnParamHint h[sizeof hinted / sizeof hinted[0]];
     int nh = 0;
     for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
         if (!combine || (strncmp(hinted[i], "stride_", 7) ? strchr("OL", hinted[i][0]) != NULL
                                                            : hinted[i][7] == 'o'))
             h[nh++] = (KilnParamHint){hinted[i], 16, 0};
-    KilnCompileOptions o = {.kernel = v->kernel, .defines = defs, .ndefines = combine ? 1 : 6, .arch = arch,
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = defs, .ndefines = combine ? 1 : 7, .arch = arch,
                             .emit = emit, .hints = h, .nhints = nh};
     const char *src = sup_read_file_text(tu_src_path(DEC_PROGRAM), NULL);
     ck_assert_ptr_nonnull(src);
     KilnStatus st = kiln_compile(DEC_PROGRAM, src, &o, r);
-    ck_assert_msg(st == KILN_OK, "%s d%d BM%d BN%d paged %d/%d direct %d --arch %s: %s\n%s", v->kernel, v->d,
-                  v->block_m, v->block_n, v->paged, v->page, v->direct, arch, kiln_status_name(st),
+    ck_assert_msg(st == KILN_OK, "%s d%d BM%d BN%d paged %d/%d direct %d fused %d --arch %s: %s\n%s", v->kernel,
+                  v->d, v->block_m, v->block_n, v->paged, v->page, v->direct, v->fused, arch, kiln_status_name(st),
                   r->diagnostics ? r->diagnostics : "");
     free((void *)src);
 }
@@ -83,6 +90,11 @@ START_TEST(test_variant_ptx)
             ck_assert_msg(pu_count_n(r.output, r.output_size, "cp.async") > 0,
                           "%s d%d BM%d paged %d %s: K/V loads are not pipelined", v->kernel, v->d, v->block_m,
                           v->paged, archs[a]);
+        int fences = pu_count_n(r.output, r.output_size, "fence.acq_rel.gpu;");
+        int atoms = pu_count_n(r.output, r.output_size, "atom.global.gpu.add.u32");
+        ck_assert_msg(fences == (v->fused ? 2 : 0) && atoms == (v->fused ? 1 : 0),
+                      "%s d%d fused %d %s: %d GPU-scope fences and %d ticket atomics", v->kernel, v->d, v->fused,
+                      archs[a], fences, atoms);
         kiln_compile_result_free(&r);
         if (!pu_have_ptxas()) continue;
         compile_variant(v, archs[a], KILN_EMIT_CUBIN, &r);

@@ -6,8 +6,10 @@
  * Sweep: dtype x head dim (64, 128, 256) x GQA (8/1, 8/2, 4/4) x new tokens
  * (1, 4, 16) x cache (contiguous, paged 16 / 64 / 256), batch 5 with ragged
  * lengths (0, 1, a few thousand, random); each case runs with the automatic
- * split count, 1 split and 7 splits (every one must pass the rule; the
- * split runs must agree with the one-split run within the bound), and paged
+ * split count, 1 split and 7 splits, fused combine (the default), and 7 splits
+ * with the combine kernel (every one must pass the rule; the split runs must
+ * agree with the one-split run within the bound; every call runs twice, so the
+ * second fused call starts from the tickets the first left zero), and paged
  * cases also on the contiguous copy of the same keys (the results must be
  * identical). Cache rows past each length and unused pages are NaN, outputs
  * NaN-poisoned before every call. Also the forward with batch * heads_q above 65535
@@ -23,7 +25,7 @@
 #include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
 
 #define B 5
-#define NSPLIT_RUNS 3
+#define NSPLIT_RUNS 4
 
 static KilnDevice *g_dev;
 static KilnDeviceInfo g_info;
@@ -138,17 +140,19 @@ static int run_case(int idx, const DCase *c)
         TRY(kiln_malloc(g_dev, sizeof(int32_t) * B * pg.max_pages, &g.bt));
         TRY(kiln_memcpy_htod(g_dev, g.bt, pg.block_table, sizeof(int32_t) * B * pg.max_pages));
     }
-    int splits[NSPLIT_RUNS] = {1, 7, 0};
+    int splits[NSPLIT_RUNS] = {1, 7, 0, 7};
+    int combine[NSPLIT_RUNS] = {0, 0, 0, KILN_DECODE_COMBINE_KERNEL};
     for (int r = 0; r < NSPLIT_RUNS; r++) {
         KilnAttentionDecodeParams a = params(c, &p, &g, c->page ? &pg : NULL, splits[r]);
+        a.combine = combine[r];
         if (!splits[r]) auto_splits = kiln_attention_decode_splits(&a, g_info.sm_count);
         TRY(call(&a, &g, nq * es, nl, o, lse, &ms));
         AttnDecodeErr e = attn_decode_judge(&p, c->lens, q, k, v, o, lse);
         err = fmax(err, e.e.o_max_abs), bound = 2 * e.plain_err + 1e-5, lse_rel = fmax(lse_rel, e.e.lse_max_rel);
         if (e.e.nonfinite || e.e.o_max_abs > bound || e.e.lse_max_rel > 1e-4 || e.empty_bad) {
             fail = 1;
-            snprintf(why, sizeof why, "splits %d: err %.3g, %lld non-finite, %lld bad empty", splits[r],
-                     e.e.o_max_abs, (long long)e.e.nonfinite, (long long)e.empty_bad);
+            snprintf(why, sizeof why, "splits %d%s: err %.3g, %lld non-finite, %lld bad empty", splits[r],
+                     combine[r] ? " (combine kernel)" : "", e.e.o_max_abs, (long long)e.e.nonfinite, (long long)e.empty_bad);
         }
         if (r == 0) memcpy(o1, o, nq * es);
         else split_diff = fmax(split_diff, max_diff(c->dtype, o, o1, nq));

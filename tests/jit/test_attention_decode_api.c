@@ -72,6 +72,7 @@ static void m_bt_align(KilnAttentionDecodeParams *p) { p->block_table += 8; }
 static void m_o_overlap(KilnAttentionDecodeParams *p) { p->o_stride[1] = 0; }
 static void m_v_neg(KilnAttentionDecodeParams *p) { p->v_stride[2] = -1; }
 static void m_ws_align(KilnAttentionDecodeParams *p) { p->workspace = 0x7f0070000004ull; }
+static void m_combine(KilnAttentionDecodeParams *p) { p->combine = 3; }
 
 static const BadCase k_bad[] = {
     {"dtype", m_dtype, KILN_ERR_USAGE, "dtype 5"},
@@ -93,6 +94,7 @@ static const BadCase k_bad[] = {
     {"o overlap", m_o_overlap, KILN_ERR_USAGE, "o_stride[1] (head) is 0 with 8 head entries"},
     {"v negative", m_v_neg, KILN_ERR_USAGE, "v_stride[2] (sequence) is negative"},
     {"workspace align", m_ws_align, KILN_ERR_USAGE, "workspace (0x7f0070000004) is not 16-byte aligned"},
+    {"combine", m_combine, KILN_ERR_USAGE, "combine 3 must be 0 (automatic)"},
 };
 
 static const BadCase k_bad_paged[] = {
@@ -171,7 +173,8 @@ START_TEST(valid_problems_pass)
 END_TEST
 
 /* The split choice: 1 when the (batch, KV head) programs fill the GPU or the keys are
- * few, else about two waves with >= 4 key blocks per split; the override wins. */
+ * few, else two CTAs per SM with >= 128 KB of K+V (4 blocks at d 128) per split, rounded so
+ * that no split is empty; the override wins. */
 START_TEST(splits_from_shape_and_sms)
 {
     KilnAttentionDecodeParams p = valid(0);
@@ -185,6 +188,13 @@ START_TEST(splits_from_shape_and_sms)
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 1);
     p.max_seqlen_k = 2048;                                          /* 32 blocks: at most 8 splits */
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 8);
+    p.heads_q = 32, p.heads_kv = 8, p.max_seqlen_k = 16384;         /* 8 programs, 256 blocks */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 32);    /* cdiv(264, 8) = 33 -> 8 blocks each: 32 */
+    p.max_seqlen_k = 131072;                                        /* 2048 blocks: 33 of 63 */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 33);
+    p.head_dim = 64, p.max_seqlen_k = 4096;     /* 64 blocks of 16 KB: >= 8 per split, at most 8 */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 8);
+    p.head_dim = 128, p.heads_q = 8, p.heads_kv = 2, p.max_seqlen_k = 2048;
     p.num_splits = 3;
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 3);
     /* workspace: O_part f32 and LSE_part f32 per split and row */
@@ -192,6 +202,16 @@ START_TEST(splits_from_shape_and_sms)
     size_t rows = (size_t)p.batch * p.heads_q * p.seqlen_q;
     ck_assert_uint_eq(kiln_attention_decode_workspace(&p, 1), 0);
     ck_assert_uint_eq(kiln_attention_decode_workspace(&p, 5), 5 * rows * (p.head_dim * 4 + 4));
+    /* the fused combine's tickets before them: an i32 per (batch, KV head, row block), to 16
+     * bytes; 8/2 heads x 1 token = 4 packed rows, one block of 16 */
+    p.combine = KILN_DECODE_COMBINE_FUSED;
+    ck_assert_uint_eq(kiln_attention_decode_workspace(&p, 1), 0);
+    ck_assert_uint_eq(kiln_attention_decode_workspace(&p, 5), 5 * rows * (p.head_dim * 4 + 4) + 16);
+    p.batch = 3, p.heads_q = 256, p.heads_kv = 2;   /* 128 packed rows: two blocks of 64, 12 tickets */
+    rows = (size_t)p.batch * p.heads_q * p.seqlen_q;
+    ck_assert_uint_eq(kiln_attention_decode_workspace(&p, 2), 2 * rows * (p.head_dim * 4 + 4) + 3 * 2 * 2 * 4);
+    p.combine = KILN_DECODE_COMBINE_KERNEL;
+    ck_assert_uint_eq(kiln_attention_decode_workspace(&p, 2), 2 * rows * (p.head_dim * 4 + 4));
 }
 END_TEST
 

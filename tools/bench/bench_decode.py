@@ -6,7 +6,9 @@ split scratch not counted) for one query token per sequence, GQA heads_q /
 heads_kv, d 128, f16, the whole cache visible (cache_seqlens = N):
 
   kiln        kiln-bench-decode (kiln_attention_decode through the public API,
-              split count chosen by the runtime), contiguous and paged (--pages)
+              split count chosen by the runtime, fused combine), contiguous and
+              paged (--pages)
+  kiln_kernel the same, contiguous, with the two-kernel combine (--combine both)
   sdpa_flash  torch SDPA, FlashAttention-2 backend, enable_gqa
   sdpa_cudnn  torch SDPA, cuDNN backend, enable_gqa
 
@@ -14,6 +16,12 @@ heads_kv, d 128, f16, the whole cache visible (cache_seqlens = N):
 
 Prints a markdown table; with --out DIR also writes decode_bench.{json,md,csv} (the CSV: one
 line per (B, N, provider), what tools/bench/plot_svg.py draws).
+
+  --sweep-splits 1,2,4,...   Kiln only (contiguous): for each (B, N) also time every fixed split
+                             count listed and print "chosen vs best fixed" (split_sweep.md/json):
+                             the runtime's choice, its GB/s, the best fixed count and its GB/s.
+  --batches / --seqlens      restrict the shapes (e.g. --batches 1 --seqlens 16384,65536,131072)
+  --no-sdpa                  skip the PyTorch rows (Kiln only, no torch needed)
 """
 import argparse
 import json
@@ -39,12 +47,16 @@ def csv_records(args, rows):
                    "error": None if gbs is not None else (x.get("error") or "fail")[:80].replace("\n", " ")}
 
 
-def kiln_rows(args, batch, ns, page):
+def kiln_rows(args, batch, ns, page, splits=0, combine=None):
     cmd = [args.kiln_bin, "--dtype", "f16", "--head-dim", str(args.head_dim), "--batch", str(batch),
            "--heads", str(args.heads), "--heads-kv", str(args.heads_kv), "--tokens", "1",
            "--seqlens", ",".join(map(str, ns)), "--min-ms", str(args.min_ms)]
     if page:
         cmd += ["--page", str(page)]
+    if splits:
+        cmd += ["--splits", str(splits)]
+    if combine:
+        cmd += ["--combine", combine]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
@@ -100,6 +112,35 @@ def torch_gbs(backend, batch, n, args):
         torch.cuda.empty_cache()
 
 
+def split_sweep(args, batches, ns):
+    """Per (B, N): the runtime's split count and GB/s against every fixed count in
+    --sweep-splits (contiguous, fused combine). Returns (records, markdown lines)."""
+    counts = [int(x) for x in args.sweep_splits.split(",") if x]
+    recs = []
+    for b in batches:
+        nb = [n for n in ns if b * n * args.heads_kv * args.head_dim * 4 <= 40 << 30]
+        chosen = kiln_rows(args, b, nb, 0)
+        fixed = {c: kiln_rows(args, b, nb, 0, splits=c) for c in counts}
+        for n in nb:
+            ch = chosen[n]
+            got = {c: fixed[c][n].get("gbps") for c in counts if fixed[c][n].get("gbps")}
+            best = max(got, key=got.get) if got else None
+            recs.append({"batch": b, "n": n, "chosen_splits": ch.get("splits"), "chosen_gbs": ch.get("gbps"),
+                         "best_splits": best, "best_gbs": got.get(best), "fixed": got})
+            print(f"sweep B={b} N={n}: chosen {ch.get('splits')} {ch.get('gbps')}, best {best} {got.get(best)}",
+                  file=sys.stderr)
+    md = ["", f"split count: chosen vs best fixed (contiguous, fused combine; fixed counts {args.sweep_splits})", "",
+          "| B | N | chosen | GB/s | best fixed | GB/s | chosen / best | " +
+          " | ".join(f"s={c}" for c in counts) + " |", "|---" * (7 + len(counts)) + "|"]
+    for r in recs:
+        ratio = f"{r['chosen_gbs'] / r['best_gbs']:.2f}" if r["chosen_gbs"] and r["best_gbs"] else "-"
+        g = lambda x: f"{x:.0f}" if x else "err"  # noqa: E731
+        md.append(f"| {r['batch']} | {r['n']} | {r['chosen_splits']} | {g(r['chosen_gbs'])} | "
+                  f"{r['best_splits']} | {g(r['best_gbs'])} | {ratio} | " +
+                  " | ".join(f"{r['fixed'][c]:.0f}" if c in r["fixed"] else "err" for c in counts) + " |")
+    return recs, md
+
+
 def cell(r):
     if "gbs" in r:
         return f"{r['gbs']:.0f}"
@@ -118,36 +159,53 @@ def main():
     ap.add_argument("--pages", default="16,256", help="page sizes for the paged Kiln rows")
     ap.add_argument("--min-ms", type=float, default=100)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--combine", default="both", choices=["fused", "kernel", "both"],
+                    help="the kiln column's combine; both: also a kiln_kernel column (two-kernel combine)")
+    ap.add_argument("--sweep-splits", default="", help="fixed split counts to compare the chosen one with")
+    ap.add_argument("--batches", default="", help="comma list (default 1,8 with --quick, else 1,8,64)")
+    ap.add_argument("--seqlens", default="4096,16384,65536,131072")
+    ap.add_argument("--no-sdpa", action="store_true")
     args = ap.parse_args()
-    batches = [1, 8] if args.quick else [1, 8, 64]
-    ns = [4096, 16384, 65536, 131072]
+    batches = [int(x) for x in args.batches.split(",") if x] or ([1, 8] if args.quick else [1, 8, 64])
+    ns = [int(x) for x in args.seqlens.split(",") if x]
     pages = [int(p) for p in args.pages.split(",") if p]
-    cols = ["kiln"] + [f"kiln_page{p}" for p in pages] + ["sdpa_flash", "sdpa_cudnn"]
+    sdpa = [] if args.no_sdpa else ["sdpa_flash", "sdpa_cudnn"]
+    main_combine = "kernel" if args.combine == "kernel" else "fused"
+    cols = (["kiln"] + (["kiln_kernel"] if args.combine == "both" else []) + [f"kiln_page{p}" for p in pages]
+            + sdpa)
     rows = []
     for b in batches:
         nb = [n for n in ns if b * n * args.heads_kv * args.head_dim * 4 <= 40 << 30]
-        kr = {"kiln": kiln_rows(args, b, nb, 0)}
+        kr = {"kiln": kiln_rows(args, b, nb, 0, combine=main_combine)}
+        if args.combine == "both":
+            kr["kiln_kernel"] = kiln_rows(args, b, nb, 0, combine="kernel")
         for p in pages:
-            kr[f"kiln_page{p}"] = kiln_rows(args, b, nb, p)
+            kr[f"kiln_page{p}"] = kiln_rows(args, b, nb, p, combine=main_combine)
         for n in nb:
             row = {"batch": b, "n": n, "results": {c: kr[c][n] for c in kr}}
-            for p in ("sdpa_flash", "sdpa_cudnn"):
+            for p in sdpa:
                 row["results"][p] = torch_gbs(p, b, n, args)
             rows.append(row)
             print(f"B={b} N={n}: " + ", ".join(f"{c} {cell(row['results'][c])}" for c in cols), file=sys.stderr)
-    md = [f"decode, f16, heads {args.heads}/{args.heads_kv}, d {args.head_dim}, one query token: GB/s of K+V",
-          "", "| B | N | " + " | ".join(cols) + " | kiln / cudnn |", "|---" * (len(cols) + 3) + "|"]
+    md = [f"decode, f16, heads {args.heads}/{args.heads_kv}, d {args.head_dim}, one query token: GB/s of K+V "
+          f"(kiln: {main_combine} combine; splits: the runtime's choice)",
+          "", "| B | N | splits | " + " | ".join(cols) + " | kiln / cudnn |", "|---" * (len(cols) + 4) + "|"]
     for r in rows:
-        k, c = r["results"]["kiln"], r["results"]["sdpa_cudnn"]
+        k, c = r["results"]["kiln"], r["results"].get("sdpa_cudnn", {})
         kv = k.get("gbps")
         ratio = f"{kv / c['gbs']:.2f}" if kv and "gbs" in c else "-"
-        md.append(f"| {r['batch']} | {r['n']} | " + " | ".join(cell(r["results"][x]) for x in cols) + f" | {ratio} |")
+        md.append(f"| {r['batch']} | {r['n']} | {k.get('splits', '-')} | " +
+                  " | ".join(cell(r["results"][x]) for x in cols) + f" | {ratio} |")
+    sweep = []
+    if args.sweep_splits:
+        sweep, smd = split_sweep(args, batches, ns)
+        md += smd
     text = "\n".join(md)
     print(text)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "decode_bench.json"), "w") as f:
-            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+            json.dump({"args": vars(args), "rows": rows, "split_sweep": sweep}, f, indent=1)
         with open(os.path.join(args.out, "decode_bench.md"), "w") as f:
             f.write(text + "\n")
         common.write_csv(os.path.join(args.out, "decode_bench.csv"), CSV_FIELDS, csv_records(args, rows))

@@ -3,12 +3,16 @@
  *
  *   kiln-bench-decode --dtype bf16 --head-dim 128 --batch 4 --heads 32 --heads-kv 8 \
  *       --tokens 1 --seqlens 1024,8192,65536 [--page 64] [--splits S] [--min-ms MS]
+ *       [--combine fused|kernel] [--block-n N] [--warps W] [--stages S]
  *
  * Every sequence holds the whole cache length (cache_seqlens[b] = N); with
  * --page the cache is paged (pages in order). Decode is bound by memory
  * bandwidth, so its measure is GB/s of K and V read: 2 * batch * N * heads_kv *
  * head_dim * element size per call (Q, O and the split scratch are not
- * counted). The time is the mean of `reps` back-to-back calls
+ * counted). --combine picks how splits are combined (default: the runtime's,
+ * fused with its own scratch); --splits, --block-n, --warps and --stages
+ * override the schedule (0: the runtime's), so a sweep can compare the
+ * chosen split count with every fixed one. The time is the mean of `reps` back-to-back calls
  * between two events, after a warm-up call (which compiles the variants).
  * The same problem can be timed with PyTorch SDPA or FlashAttention's
  * flash_attn_with_kvcache for comparison.
@@ -22,7 +26,7 @@
 
 typedef struct Opts {
     const char *dtype, *seqlens;
-    int batch, heads, heads_kv, tokens, head_dim, page, splits;
+    int batch, heads, heads_kv, tokens, head_dim, page, splits, combine, block_n, warps, stages;
     double min_ms;
 } Opts;
 
@@ -30,7 +34,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: kiln_bench_decode --head-dim D --heads H --heads-kv HK --batch B --seqlens N[,N...]\n"
                     "       [--dtype f16|bf16] [--tokens T (1..16)] [--page P (paged cache)] [--splits S]\n"
-                    "       [--min-ms MS]\n");
+                    "       [--min-ms MS] [--combine fused|kernel] [--block-n N] [--warps W] [--stages S]\n");
     return 2;
 }
 
@@ -43,13 +47,18 @@ static int parse_opts(int argc, char **argv, Opts *o)
         if (!v) return usage();
         struct { const char *name; int *dst; } ints[] = {
             {"--batch", &o->batch}, {"--heads", &o->heads}, {"--heads-kv", &o->heads_kv}, {"--tokens", &o->tokens},
-            {"--head-dim", &o->head_dim}, {"--page", &o->page}, {"--splits", &o->splits}};
+            {"--head-dim", &o->head_dim}, {"--page", &o->page}, {"--splits", &o->splits},
+            {"--block-n", &o->block_n}, {"--warps", &o->warps}, {"--stages", &o->stages}};
         int hit = 0;
         for (size_t j = 0; j < sizeof ints / sizeof ints[0]; j++)
             if (!strcmp(a, ints[j].name)) *ints[j].dst = atoi(v), hit = 1;
         if (!strcmp(a, "--dtype")) o->dtype = v, hit = 1;
         if (!strcmp(a, "--seqlens")) o->seqlens = v, hit = 1;
         if (!strcmp(a, "--min-ms")) o->min_ms = atof(v), hit = 1;
+        if (!strcmp(a, "--combine")) {
+            if (strcmp(v, "fused") && strcmp(v, "kernel")) return usage();
+            o->combine = strcmp(v, "fused") ? KILN_DECODE_COMBINE_KERNEL : KILN_DECODE_COMBINE_FUSED, hit = 1;
+        }
         if (!hit) return usage();
         i++;
     }
@@ -109,7 +118,8 @@ static KilnStatus setup(KilnDevice *dev, KilnAttentionDecodeParams *p, const Opt
                                      .v = b->v, .cache_seqlens = b->lens, .max_seqlen_k = n, .causal = 1,
                                      .num_splits = o->splits, .block_table = b->bt,
                                      .block_table_stride = pages_per, .page_size = o->page,
-                                     .num_pages = o->batch * pages_per};
+                                     .num_pages = o->batch * pages_per, .combine = o->combine,
+                                     .block_n = o->block_n, .num_warps = o->warps, .num_stages = o->stages};
     memcpy(p->q_stride, qs, sizeof qs), memcpy(p->o_stride, qs, sizeof qs);
     memcpy(p->k_stride, ks, sizeof ks), memcpy(p->v_stride, ks, sizeof ks);
     return st;
@@ -148,9 +158,10 @@ static void bench_one(KilnDevice *dev, const KilnDeviceInfo *info, const Opts *o
     double bytes = 2.0 * o->batch * (double)n * o->heads_kv * o->head_dim * 2;
     printf("{\"provider\": \"kiln\", \"kernel\": \"decode\", \"dtype\": \"%s\", \"batch\": %d, \"heads\": %d, "
            "\"heads_kv\": %d, \"tokens\": %d, \"seqlen_k\": %d, \"head_dim\": %d, \"page\": %d, \"splits\": %d, "
-           "\"reps\": %d, \"ms\": %.5f, \"kv_bytes\": %.0f, \"gbps\": %.1f}\n",
+           "\"combine\": \"%s\", \"reps\": %d, \"ms\": %.5f, \"kv_bytes\": %.0f, \"gbps\": %.1f}\n",
            o->dtype, o->batch, o->heads, o->heads_kv, o->tokens, n, o->head_dim, o->page,
-           kiln_attention_decode_splits(&p, info->sm_count), reps, ms, bytes, bytes / (ms * 1e-3) / 1e9);
+           kiln_attention_decode_splits(&p, info->sm_count), o->combine == KILN_DECODE_COMBINE_KERNEL ? "kernel" : "fused",
+           reps, ms, bytes, bytes / (ms * 1e-3) / 1e9);
     fflush(stdout);
 }
 
