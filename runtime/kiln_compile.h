@@ -157,7 +157,7 @@ KILN_API KilnStatus kiln_module_set_specialize(KilnModule *m, int on);
  * verify (bad magic, wrong key, truncated, checksum) is ignored and rebuilt. */
 
 typedef struct KilnCacheEntry {
-    KilnEmit emit;           /* KILN_EMIT_PTX or KILN_EMIT_CUBIN */
+    KilnEmit emit;           /* KILN_EMIT_PTX or KILN_EMIT_CUBIN (KILN_EMIT_IR: signature only, no payload) */
     char *payload;           /* PTX text (NUL-terminated) or cubin bytes */
     size_t payload_size;
     KilnKernelInfo info;     /* info.params owned by the entry */

@@ -201,6 +201,9 @@ KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const Ki
     const KilnModule *km = k->module;
     if (st == KILN_OK && km->hooks) st = km->hooks->select(km->owner, k, generic, args, nargs, &k);
     if (st != KILN_OK) return st;
+    if (!k->fn) /* a deferred module's own kernel: its owner must have chosen compiled code */
+        return kiln_set_error(KILN_ERR_INTERNAL, "internal error (kiln_launch): kernel %s has no code (a deferred "
+                              "module whose owner chose no variant)", k->info->name);
     int warps = k->info->num_warps > 0 ? k->info->num_warps : 4;
     if (warps * 32 > dev->info.max_threads_per_block)
         return kiln_set_error(KILN_ERR_UNSUPPORTED, "kernel %s: %d warps = %d threads, more than the %d per block %s allows",

@@ -45,7 +45,7 @@ static KilnStatus make_module(KilnDevice *dev, CUmodule mod, KilnKernelInfo *inf
         free(m);
         free(ks);
         rt_free_infos(infos, n);
-        dev->drv->ModuleUnload(mod);
+        if (mod) dev->drv->ModuleUnload(mod);
         return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
     }
     m->dev = dev;
@@ -104,11 +104,24 @@ KilnStatus kiln_module_load_cubin(KilnDevice *dev, const void *image, size_t siz
     return load_module(dev, image, 0, kernels, nkernels, out);
 }
 
+/* A module with signatures and no image: its owner (rt_module_attach) makes
+ * the code per launch (jit's deferred compile: the select hook never hands
+ * back a kernel of this module; kiln_launch refuses one without code). */
+KilnStatus rt_module_new_deferred(KilnDevice *dev, const KilnKernelInfo *kernels, int nkernels, KilnModule **out)
+{
+    *out = NULL;
+    if (!dev || !kernels || nkernels < 1) return kiln_set_error(KILN_ERR_USAGE, "rt_module_new_deferred: no kernels");
+    KilnKernelInfo *infos = NULL;
+    KilnStatus st = rt_copy_infos(kernels, nkernels, &infos);
+    if (st != KILN_OK) return st;
+    return make_module(dev, NULL, infos, nkernels, 0, out);
+}
+
 KilnStatus kiln_module_free(KilnModule *m)
 {
     if (!m) return KILN_OK;
-    KilnStatus st = rt_bind(m->dev);
-    CUresult r = st == KILN_OK ? m->dev->drv->ModuleUnload(m->mod) : CUDA_SUCCESS;
+    KilnStatus st = m->mod ? rt_bind(m->dev) : KILN_OK;
+    CUresult r = st == KILN_OK && m->mod ? m->dev->drv->ModuleUnload(m->mod) : CUDA_SUCCESS;
     if (m->hooks) m->hooks->release(m->owner); /* e.g. jit's variants: modules of their own */
     rt_free_infos(m->infos, m->ninfos);
     free(m->kernels);
@@ -153,7 +166,7 @@ KilnStatus kiln_kernel_get(KilnModule *m, const char *name, KilnKernel **out)
         if (!strcmp(m->infos[i].name, name)) idx = i;
     if (idx < 0) return not_found(m, name);
     KilnKernel *k = &m->kernels[idx];
-    if (!k->fn) {
+    if (!k->fn && m->mod) {   /* a deferred module (no image) has no functions */
         KilnStatus st = rt_bind(m->dev);
         if (st != KILN_OK) return st;
         CUresult r = m->dev->drv->ModuleGetFunction(&k->fn, m->mod, k->info->name);

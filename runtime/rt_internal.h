@@ -66,6 +66,11 @@ typedef struct RtModuleHooks {
     void (*release)(void *owner);
 } RtModuleHooks;
 void rt_module_attach(KilnModule *m, const RtModuleHooks *hooks, void *owner);
+/* A module of signatures without an image (copies of `kernels`): attach an
+ * owner whose select hook compiles and returns the code for every launch
+ * (jit/module_compile.c's deferred compile). Its kernels have no CUfunction;
+ * kiln_launch refuses to run one itself. Needs no driver call. */
+KilnStatus rt_module_new_deferred(KilnDevice *dev, const KilnKernelInfo *kernels, int nkernels, KilnModule **out);
 /* m's owner when it was attached with `hooks`, else NULL (another layer's, or none). */
 void *rt_module_owner(const KilnModule *m, const RtModuleHooks *hooks);
 

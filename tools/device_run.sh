@@ -7,7 +7,7 @@
 # (bench_flex.py: the shipped variants against FlexAttention, and its chart; tools/device_bench_flex.sh
 # runs it alone), compile
 # (kiln-bench-compile: every shipped kernel's source -> PTX time by phase, and the forward's
-# PTX/cubin load and cache-hit times), attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
+# PTX/cubin load and cache-hit times, and --variant-cold: a new variant's cold first fwd/bwd), attention-sweep and matmul-sweep: Kiln's schedules against FA2 / cuBLAS
 # within KILN_SWEEP_BUDGET_S seconds, default 240), and optionally the fuzzer
 # (KILN_FUZZ_SECONDS, over all cores). KILN_SUITE=0 skips the main job and the GPU
 # suite (a tuning session: KILN_SUITE=0 KILN_BENCH=attention-sweep). KILN_MATMUL_ARGS /
@@ -62,7 +62,11 @@ for b in $benches; do
         >"$out/bench_decode.log" 2>&1 ;;
     compile) { timeout 300 "$bin/kiln-bench-compile" --reps 5 --src-dir "$root" --cache
         timeout 120 "$bin/kiln-bench-attn" --src lang/lib/attention_fwd.tile --dtype f16 --head-dim 128 --heads 16 \
-          --tokens 4096 --seqlens 1024 --compile-bench 5; } >"$out/bench_compile.log" 2>&1 ;;
+          --tokens 4096 --seqlens 1024 --compile-bench 5
+        # a never-seen variant's first fwd / bwd: deferred (default) and the old eager path
+        timeout 240 "$bin/kiln-bench-compile" --variant-cold --device --reps 3 --src-dir "$root"
+        KILN_DEFER=0 timeout 120 "$bin/kiln-bench-compile" --variant-cold --device --reps 1 --src-dir "$root"
+        } >"$out/bench_compile.log" 2>&1 ;;
     profile) timeout 300 bash tools/bench/profile_attention.sh "$bin/kiln-bench-attn" >"$out/bench_profile.log" 2>&1 ;;
     attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" \

@@ -10,7 +10,7 @@
  *   3. find the key's kernel in the in-process cache (a small chained hash map
  *      under one mutex), else compile lang/lib/attention_fwd.tile (embedded in
  *      the library by CMake: kiln_lib_files) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
- *      CAUSAL through kiln_module_compile (which has its own on-disk cache) and
+ *      CAUSAL through rt_module_compile_deferred (on-disk cache; code at first launch) and
  *      insert it;
  *   4. bind the arguments by the kernel's parameter NAMES (so the program may
  *      reorder or retype its parameters) and launch on the grid
@@ -18,9 +18,11 @@
  *      as several launches of whole batches (launch_batches).
  *
  * Invariants: a cache entry owns its module; entries of a device go away with
- * kiln_attention_cache_clear(dev). Compiles run outside the lock (they take
- * seconds); two threads racing on one variant both compile and the loser frees
- * its module. Validation never reads *dev.
+ * kiln_attention_cache_clear(dev). Modules are deferred (rt_module_compile_
+ * deferred): the entry holds the signature, and the code is compiled by the
+ * first launch, per specialisation key, under the module's compile lock.
+ * Building an entry runs outside g_lock; two threads racing on one variant
+ * both build and the loser frees its module. Validation never reads *dev.
  *
  * Example: KilnAttentionParams p = {.dtype = KILN_BF16, .batch = 2, .heads_q = 8,
  * .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .q = q, ...,
@@ -407,7 +409,10 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
     return KILN_OK;
 }
 
-/* Compile and load the variant (no lock held: this can take seconds). */
+/* Make the variant's module (no lock held). Deferred: only its signature
+ * now (the front end, milliseconds); its first launch compiles the code its
+ * arguments select (the aligned specialisation, as before), the one LLVM +
+ * ptxas compile of a cold first call instead of two (module_compile.c). */
 static KilnStatus build_variant(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnModule **mod,
                                 KilnKernel **kern)
 {
@@ -415,7 +420,7 @@ static KilnStatus build_variant(KilnDevice *dev, const char *api, const RtAttnVa
     KilnStatus st = rt_attn_compile_request(api, v, &req);
     if (st != KILN_OK) return st;
     KilnCompileOptions o = req.opts;
-    st = kiln_module_compile(dev, req.path, req.src, &o, mod);
+    st = rt_module_compile_deferred(dev, req.path, req.src, &o, mod);
     free(req.owned);
     if (st == KILN_OK) {
         st = kiln_kernel_get(*mod, o.kernel, kern);
@@ -668,6 +673,48 @@ KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const Kiln
     if (stream && rt_stream_device(stream) != dev)
         return rt_attn_error(api, KILN_ERR_USAGE, "the stream belongs to another KilnDevice");
     return KILN_OK;
+}
+
+typedef struct PrepJob {
+    RtSpec *spec;
+    KilnKernel *k;
+    KilnArg args[64];
+    int nargs;
+} PrepJob;
+
+static void *prepare_one(void *p)
+{
+    PrepJob *j = p;
+    KilnKernel *run;
+    (void)rt_spec_select(j->spec, j->k, kiln_kernel_info(j->k), j->args, j->nargs, &run);
+    return NULL;
+}
+
+void rt_attn_prepare(KilnKernel *const *ks, int n, KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
+                     const void *ctx)
+{
+    PrepJob jobs[RT_ATTN_MAX_PREPARE];
+    int nj = 0;
+    for (int i = 0; i < n && i < RT_ATTN_MAX_PREPARE; i++) {
+        const KilnKernelInfo *info = kiln_kernel_info(ks[i]);
+        PrepJob *j = &jobs[nj];
+        j->spec = rt_kernel_spec(ks[i]);
+        j->k = ks[i];
+        j->nargs = info ? info->nparams : 0;
+        if (!j->spec || j->nargs > (int)COUNT(j->args)) continue;
+        bool ok = true;
+        for (int a = 0; a < j->nargs && ok; a++) ok = bind(ctx, &info->params[a], &j->args[a]) == KILN_OK;
+        if (ok && rt_spec_pending(j->spec, info, j->args, j->nargs)) nj++;
+    }
+    if (nj < 2) return;
+    pthread_t th[RT_ATTN_MAX_PREPARE];
+    bool started[RT_ATTN_MAX_PREPARE] = {false};
+    for (int i = 1; i < nj; i++) started[i] = pthread_create(&th[i], NULL, prepare_one, &jobs[i]) == 0;
+    prepare_one(&jobs[0]);   /* this thread takes the first */
+    for (int i = 1; i < nj; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else prepare_one(&jobs[i]);   /* no thread to be had: here, after the others */
+    }
 }
 
 KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,

@@ -13,7 +13,7 @@
  *        attn_bwd_dkdv_*  dK, dV over key blocks (+ atomic dQ unless deterministic);
  *        attn_bwd_dq_cvt_* (dQ accumulator -> dQ) or attn_bwd_dq_* (deterministic dQ);
  *   3. fetch each kernel from attention.c's per-device variant cache (compiled
- *      once through kiln_module_compile and its on-disk cache) and launch it
+ *      once, at its first launch, through the on-disk cache) and launch it
  *      with its arguments bound by the program's parameter NAMES.
  *
  * Scratch is the caller's (kiln_attention_bwd_scratch_size bytes): delta, then
@@ -247,6 +247,8 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
         if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &ks[i])) == KILN_OK) infos[i] = kiln_kernel_info(ks[i]);
     }
     if (st == KILN_OK) st = rt_attn_var_check_used(BWD, p->fwd.variant, infos, plan.n);
+    /* a cold call: compile the kernels' code at once on threads, not one per launch */
+    if (st == KILN_OK) rt_attn_prepare(ks, plan.n, rt_attn_bwd_arg, p);
     for (int i = 0; i < plan.n && st == KILN_OK; i++)
         st = rt_attn_launch(BWD, ks[i], plan.grid[i], stream, rt_attn_bwd_arg, p);
     rt_attn_var_close(&vs);

@@ -4,7 +4,8 @@
  *   "KILNCE01" | key (64 hex) | u32 emit | u32 num_warps | u32 num_stages |
  *   u32 smem_bytes | u32 nparams | name[128] | nparams x (name[64], u32 kind,
  *   u32 pointee_bits) | u64 payload_size | payload | u64 FNV-1a of all before
- * (integers little-endian). Writers fill a uniquely named temporary file in
+ * (integers little-endian); emit KILN_EMIT_IR: a kernel's signature alone, no
+ * payload (rt_module_compile_deferred). Writers fill a uniquely named temporary file in
  * the same directory and rename() it over the entry, which is atomic on POSIX
  * file systems: a reader sees the old entry, the new one, or none — never a
  * mix, even with several compilers writing the same key at once. Readers
@@ -250,7 +251,9 @@ KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *d, size_t size, K
     uint32_t emit = get_u32(p), warps = get_u32(p + 4), stages = get_u32(p + 8), smem = get_u32(p + 12);
     uint32_t np = get_u32(p + 16);
     p += 20;
-    if ((emit != KILN_EMIT_PTX && emit != KILN_EMIT_CUBIN) || np > MAX_PARAMS || warps > 64 || smem > (1u << 30))
+    /* KILN_EMIT_IR: a signature-only entry (rt_module_compile_deferred), no payload */
+    bool emit_ok = emit == KILN_EMIT_PTX || emit == KILN_EMIT_CUBIN || emit == KILN_EMIT_IR;
+    if (!emit_ok || np > MAX_PARAMS || warps > 64 || smem > (1u << 30))
         return corrupt("bad header fields");
     size_t need = HEAD_BYTES + (size_t)np * PARAM_BYTES + 8;
     if (need + 8 > size) return corrupt("truncated");

@@ -78,6 +78,8 @@ struct RtSpec {
     pthread_mutex_t lock;           /* guards the variant table */
     pthread_mutex_t compile_lock;   /* one variant compile at a time: each key compiles once */
     int on;                         /* kiln_module_set_specialize */
+    int deferred;                   /* the module has no code of its own (rt_module_compile_deferred):
+                                     * the empty key is a variant too, the generic kernel */
     char *path, *src;               /* copies */
     KilnCompileOptions opts;        /* deep copy; arch and emit resolved */
     RtSpecCompileFn compile;
@@ -104,14 +106,31 @@ KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints
 /* Same name, parameters, warps and stages (smem may differ per variant). */
 bool rt_infos_match(const KilnKernelInfo *a, const KilnKernelInfo *b);
 /* A new spec owning copies of path, src and opts (NULL on out of memory). */
+/* kiln_module_compile without the up-front code: a module of the kernel's
+ * signature (front end only; cached on disk) whose every launch runs the
+ * variant its arguments select, compiled on first use (the empty key: the
+ * generic kernel). One LLVM + ptxas compile per first launch instead of two.
+ * Compile errors of the front end come back here, those of the backend at
+ * the launch. KILN_SPECIALIZE=0 or KILN_DEFER=0 (A/B timings): exactly
+ * kiln_module_compile. */
+KilnStatus rt_module_compile_deferred(KilnDevice *dev, const char *path, const char *src,
+                                      const KilnCompileOptions *opts, KilnModule **out);
 RtSpec *rt_spec_new(const char *path, const char *src, const KilnCompileOptions *opts, RtSpecCompileFn compile,
                     RtSpecReleaseFn release);
 void rt_spec_free(RtSpec *spec);    /* releases every variant */
 /* The kernel to launch for `generic` (whose info it was compiled for) and
  * `args`: `generic` itself when specialisation is off or the key is empty,
- * else the key's variant, compiled on first use. Thread-safe. */
+ * else the key's variant, compiled on first use. A deferred spec never
+ * returns `generic` (it has no code): off or empty, the empty key's variant
+ * (the generic kernel, compiled on first use). Thread-safe. */
 KilnStatus rt_spec_select(RtSpec *spec, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
                           int nargs, KilnKernel **run);
+/* Whether a launch with `args` would compile first (its variant, or a
+ * deferred module's generic kernel, not compiled yet); false when the hints
+ * refuse the arguments (the launch reports it). Thread-safe, microseconds. */
+bool rt_spec_pending(RtSpec *spec, const KilnKernelInfo *info, const KilnArg *args, int nargs);
+/* The spec of k's module (kiln_module_compile / rt_module_compile_deferred), else NULL. */
+RtSpec *rt_kernel_spec(const KilnKernel *k);
 /* Variants a module holds (0 for loaded PTX / cubin); GPU tests use it. */
 int rt_module_variants(KilnModule *m);
 /* The compile request of variant `i` of `m` (in creation order): *opts is the
@@ -165,6 +184,14 @@ KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, con
 /* The checks every entry point makes after validation: a device, and a stream of it. */
 KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const KilnStream *stream);
 /* Launch k on grid with each runtime parameter's argument from bind(ctx, param) (by name). */
+/* Compile the code the first launches of ks[0..n) with their arguments from
+ * bind will run, at once, one thread per kernel with code to compile (the
+ * backward's kernels: the slowest one's time instead of the sum). Nothing when
+ * at most one has (its launch compiles it). Statuses are dropped: the launches
+ * that follow report a failure (recompiling it). At most RT_ATTN_MAX_PREPARE. */
+#define RT_ATTN_MAX_PREPARE 4
+void rt_attn_prepare(KilnKernel *const *ks, int n, KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
+                     const void *ctx);
 KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,
                           KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx);
 

@@ -11,6 +11,12 @@
  * back to PTX. Cache write failures never fail the compile. The module keeps
  * the source and resolved options (RtSpec) so that kiln_launch can compile
  * variants specialised on its arguments (specialize.c) the same way.
+ *
+ * rt_module_compile_deferred (the attention entry points) compiles no code up
+ * front: it takes the signature from the front end and lets the first launch
+ * compile the one kernel its arguments select. kiln_module_compile + a first
+ * launch with aligned arguments compiles two (the generic kernel, then the
+ * specialised one), each through LLVM and ptxas: seconds of a cold first call.
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
@@ -68,21 +74,62 @@ static KilnStatus compile_entry(const char *path, const char *src, const KilnCom
 static KilnStatus compile_load_keyed(KilnDevice *dev, const char *path, const char *src, const char *keysrc,
                                      KilnCompileOptions *o, int may_fall_back, KilnModule **out);
 
-/* Key, look up, else compile and store; load. `o` is resolved (arch, emit);
- * a fallback to PTX is written back to it. */
-static KilnStatus compile_load(KilnDevice *dev, const char *path, const char *src, KilnCompileOptions *o,
-                               int may_fall_back, KilnModule **out)
+/* What the cache key covers: the source, plus the texts of the modules it
+ * imports from disk (the embedded library's are covered by the build
+ * identity). NULL: none (or out of memory): key on src alone. */
+static char *keyed_source(const char *path, const char *src, const KilnCompileOptions *o)
 {
-    /* Modules imported from disk are part of what is compiled: key on their texts too
-     * (the embedded library's are covered by the build identity). */
     char *imports = kiln_import_digest(path, src, o);
     char *keyed = NULL;
     if (imports && (keyed = malloc(strlen(src) + strlen(imports) + 1)))
         strcat(strcpy(keyed, src), imports);
     free(imports);
+    return keyed;
+}
+
+/* Key, look up, else compile and store; load. `o` is resolved (arch, emit);
+ * a fallback to PTX is written back to it. */
+static KilnStatus compile_load(KilnDevice *dev, const char *path, const char *src, KilnCompileOptions *o,
+                               int may_fall_back, KilnModule **out)
+{
+    char *keyed = keyed_source(path, src, o);
     KilnStatus st = compile_load_keyed(dev, path, src, keyed ? keyed : src, o, may_fall_back, out);
     free(keyed);
     return st;
+}
+
+/* The kernel's signature without compiling its code: the front end alone
+ * (emit IR: parse, sema, Tile IR passes; no LLVM, no ptxas), kept in the
+ * on-disk cache as an entry without payload so a warm process skips even
+ * that. A source that does not compile fails here, with its diagnostics. */
+static KilnStatus signature_of(const char *path, const char *src, const KilnCompileOptions *o, KilnKernelInfo *info)
+{
+    KilnCompileOptions io = *o;
+    io.emit = KILN_EMIT_IR;
+    char *keyed = keyed_source(path, src, &io);
+    char key[65];
+    KilnStatus st = kiln_cache_key(keyed ? keyed : src, &io, key);
+    free(keyed);
+    if (st != KILN_OK) return st;
+    KilnCacheEntry e;
+    if (kiln_cache_lookup(key, &e) == KILN_OK) {
+        KilnKernelInfo *copy = NULL;
+        st = e.emit == KILN_EMIT_IR ? rt_copy_infos(&e.info, 1, &copy) : KILN_ERR_NOT_FOUND;
+        kiln_cache_entry_free(&e);
+        if (st == KILN_OK) {
+            *info = copy[0];
+            free(copy);
+            return KILN_OK;
+        }
+    }
+    st = compile_entry(path, src, &io, &e);   /* payload: the IR text, not kept */
+    if (st != KILN_OK) return st;
+    free(e.payload);
+    e.payload = NULL;
+    e.payload_size = 0;
+    kiln_cache_store(key, &e);   /* best effort, as for code */
+    *info = e.info;
+    return KILN_OK;
 }
 
 static KilnStatus compile_load_keyed(KilnDevice *dev, const char *path, const char *src, const char *keysrc,
@@ -139,28 +186,60 @@ static int specialize_by_default(void)
     return !(e && !strcmp(e, "0"));
 }
 
-KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src, const KilnCompileOptions *opts,
-                               KilnModule **out)
+/* The request as compiled: arch from the device, "auto" emit resolved. */
+static KilnCompileOptions resolve_opts(const KilnDevice *dev, const KilnCompileOptions *opts)
 {
-    if (!out) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_compile: out is NULL");
-    *out = NULL;
-    if (!dev || !src || !opts) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_compile: NULL argument");
     KilnCompileOptions o = *opts;
     o.dump_after = NULL;
     if (!o.arch) o.arch = dev->info.arch;
     if (o.emit != KILN_EMIT_PTX && o.emit != KILN_EMIT_CUBIN) o.emit = have_ptxas() ? KILN_EMIT_CUBIN : KILN_EMIT_PTX;
-    KilnModule *m = NULL;
-    KilnStatus st = compile_load(dev, path, src, &o, opts->emit != KILN_EMIT_CUBIN, &m);
-    if (st != KILN_OK) return st;
-    /* Keep the request for launch-time specialisation (specialize.c). */
-    RtSpec *spec = rt_spec_new(path, src, &o, compile_variant, release_variant);
+    return o;
+}
+
+/* Keep the request for launch-time specialisation (specialize.c); frees m on failure. */
+static KilnStatus attach_spec(KilnDevice *dev, KilnModule *m, const char *path, const char *src,
+                              const KilnCompileOptions *o, int deferred, KilnModule **out)
+{
+    RtSpec *spec = rt_spec_new(path, src, o, compile_variant, release_variant);
     if (!spec) {
         kiln_module_free(m);
         return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
     }
     spec->dev = dev;
     spec->on = specialize_by_default();
+    spec->deferred = deferred;
     rt_spec_attach(m, spec);
     *out = m;
     return KILN_OK;
+}
+
+KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src, const KilnCompileOptions *opts,
+                               KilnModule **out)
+{
+    if (!out) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_compile: out is NULL");
+    *out = NULL;
+    if (!dev || !src || !opts) return kiln_set_error(KILN_ERR_USAGE, "kiln_module_compile: NULL argument");
+    KilnCompileOptions o = resolve_opts(dev, opts);
+    KilnModule *m = NULL;
+    KilnStatus st = compile_load(dev, path, src, &o, opts->emit != KILN_EMIT_CUBIN, &m);
+    if (st != KILN_OK) return st;
+    return attach_spec(dev, m, path, src, &o, 0, out);
+}
+
+KilnStatus rt_module_compile_deferred(KilnDevice *dev, const char *path, const char *src,
+                                      const KilnCompileOptions *opts, KilnModule **out)
+{
+    *out = NULL;
+    const char *defer = getenv("KILN_DEFER");   /* 0: the eager path, for A/B timings */
+    if (!specialize_by_default() || (defer && !strcmp(defer, "0")))
+        return kiln_module_compile(dev, path, src, opts, out);
+    KilnCompileOptions o = resolve_opts(dev, opts);
+    KilnKernelInfo info;
+    KilnStatus st = signature_of(path, src, &o, &info);
+    if (st != KILN_OK) return st;
+    KilnModule *m = NULL;
+    st = rt_module_new_deferred(dev, &info, 1, &m);
+    free(info.params);
+    if (st != KILN_OK) return st;
+    return attach_spec(dev, m, path, src, &o, 1, out);
 }

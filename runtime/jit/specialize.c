@@ -20,6 +20,9 @@
  * its hints (the key is recomputed for every launch); each key compiles at
  * most once per module (compiles are serialised by compile_lock and the table
  * is re-checked under it); variants are released with the module.
+ * A deferred module (rt_module_compile_deferred: signatures, no code) keeps
+ * its generic kernel in the table too, under the empty key, compiled only when
+ * a launch needs it: the first launch compiles exactly one kernel.
  * The compile and release steps are function pointers so that the table logic
  * is testable on the CPU and this file never pulls the compiler into programs
  * that link only the runtime.
@@ -307,8 +310,9 @@ static KilnStatus compile_variant(RtSpec *s, const KilnKernelInfo *info, const R
     if (st == KILN_OK) st = s->compile(s, hints, nh, &vk, &vinfo);
     free(hints);
     if (st != KILN_OK) {
-        rt_append_error(" (while specialising the kernel for its launch arguments; "
-                        "kiln_module_set_specialize(m, 0) turns this off)");
+        rt_append_error(rt_spec_key_empty(key) ? " (while compiling the kernel at its first launch)"
+                        : " (while specialising the kernel for its launch arguments; "
+                          "kiln_module_set_specialize(m, 0) turns this off)");
         return st;
     }
     s->ncompiles++;
@@ -323,6 +327,26 @@ static KilnStatus compile_variant(RtSpec *s, const KilnKernelInfo *info, const R
     return st;
 }
 
+/* The key a launch with `args` runs under (written to *key) and its variant
+ * if compiled (*k; NULL: to compile). false: the generic kernel itself runs
+ * (not deferred, and specialisation off or an empty key). */
+static bool choose(RtSpec *s, const KilnKernelInfo *info, const KilnArg *args, int nargs, RtSpecKey *key,
+                   KilnKernel **k)
+{
+    *k = NULL;
+    rt_spec_key(info, s->opts.hints, s->opts.nhints, args, nargs, key);
+    if (rt_spec_key_empty(key) && !s->deferred) return false;
+    bool on;
+    *k = find_locked(s, key, &on);
+    if (on) return true;
+    if (!s->deferred) return false;
+    if (!rt_spec_key_empty(key)) {   /* deferred and off: the generic kernel */
+        memset(key, 0, sizeof *key);
+        *k = find_locked(s, key, &on);
+    }
+    return true;
+}
+
 KilnStatus rt_spec_select(RtSpec *s, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
                           int nargs, KilnKernel **run)
 {
@@ -331,21 +355,28 @@ KilnStatus rt_spec_select(RtSpec *s, KilnKernel *generic, const KilnKernelInfo *
     KilnStatus st = rt_check_hints(info, s->opts.hints, s->opts.nhints, args, nargs);
     if (st != KILN_OK || !s->compile) return st;
     RtSpecKey key;
-    rt_spec_key(info, s->opts.hints, s->opts.nhints, args, nargs, &key);
-    if (rt_spec_key_empty(&key)) return KILN_OK;
-    bool on;
-    KilnKernel *k = find_locked(s, &key, &on);
-    if (!on) return KILN_OK;
+    KilnKernel *k;
+    if (!choose(s, info, args, nargs, &key, &k)) return KILN_OK;
     if (k) {
         *run = k;
         return KILN_OK;
     }
+    bool on;
     pthread_mutex_lock(&s->compile_lock);
     k = find_locked(s, &key, &on); /* another thread may have compiled it meanwhile */
     if (!k) st = compile_variant(s, info, &key, &k);
     pthread_mutex_unlock(&s->compile_lock);
     if (st == KILN_OK) *run = k;
     return st;
+}
+
+bool rt_spec_pending(RtSpec *s, const KilnKernelInfo *info, const KilnArg *args, int nargs)
+{
+    if (!s || !s->compile || rt_check_hints(info, s->opts.hints, s->opts.nhints, args, nargs) != KILN_OK)
+        return false;
+    RtSpecKey key;
+    KilnKernel *k;
+    return choose(s, info, args, nargs, &key, &k) && !k;
 }
 
 /* The runtime core calls these through the module's hooks (rt_internal.h). */
@@ -358,6 +389,8 @@ static void hook_release(void *owner) { rt_spec_free(owner); }
 static const RtModuleHooks spec_hooks = {hook_select, hook_release};
 
 void rt_spec_attach(KilnModule *m, RtSpec *s) { rt_module_attach(m, &spec_hooks, s); }
+
+RtSpec *rt_kernel_spec(const KilnKernel *k) { return k ? rt_module_owner(k->module, &spec_hooks) : NULL; }
 
 KilnStatus kiln_module_set_specialize(KilnModule *m, int on)
 {

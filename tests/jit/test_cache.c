@@ -250,6 +250,34 @@ START_TEST(store_then_lookup)
 }
 END_TEST
 
+/* A signature-only entry (emit IR, no payload: rt_module_compile_deferred)
+ * round-trips; an IR entry claiming a payload does not verify. */
+START_TEST(signature_only_entry)
+{
+    const char *key = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+    KilnCacheEntry e = fake_entry(5, 0), got;
+    free(e.payload);
+    e.payload = NULL;
+    e.payload_size = 0;
+    e.emit = KILN_EMIT_IR;
+    ck_assert_int_eq(kiln_cache_store(key, &e), KILN_OK);
+    ck_assert_int_eq(kiln_cache_lookup(key, &got), KILN_OK);
+    ck_assert_int_eq(got.emit, KILN_EMIT_IR);
+    ck_assert_uint_eq(got.payload_size, 0);
+    ck_assert_int_eq(got.info.nparams, e.info.nparams);
+    ck_assert_str_eq(got.info.params[0].name, "X");
+    ck_assert_int_eq(got.info.num_warps, e.info.num_warps);
+    kiln_cache_entry_free(&got);
+    /* other emits stay refused */
+    e.emit = KILN_EMIT_LLVM;
+    uint8_t *buf;
+    size_t n;
+    ck_assert_int_eq(rt_cache_encode(key, &e, &buf, &n), KILN_OK);
+    ck_assert_int_eq(rt_cache_decode(key, buf, n, &got), KILN_ERR_NOT_FOUND);
+    free(buf);
+}
+END_TEST
+
 static void write_file(const char *path, const uint8_t *d, size_t n)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -524,6 +552,7 @@ static Suite *suite(void)
     tcase_add_test(tc, key_is_stable_and_sensitive);
     tcase_add_test(tc, rebuilt_compiler_misses_old_entries);
     tcase_add_test(tc, store_then_lookup);
+    tcase_add_test(tc, signature_only_entry);
     tcase_add_test(tc, corrupt_entries_are_ignored_and_rebuilt);
     tcase_add_test(tc, disable_bypasses);
     tcase_add_test(tc, default_dir_under_home);

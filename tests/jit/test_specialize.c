@@ -12,9 +12,11 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln.h"
 #include "jit_internal.h"
+#include "cuda_loader.h"
 
 /* k(X: *f32, Y: *f16, n: i32, m: u64, s: i64, scale: f32, flag: bool, b: u8) */
 static KilnParam params[8];
@@ -546,23 +548,244 @@ static void *launcher(void *p)
     return NULL;
 }
 
-START_TEST(select_is_thread_safe)
+/* 8 threads running `fn` on one spec: no errors, `nkeys` compiles and variants. */
+static void run_launchers(bool deferred, void *(*fn)(void *), int nkeys)
 {
     RtSpec *s = new_spec(NULL, 0);
+    s->deferred = deferred;
     pthread_t th[8];
     ThreadArg ta[8];
     for (int i = 0; i < 8; i++) {
         ta[i] = (ThreadArg){s, i * 3, 0};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, launcher, &ta[i]), 0);
+        ck_assert_int_eq(pthread_create(&th[i], NULL, fn, &ta[i]), 0);
     }
     for (int i = 0; i < 8; i++) {
         pthread_join(th[i], NULL);
         ck_assert_int_eq(ta[i].errors, 0);
     }
-    ck_assert_int_eq(s->ncompiles, 7);
-    ck_assert_int_eq(s->nvariants, 7);
+    ck_assert_int_eq(s->ncompiles, nkeys);
+    ck_assert_int_eq(s->nvariants, nkeys);
     rt_spec_free(s);
-    ck_assert_int_eq(nreleased, 7);
+    ck_assert_int_eq(nreleased, nkeys);
+}
+
+START_TEST(select_is_thread_safe) { run_launchers(false, launcher, 7); }
+END_TEST
+
+/* A deferred spec (rt_module_compile_deferred: the module has no code): the
+ * generic kernel is a variant too, under the empty key, compiled on the first
+ * launch that needs it; the first launch compiles exactly one kernel; off
+ * means the generic kernel, compiled once; GENERIC is never handed back. */
+START_TEST(select_deferred)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    s->deferred = 1;
+    KilnArg a[8];
+    random_args(a);
+    a[0] = kiln_arg_ptr(0x7000000000ull); /* aligned: a non-empty key */
+    KilnKernel *k1, *k2, *g1, *g2;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k1), KILN_OK);
+    ck_assert_ptr_ne(k1, GENERIC);
+    check_variant_fits(k1, a);
+    ck_assert_int_eq(s->ncompiles, 1);   /* one compile for the first launch, not generic + variant */
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k2), KILN_OK);
+    ck_assert_ptr_eq(k1, k2);
+    ck_assert_int_eq(s->ncompiles, 1);
+    /* nothing divisible by 16: the generic kernel, compiled now, once, without hints */
+    KilnArg u[8];
+    memcpy(u, a, sizeof u);
+    u[0] = kiln_arg_ptr(0x7000000004ull), u[1] = kiln_arg_ptr(0x7100000002ull), u[2] = kiln_arg_i32(17);
+    u[3] = kiln_arg_u64(3), u[4] = kiln_arg_i64(-9), u[7] = kiln_arg_u8(255);
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, u, 8, &g1), KILN_OK);
+    ck_assert_ptr_ne(g1, GENERIC);
+    ck_assert_ptr_ne(g1, k1);
+    ck_assert_int_eq(((FakeVariant *)g1)->nhints, 0);
+    ck_assert_int_eq(s->ncompiles, 2);
+    /* switched off: the same generic kernel for aligned arguments, no compile */
+    s->on = 0;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &g2), KILN_OK);
+    ck_assert_ptr_eq(g1, g2);
+    ck_assert_int_eq(s->ncompiles, 2);
+    rt_spec_free(s);
+    ck_assert_int_eq(nreleased, nfakes);
+}
+END_TEST
+
+/* Off from the start: the first launch compiles the generic kernel (one
+ * compile), and a failing compile says it was the first launch's. */
+START_TEST(select_deferred_off_and_failure)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    s->deferred = 1;
+    s->on = 0;
+    KilnArg a[8];
+    key_args(1, a);   /* X aligned: specialisation would compile a variant, were it on */
+    KilnKernel *k;
+    fail_next = KILN_ERR_COMPILE;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_ERR_COMPILE);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "first launch"));
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_ne(k, GENERIC);
+    ck_assert_int_eq(((FakeVariant *)k)->nhints, 0);
+    ck_assert_int_eq(s->ncompiles, 1);
+    rt_spec_free(s);
+}
+END_TEST
+
+/* Threads racing on a deferred spec's keys, the empty one included: each key
+ * compiles once, nobody gets GENERIC. */
+static void *deferred_launcher(void *p)
+{
+    ThreadArg *t = p;
+    for (int r = 0; r < 400; r++) {
+        int which = (r * 7 + t->seed) % 8; /* keys 0..7: 0 is the empty key */
+        KilnArg a[8];
+        key_args(which, a);
+        KilnKernel *k;
+        if (rt_spec_select(t->s, GENERIC, &info, a, 8, &k) != KILN_OK || k == GENERIC) t->errors++;
+    }
+    return NULL;
+}
+
+START_TEST(select_deferred_is_thread_safe) { run_launchers(true, deferred_launcher, 8); }
+END_TEST
+
+/* rt_module_compile_deferred takes a kernel's signature from the front end
+ * (emit IR) and the first launch checks the compiled code's against it
+ * (rt_infos_match): they must agree for the shipped programs, schedules
+ * chosen by the program's own rule (num_warps 0) included. */
+static void check_ir_signature(const char *file, const char *kernel, const KilnDefine *defs, int ndefs, int warps)
+{
+    const char *src = kiln_lib_source(file);
+    ck_assert_ptr_nonnull(src);
+    KilnCompileOptions o = {.kernel = kernel, .defines = defs, .ndefines = ndefs, .arch = "sm_90a",
+                            .num_warps = warps, .emit = KILN_EMIT_IR};
+    KilnCompileResult ir, ptx;
+    ck_assert_int_eq(kiln_compile(file, src, &o, &ir), KILN_OK);
+    o.emit = KILN_EMIT_PTX;
+    ck_assert_int_eq(kiln_compile(file, src, &o, &ptx), KILN_OK);
+    ck_assert_int_eq(ir.nkernels, 1);
+    ck_assert_int_eq(ptx.nkernels, 1);
+    ck_assert_msg(rt_infos_match(&ir.kernels[0], &ptx.kernels[0]), "%s: IR signature %d warps %d stages, code %d/%d",
+                  kernel, ir.kernels[0].num_warps, ir.kernels[0].num_stages, ptx.kernels[0].num_warps,
+                  ptx.kernels[0].num_stages);
+    ck_assert_int_gt(ptx.kernels[0].nparams, 10);
+    kiln_compile_result_free(&ir);
+    kiln_compile_result_free(&ptx);
+}
+
+START_TEST(ir_signature_matches_code)
+{
+    KilnDefine fwd[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "true"},
+                        {"PLAIN_SCORES", "true"}};
+    check_ir_signature("lang/lib/attention_fwd.tile", "attn_fwd_f16", fwd, 5, 0);
+    KilnDefine dec[] = {{"HEAD_DIM", "64"}, {"BLOCK_M", "16"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
+                        {"PAGED", "false"}, {"DIRECT", "false"}};
+    check_ir_signature("lang/lib/attention_decode.tile", "attn_decode_f16", dec, 6, 4);
+}
+END_TEST
+
+/* rt_spec_pending says whether a launch would compile first, without compiling. */
+START_TEST(pending_says_what_a_launch_compiles)
+{
+    RtSpec *s = new_spec(NULL, 0);
+    KilnArg a[8], u[8];
+    key_args(1, a);   /* X aligned: a non-empty key */
+    key_args(0, u);   /* nothing aligned: the empty key */
+    ck_assert(rt_spec_pending(s, &info, a, 8));
+    ck_assert(!rt_spec_pending(s, &info, u, 8));   /* the generic kernel runs: nothing to compile */
+    ck_assert_int_eq(s->ncompiles, 0);
+    KilnKernel *k;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert(!rt_spec_pending(s, &info, a, 8));
+    s->on = 0;
+    key_args(2, a);
+    ck_assert(!rt_spec_pending(s, &info, a, 8));
+    s->deferred = 1;   /* off and deferred: the generic kernel, not compiled yet */
+    ck_assert(rt_spec_pending(s, &info, a, 8));
+    ck_assert(rt_spec_pending(s, &info, u, 8));
+    s->on = 1;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, u, 8, &k), KILN_OK);
+    ck_assert(!rt_spec_pending(s, &info, u, 8));
+    ck_assert(!rt_spec_pending(NULL, &info, u, 8));
+    rt_spec_free(s);
+}
+END_TEST
+
+/* rt_attn_prepare on fake deferred modules: the kernels' code compiles at once
+ * on threads (the fake compile sleeps, so overlap is visible), each once; the
+ * launches that follow find it; a second prepare compiles nothing. */
+static int g_running, g_max_running;
+
+static KilnStatus slow_compile(RtSpec *s, const KilnParamHint *hints, int nhints, KilnKernel **out,
+                               const KilnKernelInfo **vinfo)
+{
+    int now = __atomic_add_fetch(&g_running, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&fake_lock);
+    if (now > g_max_running) g_max_running = now;
+    pthread_mutex_unlock(&fake_lock);
+    struct timespec ts = {0, 150 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    KilnStatus st = fake_compile(s, hints, nhints, out, vinfo);
+    __atomic_sub_fetch(&g_running, 1, __ATOMIC_SEQ_CST);
+    return st;
+}
+
+static KilnStatus bind_by_name(const void *ctx, const KilnParam *prm, KilnArg *a)
+{
+    const KilnArg *args = ctx;
+    for (int i = 0; i < 8; i++)
+        if (!strcmp(params[i].name, prm->name)) {
+            *a = args[i];
+            return KILN_OK;
+        }
+    return KILN_ERR_INTERNAL;
+}
+
+START_TEST(prepare_compiles_kernels_at_once)
+{
+    nfakes = nreleased = 0;
+    g_running = g_max_running = 0;
+    KilnCompileOptions o = {.kernel = "k", .arch = "sm_90a", .emit = KILN_EMIT_CUBIN};
+    KilnModule mods[3];
+    KilnKernel ks[3];
+    KilnKernel *kp[3];
+    RtSpec *specs[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&mods[i], 0, sizeof mods[i]);
+        memset(&ks[i], 0, sizeof ks[i]);
+        specs[i] = rt_spec_new("k.tile", "source text", &o, slow_compile, fake_release);
+        ck_assert_ptr_nonnull(specs[i]);
+        specs[i]->deferred = 1;
+        rt_spec_attach(&mods[i], specs[i]);
+        ks[i].module = &mods[i];
+        ks[i].info = &info;
+        kp[i] = &ks[i];
+    }
+    KilnArg a[8];
+    key_args(3, a);
+    rt_attn_prepare(kp, 3, bind_by_name, a);
+    ck_assert_int_eq(nfakes, 3);
+    ck_assert_int_ge(g_max_running, 2);   /* they overlapped */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(specs[i]->ncompiles, 1);
+        ck_assert(!rt_spec_pending(specs[i], &info, a, 8));
+    }
+    rt_attn_prepare(kp, 3, bind_by_name, a);   /* warm: nothing to do */
+    ck_assert_int_eq(nfakes, 3);
+    /* one kernel left to compile: no thread, its launch does it */
+    key_args(0, a);
+    rt_spec_select(specs[0], kp[0], &info, a, 8, &kp[0]);
+    kp[0] = &ks[0];
+    rt_spec_select(specs[1], kp[1], &info, a, 8, &kp[1]);
+    kp[1] = &ks[1];
+    g_max_running = 0;
+    rt_attn_prepare(kp, 3, bind_by_name, a);
+    ck_assert_int_eq(nfakes, 5);
+    ck_assert(rt_spec_pending(specs[2], &info, a, 8));
+    ck_assert_int_eq(g_max_running, 0);
+    for (int i = 0; i < 3; i++) rt_spec_free(specs[i]);
+    ck_assert_int_eq(nreleased, nfakes);
 }
 END_TEST
 
@@ -673,6 +896,12 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, select_failures);
     tcase_add_test(tc, select_equals_one);
     tcase_add_test(tc, select_is_thread_safe);
+    tcase_add_test(tc, select_deferred);
+    tcase_add_test(tc, select_deferred_off_and_failure);
+    tcase_add_test(tc, select_deferred_is_thread_safe);
+    tcase_add_test(tc, ir_signature_matches_code);
+    tcase_add_test(tc, pending_says_what_a_launch_compiles);
+    tcase_add_test(tc, prepare_compiles_kernels_at_once);
     tcase_add_test(tc, spec_copies_the_request);
     tcase_add_test(tc, cache_key_covers_hints);
     suite_add_tcase(s, tc);

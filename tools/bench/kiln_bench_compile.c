@@ -1,7 +1,7 @@
 /* kiln_bench_compile.c — compile time, source -> PTX, of every shipped program
  * at the schedules the runtime uses, with the time of each compiler phase.
- * No GPU: this is the compiler alone (PTX -> loaded module and the cache-hit
- * path need a device: kiln-bench-attn --compile-bench).
+ * No GPU unless --device: this is the compiler alone (PTX -> loaded module and
+ * the cache-hit path need a device: kiln-bench-attn --compile-bench).
  *
  *   kiln-bench-compile [--reps N] [--arch sm_80|sm_90a] [--only SUBSTR] [--ptx-dir DIR] [--json]
  *
@@ -20,14 +20,22 @@
  * lines kiln_compile puts in its stats. --ptx-dir writes each kernel's PTX, so
  * two builds can be compared byte for byte.
  *
+ * --variant-cold: what a never-seen variant's first forward and backward compile,
+ * eager (generic + specialised kernel) against deferred (signature + specialised
+ * kernel), by phase with ptxas, and on threads; --device (GPU host) adds each
+ * cubin's load and the real first calls (see variant_cold below).
+ *
  * --cache: also the host side of a cache hit (kiln_cache_key + kiln_cache_lookup of
  * the forward's entry, d 128 f16 sm_90a, in a fresh KILN_CACHE_DIR): what
  * kiln_module_compile does on a hit before the driver loads the module.
  */
+#include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -175,7 +183,7 @@ static void add_all(const char *arch)
 /* ---- one kernel ---- */
 
 typedef struct Opts {
-    int reps, json, cache;
+    int reps, json, cache, variant_cold, device;
     const char *arch, *only, *ptx_dir, *src_dir;
 } Opts;
 
@@ -337,10 +345,260 @@ static void bench_cache_hit(const Opts *o, const Job *j)
     free(src);
 }
 
+/* ---- a new variant, cold (--variant-cold [--device]) ---- */
+
+/* What a first kiln_attention_fwd / kiln_attention_bwd with a never-seen variant
+ * compiles (lang/lib/variants/softcap.tile, f16, d 128, causal, sm_90a, the
+ * runtime's schedules; the backward's default atomic-dQ plan), each kernel with
+ * the hints specialisation adds for aligned tensors (what actually runs):
+ *   eager    = kiln_module_compile + first launch: the generic cubin, then the
+ *              specialised one (the runtime before rt_module_compile_deferred);
+ *   deferred = the signature (front end, emit IR), then the specialised cubin.
+ * Times are wall and CPU (this process + ptxas children), medians of --reps;
+ * the phases are the specialised compile's. Then the backward's kernels (and
+ * forward + backward) compiled on threads at once. --device adds the driver's
+ * load of each cubin and the real first calls in a fresh KILN_CACHE_DIR. */
+typedef struct ColdKernel {
+    const char *program, *kernel;
+    int warps, stages;
+    KilnDefine defs[6];
+    int ndefs;
+    char *src;                 /* the variant's text + an import of the program (rt_attn_var_root) */
+    KilnCompileOptions co;     /* with the aligned hints */
+    KilnParamHint hints[64];
+    char names[64][64];
+    KilnCompileResult cubin;   /* the specialised compile of the last rep */
+} ColdKernel;
+
+static ColdKernel g_cold[] = {
+    {.program = "attention_fwd.tile", .kernel = "attn_fwd_f16", .warps = 4, .stages = 2, .ndefs = 4,
+     .defs = {{"HEAD_DIM", "128"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "true"}}},
+    {.program = "attention_bwd.tile", .kernel = "attn_bwd_pre_f16", .warps = 4, .ndefs = 3,
+     .defs = {{"HEAD_DIM", "128"}, {"BLOCK_M", "64"}, {"ZERO_DQ_ACC", "true"}}},
+    {.program = "attention_bwd.tile", .kernel = "attn_bwd_dkdv_f16", .warps = 8, .ndefs = 5,
+     .defs = {{"HEAD_DIM", "128"}, {"BLOCK_M", "16"}, {"BLOCK_N", "64"}, {"CAUSAL", "true"}, {"COMPUTE_DQ", "true"}}},
+    {.program = "attention_bwd.tile", .kernel = "attn_bwd_dq_cvt_f16", .warps = 4, .ndefs = 2,
+     .defs = {{"HEAD_DIM", "128"}, {"BLOCK_M", "64"}}},
+};
+#define NCOLD ((int)(sizeof g_cold / sizeof g_cold[0]))
+#define COLD_VARIANT "lang/lib/variants/softcap.tile"
+
+static double cpu_all_ms(void)   /* this process and its waited-for children (ptxas) */
+{
+    struct rusage s, c;
+    getrusage(RUSAGE_SELF, &s);
+    getrusage(RUSAGE_CHILDREN, &c);
+    double us = (double)(s.ru_utime.tv_sec + s.ru_stime.tv_sec + c.ru_utime.tv_sec + c.ru_stime.tv_sec) * 1e6 +
+                (double)(s.ru_utime.tv_usec + s.ru_stime.tv_usec + c.ru_utime.tv_usec + c.ru_stime.tv_usec);
+    return us * 1e-3;
+}
+
+static KilnStatus cold_compile(ColdKernel *k, KilnEmit emit, int hinted, KilnCompileResult *r)
+{
+    KilnCompileOptions co = k->co;
+    co.emit = emit;
+    if (!hinted) co.hints = NULL, co.nhints = 0;
+    KilnStatus st = kiln_compile(COLD_VARIANT, k->src, &co, r);
+    if (st != KILN_OK)
+        fprintf(stderr, "%s: %s\n%s", k->kernel, kiln_status_name(st), r->diagnostics ? r->diagnostics : "");
+    return st;
+}
+
+static int cold_setup(const Opts *o)
+{
+    char *var = read_source(o, COLD_VARIANT);
+    if (!var) {
+        fprintf(stderr, "cannot read %s/%s (--src-dir)\n", o->src_dir, COLD_VARIANT);
+        return -1;
+    }
+    for (int i = 0; i < NCOLD; i++) {
+        ColdKernel *k = &g_cold[i];
+        size_t n = strlen(var) + strlen(k->program) + 32;
+        k->src = malloc(n);
+        snprintf(k->src, n, "%s\nimport \"%s\";\n", var, k->program);
+        k->co = (KilnCompileOptions){.kernel = k->kernel, .defines = k->defs, .ndefines = k->ndefs,
+                                     .arch = "sm_90a", .num_warps = k->warps, .num_stages = k->stages};
+        k->co.nhints = make_hints(COLD_VARIANT, k->src, &k->co, k->hints, k->names, 64);
+        k->co.hints = k->hints;
+    }
+    free(var);
+    return 0;
+}
+
+/* One kernel: eager and deferred sequences, --reps each, medians. */
+static int cold_kernel(const Opts *o, ColdKernel *k)
+{
+    double ew[MAX_REPS], ec[MAX_REPS], dw[MAX_REPS], dc[MAX_REPS], ph[NPHASES + 1][MAX_REPS];
+    for (int i = 0; i < o->reps; i++) {
+        KilnCompileResult g, ir;
+        double w0 = now_ms(CLOCK_MONOTONIC), c0 = cpu_all_ms();
+        if (cold_compile(k, KILN_EMIT_CUBIN, 0, &g) != KILN_OK) return -1;
+        double w1 = now_ms(CLOCK_MONOTONIC), c1 = cpu_all_ms();
+        if (cold_compile(k, KILN_EMIT_IR, 0, &ir) != KILN_OK) return -1;
+        double w2 = now_ms(CLOCK_MONOTONIC), c2 = cpu_all_ms();
+        kiln_compile_result_free(&k->cubin);
+        if (cold_compile(k, KILN_EMIT_CUBIN, 1, &k->cubin) != KILN_OK) return -1;
+        double w3 = now_ms(CLOCK_MONOTONIC), c3 = cpu_all_ms();
+        ew[i] = (w1 - w0) + (w3 - w2), ec[i] = (c1 - c0) + (c3 - c2);
+        dw[i] = w3 - w1, dc[i] = c3 - c1;
+        for (int p = 0; p < NPHASES; p++) ph[p][i] = phase_ms(k->cubin.stats, k_phases[p]);
+        ph[NPHASES][i] = phase_ms(k->cubin.stats, "ptxas");
+        kiln_compile_result_free(&g);
+        kiln_compile_result_free(&ir);
+    }
+    printf("%-22s %8.0f %8.0f %8.0f %8.0f", k->kernel, median(ew, o->reps), median(ec, o->reps),
+           median(dw, o->reps), median(dc, o->reps));
+    for (int p = 0; p <= NPHASES; p++) printf(" %8.1f", median(ph[p], o->reps));
+    printf(" %7zu\n", k->cubin.output_size);
+    fflush(stdout);
+    return 0;
+}
+
+typedef struct ColdThread {
+    ColdKernel *k;
+    KilnStatus st;
+} ColdThread;
+
+static void *cold_thread(void *p)
+{
+    ColdThread *t = p;
+    KilnCompileResult r;
+    t->st = cold_compile(t->k, KILN_EMIT_CUBIN, 1, &r);
+    kiln_compile_result_free(&r);
+    return NULL;
+}
+
+/* Kernels [first, first + n) compiled one after another and on n threads at once. */
+static void cold_threads(const Opts *o, int first, int n, const char *what)
+{
+    double seq[MAX_REPS], par[MAX_REPS];
+    for (int i = 0; i < o->reps; i++) {
+        double t0 = now_ms(CLOCK_MONOTONIC);
+        for (int j = 0; j < n; j++) {
+            ColdThread t = {&g_cold[first + j], KILN_OK};
+            cold_thread(&t);
+        }
+        double t1 = now_ms(CLOCK_MONOTONIC);
+        pthread_t th[NCOLD];
+        ColdThread ts[NCOLD];
+        for (int j = 0; j < n; j++) {
+            ts[j] = (ColdThread){&g_cold[first + j], KILN_OK};
+            pthread_create(&th[j], NULL, cold_thread, &ts[j]);
+        }
+        for (int j = 0; j < n; j++) pthread_join(th[j], NULL);
+        seq[i] = t1 - t0, par[i] = now_ms(CLOCK_MONOTONIC) - t1;
+    }
+    printf("%s: %.0f ms one after another, %.0f ms on %d threads (wall, median of %d)\n", what,
+           median(seq, o->reps), median(par, o->reps), n, o->reps);
+}
+
+/* The driver's load of each specialised cubin (first load in this process). */
+static void cold_loads(KilnDevice *dev)
+{
+    for (int i = 0; i < NCOLD; i++) {
+        ColdKernel *k = &g_cold[i];
+        KilnModule *m = NULL;
+        double t0 = now_ms(CLOCK_MONOTONIC);
+        KilnStatus st = kiln_module_load_cubin(dev, k->cubin.output, k->cubin.output_size, k->cubin.kernels, 1, &m);
+        double t = now_ms(CLOCK_MONOTONIC) - t0;
+        if (st != KILN_OK) fprintf(stderr, "load %s: %s\n", k->kernel, kiln_last_error());
+        else printf("load %-22s %8.1f ms (cuModuleLoadDataEx of a %zu-byte cubin)\n", k->kernel, t, k->cubin.output_size);
+        kiln_module_free(m);
+    }
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* The real thing: first and second kiln_attention_fwd / _bwd with the variant
+ * (B 1, H 16, N 1024, d 128, f16, causal) in a fresh cache directory. */
+static int cold_calls(const Opts *o, KilnDevice *dev)
+{
+    char dir[] = "/tmp/kiln-bench-cold-XXXXXX";
+    char *text = read_source(o, COLD_VARIANT);
+    if (!text || !mkdtemp(dir)) return -1;
+    setenv("KILN_CACHE_DIR", dir, 1);
+    const int H = 16, N = 1024, D = 128;
+    size_t bytes = (size_t)H * N * D * 2;
+    KilnDevPtr b[9] = {0};   /* q k v o dO dq dk dv lse */
+    KilnStatus st = KILN_OK;
+    for (int i = 0; i < 9 && st == KILN_OK; i++) {
+        size_t n = i == 8 ? (size_t)H * N * 4 : bytes;
+        st = kiln_malloc(dev, n, &b[i]);
+        if (st == KILN_OK) st = kiln_memset(dev, b[i], 0, n);   /* zeros: finite scores, timing only */
+    }
+    KilnVariantArg arg = {"softcap", kiln_arg_f32(50.0f), 0};
+    KilnAttentionVariant var = {.source = text, .path = COLD_VARIANT, .args = &arg, .nargs = 1};
+    KilnAttentionParams p = {.dtype = KILN_F16, .batch = 1, .heads_q = H, .heads_kv = H, .seqlen_q = N, .seqlen_k = N,
+                             .head_dim = D, .q = b[0], .k = b[1], .v = b[2], .o = b[3], .lse = b[8], .causal = 1,
+                             .variant = &var};
+    int64_t s[3] = {(int64_t)H * N * D, (int64_t)N * D, D};
+    memcpy(p.q_stride, s, sizeof s), memcpy(p.k_stride, s, sizeof s), memcpy(p.v_stride, s, sizeof s);
+    memcpy(p.o_stride, s, sizeof s);
+    KilnAttentionBwdParams bp = {.fwd = p, .dout = b[4], .dq = b[5], .dk = b[6], .dv = b[7]};
+    memcpy(bp.dout_stride, s, sizeof s), memcpy(bp.dq_stride, s, sizeof s), memcpy(bp.dk_stride, s, sizeof s);
+    memcpy(bp.dv_stride, s, sizeof s);
+    KilnDevPtr scratch = 0;
+    if (st == KILN_OK) st = kiln_malloc(dev, kiln_attention_bwd_scratch_size(&bp), &scratch);
+    bp.scratch = scratch;
+    const char *what[4] = {"kiln_attention_fwd first call", "kiln_attention_fwd second call",
+                           "kiln_attention_bwd first call", "kiln_attention_bwd second call"};
+    for (int i = 0; i < 4 && st == KILN_OK; i++) {
+        double w0 = now_ms(CLOCK_MONOTONIC), c0 = cpu_all_ms();
+        st = i < 2 ? kiln_attention_fwd(dev, &p, NULL) : kiln_attention_bwd(dev, &bp, NULL);
+        if (st == KILN_OK) st = kiln_synchronize(dev);
+        printf("%-32s %8.1f ms wall %8.1f ms CPU (softcap variant, fresh cache; KILN_DEFER=%s)\n", what[i],
+               now_ms(CLOCK_MONOTONIC) - w0, cpu_all_ms() - c0, getenv("KILN_DEFER") ? getenv("KILN_DEFER") : "1");
+    }
+    if (st != KILN_OK) fprintf(stderr, "--device: %s\n", kiln_last_error());
+    for (int i = 0; i < 9; i++) kiln_free(dev, b[i]);
+    kiln_free(dev, scratch);
+    rm_dir(dir);
+    free(text);
+    return st == KILN_OK ? 0 : -1;
+}
+
+static int variant_cold(const Opts *o)
+{
+    if (cold_setup(o)) return 1;
+    printf("a new variant, cold (%s, f16, d 128, causal, sm_90a; ms, median of %d)\n", COLD_VARIANT, o->reps);
+    printf("%-22s %8s %8s %8s %8s", "kernel", "eager_w", "eager_c", "defer_w", "defer_c");
+    for (int p = 0; p < NPHASES; p++) printf(" %8.8s", k_phases[p]);
+    printf(" %8s %7s\n", "ptxas", "cubin_B");
+    for (int i = 0; i < NCOLD; i++)
+        if (cold_kernel(o, &g_cold[i])) return 1;
+    cold_threads(o, 1, NCOLD - 1, "the backward's kernels");
+    cold_threads(o, 0, NCOLD, "forward + backward kernels");
+    int rc = 0;
+    if (o->device) {
+        KilnDevice *dev = NULL;
+        if (kiln_init(&dev, 0) != KILN_OK) {
+            fprintf(stderr, "--device: %s\n", kiln_last_error());
+            return 1;
+        }
+        cold_loads(dev);
+        rc = cold_calls(o, dev);
+        kiln_shutdown(dev);
+    }
+    for (int i = 0; i < NCOLD; i++) free(g_cold[i].src), kiln_compile_result_free(&g_cold[i].cubin);
+    return rc ? 1 : 0;
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: kiln-bench-compile [--reps N] [--arch sm_80|sm_90a] [--only SUBSTR] [--ptx-dir DIR]\n"
-                    "                          [--src-dir DIR] [--cache] [--json]\n");
+                    "                          [--src-dir DIR] [--cache] [--json]\n"
+                    "       kiln-bench-compile --variant-cold [--device] [--reps N] [--src-dir DIR]\n");
     return 2;
 }
 
@@ -351,6 +609,8 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) o.json = 1;
         else if (!strcmp(a, "--cache")) o.cache = 1;
+        else if (!strcmp(a, "--variant-cold")) o.variant_cold = 1;
+        else if (!strcmp(a, "--device")) o.device = 1;
         else if (!strcmp(a, "--reps") && v) o.reps = atoi(v), i++;
         else if (!strcmp(a, "--arch") && v) o.arch = v, i++;
         else if (!strcmp(a, "--only") && v) o.only = v, i++;
@@ -359,6 +619,7 @@ int main(int argc, char **argv)
         else return usage();
     }
     if (o.reps < 1 || o.reps > MAX_REPS) return usage();
+    if (o.variant_cold) return variant_cold(&o);
     if (o.ptx_dir) mkdir(o.ptx_dir, 0755);
     if (!o.arch || !strcmp(o.arch, "sm_80")) add_all("sm_80");
     if (!o.arch || !strcmp(o.arch, "sm_90a")) add_all("sm_90a");
