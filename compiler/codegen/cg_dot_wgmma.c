@@ -270,14 +270,14 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
     bool pending = ir_attr_int(&op->attrs, IR_ATTR_MMA_PENDING, 0) == 1;
     v = all_regs(c, &w, false, &n);
     const char *wait = pending ? "wgmma.wait_group.sync.aligned 1;" : "wgmma.wait_group.sync.aligned 0;";
-    StrBuf t;
-    sb_init(&t);
+    StrBuf asm_text;
+    sb_init(&asm_text);
     if (release) /* issued: the next warpgroup's turn, while this one waits */
-        sb_printf(&t, "wgmma.commit_group.sync.aligned;\n\t%s\n\t%s", release, wait);
+        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;\n\t%s\n\t%s", release, wait);
     else
-        sb_printf(&t, "wgmma.commit_group.sync.aligned;\n\t%s", wait);
-    tied_asm(c, t.data, v, n, release ? &wg : NULL, release ? 1 : 0);
-    sb_free(&t);
+        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;\n\t%s", wait);
+    tied_asm(c, asm_text.data, v, n, release ? &wg : NULL, release ? 1 : 0);
+    sb_free(&asm_text);
     scatter_regs(&w, v, false);
     for (int r = 0; r < w.reps; r++)
         for (int on = 0; on < w.N / 8; on++)
