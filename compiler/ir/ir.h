@@ -297,7 +297,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *   load:   pipeline.slot_bytes (one stage of a pipelined load)
  *   op:     smem.offset, smem.bytes, smem.live = [first, last op position]
  *           (its scratch, or a pipelined load's stages), mma.deferred = 1 (an
- *           operand convert read by ldmatrix at its dots) */
+ *           operand convert read by ldmatrix at its dots), smem.view = offset
+ *           (a deferred convert that writes nothing: it reads the tile an
+ *           earlier convert of the same value, or of its transpose, staged
+ *           at that offset) */
 #define IR_ATTR_SMEM          "smem"
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
@@ -307,6 +310,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_SMEM_BYTES    "smem.bytes"
 #define IR_ATTR_SMEM_LIVE     "smem.live"
 #define IR_ATTR_DEFERRED      "mma.deferred"
+#define IR_ATTR_SMEM_VIEW     "smem.view"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);
