@@ -319,6 +319,19 @@ static int fast_dim_of(CgCtx *c, const IrValue *v)
     return 1;
 }
 
+/* A view (smem.view, pass_sram_alloc.c): an earlier convert of the same value,
+ * or of its transpose, staged these bytes and fenced them; record that tile
+ * (the transpose's fast dim is the other value dim, hence `fd` of src). */
+static bool lower_view(CgCtx *c, IrValue *res, int fd)
+{
+    const CgSmemBuf *b = c->tc->bufs.data[c->tc->buf_of[res->id]];
+    CgRange r = {b->offset, b->offset + b->bytes};
+    if (cg_mma_defer(c, res, fd, cg_i32(c, (int)b->offset), (IrElem)res->type.elem, r)) return true;
+    INTERNAL_ERROR("codegen: the view %%%d is not a deferred operand", res->id);
+    c->failed = true;
+    return false;
+}
+
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
@@ -326,6 +339,7 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
     cg_geom_of(c, res, &g);
     CgTile *out = cg_set(c, res, g.nregs);
     int fd = fast_dim_of(c, src);
+    if (c->tc && res->id < c->tc->nids && c->tc->view[res->id]) return lower_view(c, res, fd);
     CgMmaFrag frag;
     int wm, wn;
     cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn);

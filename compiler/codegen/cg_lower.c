@@ -22,7 +22,8 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
     c->cur = (CgRange){-1, -1};
     /* A pipelined load has no registers: its copies are issued by the loop
      * (cg_pipeline.c) and its convert_layout reads the stage buffer. */
-    if ((op->op == IR_LOAD || op->op == IR_CAST) && c->pipe && cg_pipeline_load(c->tc, op, NULL)) return true;
+    if ((op->op == IR_LOAD || op->op == IR_CAST || op->op == IR_TRANS) && c->pipe && cg_pipeline_load(c->tc, op, NULL))
+        return true;
     switch (op->op) {
     case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
     case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:

@@ -73,18 +73,36 @@ static bool operand_convert(const IrFunc *f, const IrOp *u)
            frag != CG_MMA_C;
 }
 
+/* A use `o` of a pipelined load: an operand convert, or a 2-D trans whose
+ * only user in `body` is one (a view: the convert reads the slot with the
+ * other dim contiguous). Records it in l; false for anything else. */
+static bool add_convert(const IrFunc *f, IrBlock *body, IrOp *o, const int *uses, CgPipeLoad *l)
+{
+    IrOp *t = NULL;
+    if (o && o->op == IR_TRANS && o->res[0]->type.rank == 2) {
+        t = o;
+        o = cg_single_user_in(body, o->res[0], uses);
+    }
+    if (!operand_convert(f, o) || l->nconverts == CG_PIPE_MAX_CONVERTS) return false;
+    l->trans[l->nconverts] = t;
+    l->converts[l->nconverts++] = o;
+    return true;
+}
+
 bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l)
 {
     IrValue *r = ld->res[0];
     l->nconverts = 0;
     l->cast = NULL;
     IrOp *u = cg_single_user_in(body, r, uses);
+    if (u && u->op == IR_TRANS) return add_convert(f, body, u, uses, l);
     if (u) {
         if (cg_half_cast(u) && u->res[0]->layout == r->layout) {
             l->cast = u;
             u = cg_single_user_in(body, u->res[0], uses);
         }
         if (!operand_convert(f, u)) return false;
+        l->trans[0] = NULL;
         l->converts[l->nconverts++] = u;
         return true;
     }
@@ -94,11 +112,8 @@ bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *u
      * contiguous columns only). */
     if (uses[r->id] < 2 || uses[r->id] > CG_PIPE_MAX_CONVERTS) return false;
     for (IrOp *o = body->first; o; o = o->next)
-        for (int i = 0; i < o->nargs; i++) {
-            if (o->args[i] != r) continue;
-            if (!operand_convert(f, o) || l->nconverts == CG_PIPE_MAX_CONVERTS) return false;
-            l->converts[l->nconverts++] = o;
-        }
+        for (int i = 0; i < o->nargs; i++)
+            if (o->args[i] == r && !add_convert(f, body, o, uses, l)) return false;
     return l->nconverts == uses[r->id];
 }
 
@@ -179,7 +194,7 @@ CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **l
         for (int j = 0; j < pl->nloads; j++) {
             CgPipeLoad *l = &pl->loads[j];
             bool hit = l->load == op || (op && l->cast == op);
-            for (int k = 0; k < l->nconverts && !hit; k++) hit = l->converts[k] == op;
+            for (int k = 0; k < l->nconverts && !hit; k++) hit = l->converts[k] == op || (op && l->trans[k] == op);
             if (hit) {
                 if (loop) *loop = pl;
                 return l;
@@ -404,8 +419,10 @@ bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
                                      LLVMBuildMul(c->b, c->pipe_slot, cg_i32(c, l->slot_bytes), ""), "");
     CgRange stages = {l->buf ? l->buf->offset : 0, l->buf ? l->buf->offset + l->buf->bytes : 0};
     IrElem stored = (IrElem)l->load->res[0]->type.elem;
-    if (cg_mma_defer(c, op->res[0], l->fast_dim, base, stored, stages)) return true;
+    const IrOp *t = op->args[0]->def;   /* through a trans: the slot's contiguous dim is the other one */
+    int fd = t && t->op == IR_TRANS ? 1 - l->fast_dim : l->fast_dim;
+    if (cg_mma_defer(c, op->res[0], fd, base, stored, stages)) return true;
     CgTile *out = cg_set(c, op->res[0], g.nregs);
-    cg_mma_ldmatrix_tile(c, op->res[0], l->fast_dim, base, stored, out);
+    cg_mma_ldmatrix_tile(c, op->res[0], fd, base, stored, out);
     return true;
 }

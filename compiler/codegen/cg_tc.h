@@ -46,6 +46,9 @@ typedef struct CgPipeLoad {
      * same swizzled slot with ldmatrix (.trans where its K is not contiguous)
      * or a wgmma descriptor. */
     IrOp *converts[CG_PIPE_MAX_CONVERTS];
+    IrOp *trans[CG_PIPE_MAX_CONVERTS];   /* the trans between the load and converts[i], or NULL:
+                                            the dK/dV step reads Q as Q^T's K-major B and Q's
+                                            MN-major B; the convert reads the slot transposed */
     int nconverts;
     IrOp *cast;            /* NULL, or an f16 <-> bf16 cast between load and its one convert
                               (applied after ldmatrix) */
@@ -96,6 +99,9 @@ typedef struct CgTcState {
                               whose every user is a tensor-core dot: its SRAM tile stays
                               live up to the dots, which ldmatrix one k32 step at a time
                               (cg_dot_mma.c), instead of all fragments at the convert */
+    bool *view;            /* by value id: smem.view — a deferred convert whose tile an
+                              earlier convert of the same value (or of its transpose)
+                              already staged: it writes nothing, buf_of names that tile */
     int nids;
     int total;             /* bytes of dynamic SRAM (kernel attribute smem) */
     bool wgmma;            /* kernel attribute wgmma — sm_90a: dots may lower to wgmma
@@ -134,10 +140,11 @@ IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses);
 int   cg_fast_value_dim(const IrFunc *f, const IrValue *v);   /* value dim fastest in the layout */
 bool  cg_half_cast(const IrOp *op);                           /* an f16 <-> bf16 cast */
 /* The convert_layouts to MMA A/B-operand layouts a pipelined load feeds
- * (CgPipeLoad.converts, .cast): its one user, possibly through an f16 <->
- * bf16 cast of the same layout, or else every use of the load, when all are
- * such converts in `body`; false otherwise. The plan and its read-back both
- * use it, so they agree. */
+ * (CgPipeLoad.converts, .cast, .trans): its one user, possibly through an
+ * f16 <-> bf16 cast of the same layout, or else every use of the load, when
+ * all are such converts in `body`, each possibly through a 2-D trans that
+ * only it uses; false otherwise. The plan and its read-back both use it, so
+ * they agree. */
 bool  cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l);
 
 /* ---- the GPU passes (codegen.c: the table and the pipeline) ----

@@ -16,7 +16,9 @@
  *
  * Example: `%y = convert_layout %x {smem.offset = 0, smem.bytes = 17408,
  * smem.live = [52, 52]}` becomes bufs[i] = {"convert_layout", 17408 bytes at
- * 0, live 52..52} and buf_of[id of %y] = i.
+ * 0, live 52..52} and buf_of[id of %y] = i; a later `%z = convert_layout %t
+ * {mma.deferred = 1, smem.view = 0}` (%t = trans %x) gets view[id of %z] and
+ * buf_of = the buffer at offset 0 live at its position (%y's).
  */
 #include "cg_internal.h"
 
@@ -87,6 +89,19 @@ static void ts_at(void *vctx, IrOp *op, int p)
     if (!op->nres) return;
     int id = op->res[0]->id;
     if (ir_attr_int(&op->attrs, IR_ATTR_DEFERRED, 0)) tc->deferred[id] = true;
+    if (ir_attr_get(&op->attrs, IR_ATTR_SMEM_VIEW)) {
+        /* the operand tile at that offset live here: made by an earlier op, so listed already */
+        int64_t off = ir_attr_int(&op->attrs, IR_ATTR_SMEM_VIEW, 0);
+        int i = tc->bufs.len - 1;
+        for (; i >= 0; i--) {
+            const CgSmemBuf *b = tc->bufs.data[i];
+            if (b->offset == off && b->start < p && p <= b->end && b->op->op == IR_CONVERT_LAYOUT) break;
+        }
+        if (i < 0) INTERNAL_ERROR("codegen: smem.view = %lld of %%%d reads no operand tile live there", (long long)off, id);
+        tc->buf_of[id] = i;
+        tc->view[id] = i >= 0;
+        return;
+    }
     /* A pipelined load's buffer is its stages: listed after its loop's body. */
     if (!ir_attr_get(&op->attrs, IR_ATTR_SMEM_OFFSET) || ir_attr_get(&op->attrs, IR_ATTR_SLOT_BYTES)) return;
     const char *what = "scratch";
@@ -117,7 +132,8 @@ CgTcState *cg_tc_from_ir(IrFunc *f)
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
-    for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1;
+    tc->view = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
+    for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1, tc->deferred[i] = tc->view[i] = false;
     cg_pipeline_loops(f, &tc->loops);
     TsCtx s = {f, tc, ir_use_counts(f)};
     CgNumbering n = {ts_at, ts_after, &s, 0};

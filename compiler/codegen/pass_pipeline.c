@@ -23,7 +23,10 @@
  *     dot(ds^T, q)'s B: one copy, one slot, each convert reads it (an
  *     operand tile's swizzle depends on its rows and contiguous columns,
  *     not on which operand it is; ldmatrix .trans or the wgmma descriptor's
- *     major-ness covers the rest);
+ *     major-ness covers the rest); a use may also be a 2-D trans whose only
+ *     user is such a convert (the transposed backward's dot(k, trans(q))
+ *     and dot(ds^T, q): the convert reads the slot with the other dim
+ *     contiguous);
  *   - that moves 16 bytes per access (8 contiguous, 16-byte aligned halves
  *     per the axis info: cg_mem_vec == 8) — cp.async copies 16 bytes;
  *   - with no `other` or other = 0 (masked-off lanes are zero-filled);

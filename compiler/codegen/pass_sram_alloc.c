@@ -18,6 +18,13 @@
  *     written outside a loop and read inside it (attention's Q, hoisted out
  *     of the key loop) stays live to the end of that loop: every iteration
  *     reads it again, so Q's fragments need no registers across the loop.
+ *   - views (smem.view): a deferred convert whose tile an earlier deferred
+ *     convert already staged — of the same value, or of its transpose (trans
+ *     is a view: same registers, permuted layout, so the staged rows and
+ *     columns, hence the bytes, are the same). It gets no buffer and writes
+ *     nothing; its dots read the earlier tile and extend its live range. The
+ *     backward's dK/dV program stages Q once per step for both
+ *     S^T = K Q^T (Q^T, a K-major B) and dK += dS^T Q (Q, an MN-major B).
  *
  * Placement (the idea of Triton's Allocation.cpp, written anew): buffers
  * sorted by size, largest first; each goes at the lowest offset (aligned)
@@ -33,7 +40,8 @@
  *
  * Output on the IR: each buffer's op gets smem.offset, smem.bytes and
  * smem.live = [first, last position] (a pipelined load's buffer is its
- * stages), deferred converts mma.deferred = 1, the kernel smem = the total:
+ * stages), deferred converts mma.deferred = 1, views smem.view = the offset
+ * of the tile they read, the kernel smem = the total:
  *     %y = convert_layout %x {smem.offset = 0, smem.bytes = 17408, smem.live = [52, 52]} : ...
  * ir_verify checks what it can without the numbering: alignment, inside the
  * total, no two buffers live together sharing a byte.
@@ -150,6 +158,7 @@ typedef struct SaCtx {
     IrFunc *f;
     CgTcState *tc;        /* pass-local: the loops' plans, the buffers made */
     const int *uses;
+    int *owner;           /* by value id: the convert whose tile a view reads (-1: none) */
     int64_t limit;        /* the target's SRAM per CTA */
     CgSmemBuf *too_big;   /* the first buffer larger than that alone */
 } SaCtx;
@@ -210,6 +219,10 @@ static void at_op(void *vctx, IrOp *op, int p)
         if (pl->issue_at == op) pl->issue_pos = p;
     }
     const char *what = NULL;
+    if (op->nres && s->owner[op->res[0]->id] >= 0) { /* a view: the owner's tile, numbered before it */
+        s->tc->buf_of[op->res[0]->id] = s->tc->buf_of[s->owner[op->res[0]->id]];
+        return;
+    }
     int bytes = op->nres ? cg_op_scratch(s->f, s->tc, op, s->uses, &what) : 0;
     if (bytes > 0) {
         /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
@@ -264,11 +277,64 @@ static void mark_deferred(const IrFunc *f, const IrBlock *b, const int *uses, co
     }
 }
 
+/* The tile a deferred, staged operand convert writes: the value it stages
+ * with transposes looked through (`root`) and which of root's dims is
+ * contiguous in the tile. False for anything else. */
+typedef struct StagedTile {
+    const IrValue *root;
+    int fast_dim;
+    int id;               /* the convert's result */
+} StagedTile;
+
+static bool staged_tile(const SaCtx *s, const IrOp *op, StagedTile *t)
+{
+    const char *what = "";
+    if (!is_mma_operand_convert(s->f, op) || !s->tc->deferred[op->res[0]->id] || cg_pipeline_load(s->tc, op, NULL) ||
+        cg_op_scratch(s->f, s->tc, op, s->uses, &what) <= 0)
+        return false;
+    const IrValue *v = op->args[0];
+    int fd = cg_fast_value_dim(s->f, v);
+    if (fd < 0 || v->type.rank != 2) return false;
+    while (v->def && v->def->op == IR_TRANS && v->def->args[0]->type.rank == 2) {
+        v = v->def->args[0];
+        fd = 1 - fd;
+    }
+    *t = (StagedTile){v, fd, op->res[0]->id};
+    return true;
+}
+
+/* Views: a staged tile equal to one staged before it by an op that dominates
+ * it (earlier in the same block or in an enclosing one: `seen[0..n)`, the
+ * tiles of the enclosing blocks first; a region's own tiles are dropped when
+ * it ends, since it may not run). */
+static void find_views(SaCtx *s, IrBlock *b, StagedTile *seen, int n)
+{
+    for (IrOp *op = b->first; op; op = op->next) {
+        StagedTile t;
+        if (staged_tile(s, op, &t)) {
+            int j = n - 1;
+            while (j >= 0 && (seen[j].root != t.root || seen[j].fast_dim != t.fast_dim)) j--;
+            if (j >= 0) {
+                s->owner[t.id] = seen[j].id;
+                s->tc->view[t.id] = true;
+            } else {
+                seen[n++] = t;
+            }
+        }
+        for (int r = 0; r < op->nregions; r++) find_views(s, op->regions[r], seen, n);
+    }
+}
+
 static void mark_deferred_attr(IrOp *op, void *vctx)
 {
     const CgTcState *tc = vctx;
-    if (op->nres && op->res[0]->id < tc->nids && tc->deferred[op->res[0]->id])
-        ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_DEFERRED, 1);
+    int id = op->nres ? op->res[0]->id : tc->nids;
+    if (id >= tc->nids) return;
+    if (tc->deferred[id]) ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_DEFERRED, 1);
+    if (tc->view[id]) {
+        const CgSmemBuf *b = tc->bufs.data[tc->buf_of[id]];
+        ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_SMEM_VIEW, b->offset);
+    }
 }
 
 /* The placement goes on the IR: each buffer's op gets smem.offset,
@@ -294,14 +360,17 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     cg_pipeline_loops(f, &tc->loops);
     if (ice_message()) return false;
     const Target *t = ctx->target;
-    SaCtx s = {f, tc, ir_use_counts(f), t->sram_limit, NULL};
+    SaCtx s = {f, tc, ir_use_counts(f), ARENA_ARRAY(f->arena, int, f->next_id + 1), t->sram_limit, NULL};
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
+    tc->view = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
     int *dot_uses = ARENA_ARRAY(f->arena, int, f->next_id + 1);
-    for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1, tc->deferred[i] = false, dot_uses[i] = 0;
+    for (int i = 0; i <= f->next_id; i++)
+        tc->buf_of[i] = -1, tc->deferred[i] = tc->view[i] = false, dot_uses[i] = 0, s.owner[i] = -1;
     count_dot_uses(f, f->body, dot_uses);
     mark_deferred(f, f->body, s.uses, dot_uses, tc->deferred);
+    find_views(&s, f->body, ARENA_ARRAY(f->arena, StagedTile, f->next_id + 1), 0);
     CgNumbering n = {at_op, after_region, &s, 0};
     cg_number_ops(f->body, &n);
     if (s.too_big) {

@@ -298,7 +298,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *   load:   pipeline.slot_bytes (one stage of a pipelined load)
  *   op:     smem.offset, smem.bytes, smem.live = [first, last op position]
  *           (its scratch, or a pipelined load's stages), mma.deferred = 1 (an
- *           operand convert read by ldmatrix at its dots)
+ *           operand convert read by ldmatrix at its dots), smem.view = offset
+ *           (a deferred convert that writes nothing: it reads the tile an
+ *           earlier convert of the same value, or of its transpose, staged
+ *           at that offset)
  *   kernel: pingpong = G (G warpgroups take turns on the tensor cores);
  *   dot:    pingpong = 1 (this dot's wgmmas are issued in its warpgroup's turn),
  *           wgmma.pending = 1 (its wgmma group stays in flight into the next
@@ -315,6 +318,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_DEFERRED      "mma.deferred"
 #define IR_ATTR_PINGPONG      "pingpong"
 #define IR_ATTR_MMA_PENDING   "wgmma.pending"
+#define IR_ATTR_SMEM_VIEW     "smem.view"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

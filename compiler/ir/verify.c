@@ -580,6 +580,14 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
     if (ir_attr_get(at, IR_ATTR_MMA_PENDING)) check_mma_pending(V, op, b);
     bool o = ir_attr_get(at, IR_ATTR_SMEM_OFFSET), n = ir_attr_get(at, IR_ATTR_SMEM_BYTES);
     const IrAttr *live = ir_attr_get(at, IR_ATTR_SMEM_LIVE);
+    if (ir_attr_get(at, IR_ATTR_SMEM_VIEW)) {
+        /* reads another convert's tile: no buffer of its own */
+        if (op->op != IR_CONVERT_LAYOUT || !ir_attr_int(at, IR_ATTR_DEFERRED, 0) || o || n || live)
+            bad(V, op, "smem.view on an op that is not a deferred convert_layout without smem.offset/bytes/live");
+        else if (attr_int_in(V, op, IR_ATTR_SMEM_VIEW, 0, INT32_MAX) && ir_attr_int(at, IR_ATTR_SMEM_VIEW, 0) % 16)
+            bad(V, op, "smem.view is not 16-byte aligned");
+        return;
+    }
     if (!o && !n && !live) return;
     if (!o || !n || !live) { bad(V, op, "smem.offset, smem.bytes and smem.live come together"); return; }
     bool ok = attr_int_in(V, op, IR_ATTR_SMEM_OFFSET, 0, INT32_MAX) && attr_int_in(V, op, IR_ATTR_SMEM_BYTES, 1, INT32_MAX);

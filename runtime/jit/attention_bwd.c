@@ -22,8 +22,8 @@
  *
  * Example: a bf16, head dim 128, causal, non-deterministic call on sm_90
  * launches attn_bwd_pre_bf16 (cdiv(seqlen_q, 64) x batch*heads_q),
- * attn_bwd_dkdv_bf16 with COMPUTE_DQ=true (cdiv(seqlen_k, 64) x batch*heads_kv)
- * and attn_bwd_dq_cvt_bf16 (cdiv(seqlen_q, 64) x batch*heads_q).
+ * attn_bwd_dkdv_bf16 with COMPUTE_DQ=true (cdiv(seqlen_k, 128) x batch*heads_kv,
+ * 8 warps, 2 stages) and attn_bwd_dq_cvt_bf16 (cdiv(seqlen_q, 64) x batch*heads_q).
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
@@ -39,27 +39,34 @@
 
 /* ---------------- defaults: the table to tune ----------------
  * The last row matching the head dim with min_sm <= the device's sm_version wins.
- * dK/dV programs hold K, K^T, V^T (dtype) and dK, dV (f32) for BLOCK_N keys while they
- * walk BLOCK_M query rows at a time; the dQ programs hold Q, dO and dQ for BLOCK_M rows.
- * Chosen so that ptxas (sm_80 and sm_90a) fits them in registers, or nearly: the
- * rows below spill at most 232 bytes per thread in the dK/dV kernel with atomic dQ
- * (d 64 on sm_80; 0-32 bytes for the others) and nothing in the dQ pass, where the program's
- * defaults (64 x 64, 4 warps) spill kilobytes at d >= 128. 8 warps halve each thread's
- * share of the f32 accumulators. tests/attention/test_e2e_attn_bwd_ptx.c compiles every
- * row; not yet timed on a GPU. */
+ * dK/dV programs keep dK, dV (f32) for BLOCK_N keys in registers and K, V in SRAM while
+ * they walk the query rows BLOCK_M at a time (the keys are every dot's M: FlashAttention-2/3's
+ * transposed step); the dQ programs keep dQ for BLOCK_M rows and Q, dO in SRAM while they
+ * walk the keys BLOCK_N at a time. 8 warps halve each thread's share of the accumulators.
+ * sm_90 rows: every dot of both programs on wgmma (BLOCK_N keys = 16 x warps, BLOCK_M rows
+ * of the dQ pass likewise; head dim 256 stays on mma.sync, its dK and dV alone would fill
+ * the registers at 64 keys) and Q/dO (K/V in the dQ pass) copied by cp.async, 2 stages.
+ * Chosen by ptxas -v (sm_90a, f16): no spill in the dQ pass and in the dK/dV kernel without
+ * the atomic dQ; with it (COMPUTE_DQ) up to 148 bytes at d 96/128 (the extra dS^T K dot).
+ * tests/attention/test_e2e_attn_bwd_ptx.c compiles every row and checks the wgmma counts.
+ * kv_stages/q_stages 0: the program's own (1). Not yet timed on a GPU: bench_attention_bwd.py
+ * --schedules times others. */
 typedef struct BwdTune {
     int min_sm, head_dim;
-    int kv_block_m, kv_block_n, kv_warps;   /* attn_bwd_dkdv */
-    int q_block_m, q_block_n, q_warps;      /* attn_bwd_dq (deterministic); pre and cvt use q_block_m */
+    int kv_block_m, kv_block_n, kv_warps, kv_stages;   /* attn_bwd_dkdv */
+    int q_block_m, q_block_n, q_warps, q_stages;       /* attn_bwd_dq (deterministic); pre and cvt use q_block_m */
 } BwdTune;
 
 static const BwdTune k_bwd_tune[] = {
-    /* min_sm  d   dkdv: BM  BN warps   dq: BM  BN warps */
-    {0,  32,   32, 128, 8,    64, 32, 4},
-    {0,  64,   32, 128, 8,   128, 32, 8},
-    {0,  96,   16,  64, 8,    64, 32, 8},
-    {0, 128,   16,  64, 8,    64, 32, 8},
-    {0, 256,   16,  32, 8,    32, 16, 8},
+    /* min_sm  d   dkdv: BM  BN warps st   dq: BM  BN warps st */
+    {0,  32,   32, 128, 8, 0,    64, 32, 4, 0},
+    {0,  64,   32, 128, 8, 0,   128, 32, 8, 0},
+    {0,  96,   16,  64, 8, 0,    64, 32, 8, 0},
+    {0, 128,   16,  64, 8, 0,    64, 32, 8, 0},
+    {0, 256,   16,  32, 8, 0,    32, 16, 8, 0},
+    {90, 64,   64, 128, 8, 2,   128, 64, 8, 2},
+    {90, 96,   32, 128, 8, 2,    64, 64, 4, 2},
+    {90, 128,  32, 128, 8, 2,    64, 64, 4, 2},
 };
 
 /* ---------------- validation (never touches a device) ---------------- */
@@ -136,14 +143,14 @@ static const BwdTune *tune_row(int sm_version, int head_dim)
 /* One kernel of the plan: name "<base>_<dtype>", the given defines (values copied into
  * plan storage), the schedule, the grid (axis 0 over `len` in blocks of `block`). */
 static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttentionBwdParams *p, int len, int block,
-                        int heads, int warps, const char *const *defs, int ndefs)
+                        int heads, int warps, int stages, const char *const *defs, int ndefs)
 {
     int i = pl->n++;
     RtAttnVariant *v = &pl->k[i];
     snprintf(pl->name[i], sizeof pl->name[i], "%s%s_%s", base, rt_attn_varlen(&p->fwd) ? "_varlen" : "",
              p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
     *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
-                         .num_stages = p->num_stages, .no_wgmma = p->fwd.no_wgmma != 0};
+                         .num_stages = p->num_stages ? p->num_stages : stages, .no_wgmma = p->fwd.no_wgmma != 0};
     for (int j = 0; j < ndefs; j++) {
         snprintf(pl->value[i][j], sizeof pl->value[i][j], "%s", defs[2 * j + 1]);
         v->defines[j] = (KilnDefine){defs[2 * j], pl->value[i][j]};
@@ -179,12 +186,13 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
-    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, pre, 3);
-    if (sk > 0) plan_kernel(pl, "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, kv, 5);
+    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
+    if (sk > 0)
+        plan_kernel(pl, "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, own ? 0 : t->kv_stages, kv, 5);
     if (sq > 0 && p->deterministic)
-        plan_kernel(pl, "attn_bwd_dq", p, sq, q_bm, f->heads_q, own ? 0 : t->q_warps, dq, 4);
+        plan_kernel(pl, "attn_bwd_dq", p, sq, q_bm, f->heads_q, own ? 0 : t->q_warps, own ? 0 : t->q_stages, dq, 4);
     else if (sq > 0)
-        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, cvt, 2);
+        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, cvt, 2);
 }
 
 /* ---------------- arguments by parameter name ---------------- */

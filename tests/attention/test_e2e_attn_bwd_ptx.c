@@ -17,6 +17,7 @@
 #include "jit_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const int k_dims[] = {32, 64, 96, 128, 256};
@@ -132,6 +133,77 @@ START_TEST(loops_pipelined)
 }
 END_TEST
 
+/* wgmma instructions of `ptx` whose A operand is in registers ("}, {" after the
+ * accumulator list: wgmma.mma_async ... {d..}, {a0, a1, a2, a3}, desc_b, ...). */
+static int wgmma_reg_a(const char *ptx, size_t n)
+{
+    int count = 0;
+    const char *end = ptx + n;
+    for (const char *p = ptx; p < end && (p = strstr(p, "wgmma.mma_async")); p++) {
+        const char *eol = strchr(p, '\n'), *a = strstr(p, "}, {");
+        count += a && (!eol || a < eol);
+    }
+    return count;
+}
+
+/* On sm_90a, at the runtime's plan (2 stages), every dot of the dK/dV and dQ kernels is a
+ * wgmma (FlashAttention-2/3's transposed step: the keys are the dK/dV kernel's M), P^T and
+ * dS^T are register A operands (never through SRAM: no ldmatrix, no mma.sync, and exactly
+ * dV's and dK's wgmmas take A from registers) and Q, dO (K, V in the dQ pass) are cp.async
+ * copies read by descriptors, transposed or not, from one slot. Per loop (masked and whole
+ * blocks: two loops), with D the padded head dim and warps = BLOCK_N / 16 (one m64 block per
+ * warpgroup): S^T = K Q^T and dP^T = V dO^T D / 16 k-steps each, dV += P^T dO and
+ * dK += dS^T Q BLOCK_M / 16 each; the dQ pass S = Q K^T, dP = dO V^T D / 16, dQ += dS K
+ * BLOCK_N / 16. The atomic dQ's dS K (M = BLOCK_M rows < 16 x warps) stays on mma.sync. */
+START_TEST(wgmma_at_sm90_plan)
+{
+    int d = (int[]){64, 96, 128}[_i / 2];
+    int det = _i % 2, dpad = d == 96 ? 128 : d;
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {.fwd = {.dtype = det ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4, .heads_kv = 2,
+                                        .seqlen_q = 500, .seqlen_k = 700, .head_dim = d, .causal = det},
+                                .deterministic = det};
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(90, &p, &plan);
+    int checked = 0;
+    for (int k = 0; k < plan.n; k++) {
+        const RtAttnVariant *v = &plan.k[k];
+        bool dkdv = strstr(v->kernel, "dkdv") != NULL;
+        if (!dkdv && !strstr(v->kernel, "_dq_f16") && !strstr(v->kernel, "_dq_bf16")) continue;
+        int bm = 0, bn = 0;
+        for (int i = 0; i < v->ndefines; i++) {
+            if (!strcmp(v->defines[i].name, "BLOCK_M")) bm = atoi(v->defines[i].value);
+            if (!strcmp(v->defines[i].name, "BLOCK_N")) bn = atoi(v->defines[i].value);
+        }
+        ck_assert_int_eq(dkdv ? bn : bm, 16 * v->num_warps);   /* one m64 block per warpgroup */
+        ck_assert_int_eq(v->num_stages, 2);
+        KilnParamHint hints[64];
+        int nh = spec_hints(src, v, hints, 64);
+        KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                                .arch = "sm_90a", .num_warps = v->num_warps, .num_stages = v->num_stages,
+                                .hints = hints, .nhints = nh, .emit = KILN_EMIT_PTX};
+        KilnCompileResult r;
+        ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+        const char *t = r.output;
+        size_t n = r.output_size;
+        int wg = pu_count_n(t, n, "wgmma.mma_async"), sync = pu_count_n(t, n, "mma.sync.aligned");
+        int want = dkdv ? 2 * (2 * dpad / 16 + 2 * bm / 16) : 2 * (2 * dpad / 16 + bn / 16);
+        ck_assert_msg(wg == want, "d%d %s: %d wgmma, want %d", d, v->kernel, wg, want);
+        ck_assert_int_eq(wgmma_reg_a(t, n), dkdv ? 2 * 2 * bm / 16 : 2 * bn / 16);
+        ck_assert_int_gt(pu_count_n(t, n, "cp.async.cg.shared.global"), 0);
+        if (det || !dkdv) {
+            ck_assert_msg(sync == 0, "d%d %s: %d mma.sync", d, v->kernel, sync);
+            ck_assert_int_eq(pu_count_n(t, n, "ldmatrix"), 0);
+        } else {
+            ck_assert_int_gt(sync, 0);   /* the atomic dQ's dS K */
+        }
+        kiln_compile_result_free(&r);
+        checked++;
+    }
+    ck_assert_int_eq(checked, det ? 2 : 1);
+}
+END_TEST
+
 /* The plan's launches: order, grids and the flags that pick the dQ path. */
 START_TEST(plan_shapes)
 {
@@ -235,6 +307,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, plans_compile, 0, 2 * (int)(sizeof k_dims / sizeof k_dims[0]));
     tcase_add_loop_test(tc, loops_pipelined, 0, 4);
+    tcase_add_loop_test(tc, wgmma_at_sm90_plan, 0, 6);
     tcase_add_test(tc, plan_shapes);
     tcase_add_test(tc, binds_every_parameter);
     suite_add_tcase(s, tc);

@@ -4,7 +4,7 @@
  * deterministic (40 cases), with GQA group sizes (1, 2, 4, MQA), lengths (equal,
  * ragged below a block, seqlen_q < seqlen_k, seqlen_q > seqlen_k: causal rows that
  * see no key), layouts and wider-than-dense strides rotating across them; plus
- * caller-chosen tiles and a created stream.
+ * caller-chosen tiles (and schedules on the sm_90a wgmma paths) and a created stream.
  *
  * Each case runs the real pipeline: kiln_attention_fwd gives O and LSE, then
  * kiln_attention_bwd gives dQ, dK, dV into NaN-poisoned buffers (scratch poisoned
@@ -32,6 +32,7 @@ typedef struct Case {
     int d, causal, det, batch, hq, hkv, sq, sk, pad;
     AttnLayout layout;
     int block_m, block_n, on_stream;
+    int warps, stages;   /* the caller's num_warps, num_stages (0: the runtime's) */
     AttnProblem p;
     void *q, *k, *v, *dout, *dq, *dk, *dv, *dq2, *dk2, *dv2;
     size_t nq, nkv;
@@ -94,7 +95,8 @@ static void gpu_run(Case *c)
     KilnAttentionBwdParams b = {
         .fwd = {.dtype = c->dtype == ATTN_BF16 ? KILN_BF16 : KILN_F16, .batch = c->batch, .heads_q = c->hq,
                 .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk, .head_dim = c->d, .causal = c->causal},
-        .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n};
+        .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->warps,
+        .num_stages = c->stages};
     /* exactly the documented size, as a caller allocates it (a pointer one past a
      * deterministic call's scratch once leaked into a launch and was refused) */
     bytes[9] = kiln_attention_bwd_scratch_size(&b);
@@ -211,6 +213,17 @@ int main(void)
                         .sk = 333, .block_m = 32, .block_n = 32};
     cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 1, .det = 1, .batch = 2, .hq = 2, .hkv = 1, .sq = 150,
                         .sk = 150, .on_stream = 1, .layout = ATTN_BHSD};
+    /* caller schedules BMxBN/warps/stages on sm_90a's wgmma paths: one stage (Q and dO, or K
+     * and V, staged once per step and read again as their transpose: smem.view) and two
+     * (cp.async slots read through a trans), both dQ paths */
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 128, .causal = 1, .det = 1, .batch = 1, .hq = 4, .hkv = 2, .sq = 200,
+                        .sk = 333, .block_m = 64, .block_n = 64, .warps = 4, .stages = 1};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 64, .causal = 0, .det = 0, .batch = 2, .hq = 2, .hkv = 2, .sq = 300,
+                        .sk = 130, .block_m = 64, .block_n = 128, .warps = 8, .stages = 1, .layout = ATTN_BHSD};
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 64, .causal = 1, .det = 1, .batch = 1, .hq = 3, .hkv = 1, .sq = 300,
+                        .sk = 130, .block_m = 64, .block_n = 64, .warps = 4, .stages = 2, .pad = 8};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 0, .det = 0, .batch = 1, .hq = 2, .hkv = 1, .sq = 77,
+                        .sk = 200, .block_m = 16, .block_n = 64, .warps = 4, .stages = 2};
     int pass = 0, identical = 0, ndet = 0;
     double worst_ratio[3] = {0, 0, 0};
     printf("  # dtype   d mask   det B Hq/kv len      lay   dQ err/bound        dK err/bound        dV err/bound"

@@ -33,6 +33,11 @@ deterministic: O(N) extra memory) is in the JSON and the table's notes.
   python3 tools/bench/bench_attention_bwd.py --lib build/libkiln.so            # ~5 min
   python3 tools/bench/bench_attention_bwd.py --lib build/libkiln.so --quick    # ~1.5 min
   python3 tools/bench/bench_attention_bwd.py --dry-run                         # no GPU: fake numbers
+  python3 tools/bench/bench_attention_bwd.py --quick --schedules 64x128/8/2,32x128/8/2,16x64/4/1
+      # also times kiln and kiln_det at each caller schedule BMxBN/warps[/stages] (the API's
+      # block_m, block_n, num_warps, num_stages): dK/dV gets BN keys walked BM query rows at a
+      # time, the deterministic dQ pass BM rows walking BN keys (the table's defaults differ
+      # per kernel; a caller's tiles are one pair for all), as providers "kiln@BMxBN/W/S"
 On the GPU machine: tools/device_bench_bwd.sh (after tools/device_pack.sh here).
 """
 import argparse
@@ -77,7 +82,7 @@ class KilnCall:
     O, LSE, dQ, dK, dV and the scratch are allocated here and kept alive with the structs.
     variant: None, or a kiln_ctypes.variant() (bench_flex.py), kept alive here too."""
 
-    def __init__(self, kiln, q, k, v, dout, causal, deterministic, variant=None):
+    def __init__(self, kiln, q, k, v, dout, causal, deterministic, variant=None, schedule=None):
         import torch
         import kiln_ctypes
         self.kiln = kiln
@@ -86,6 +91,8 @@ class KilnCall:
         self.dk, self.dv = torch.empty_like(k), torch.empty_like(v)
         self.lse = torch.empty(b, h, n, device=q.device, dtype=torch.float32)
         p = kiln.new("KilnAttentionBwdParams", deterministic=int(deterministic))
+        if schedule:   # (block_m, block_n, num_warps, num_stages): the caller's tiles for every kernel
+            p.block_m, p.block_n, p.num_warps, p.num_stages = schedule
         f = p.fwd
         f.dtype = kiln_ctypes.KILN_BF16 if q.dtype == torch.bfloat16 else kiln_ctypes.KILN_F16
         f.batch, f.heads_q, f.heads_kv = b, h, k.shape[1]
@@ -203,6 +210,22 @@ def kiln_check(kiln, dtype, shape):
 
 # ---------------------------------------------------------------- timing one shape
 
+def parse_schedule(text):
+    """"BMxBN/W[/S]" -> (block_m, block_n, num_warps, num_stages); num_stages 0: the runtime's."""
+    tiles, _, rest = text.partition("/")
+    bm, _, bn = tiles.partition("x")
+    parts = rest.split("/") if rest else []
+    try:
+        return int(bm), int(bn), int(parts[0]) if parts else 0, int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages], e.g. 64x128/8/2")
+
+
+def provider_schedule(p):
+    """A Kiln provider's caller schedule ("kiln@64x128/8/2"), or None for the runtime's table."""
+    return parse_schedule(p.split("@", 1)[1]) if "@" in p else None
+
+
 def run_shape(args, kiln, dtype, d, causal, n, providers, fake):
     """{provider: {pass: {"ms", "tflops"} | {"error"}}} and Kiln's scratch bytes."""
     b, h = max(TOKENS // n, 1), HIDDEN // d
@@ -221,7 +244,8 @@ def run_shape(args, kiln, dtype, d, causal, n, providers, fake):
         out[p] = {}
         try:
             if p.startswith("kiln"):
-                call = KilnCall(kiln, q, k, v, dout, causal, p == "kiln_det")
+                call = KilnCall(kiln, q, k, v, dout, causal, p.startswith("kiln_det"),
+                                schedule=provider_schedule(p))
                 call.fwd()                 # O and LSE for the backward alone
                 scratch[p] = call.scratch_bytes
                 fns = {"bwd": call.bwd, "fwd_bwd": call.fwd_bwd}
@@ -269,7 +293,7 @@ def markdown(res):
     peers = [p for p in ("sdpa_flash", "sdpa_cudnn") if p in providers]
     lines = [f"Attention backward, TFLOP/s ({res['device']}; {TOKENS} tokens per batch, hidden {HIDDEN}, "
              "[b, h, s, d]; backward = 2.5 x the forward's FLOPs, forward+backward = 3.5 x; causal halves)", ""]
-    head = ["dtype", "causal", "d", "N"] + [SHORT[p] for p in providers]
+    head = ["dtype", "causal", "d", "N"] + [SHORT.get(p, p) for p in providers]
     if "kiln" in providers:
         head += [f"kiln/{SHORT[p]}" for p in peers]
     head += [f"f+b {SHORT[p]}" for p in providers if p in ("kiln", "sdpa_flash", "sdpa_cudnn")]
@@ -290,7 +314,7 @@ def markdown(res):
     sc = [row for row in res["rows"] if row.get("scratch")]
     if sc:
         big = max(sc, key=lambda row: (row["n"], row["d"]))
-        parts = ", ".join(f"{SHORT[p]} {v / 2**20:.1f} MiB" for p, v in big["scratch"].items())
+        parts = ", ".join(f"{SHORT.get(p, p)} {v / 2**20:.1f} MiB" for p, v in big["scratch"].items())
         lines += ["", f"Kiln's scratch at N = {big['n']}, d = {big['d']} (batch {TOKENS // big['n'] or 1}): {parts} "
                   "(delta = rowsum(dO * O) in f32, plus the f32 dQ accumulator unless deterministic: O(N))."]
     if res.get("checks"):
@@ -336,6 +360,8 @@ def main():
                                                                    "--quick 20)")
     ap.add_argument("--budget-s", type=float, default=400.0,
                     help="wall-clock budget: shapes not started by then are reported as not run")
+    ap.add_argument("--schedules", default="", help="comma list of BMxBN/warps[/stages]: kiln and kiln_det "
+                                                     "are also timed at each (providers kiln@..., kiln_det@...)")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="no GPU, no torch: fake timings, real tables and CSV")
     ap.add_argument("--seed", type=int, default=0, help="--dry-run: seed of the fake numbers")
@@ -344,6 +370,9 @@ def main():
     bad = [p for p in providers if p not in PROVIDERS]
     if bad:
         raise SystemExit(f"unknown provider(s) {bad}: expected some of {PROVIDERS}")
+    for sch in (x for x in args.schedules.split(",") if x):
+        parse_schedule(sch)
+        providers += [f"{p}@{sch}" for p in ("kiln", "kiln_det") if p in providers]
     dtypes = (args.dtypes or ("f16" if args.quick else "f16,bf16")).split(",")
     ns = [int(x) for x in args.seqlens.split(",")] if args.seqlens else (QUICK_SEQLENS if args.quick else SEQLENS)
     ds = [int(x) for x in args.head_dims.split(",")]
