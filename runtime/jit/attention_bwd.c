@@ -22,8 +22,10 @@
  *
  * Example: a bf16, head dim 128, causal, non-deterministic call on sm_90
  * launches attn_bwd_pre_bf16 (cdiv(seqlen_q, 64) x batch*heads_q),
- * attn_bwd_dkdv_bf16 with COMPUTE_DQ=true (cdiv(seqlen_k, 128) x batch*heads_kv,
- * 8 warps, 2 stages) and attn_bwd_dq_cvt_bf16 (cdiv(seqlen_q, 64) x batch*heads_q).
+ * attn_bwd_dkdv_bf16 with COMPUTE_DQ=false (cdiv(seqlen_k, 64) x batch*heads_kv,
+ * 4 warps, 2 stages) and attn_bwd_dq_bf16 (cdiv(seqlen_q, 64) x batch*heads_q): the
+ * table's dq_pass. On sm_80 the same call takes the atomic dQ (COMPUTE_DQ=true) and
+ * attn_bwd_dq_cvt_bf16.
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
@@ -49,24 +51,31 @@
  * Chosen by ptxas -v (sm_90a, f16): no spill in the dQ pass and in the dK/dV kernel without
  * the atomic dQ; with it (COMPUTE_DQ) up to 148 bytes at d 96/128 (the extra dS^T K dot).
  * tests/attention/test_e2e_attn_bwd_ptx.c compiles every row and checks the wgmma counts.
- * kv_stages/q_stages 0: the program's own (1). Not yet timed on a GPU: bench_attention_bwd.py
- * --schedules times others. */
+ * kv_stages/q_stages 0: the program's own (1).
+ * Timed on the H200 (bench_attention_bwd.py --quick --schedules, f16, N 1k-16k, docs/performance.md):
+ * 64 x 64 on 4 warps with the separate dQ pass beat every other schedule at d 64 and 128
+ * (d 128: 313-340 TFLOP/s against 241-304 at 32 x 128 / 8 warps, and 96-110 with the atomic
+ * dQ at 64 x 64), so the sm_90 rows take it, and `dq_pass` = 1: the separate dQ pass also for
+ * non-deterministic calls (the atomic dQ, an extra dS^T K dot on mma.sync plus f32 atomics
+ * per step, is the slower algorithm there; the caller allowed nondeterminism, it did not ask
+ * for it). d 96 takes d 128's row (checked by the GPU backward test, not timed). */
 typedef struct BwdTune {
     int min_sm, head_dim;
     int kv_block_m, kv_block_n, kv_warps, kv_stages;   /* attn_bwd_dkdv */
     int q_block_m, q_block_n, q_warps, q_stages;       /* attn_bwd_dq (deterministic); pre and cvt use q_block_m */
+    int dq_pass;                                       /* 1: the dQ pass even when not deterministic */
 } BwdTune;
 
 static const BwdTune k_bwd_tune[] = {
     /* min_sm  d   dkdv: BM  BN warps st   dq: BM  BN warps st */
-    {0,  32,   32, 128, 8, 0,    64, 32, 4, 0},
-    {0,  64,   32, 128, 8, 0,   128, 32, 8, 0},
-    {0,  96,   16,  64, 8, 0,    64, 32, 8, 0},
-    {0, 128,   16,  64, 8, 0,    64, 32, 8, 0},
-    {0, 256,   16,  32, 8, 0,    32, 16, 8, 0},
-    {90, 64,   64, 128, 8, 2,   128, 64, 8, 2},
-    {90, 96,   32, 128, 8, 2,    64, 64, 4, 2},
-    {90, 128,  32, 128, 8, 2,    64, 64, 4, 2},
+    {0,  32,   32, 128, 8, 0,    64, 32, 4, 0, 0},
+    {0,  64,   32, 128, 8, 0,   128, 32, 8, 0, 0},
+    {0,  96,   16,  64, 8, 0,    64, 32, 8, 0, 0},
+    {0, 128,   16,  64, 8, 0,    64, 32, 8, 0, 0},
+    {0, 256,   16,  32, 8, 0,    32, 16, 8, 0, 0},
+    {90, 64,   64,  64, 4, 2,    64, 64, 4, 2, 1},
+    {90, 96,   64,  64, 4, 2,    64, 64, 4, 2, 1},
+    {90, 128,  64,  64, 4, 2,    64, 64, 4, 2, 1},
 };
 
 /* ---------------- validation (never touches a device) ---------------- */
@@ -175,7 +184,9 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     snprintf(qbm, sizeof qbm, "%d", q_bm);
     snprintf(qbn, sizeof qbn, "%d", q_bn);
     const char *causal = f->causal ? "true" : "false";
-    const char *atomic = p->deterministic ? "false" : "true";
+    /* the separate dQ pass: asked for, or the faster algorithm here (the table's tiles only) */
+    bool dq_pass = p->deterministic || (!own && t->dq_pass);
+    const char *atomic = dq_pass ? "false" : "true";
     memset(pl, 0, sizeof *pl);
     /* the row-wise kernels take the dQ pass's row blocks */
     const char *pre[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "ZERO_DQ_ACC", atomic};
@@ -189,7 +200,7 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
     if (sk > 0)
         plan_kernel(pl, "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, own ? 0 : t->kv_stages, kv, 5);
-    if (sq > 0 && p->deterministic)
+    if (sq > 0 && dq_pass)
         plan_kernel(pl, "attn_bwd_dq", p, sq, q_bm, f->heads_q, own ? 0 : t->q_warps, own ? 0 : t->q_stages, dq, 4);
     else if (sq > 0)
         plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, cvt, 2);
