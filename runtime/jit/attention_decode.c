@@ -344,6 +344,8 @@ static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)
     return rt_attn_var_arg(WHO, p->variant, prm, a);   /* a variant's param, or an internal error */
 }
 
+static KilnStatus bind_arg(const void *ctx, const KilnParam *prm, KilnArg *a) { return make_arg(ctx, prm, a); }
+
 static KilnStatus launch(KilnKernel *k, const DecCall *c, const int grid[3], KilnStream *stream)
 {
     const KilnKernelInfo *info = kiln_kernel_info(k);
@@ -404,7 +406,7 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(WHO, p->variant, &vs)) != KILN_OK) return st;
     st = get_kernels(dev, p, &c, &vs, &split, &combine);
-    rt_attn_var_close(&vs);   /* the kernels are compiled: the launches need only the arguments */
+    rt_attn_var_close(&vs);   /* the modules keep their sources: the launches need only the arguments */
     if (st != KILN_OK) return st;
     if (need) {
         KilnDevPtr ws = p->workspace;
@@ -416,6 +418,10 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
             return st;
         c.o_part = ws;
         c.lse_part = ws + (KilnDevPtr)((size_t)c.splits * p->batch * p->heads_q * p->seqlen_q * p->head_dim * 4);
+    }
+    if (c.splits > 1 && combine) {   /* a cold call: compile the split and combine kernels at once */
+        KilnKernel *ks[2] = {split, combine};
+        rt_attn_prepare(ks, 2, bind_arg, &c);
     }
     int grid[3] = {p->batch * p->heads_kv, c.splits, row_blocks(p)};
     if ((st = launch(split, &c, grid, stream)) != KILN_OK || c.splits == 1 || c.fused) return st;
