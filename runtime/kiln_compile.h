@@ -459,9 +459,9 @@ typedef struct KilnAttentionDecodeParams {
  * naming the field). */
 KILN_API KilnStatus kiln_attention_decode_check(const KilnAttentionDecodeParams *p);
 /* The split count kiln_attention_decode uses for `p` on a device of `sm_count` SMs:
- * p->num_splits when set, else enough splits for two CTAs per SM, each split reading at
- * least 128 KB of K and V, rounded so that no split is empty; 1 when the (batch, KV head)
- * programs already fill 80% of the SMs. */
+ * p->num_splits when set, else as many splits as give at most two CTAs per SM, each split
+ * reading at least 128 KB of K and V, rounded so that no split is empty; 1 when the
+ * (batch, KV head) programs already fill 80% of the SMs. */
 KILN_API int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_count);
 /* Bytes of scratch that `splits` splits of `p` need (0 for one split): the partial O and
  * LSE, and with p->combine == KILN_DECODE_COMBINE_FUSED the tickets before them. */

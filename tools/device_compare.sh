@@ -3,8 +3,8 @@
 # .carry/base.tar.xz (the same script run on an older commit, renamed) carried along:
 # attention --quick with the new bundle (with peers) and the
 # baseline bundle (Kiln only) on the same GPU, then decode against SDPA (bench_decode.py).
-# SKIP_ATTN=1: decode only. Tables to $OUT/*.md, CSVs to $OUT/*.csv, SVG charts to $OUT/img/,
-# all logs in $OUT/bench_logs.tgz.
+# SKIP_ATTN=1: decode only; DECODE_TIMEOUT (seconds, default 250) bounds the decode bench.
+# Tables to $OUT/*.md, CSVs to $OUT/*.csv, SVG charts to $OUT/img/, all logs in $OUT/bench_logs.tgz.
 set -uo pipefail
 root=$PWD; res=/tmp/res; mkdir -p $res /tmp/kn /tmp/kb
 tar -C /tmp/kn -xJf .carry/bundle.tar.xz; tar -C /tmp/kb -xJf .carry/base.tar.xz
@@ -16,7 +16,7 @@ attn() {
     > $res/attn-$1.log 2>&1; echo "attention $1 exit $?"
 }
 [ "${SKIP_ATTN:-0}" = 1 ] || { attn kn kiln,sdpa_flash,sdpa_cudnn; attn kb kiln; }
-LD_LIBRARY_PATH=/tmp/kn/lib KILN_CACHE_DIR=/tmp/cache-kn timeout 250 python3 tools/bench/bench_decode.py \
+LD_LIBRARY_PATH=/tmp/kn/lib KILN_CACHE_DIR=/tmp/cache-kn timeout ${DECODE_TIMEOUT:-250} python3 tools/bench/bench_decode.py \
   --kiln-bin /tmp/kn/bin/kiln-bench-decode --quick --out $res/decode > $res/decode.log 2>&1; echo "decode exit $?"
 for f in attn-kn/attention_bench.md attn-kb/attention_bench.md decode/decode_bench.md \
          attn-kn/attention_bench.csv decode/decode_bench.csv; do

@@ -79,6 +79,7 @@ typedef struct CgCtx {
     /* cg_pipeline.c: while a later iteration's slice is evaluated, the i1
      * "that iteration exists": loads predicate on it (NULL otherwise) */
     LLVMValueRef load_guard;
+    bool slice_eval;             /* issue_all is evaluating a pipelined loop's slice */
 } CgCtx;
 
 LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */

@@ -24,6 +24,9 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
      * (cg_pipeline.c) and its convert_layout reads the stage buffer. */
     if ((op->op == IR_LOAD || op->op == IR_CAST || op->op == IR_TRANS) && c->pipe && cg_pipeline_load(c->tc, op, NULL))
         return true;
+    /* Nor do the slice ops only the copies for later iterations read (a paged cache's
+     * block-table read in the body: cg_pipeline.c, mark_dead_in_place). */
+    if (c->pipe && !c->slice_eval && cg_pipeline_dead_in_place(c->tc, op)) return true;
     switch (op->op) {
     case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
     case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:

@@ -117,6 +117,54 @@ bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *u
     return l->nconverts == uses[r->id];
 }
 
+/* Whether `v` is used in `b` (nested regions included) by an op other than pl's
+ * pipelined loads and the slice ops already found dead in place. */
+static bool live_use_in(const CgPipeLoop *pl, const IrBlock *b, const IrValue *v)
+{
+    for (const IrOp *u = b->first; u; u = u->next) {
+        for (int r = 0; r < u->nregions; r++)
+            if (live_use_in(pl, u->regions[r], v)) return true;
+        bool uses = false;
+        for (int i = 0; i < u->nargs && !uses; i++) uses = u->args[i] == v;
+        if (!uses) continue;
+        bool ok = false;
+        for (int j = 0; j < pl->nloads && !ok; j++) ok = pl->loads[j].load == u;
+        for (int j = 0; j < pl->nslice && !ok; j++) ok = pl->slice[j] == u && pl->dead_in_place[j];
+        if (!ok) return true;
+    }
+    return false;
+}
+
+/* A paged cache's block-table read and the K/V addresses built from it form the slice:
+ * issue_all evaluates it for the iterations whose copies it issues, and the body lowers
+ * it again in place, where nothing but the pipelined loads (which have no registers)
+ * reads most of it. Pure ops LLVM drops when unused, but a masked load is inline PTX
+ * that it must keep: one dead block-table read per iteration. So the ops whose only
+ * users are the pipelined loads and such ops are marked, last to first (a use comes
+ * after its definition), and the body does not lower them. Loops whose slice reads no
+ * memory are left as they are. */
+static void mark_dead_in_place(IrFunc *f, CgPipeLoop *pl)
+{
+    pl->dead_in_place = ARENA_ARRAY(f->arena, bool, pl->nslice + 1);
+    if (!pl->slice_loads) return;
+    for (int i = pl->nslice - 1; i >= 0; i--) {
+        const IrOp *x = pl->slice[i];
+        bool dead = x->nres == 1;
+        for (int r = 0; r < x->nres && dead; r++) dead = !live_use_in(pl, pl->loop->regions[0], x->res[r]);
+        pl->dead_in_place[i] = dead;
+    }
+}
+
+bool cg_pipeline_dead_in_place(const CgTcState *tc, const IrOp *op)
+{
+    for (int i = 0; tc && i < tc->loops.len; i++) {
+        const CgPipeLoop *pl = tc->loops.data[i];
+        for (int j = 0; j < pl->nslice; j++)
+            if (pl->slice[j] == op) return pl->dead_in_place[j];
+    }
+    return false;
+}
+
 /* The loop's plan from its attributes; NULL (with an internal error) when
  * the IR does not hold a consistent plan. */
 static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
@@ -157,6 +205,7 @@ static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
             pl->slice[pl->nslice++] = x;
             pl->slice_loads |= x->op == IR_LOAD;
         }
+    mark_dead_in_place(f, pl);
     return pl;
 }
 
@@ -313,8 +362,10 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     c->vals[iv->id].r[0] = ivv;
     c->vals[iv->id].n = 1;
     c->load_guard = pl->slice_loads ? valid : NULL;
+    c->slice_eval = true;   /* cg_lower_op: lower the ops dead in place here */
     for (int i = 0; i < pl->nslice; i++)
         if (!cg_lower_op(c, pl->slice[i])) return false;
+    c->slice_eval = false;
     c->load_guard = NULL;
     if (sync_ahead) sync_slots(c, sync_ahead);
     for (int j = 0; j < pl->nloads; j++) {

@@ -65,6 +65,10 @@ typedef struct CgPipeLoop {
     IrOp **slice;          /* body ops the loads' operands depend on, in body order */
     int nslice;
     bool slice_loads;      /* the slice reads memory (e.g. a block table) */
+    /* Per slice op (loops whose slice loads only): its result is used in the body only by
+     * the pipelined loads and by slice ops dead in place themselves, so only the copies
+     * for later iterations need it and the body skips it (cg_pipeline_dead_in_place). */
+    bool *dead_in_place;
     /* Where the prologue (the copies of iterations 0 .. S-2) is issued: before
      * this op of the loop's block, the earliest point where everything the
      * copies need is defined and no write to memory or region op intervenes
@@ -132,6 +136,7 @@ void        cg_pipeline_loops(IrFunc *f, PtrVec *loops);     /* CgPipeLoop* of e
 CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *loop);
 /* The pipelined load that `op` is (or whose cast or one of whose convert_layouts `op` is). */
 CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop);
+bool cg_pipeline_dead_in_place(const CgTcState *tc, const IrOp *op);
 /* Mark the body ops `v` depends on (the slice a future iteration's copies
  * re-evaluate); false when it reaches a loop-carried value or an impure /
  * region op of the body. */

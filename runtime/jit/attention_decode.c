@@ -28,8 +28,8 @@
  *
  * Example: heads_q 32, heads_kv 8, one token, batch 4, max_seqlen_k 32768, d 128
  * on 132 SMs: 32 (batch, KV head) programs with 4 packed rows in a 16-row tile;
- * splits = min(cdiv(2 * 132, 32), 512 blocks / 4) = 9 (57 blocks each): 288 CTAs,
- * the last of each row block combining the 9 partials.
+ * splits = min(2 * 132 / 32, 512 blocks / 4) = 8 (64 blocks each): 256 CTAs,
+ * the last of each row block combining the 8 partials.
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
@@ -50,6 +50,10 @@
  *   - in flight: HBM at ~4.4 TB/s and ~1 us loaded latency needs ~4.4 MB in flight, ~33 KB
  *     per SM of 132; a CTA keeps about one K+V block (32 KB at d 128, BLOCK_N 64) in flight
  *     ahead of its math (num_stages 2), so DEC_CTAS_PER_SM = 2 CTAs per SM hold ~64 KB;
+ *   - one wave: the FUSED split kernel needs 177 registers a thread at d 128 (ptxas, sm_90a;
+ *     118 without the combine), so only 2 of its CTAs fit an SM: the count is rounded DOWN
+ *     to at most 2 CTAs per SM (B = 8, GQA 32/8: 4 splits, 256 CTAs, not 5 and 320, whose
+ *     last 56 would run in a second, mostly idle wave);
  *   - fixed cost: a CTA's first block (Q and K/V latency before streaming starts), its
  *     partial's store, ticket and its share of the combine cost ~2-3 us; at ~17 GB/s per
  *     CTA (4.4 TB/s over 264 CTAs) a split of DEC_MIN_SPLIT_BYTES = 128 KB of K+V streams
@@ -224,7 +228,7 @@ int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_coun
     int64_t min_blocks = (DEC_MIN_SPLIT_BYTES + block_bytes - 1) / block_bytes;
     int64_t most = blocks / min_blocks;
     if (sm_count <= 0 || ctas * 5 >= (int64_t)sm_count * 4 || most < 2) return 1;   /* the GPU is (80%) full */
-    int64_t s = (DEC_CTAS_PER_SM * (int64_t)sm_count + ctas - 1) / ctas;
+    int64_t s = DEC_CTAS_PER_SM * (int64_t)sm_count / ctas;   /* >= 2: ctas < 80% of the SMs */
     if (s > most) s = most;
     if (s > KILN_DECODE_MAX_SPLITS) s = KILN_DECODE_MAX_SPLITS;
     int64_t per = (blocks + s - 1) / s;

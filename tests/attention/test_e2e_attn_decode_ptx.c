@@ -8,6 +8,14 @@
  *     one token (GQA packing pads M to 16);
  *   - the K/V loads are pipelined (cp.async), the paged cache's too: its
  *     block-table reads are part of the pipelined slice (pass_pipeline.c);
+ *   - the paged cache reads its block table only where the copies of a later
+ *     iteration are issued (prologue and loop body of each of the two key loops,
+ *     K and V): the body does not read it again in place for the copies it does
+ *     not issue (cg_pipeline.c, mark_dead_in_place): the non-FUSED split
+ *     kernel's 32-bit loads (its only ones are the block-table reads) are
+ *     exactly `bt` a thread (2 loops x 2 issue points x K and V, times the
+ *     indices a thread holds in each layout); 1.5x that when the body read the
+ *     table again in place;
  *   - FUSED (the last split program combines) publishes its partial with
  *     fence.acq_rel.gpu before its one ticket atom and fences again before it
  *     reads the others'; no other variant has a GPU-scope fence;
@@ -22,23 +30,24 @@
 typedef struct Variant {
     const char *kernel;      /* attn_decode_f16 ... */
     int d, block_m, block_n, paged, page, direct, fused;
+    int bt;                  /* paged, not FUSED: its ld.global.b32 a thread */
 } Variant;
 
 static const Variant variants[] = {
-    {"attn_decode_f16", 64, 16, 64, 0, 16, 0, 0},
-    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 0},
-    {"attn_decode_f16", 128, 16, 64, 1, 256, 0, 0},
-    {"attn_decode_bf16", 128, 64, 64, 0, 16, 0, 0},
-    {"attn_decode_f16", 128, 16, 64, 1, 32, 1, 0},
-    {"attn_decode_bf16", 128, 16, 64, 1, 128, 0, 0},
-    {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 0},
-    {"attn_decode_bf16", 256, 16, 32, 0, 16, 1, 0},
-    {"attn_decode_f16", 128, 16, 64, 0, 16, 0, 1},
-    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 1},
-    {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 1},
-    {"attn_decode_combine_f16", 64, 0, 0, 0, 0, 0, 0},
-    {"attn_decode_combine_bf16", 128, 0, 0, 0, 0, 0, 0},
-    {"attn_decode_combine_f16", 256, 0, 0, 0, 0, 0, 0},
+    {"attn_decode_f16", 64, 16, 64, 0, 16, 0, 0, 0},
+    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 0, 32},
+    {"attn_decode_f16", 128, 16, 64, 1, 256, 0, 0, 64},
+    {"attn_decode_bf16", 128, 64, 64, 0, 16, 0, 0, 0},
+    {"attn_decode_f16", 128, 16, 64, 1, 32, 1, 0, 64},
+    {"attn_decode_bf16", 128, 16, 64, 1, 128, 0, 0, 64},
+    {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 0, 64},
+    {"attn_decode_bf16", 256, 16, 32, 0, 16, 1, 0, 0},
+    {"attn_decode_f16", 128, 16, 64, 0, 16, 0, 1, 0},
+    {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 1, 0},
+    {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 1, 0},
+    {"attn_decode_combine_f16", 64, 0, 0, 0, 0, 0, 0, 0},
+    {"attn_decode_combine_bf16", 128, 0, 0, 0, 0, 0, 0, 0},
+    {"attn_decode_combine_f16", 256, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char *const hinted[] = {
@@ -90,6 +99,10 @@ START_TEST(test_variant_ptx)
             ck_assert_msg(pu_count_n(r.output, r.output_size, "cp.async") > 0,
                           "%s d%d BM%d paged %d %s: K/V loads are not pipelined", v->kernel, v->d, v->block_m,
                           v->paged, archs[a]);
+        int b32 = pu_count_n(r.output, r.output_size, "ld.global.b32");
+        if (v->paged && !v->fused)
+            ck_assert_msg(b32 == v->bt, "%s d%d BN%d page %d %s: %d 32-bit loads (block-table reads), want %d",
+                          v->kernel, v->d, v->block_n, v->page, archs[a], b32, v->bt);
         int fences = pu_count_n(r.output, r.output_size, "fence.acq_rel.gpu;");
         int atoms = pu_count_n(r.output, r.output_size, "atom.global.gpu.add.u32");
         ck_assert_msg(fences == (v->fused ? 2 : 0) && atoms == (v->fused ? 1 : 0),

@@ -173,15 +173,15 @@ START_TEST(valid_problems_pass)
 END_TEST
 
 /* The split choice: 1 when the (batch, KV head) programs fill the GPU or the keys are
- * few, else two CTAs per SM with >= 128 KB of K+V (4 blocks at d 128) per split, rounded so
- * that no split is empty; the override wins. */
+ * few, else at most two CTAs per SM (rounded down: one wave) with >= 128 KB of K+V (4 blocks
+ * at d 128) per split, rounded so that no split is empty; the override wins. */
 START_TEST(splits_from_shape_and_sms)
 {
     KilnAttentionDecodeParams p = valid(0);
     p.batch = 1, p.max_seqlen_k = 32768, p.seqlen_q = 1;   /* 2 programs, 512 key blocks of 64 */
-    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 128);   /* cdiv(264, 2) = 132, capped */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 128);   /* 264 / 2 = 132, capped */
     p.batch = 16;                                                   /* 32 programs */
-    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 9);     /* cdiv(264, 32) */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 8);     /* 264 / 32, rounded down: one wave */
     p.batch = 64;                                                   /* 128 programs: 97% of 132 SMs */
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 1);
     p.batch = 1, p.max_seqlen_k = 300;                              /* 5 key blocks: too few to split */
@@ -189,12 +189,14 @@ START_TEST(splits_from_shape_and_sms)
     p.max_seqlen_k = 2048;                                          /* 32 blocks: at most 8 splits */
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 8);
     p.heads_q = 32, p.heads_kv = 8, p.max_seqlen_k = 16384;         /* 8 programs, 256 blocks */
-    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 32);    /* cdiv(264, 8) = 33 -> 8 blocks each: 32 */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 32);    /* 264 / 8 = 33 -> 8 blocks each: 32 */
     p.max_seqlen_k = 131072;                                        /* 2048 blocks: 33 of 63 */
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 33);
     p.head_dim = 64, p.max_seqlen_k = 4096;     /* 64 blocks of 16 KB: >= 8 per split, at most 8 */
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 8);
-    p.head_dim = 128, p.heads_q = 8, p.heads_kv = 2, p.max_seqlen_k = 2048;
+    p.head_dim = 128, p.batch = 8;                                  /* 64 programs: 264 / 64 = 4, 256 CTAs */
+    ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 4);
+    p.batch = 1, p.heads_q = 8, p.heads_kv = 2, p.max_seqlen_k = 2048;
     p.num_splits = 3;
     ck_assert_int_eq(kiln_attention_decode_splits(&p, 132), 3);
     /* workspace: O_part f32 and LSE_part f32 per split and row */
