@@ -16,8 +16,8 @@
  *
  * Example: a document mask over B = 2 sequences of 8192 tokens, H = 16 heads:
  * m = {.block_q = 128, .block_kv = 128, .batch = 2, .heads = 1} (ids differ per sequence,
- * not per head): G = 2, NQ = NK = 64, 2 * (2 * 64 + 3 * 64 * 64) * 4 + ... = 0.2 MB;
- * create launches 64 x 2 then 64 x 2 programs.
+ * not per head): G = 2 rows, NQ = NK = 64 blocks, four count arrays of 128 i32 and five
+ * index/class arrays of 8192: 166 KB; create launches 64 x 2 programs, then 64 x 2.
  */
 #include "jit_internal.h"
 
@@ -235,38 +235,6 @@ static void bm_variants(const KilnBlockMask *m, const RtAttnVarSrc *vs, RtAttnVa
     rt_attn_variant_init(&v[1], BM_PROGRAM, "attn_block_mask_t", 0, 0, 0);
 }
 
-static void bm_grids(const KilnBlockMask *m, int grid[2][3])
-{
-    int g = m->batch * m->heads;
-    int grids[2][3] = {{m->num_q_blocks, g, 1}, {m->num_kv_blocks, g, 1}};
-    memcpy(grid, grids, sizeof grids);
-}
-
-KilnStatus kiln_attention_block_mask_create(KilnDevice *dev, const KilnAttentionParams *p, KilnBlockMask *m,
-                                            KilnStream *stream)
-{
-    KilnBlockMask out;
-    KilnStatus st = prepare(BM_CREATE, p, m, &out);
-    if (st == KILN_OK) st = rt_attn_check_call(BM_CREATE, dev, stream);
-    if (st != KILN_OK) return st;
-    RtAttnVarSrc vs;
-    if ((st = rt_attn_var_open(BM_CREATE, p->variant, &vs)) != KILN_OK) return st;
-    RtAttnVariant v[2];
-    bm_variants(&out, &vs, v);
-    int grid[2][3];
-    bm_grids(&out, grid);
-    BmCall call = {p, &out};
-    for (int i = 0; i < 2 && st == KILN_OK; i++) {
-        if (grid[i][0] == 0) continue;   /* no query (key) blocks: nothing to write */
-        KilnKernel *k = NULL;
-        st = rt_attn_get_kernel(dev, BM_CREATE, &v[i], &k);
-        if (st == KILN_OK) st = rt_attn_launch(BM_CREATE, k, grid[i], stream, bm_bind, &call);
-    }
-    rt_attn_var_close(&vs);
-    if (st == KILN_OK) *m = out;
-    return st;
-}
-
 static KilnHostArg bm_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
 {
     const BmCall *c = ctx;
@@ -279,23 +247,41 @@ static KilnHostArg bm_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
     return rt_attn_var_buffer(c->p->variant, name, ptr);
 }
 
-KilnStatus kiln_attention_block_mask_create_cpu(const KilnAttentionParams *p, KilnBlockMask *m)
+/* Both create calls: validate, then the classification and its transpose on the device
+ * (cpu false) or on the interpreter; m is filled only on success. */
+static KilnStatus create(const char *api, bool cpu, KilnDevice *dev, const KilnAttentionParams *p, KilnBlockMask *m,
+                         KilnStream *stream)
 {
-    const char *api = BM_CREATE "_cpu";
     KilnBlockMask out;
     KilnStatus st = prepare(api, p, m, &out);
-    if (st == KILN_OK) st = rt_attn_var_check_bytes(api, p->variant);
+    if (st == KILN_OK) st = cpu ? rt_attn_var_check_bytes(api, p->variant) : rt_attn_check_call(api, dev, stream);
     if (st != KILN_OK) return st;
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(api, p->variant, &vs)) != KILN_OK) return st;
     RtAttnVariant v[2];
     bm_variants(&out, &vs, v);
-    int grid[2][3];
-    bm_grids(&out, grid);
+    int g = out.batch * out.heads;
+    const int grid[2][3] = {{out.num_q_blocks, g, 1}, {out.num_kv_blocks, g, 1}};
     BmCall call = {p, &out};
-    for (int i = 0; i < 2 && st == KILN_OK; i++)
-        if (grid[i][0] > 0) st = rt_attn_run_cpu(api, &v[i], grid[i], bm_bind, bm_buffer, &call, NULL);
+    for (int i = 0; i < 2 && st == KILN_OK; i++) {
+        if (grid[i][0] == 0) continue;   /* no query (key) blocks: nothing to write */
+        KilnKernel *k = NULL;
+        if (cpu) st = rt_attn_run_cpu(api, &v[i], grid[i], bm_bind, bm_buffer, &call, NULL);
+        else if ((st = rt_attn_get_kernel(dev, api, &v[i], &k)) == KILN_OK)
+            st = rt_attn_launch(api, k, grid[i], stream, bm_bind, &call);
+    }
     rt_attn_var_close(&vs);
     if (st == KILN_OK) *m = out;
     return st;
+}
+
+KilnStatus kiln_attention_block_mask_create(KilnDevice *dev, const KilnAttentionParams *p, KilnBlockMask *m,
+                                            KilnStream *stream)
+{
+    return create(BM_CREATE, false, dev, p, m, stream);
+}
+
+KilnStatus kiln_attention_block_mask_create_cpu(const KilnAttentionParams *p, KilnBlockMask *m)
+{
+    return create(BM_CREATE "_cpu", true, NULL, p, m, NULL);
 }

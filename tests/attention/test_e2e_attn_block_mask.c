@@ -302,6 +302,8 @@ START_TEST(bad_masks_are_named)
     vl.cu_seqlens_q = vl.cu_seqlens_k = 0x1000;
     vl.total_q = vl.total_k = 10;
     expect(kiln_attention_block_mask_create(fake, &vl, &k.m, NULL), KILN_ERR_UNSUPPORTED, "packed (varlen)");
+    expect(kiln_attention_block_mask_create(NULL, &k.p, &k.m, NULL), KILN_ERR_USAGE,
+           "kiln_attention_block_mask_create: dev is NULL");
     /* the forward checks the mask against its call */
     create(&k, c);
     KilnAttentionParams p = k.p;
