@@ -83,7 +83,12 @@ static const AttnTune k_tune[] = {
     {90, 128,  -1, 0,   128,  64, 4, 2, 0},   /* 326/418/526/566; causal 170/268/442/517 */
     {90, 128,   1, 1024, 64,  64, 4, 2, 0},   /* causal 196/278 */
     {0,  256,  -1, 0,  64, 32, 4, 2, 0},
-    {90, 256,  -1, 0,  64, 64, 4, 2, 0},
+    /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
+     * warpgroups of 64 rows each beat one CTA of 64 x 64 on 4 warps by 1.6x (574/604
+     * against 359/376 TFLOP/s; causal 396/434 against 306/338), and ping-pong adds 6-7%
+     * causal (418/462) while it costs 14% without the mask (494/519). */
+    {90, 256,  -1, 0, 128, 64, 8, 2, 0},
+    {90, 256,   1, 0, 128, 64, 8, 2, 1},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
