@@ -141,8 +141,10 @@ def torch_peak_extra(provider, dtype, n, d):
 def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
     """The C driver's command line; `sched` (BLOCK_M, BLOCK_N, warps, stages) overrides
     --block-m/--block-n/--warps/--stages (warps or stages 0: the program's own rule)."""
+    mode = sched
     if sched is None:  # the runtime's defaults for this shape (k_tune in runtime/jit/attention.c), or the flags
-        bm, bn, warps, stages = api_sched(d, causal, n)
+        mode = api_sched(d, causal, n)
+        bm, bn, warps, stages = mode[:4]
         bm, bn = args.block_m or bm, args.block_n or bn
         warps, stages = args.warps or warps, args.stages or stages
     else:
@@ -155,7 +157,7 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
         cmd += ["--stages", str(stages)]
     if causal:
         cmd.append("--causal")
-    return cmd + mode_flags(sched) + extra
+    return cmd + mode_flags(mode) + extra
 
 
 def mode_flags(sched):
@@ -389,7 +391,8 @@ DEFAULT_SCHED = (128, 64, 8, 2)
 # (head dim, causal) -> the runtime's sm_90 defaults (k_tune in runtime/jit/attention.c), and the
 # rows that apply up to a query length: (head dim, causal, max N) -> schedule
 API_SCHED = {(64, False): (64, 128, 4, 2), (64, True): (64, 128, 4, 2),
-             (128, False): (128, 64, 4, 2), (128, True): (128, 64, 4, 2)}
+             (128, False): (128, 64, 4, 2), (128, True): (128, 64, 4, 2),
+             (256, False): (128, 64, 8, 2), (256, True): (128, 64, 8, 2, "pp")}
 API_SCHED_SHORT = {(64, True, 2048): (64, 64, 4, 2), (128, True, 1024): (64, 64, 4, 2)}
 
 
