@@ -10,13 +10,7 @@
 # img/attention_fwd_bwd.svg (copy them to docs/img/), bench_bwd.log; the table is printed last.
 #   device run, carry [".carry"]:  bash tools/device_bench_bwd.sh [--quick]
 set -uo pipefail
-root=$PWD
-out=${OUT:-/tmp/kiln-out}
-mkdir -p "$out" /tmp/kiln
-tar -C /tmp/kiln -xJf .carry/bundle.tar.xz
-export LD_LIBRARY_PATH=/tmp/kiln/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export KILN_SOURCE_DIR=$root KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+. "$(dirname "$0")/device_env.sh"
 timeout 420 python3 tools/bench/bench_attention_bwd.py --lib /tmp/kiln/lib/libkiln_all.so --out "$out" \
   --budget-s "${KILN_BWD_BUDGET_S:-360}" "$@" >"$out/bench_bwd.log" 2>&1
 echo "bench_attention_bwd exit $?"

@@ -12,13 +12,7 @@
 # Exit status: the benchmark's (1 when a check or a provider failed: see the FAILED lines).
 #   device run, carry [".carry"]:  bash tools/device_bench_flex.sh [--quick]
 set -uo pipefail
-root=$PWD
-out=${OUT:-/tmp/kiln-out}
-mkdir -p "$out" /tmp/kiln
-tar -C /tmp/kiln -xJf .carry/bundle.tar.xz
-export LD_LIBRARY_PATH=/tmp/kiln/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export KILN_SOURCE_DIR=$root KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+. "$(dirname "$0")/device_env.sh"
 timeout 540 python3 tools/bench/bench_flex.py --lib /tmp/kiln/lib/libkiln_all.so --out "$out" \
   --budget-s "${KILN_FLEX_BUDGET_S:-420}" "$@" >"$out/bench_flex.log" 2>&1
 rc=$?
