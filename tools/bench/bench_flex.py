@@ -727,7 +727,7 @@ def markdown(res):
     bm = "used for the mask variants" if res.get("block_mask") else f"not used: {res.get('block_mask_why')}"
     lines = [f"Kiln's variants against FlexAttention ({res['device']}; torch {res.get('torch', '—')}; "
              f"B {a['batch']}, H {a['heads']}, N {a['n']}, d {a['head_dim']}, {a['dtype']}, [b, h, s, d]; "
-             f"Kiln backward {'deterministic' if a['deterministic'] else 'atomic dQ'}; Kiln block masks {bm})", ""]
+             f"Kiln backward {'deterministic' if a['deterministic'] else 'non-deterministic: the runtime picks the dQ path (on sm_90 the dQ pass)'}; Kiln block masks {bm})", ""]
     if res.get("checks"):
         lines += [f"Correctness (B 2, H 4, N {a['check_n']}, d {a['head_dim']}; max |x - float64| against the "
                   "bound 2 x torch-in-dtype + 1e-5; Flex's errors reported, not enforced):", "",
