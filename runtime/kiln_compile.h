@@ -436,8 +436,8 @@ typedef struct KilnAttentionDecodeParams {
     int num_splits;
     KilnDevPtr workspace;
     size_t workspace_size;
-    /* How more than one split is combined: 0 = automatic (KILN_DECODE_COMBINE_FUSED with the
-     * runtime's scratch, KILN_DECODE_COMBINE_KERNEL with a caller's workspace);
+    /* How more than one split is combined: 0 = automatic (KILN_DECODE_COMBINE_KERNEL, the
+     * faster on the H200: docs/performance.md, decode);
      * KILN_DECODE_COMBINE_FUSED: the last split program of each (batch, KV head) row combines
      * in the same launch, counting finished splits in i32 tickets that every call leaves zero
      * (with a caller's workspace they are its first 4 * batch * heads_kv * row blocks bytes,

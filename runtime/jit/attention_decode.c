@@ -44,7 +44,10 @@
 #define WHO "kiln_attention_decode"
 #define DEC_MAX_TOKENS 16
 #define DEC_MAX_BLOCK_M 64
-#define DEC_COMBINE_ROWS 4       /* BLOCK_R of the combine kernel (its default): rows per program */
+/* BLOCK_R of the combine kernel: rows per program. One: at B = 1 (32 rows) the combine's
+ * latency-bound partial reads then spread over 32 CTAs instead of 8 (ncu, H200, N 64k: the
+ * 8-CTA combine took 19 us of a 86 us call; docs/performance.md, decode). */
+#define DEC_COMBINE_ROWS 1
 /* The split count's rule (kiln_attention_decode_splits). Decode streams K and V once, so
  * what matters is bytes in flight and fixed cost per CTA:
  *   - in flight: HBM at ~4.4 TB/s and ~1 us loaded latency needs ~4.4 MB in flight, ~33 KB
@@ -106,9 +109,12 @@ static int row_blocks(const KilnAttentionDecodeParams *p) { return (packed_rows(
 
 /* Whether more than one split combines in the split kernel (FUSED) rather than in a
  * second kernel: asked for, or by default when the tickets are the runtime's own. */
+/* Automatic = the two-kernel combine: measured on the H200 (device_compare.sh, B 1 and 8,
+ * N 4k-128k) it was as fast as the fused one or faster on 7 of 8 shapes, because the fused
+ * combine raises the split kernel from 72 to 171 registers (2 CTAs per SM). */
 static bool fused_combine(const KilnAttentionDecodeParams *p)
 {
-    return p->combine == KILN_DECODE_COMBINE_FUSED || (p->combine == 0 && !p->workspace);
+    return p->combine == KILN_DECODE_COMBINE_FUSED;
 }
 
 /* FUSED's tickets: an i32 per (batch, KV head, row block), rounded up to 16 bytes (in a
@@ -391,6 +397,7 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
     if (st != KILN_OK || splits == 1 || c->fused) return st;
     rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, 0);
     rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
+    rt_attn_variant_define(&v, "BLOCK_R", DEC_COMBINE_ROWS, false);
     return rt_attn_get_kernel(dev, WHO, &v, combine);
 }
 

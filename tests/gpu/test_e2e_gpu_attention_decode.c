@@ -143,7 +143,7 @@ static int run_case(int idx, const DCase *c)
     /* the automatic split count last: the paged check below compares its output with the
      * contiguous call's, which makes the same choice */
     int splits[NSPLIT_RUNS] = {1, 7, 7, 0};
-    int combine[NSPLIT_RUNS] = {0, 0, KILN_DECODE_COMBINE_KERNEL, 0};
+    int combine[NSPLIT_RUNS] = {0, KILN_DECODE_COMBINE_FUSED, KILN_DECODE_COMBINE_KERNEL, 0};
     for (int r = 0; r < NSPLIT_RUNS; r++) {
         KilnAttentionDecodeParams a = params(c, &p, &g, c->page ? &pg : NULL, splits[r]);
         a.combine = combine[r];
