@@ -6,9 +6,9 @@ split scratch not counted) for one query token per sequence, GQA heads_q /
 heads_kv, d 128, f16, the whole cache visible (cache_seqlens = N):
 
   kiln        kiln-bench-decode (kiln_attention_decode through the public API,
-              split count chosen by the runtime, fused combine), contiguous and
-              paged (--pages)
-  kiln_kernel the same, contiguous, with the two-kernel combine (--combine both)
+              split count chosen by the runtime, the runtime's combine: two kernels),
+              contiguous and paged (--pages)
+  kiln_fused  the same, contiguous, with the combine fused into the split kernel (--combine both)
   sdpa_flash  torch SDPA, FlashAttention-2 backend, enable_gqa
   sdpa_cudnn  torch SDPA, cuDNN backend, enable_gqa
 
@@ -114,7 +114,7 @@ def torch_gbs(backend, batch, n, args):
 
 def split_sweep(args, batches, ns):
     """Per (B, N): the runtime's split count and GB/s against every fixed count in
-    --sweep-splits (contiguous, fused combine). Returns (records, markdown lines)."""
+    --sweep-splits (contiguous, the runtime's combine). Returns (records, markdown lines)."""
     counts = [int(x) for x in args.sweep_splits.split(",") if x]
     recs = []
     for b in batches:
@@ -129,7 +129,7 @@ def split_sweep(args, batches, ns):
                          "best_splits": best, "best_gbs": got.get(best), "fixed": got})
             print(f"sweep B={b} N={n}: chosen {ch.get('splits')} {ch.get('gbps')}, best {best} {got.get(best)}",
                   file=sys.stderr)
-    md = ["", f"split count: chosen vs best fixed (contiguous, fused combine; fixed counts {args.sweep_splits})", "",
+    md = ["", f"split count: chosen vs best fixed (contiguous, the runtime's combine; fixed counts {args.sweep_splits})", "",
           "| B | N | chosen | GB/s | best fixed | GB/s | chosen / best | " +
           " | ".join(f"s={c}" for c in counts) + " |", "|---" * (7 + len(counts)) + "|"]
     for r in recs:
@@ -160,7 +160,7 @@ def main():
     ap.add_argument("--min-ms", type=float, default=100)
     ap.add_argument("--out", default=None)
     ap.add_argument("--combine", default="both", choices=["fused", "kernel", "both"],
-                    help="the kiln column's combine; both: also a kiln_kernel column (two-kernel combine)")
+                    help="the kiln column's combine; both: kernel, and a kiln_fused column (fused combine)")
     ap.add_argument("--sweep-splits", default="", help="fixed split counts to compare the chosen one with")
     ap.add_argument("--batches", default="", help="comma list (default 1,8 with --quick, else 1,8,64)")
     ap.add_argument("--seqlens", default="4096,16384,65536,131072")
@@ -170,15 +170,15 @@ def main():
     ns = [int(x) for x in args.seqlens.split(",") if x]
     pages = [int(p) for p in args.pages.split(",") if p]
     sdpa = [] if args.no_sdpa else ["sdpa_flash", "sdpa_cudnn"]
-    main_combine = "kernel" if args.combine == "kernel" else "fused"
-    cols = (["kiln"] + (["kiln_kernel"] if args.combine == "both" else []) + [f"kiln_page{p}" for p in pages]
+    main_combine = "fused" if args.combine == "fused" else "kernel"
+    cols = (["kiln"] + (["kiln_fused"] if args.combine == "both" else []) + [f"kiln_page{p}" for p in pages]
             + sdpa)
     rows = []
     for b in batches:
         nb = [n for n in ns if b * n * args.heads_kv * args.head_dim * 4 <= 40 << 30]
         kr = {"kiln": kiln_rows(args, b, nb, 0, combine=main_combine)}
         if args.combine == "both":
-            kr["kiln_kernel"] = kiln_rows(args, b, nb, 0, combine="kernel")
+            kr["kiln_fused"] = kiln_rows(args, b, nb, 0, combine="fused")
         for p in pages:
             kr[f"kiln_page{p}"] = kiln_rows(args, b, nb, p, combine=main_combine)
         for n in nb:
