@@ -29,7 +29,7 @@
  * Example: heads_q 32, heads_kv 8, one token, batch 4, max_seqlen_k 32768, d 128
  * on 132 SMs: 32 (batch, KV head) programs with 4 packed rows in a 16-row tile;
  * splits = min(2 * 132 / 32, 512 blocks / 4) = 8 (64 blocks each): 256 CTAs,
- * the last of each row block combining the 8 partials.
+ * then the combine kernel, one program per query row (128 rows), over the 8 partials.
  */
 #include "cuda_loader.h"
 #include "jit_internal.h"
