@@ -22,39 +22,32 @@
 #include <stdlib.h>
 
 typedef struct BbCase {
-    const char *what;
-    const char *variant;      /* lang/lib/variants/NAME.tile, "mixed" (k_mixed_src) or NULL */
-    int (*mask)(int, int, int, int, const void *);
-    Ref ref;
-    AttnDtype dt;
-    int batch, hq, hkv, sq, sk, d, causal;
-    int bq, bk;               /* the mask's blocks */
-    int mb, mh;               /* the mask's batch and heads: 1 (broadcast) or batch / hq */
-    int block_m, block_n;     /* the caller's tiles, 0 x 0: the table's (fitted to the mask) */
-    int sm, deterministic;
+    BmCase m;                 /* block_m x block_n 0 x 0: the runtime's tiles (fitted to the mask) */
+    int sm, deterministic;    /* the plan's device, and the dQ path */
 } BbCase;
 
 #define V(name) "lang/lib/variants/" name ".tile"
 static const BbCase k_cases[] = {
-    {"causal flag, sq > sk, atomic dQ", NULL, NULL, {0}, ATTN_F16, 2, 2, 1, 70, 50, 32, 1, 16, 32, 1, 1, 16, 16, 80, 0},
-    {"causal flag 16x16, dQ pass", NULL, NULL, {0}, ATTN_F16, 1, 2, 2, 100, 100, 32, 1, 16, 16, 1, 1, 16, 16, 90, 1},
-    {"causal flag 32x32 tiles 16, atomic dQ", NULL, NULL, {0}, ATTN_BF16, 2, 2, 1, 90, 100, 64, 1, 32, 32, 1, 1, 16,
-     16, 80, 0},
-    {"causal variant 32x16 sq < sk, table tiles", V("causal"), m_causal, {0}, ATTN_BF16, 1, 2, 2, 45, 77, 64, 0, 32,
-     16, 1, 1, 0, 0, 90, 0},
-    {"window 9/3 16x16 deterministic", V("sliding_window"), m_window, {.left = 9, .right = 3}, ATTN_F16, 1, 2, 1, 100,
-     100, 32, 0, 16, 16, 1, 1, 16, 16, 80, 1},
-    {"window 20/0 causal 32x32 tiles 16", V("sliding_window"), m_window, {.left = 20, .right = 0}, ATTN_F16, 1, 1, 1,
-     130, 130, 64, 1, 32, 32, 1, 1, 16, 16, 80, 0},
-    {"document per batch 16x32 tiles 16", V("document"), m_document, {0}, ATTN_F16, 2, 2, 2, 61, 61, 64, 0, 16, 32, 2,
-     1, 16, 16, 90, 1},
-    {"document causal 32x32 table tiles", V("document"), m_document, {0}, ATTN_BF16, 1, 1, 1, 77, 77, 32, 1, 32, 32,
-     1, 1, 0, 0, 80, 1},
-    {"prefix_lm 23 16x16 atomic", V("prefix_lm"), m_prefix, {.prefix = 23}, ATTN_F16, 1, 2, 2, 60, 60, 64, 0, 16, 16,
-     1, 1, 16, 16, 90, 0},
-    {"mixed per head, GQA", "mixed", m_mixed, {0}, ATTN_F16, 1, 4, 2, 70, 90, 32, 0, 16, 16, 1, 4, 16, 16, 80, 1},
-    {"mixed per batch and head 32x16, GQA atomic", "mixed", m_mixed, {0}, ATTN_BF16, 2, 2, 1, 66, 58, 64, 0, 32, 16,
-     2, 2, 16, 16, 80, 0},
+    {{"causal flag, sq > sk, atomic dQ", NULL, NULL, {0}, ATTN_F16, 2, 2, 1, 70, 50, 32, 1, 16, 32, 1, 1, 16, 16}, 80,
+     0},
+    {{"causal flag 16x16, dQ pass", NULL, NULL, {0}, ATTN_F16, 1, 2, 2, 100, 100, 32, 1, 16, 16, 1, 1, 16, 16}, 90, 1},
+    {{"causal flag 32x32 tiles 16, atomic dQ", NULL, NULL, {0}, ATTN_BF16, 2, 2, 1, 90, 100, 64, 1, 32, 32, 1, 1, 16,
+     16}, 80, 0},
+    {{"causal variant 32x16 sq < sk, table tiles", V("causal"), m_causal, {0}, ATTN_BF16, 1, 2, 2, 45, 77, 64, 0, 32,
+     16, 1, 1, 0, 0}, 90, 0},
+    {{"window 9/3 16x16 deterministic", V("sliding_window"), m_window, {.left = 9, .right = 3}, ATTN_F16, 1, 2, 1, 100,
+     100, 32, 0, 16, 16, 1, 1, 16, 16}, 80, 1},
+    {{"window 20/0 causal 32x32 tiles 16", V("sliding_window"), m_window, {.left = 20, .right = 0}, ATTN_F16, 1, 1, 1,
+     130, 130, 64, 1, 32, 32, 1, 1, 16, 16}, 80, 0},
+    {{"document per batch 16x32 tiles 16", V("document"), m_document, {0}, ATTN_F16, 2, 2, 2, 61, 61, 64, 0, 16, 32, 2,
+     1, 16, 16}, 90, 1},
+    {{"document causal 32x32 table tiles", V("document"), m_document, {0}, ATTN_BF16, 1, 1, 1, 77, 77, 32, 1, 32, 32,
+     1, 1, 0, 0}, 80, 1},
+    {{"prefix_lm 23 16x16 atomic", V("prefix_lm"), m_prefix, {.prefix = 23}, ATTN_F16, 1, 2, 2, 60, 60, 64, 0, 16, 16,
+     1, 1, 16, 16}, 90, 0},
+    {{"mixed per head, GQA", "mixed", m_mixed, {0}, ATTN_F16, 1, 4, 2, 70, 90, 32, 0, 16, 16, 1, 4, 16, 16}, 80, 1},
+    {{"mixed per batch and head 32x16, GQA atomic", "mixed", m_mixed, {0}, ATTN_BF16, 2, 2, 1, 66, 58, 64, 0, 32, 16,
+     2, 2, 16, 16}, 80, 0},
 };
 
 typedef struct BbCall {
@@ -68,43 +61,43 @@ typedef struct BbCall {
 
 static Case case_of(const BbCase *c)
 {
-    return (Case){c->what, c->dt, c->batch, c->hq, c->hkv, c->sq, c->sk, c->d, c->causal, ATTN_BSHD, 0,
-                  c->block_m, c->block_n, 0};
+    return (Case){c->m.what, c->m.dt, c->m.batch, c->m.hq, c->m.hkv, c->m.sq, c->m.sk, c->m.d, c->m.causal, ATTN_BSHD, 0,
+                  c->m.block_m, c->m.block_n, 0};
 }
 
 /* The case's variant and its block mask (made by the public call into a poisoned buffer). */
 static void call_init(BbCall *k, const BbCase *c)
 {
     memset(k, 0, sizeof *k);
-    if (c->variant && !strcmp(c->variant, "mixed")) {
+    if (c->m.variant && !strcmp(c->m.variant, "mixed")) {
         bm_mixed_inputs(&k->in, 20, 13);
         k->var = (KilnAttentionVariant){.source = k_mixed_src, .path = "mixed.tile", .args = k->in.args,
                                         .nargs = k->in.nargs};
         k->vp = &k->var;
-    } else if (c->variant) {
-        make_inputs_for(&(VarSpec){c->variant, NULL, c->mask, c->ref}, c->batch, c->hq, c->sq > c->sk ? c->sq : c->sk,
+    } else if (c->m.variant) {
+        make_inputs_for(&(VarSpec){c->m.variant, NULL, c->m.mask, c->m.ref}, c->m.batch, c->m.hq, c->m.sq > c->m.sk ? c->m.sq : c->m.sk,
                         &k->in);
-        k->var = (KilnAttentionVariant){.path = c->variant, .args = k->in.args, .nargs = k->in.nargs};
+        k->var = (KilnAttentionVariant){.path = c->m.variant, .args = k->in.args, .nargs = k->in.nargs};
         k->vp = &k->var;
     }
-    k->p = (KilnAttentionParams){.dtype = c->dt == ATTN_F16 ? KILN_F16 : KILN_BF16, .batch = c->batch,
-                                 .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
-                                 .head_dim = c->d, .causal = c->causal, .variant = k->vp};
-    k->m = (KilnBlockMask){.block_q = c->bq, .block_kv = c->bk, .batch = c->mb, .heads = c->mh};
+    k->p = (KilnAttentionParams){.dtype = c->m.dt == ATTN_F16 ? KILN_F16 : KILN_BF16, .batch = c->m.batch,
+                                 .heads_q = c->m.hq, .heads_kv = c->m.hkv, .seqlen_q = c->m.sq, .seqlen_k = c->m.sk,
+                                 .head_dim = c->m.d, .causal = c->m.causal, .variant = k->vp};
+    k->m = (KilnBlockMask){.block_q = c->m.bq, .block_kv = c->m.bk, .batch = c->m.mb, .heads = c->m.mh};
     size_t bytes = kiln_attention_block_mask_size(&k->p, &k->m);
-    ck_assert_msg(bytes > 0, "%s: size: %s", c->what, kiln_last_error());
+    ck_assert_msg(bytes > 0, "%s: size: %s", c->m.what, kiln_last_error());
     k->buf = aligned_alloc(16, (bytes + 15) / 16 * 16);
     memset(k->buf, 0xFF, bytes);
     k->m.data = (uintptr_t)k->buf;
     k->m.bytes = bytes;
     KilnStatus st = kiln_attention_block_mask_create_cpu(&k->p, &k->m);
-    ck_assert_msg(st == KILN_OK, "%s: create: %s", c->what, kiln_last_error());
+    ck_assert_msg(st == KILN_OK, "%s: create: %s", c->m.what, kiln_last_error());
 }
 
 static BwdCase bwd_case(const BbCase *c, const BbCall *k, const KilnBlockMask *m)
 {
-    return (BwdCase){.c = case_of(c), .deterministic = c->deterministic, .ref_mask = c->mask, .variant = k->vp,
-                     .plan_sm = c->sm, .block_mask = m, .own_tiles = c->block_m != 0};
+    return (BwdCase){.c = case_of(c), .deterministic = c->deterministic, .ref_mask = c->m.mask, .variant = k->vp,
+                     .plan_sm = c->sm, .block_mask = m, .own_tiles = c->m.block_m != 0};
 }
 
 /* g (a gradient in the dtype, strides st) as a dense double array. */
@@ -140,25 +133,25 @@ START_TEST(backward_with_mask_matches_reference_and_plain)
     BwdVerdict vp = bwd_judge(&plain);
     static const char *nm[3] = {"dQ", "dK", "dV"};
     if (getenv("ATTN_VERBOSE"))
-        fprintf(stderr, "%-44s dQ %.3g (%.3g)  dK %.3g (%.3g)  dV %.3g (%.3g)\n", c->what, v.err[0], v.bound[0],
+        fprintf(stderr, "%-44s dQ %.3g (%.3g)  dK %.3g (%.3g)  dV %.3g (%.3g)\n", c->m.what, v.err[0], v.bound[0],
                 v.err[1], v.bound[1], v.err[2], v.bound[2]);
-    ck_assert_msg(v.nonfinite == 0, "%s: %lld non-finite gradient elements", c->what, (long long)v.nonfinite);
-    ck_assert_msg(v.empty_bad == 0, "%s: %lld dQ elements of rows that see no key are not 0", c->what,
+    ck_assert_msg(v.nonfinite == 0, "%s: %lld non-finite gradient elements", c->m.what, (long long)v.nonfinite);
+    ck_assert_msg(v.empty_bad == 0, "%s: %lld dQ elements of rows that see no key are not 0", c->m.what,
                   (long long)v.empty_bad);
     const AttnProblem *p = &r.f.p;
     const void *x[3] = {r.dq, r.dk, r.dv}, *y[3] = {plain.dq, plain.dk, plain.dv};
     const int64_t *st[3] = {p->q_stride, p->k_stride, p->v_stride};
     for (int t = 0; t < 3; t++) {
-        ck_assert_msg(v.err[t] <= v.bound[t], "%s: max |%s - ref| = %.3g > bound %.3g", c->what, nm[t], v.err[t],
+        ck_assert_msg(v.err[t] <= v.bound[t], "%s: max |%s - ref| = %.3g > bound %.3g", c->m.what, nm[t], v.err[t],
                       v.bound[t]);
         /* against the same backward without the mask: both within their bounds of float64 */
-        int nh = t ? c->hkv : c->hq, ns = t ? c->sk : c->sq;
-        double *yd = dense(c->dt, y[t], st[t], c->batch, nh, ns, c->d);
+        int nh = t ? c->m.hkv : c->m.hq, ns = t ? c->m.sk : c->m.sq;
+        double *yd = dense(c->m.dt, y[t], st[t], c->m.batch, nh, ns, c->m.d);
         int64_t nf = 0;
-        double diff = attn_grad_max_err(c->dt, x[t], st[t], c->batch, nh, ns, c->d, yd, &nf);
+        double diff = attn_grad_max_err(c->m.dt, x[t], st[t], c->m.batch, nh, ns, c->m.d, yd, &nf);
         free(yd);
         ck_assert_msg(nf == 0 && diff <= v.bound[t] + vp.bound[t], "%s: %s with and without the mask differ by %.3g",
-                      c->what, nm[t], diff);
+                      c->m.what, nm[t], diff);
     }
     bwd_teardown(&r);
     bwd_teardown(&plain);
@@ -192,8 +185,8 @@ START_TEST(plan_picks_the_bm_kernels)
         ck_assert_msg(found == 4, "%s: tiles not fitted to the mask's 32 x 16 blocks", v->kernel);
         ck_assert_int_eq(v->num_warps, 0);   /* the table's warps belonged to its tiles */
     }
-    ck_assert_int_eq(plan.grid[1][0], (c->sk + 15) / 16);
-    ck_assert_int_eq(plan.grid[2][0], (c->sq + 31) / 32);
+    ck_assert_int_eq(plan.grid[1][0], (c->m.sk + 15) / 16);
+    ck_assert_int_eq(plan.grid[2][0], (c->m.sq + 31) / 32);
     /* without the mask: the plain kernels */
     p.fwd.block_mask = NULL;
     rt_attn_bwd_plan(90, &p, &plan);
@@ -209,12 +202,12 @@ START_TEST(bwd_check_names_bad_masks)
     call_init(&k, c);
     KilnAttentionBwdParams p = {.fwd = k.p};
     p.fwd.block_mask = &k.m;
-    p.fwd.seqlen_k = c->sk - 1;
+    p.fwd.seqlen_k = c->m.sk - 1;
     ck_assert_int_eq(kiln_attention_bwd_check(&p), KILN_ERR_USAGE);
     ck_assert_msg(strstr(kiln_last_error(), "kiln_attention_bwd") &&
                   strstr(kiln_last_error(), "block_mask was made for seqlen_q 100, seqlen_k 100"), "%s",
                   kiln_last_error());
-    p.fwd.seqlen_k = c->sk;
+    p.fwd.seqlen_k = c->m.sk;
     p.block_m = 32;
     p.block_n = 16;
     ck_assert_int_eq(kiln_attention_bwd_check(&p), KILN_ERR_USAGE);
