@@ -110,7 +110,9 @@ START_TEST(loops_pipelined)
         for (int k = 0; k < plan.n; k++) {
             const RtAttnVariant *v = &plan.k[k];
             if (strstr(v->kernel, "_pre_") || strstr(v->kernel, "_cvt_")) continue;
-            /* (not yet: the block-mask dK/dV kernel with the atomic dQ, COMPUTE_DQ) */
+            /* not the block-mask dK/dV kernel with the atomic dQ (COMPUTE_DQ): its loops write
+             * memory (atomic_add), so pass_pipeline.c does not replay the lists' index loads
+             * ahead (sm_80's plan runs it at the program's 1 stage anyway) */
             bool unpiped = bm && !sm90 && det % 2 == 0 && strstr(v->kernel, "dkdv");
             KilnParamHint hints[64];
             int nh = spec_hints(src, v, hints, 64);
