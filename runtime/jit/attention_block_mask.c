@@ -186,11 +186,15 @@ bool rt_attn_bm_arg(const KilnAttentionParams *p, const KilnParam *prm, KilnArg 
         *st = KILN_OK;
         return true;
     }
-    /* mask row (b, h, qb) at b * stride_b + h * stride_h + qb: 0 on a broadcast axis */
+    /* mask row (b, h, qb) at b * stride_b + h * stride_h + qb: 0 on a broadcast axis; the
+     * transposed lists' rows (b, h, kb) likewise with bm_tstride_b, bm_tstride_h (the backward) */
     int64_t sh = m && m->heads > 1 ? m->num_q_blocks : 0;
     int64_t sb = m && m->batch > 1 ? (int64_t)m->heads * m->num_q_blocks : 0;
+    int64_t tsh = m && m->heads > 1 ? m->num_kv_blocks : 0;
+    int64_t tsb = m && m->batch > 1 ? (int64_t)m->heads * m->num_kv_blocks : 0;
     struct { const char *name; int64_t v; } ints[] = {
-        {"bm_stride_b", sb}, {"bm_stride_h", sh}, {"bm_num_kv_blocks", m ? m->num_kv_blocks : 0}};
+        {"bm_stride_b", sb}, {"bm_stride_h", sh}, {"bm_num_kv_blocks", m ? m->num_kv_blocks : 0},
+        {"bm_tstride_b", tsb}, {"bm_tstride_h", tsh}, {"bm_num_q_blocks", m ? m->num_q_blocks : 0}};
     for (size_t i = 0; m && i < COUNT(ints); i++)
         if (!strcmp(prm->name, ints[i].name)) {
             *st = rt_attn_int_arg("kiln_attention_fwd", prm, ints[i].v, a);

@@ -12,6 +12,9 @@
  *                         dQ accumulator unless deterministic);
  *        attn_bwd_dkdv_*  dK, dV over key blocks (+ atomic dQ unless deterministic);
  *        attn_bwd_dq_cvt_* (dQ accumulator -> dQ) or attn_bwd_dq_* (deterministic dQ);
+ *      with fwd.block_mask, attn_bwd_dkdv_bm_* and attn_bwd_dq_bm_* instead (the mask's
+ *      lists: empty blocks skipped, mask_mod only on partial ones), tiles no larger than
+ *      the mask's blocks, the mask's arrays bound by name (rt_attn_bm_arg);
  *   3. fetch each kernel from attention.c's per-device variant cache (compiled
  *      once, at its first launch, through the on-disk cache) and launch it
  *      with its arguments bound by the program's parameter NAMES.
@@ -129,6 +132,8 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
     if (!p) return rt_attn_error(BWD, KILN_ERR_USAGE, "params is NULL");
     KilnStatus st = rt_attn_check_shape(BWD, &p->fwd);
     if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
+    /* a block mask: made for this call, and the caller's tiles divide its blocks */
+    if (st == KILN_OK && p->fwd.block_mask) st = rt_attn_bm_check(BWD, &p->fwd, p->block_m, p->block_n);
     /* The forward splits larger batches into several launches; the backward's
      * grids still carry batch * heads on their second axis. */
     if (st == KILN_OK && (int64_t)p->fwd.batch * p->fwd.heads_q > 65535)
@@ -170,14 +175,35 @@ static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttention
     pl->grid[i][2] = 1;
 }
 
+/* With a block mask, a tile larger than the mask's block shrinks to it (the mask's blocks
+ * and the tiles are powers of two, so the tile then divides the block; the caller's tiles
+ * were checked to); *shrunk says the table's warps/stages, which belong to its tiles, no
+ * longer apply. */
+static int fit_tile(int tile, int mask_block, bool *shrunk)
+{
+    if (tile <= mask_block) return tile;
+    *shrunk = true;
+    return mask_block;
+}
+
 void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwdPlan *pl)
 {
     const KilnAttentionParams *f = &p->fwd;
+    const KilnBlockMask *m = f->block_mask;
     const BwdTune *t = tune_row(sm_version, f->head_dim);
     bool own = p->block_m || p->block_n;   /* the caller's tiles: the program's own warps */
     int kv_bm = p->block_m ? p->block_m : t->kv_block_m, kv_bn = p->block_n ? p->block_n : t->kv_block_n;
     int q_bm = p->block_m ? p->block_m : t->q_block_m, q_bn = p->block_n ? p->block_n : t->q_block_n;
-    char d[16], kbm[16], kbn[16], qbm[16], qbn[16];
+    bool kv_shrunk = false, q_shrunk = false;
+    if (m) {
+        kv_bm = fit_tile(kv_bm, m->block_q, &kv_shrunk);
+        kv_bn = fit_tile(kv_bn, m->block_kv, &kv_shrunk);
+        q_bm = fit_tile(q_bm, m->block_q, &q_shrunk);
+        q_bn = fit_tile(q_bn, m->block_kv, &q_shrunk);
+    }
+    char d[16], kbm[16], kbn[16], qbm[16], qbn[16], mbq[16], mbk[16];
+    snprintf(mbq, sizeof mbq, "%d", m ? m->block_q : 0);
+    snprintf(mbk, sizeof mbk, "%d", m ? m->block_kv : 0);
     snprintf(d, sizeof d, "%d", f->head_dim);
     snprintf(kbm, sizeof kbm, "%d", kv_bm);
     snprintf(kbn, sizeof kbn, "%d", kv_bn);
@@ -190,18 +216,24 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     memset(pl, 0, sizeof *pl);
     /* the row-wise kernels take the dQ pass's row blocks */
     const char *pre[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "ZERO_DQ_ACC", atomic};
-    const char *kv[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic};
-    const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal};
+    /* with a block mask, the _bm kernels (the mask's blocks last) */
+    const char *kv[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic,
+                        "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
+    const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal,
+                        "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
     const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
     /* Grid axis 0 over the (max) lengths; packed, a program past its sequence's end does
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
     if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
+    bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
     if (sk > 0)
-        plan_kernel(pl, "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, own ? 0 : t->kv_warps, own ? 0 : t->kv_stages, kv, 5);
+        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? t->kv_warps : 0,
+                    kv_table ? t->kv_stages : 0, kv, m ? 7 : 5);
     if (sq > 0 && dq_pass)
-        plan_kernel(pl, "attn_bwd_dq", p, sq, q_bm, f->heads_q, own ? 0 : t->q_warps, own ? 0 : t->q_stages, dq, 4);
+        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? t->q_warps : 0,
+                    q_table ? t->q_stages : 0, dq, m ? 6 : 4);
     else if (sq > 0)
         plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, cvt, 2);
 }
@@ -242,6 +274,8 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
             *a = kiln_arg_ptr(ptrs[i].v);
             return KILN_OK;
         }
+    KilnStatus st;
+    if (rt_attn_bm_arg(f, prm, a, &st)) return st;   /* the block mask's arrays and strides */
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(BWD, prm, s, a);
     return rt_attn_scalar_arg(BWD, f, prm, a);

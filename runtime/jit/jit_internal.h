@@ -283,8 +283,9 @@ KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int gr
  * made by kiln_attention_block_mask_create for these lengths and causal flag, its blocks
  * multiples of the tiles, its buffer large enough. KILN_ERR_USAGE naming the field. */
 KilnStatus rt_attn_bm_check(const char *api, const KilnAttentionParams *p, int block_m, int block_n);
-/* The forward's argument for a parameter of attn_fwd_bm_*: the mask's arrays (KV_NUM, KV_IDX,
- * FULL_KV_NUM, FULL_KV_IDX) and bm_stride_b, bm_stride_h, bm_num_kv_blocks. False (and *st
+/* The argument for a parameter of attn_fwd_bm_* / attn_bwd_*_bm_*: the mask's arrays (KV_NUM,
+ * KV_IDX, FULL_KV_NUM, FULL_KV_IDX, Q_NUM, ...) and bm_stride_b, bm_stride_h, bm_num_kv_blocks
+ * (forward rows), bm_tstride_b, bm_tstride_h, bm_num_q_blocks (transposed rows). False (and *st
  * untouched) for any other name, or without a block mask. */
 bool rt_attn_bm_arg(const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a, KilnStatus *st);
 /* Bytes of the mask's array whose parameter name is `name` (KV_NUM, ..., CLASS); 0 for others. */

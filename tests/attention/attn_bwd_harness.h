@@ -33,6 +33,11 @@ typedef struct BwdCase {
      * then the program's import; hooks bound by name) and its arguments bound by name,
      * pointer arguments as host buffers of .bytes. */
     const KilnAttentionVariant *variant;
+    /* A block mask (host data, from kiln_attention_block_mask_create_cpu) for the plan's
+     * _bm kernels (needs plan_sm), its arrays and strides bound by the runtime's own
+     * rt_attn_bwd_arg; own_tiles: pass the case's block_m x block_n as the caller's tiles. */
+    const KilnBlockMask *block_mask;
+    int own_tiles;
 } BwdCase;
 
 typedef struct BwdRun {
@@ -114,7 +119,7 @@ typedef struct NamedArg { const char *name; InterpArg v; } NamedArg;
 
 /* Run kernel f on grid (g0, g1) with every parameter found by name in `named`. */
 static void bwd_run_kernel(const IrFunc *f, BwdRun *r, const NamedArg *named, int nnamed, int g0, int g1,
-                           const KilnAttentionVariant *var)
+                           const KilnAttentionVariant *var, const KilnBlockMask *bm)
 {
     InterpArg args[64];
     ck_assert_int_le(f->nparams, 64);
@@ -130,9 +135,14 @@ static void bwd_run_kernel(const IrFunc *f, BwdRun *r, const NamedArg *named, in
                            {r->dout, r->f.nq * es, "DO"}, {r->dq, r->f.nq * es, "DQ"}, {r->dk, r->f.nkv * es, "DK"},
                            {r->dv, r->f.nkv * es, "DV"}, {r->delta, r->f.nlse * sizeof(float), "DELTA"},
                            {r->dq_acc, r->ndq_acc * sizeof(float), "DQ_ACC"}};
-    InterpBuffer all[sizeof bufs / sizeof bufs[0] + 8];
+    InterpBuffer all[sizeof bufs / sizeof bufs[0] + 8 + KILN_BM_NARRAYS];
     int nb = (int)(sizeof bufs / sizeof bufs[0]);
     memcpy(all, bufs, sizeof bufs);
+    static const char *const bm_arrays[] = {"KV_NUM", "KV_IDX", "FULL_KV_NUM", "FULL_KV_IDX", "Q_NUM", "Q_IDX",
+                                            "FULL_Q_NUM", "FULL_Q_IDX", "CLASS"};
+    for (int i = 0; bm && i < KILN_BM_NARRAYS; i++)
+        all[nb++] = (InterpBuffer){(void *)(uintptr_t)(bm->data + bm->offset[i]),
+                                   rt_attn_bm_array_bytes(bm, bm_arrays[i]), bm_arrays[i]};
     for (int i = 0; var && i < var->nargs && nb < (int)(sizeof all / sizeof all[0]); i++)
         if (var->args[i].value.kind == KILN_PARAM_PTR)
             all[nb++] = (InterpBuffer){(void *)(uintptr_t)var->args[i].value.v.ptr, var->args[i].bytes, var->args[i].name};
@@ -178,6 +188,22 @@ static int bwd_named_args(BwdRun *r, const BwdCase *bc, double scale, NamedArg *
         else x.i = v->v.i, x.f = (double)v->v.i;
         a[n++] = (NamedArg){bc->variant->args[i].name, x};
     }
+    /* the block mask's arrays and strides, as the runtime binds them */
+    static const char *const bm_names[] = {"KV_NUM", "KV_IDX", "FULL_KV_NUM", "FULL_KV_IDX", "Q_NUM", "Q_IDX",
+                                           "FULL_Q_NUM", "FULL_Q_IDX", "bm_stride_b", "bm_stride_h",
+                                           "bm_num_kv_blocks", "bm_tstride_b", "bm_tstride_h", "bm_num_q_blocks"};
+    KilnAttentionParams fp = {.block_mask = bc->block_mask};
+    for (size_t i = 0; bc->block_mask && i < sizeof bm_names / sizeof bm_names[0]; i++) {
+        KilnParam prm = {.kind = i < 8 ? KILN_PARAM_PTR : KILN_PARAM_I64};
+        snprintf(prm.name, sizeof prm.name, "%s", bm_names[i]);
+        KilnArg v;
+        KilnStatus st = KILN_ERR_USAGE;
+        ck_assert_msg(rt_attn_bm_arg(&fp, &prm, &v, &st) && st == KILN_OK, "no block-mask argument %s", bm_names[i]);
+        InterpArg x = {0};
+        if (i < 8) x.ptr = (void *)(uintptr_t)v.v.ptr;
+        else x.i = v.v.i, x.f = (double)v.v.i;
+        a[n++] = (NamedArg){bm_names[i], x};
+    }
     return n;
 }
 
@@ -189,11 +215,13 @@ static void bwd_run_plan(Arena *arena, BwdRun *r, const BwdCase *bc, const Named
                                         .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
                                         .head_dim = c->d, .causal = c->causal},
                                 .deterministic = bc->deterministic};
+    p.fwd.block_mask = bc->block_mask;
+    if (bc->own_tiles) p.block_m = c->block_m, p.block_n = c->block_n;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(bc->plan_sm, &p, &plan);
     for (int i = 0; i < plan.n; i++) {
         IrFunc *f = bwd_compile(arena, bc, plan.k[i].kernel, plan.k[i].defines, plan.k[i].ndefines);
-        bwd_run_kernel(f, r, named, nn, plan.grid[i][0], plan.grid[i][1], bc->variant);
+        bwd_run_kernel(f, r, named, nn, plan.grid[i][0], plan.grid[i][1], bc->variant, bc->block_mask);
     }
 }
 
@@ -219,7 +247,7 @@ static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
     dkdv[ndkdv++] = (KilnDefine){"COMPUTE_DQ", bc->deterministic ? "false" : "true"};
     if (bc->kv_start) body[nmain++] = (KilnDefine){"kv_start", bc->kv_start};
 
-    NamedArg named[64];
+    NamedArg named[96];
     int nn = bwd_named_args(r, bc, scale, named);
     if (bc->plan_sm) {
         bwd_run_plan(arena, r, bc, named, nn);
@@ -227,16 +255,16 @@ static void bwd_run(Arena *arena, BwdRun *r, const BwdCase *bc, double scale)
     }
     int gq = (c->sq + c->block_m - 1) / c->block_m, gk = (c->sk + c->block_n - 1) / c->block_n;
     IrFunc *f = bwd_compile(arena, bc, bf ? "attn_bwd_pre_bf16" : "attn_bwd_pre_f16", pre, 3);
-    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq, bc->variant);
+    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq, bc->variant, NULL);
     f = bwd_compile(arena, bc, bf ? "attn_bwd_dkdv_bf16" : "attn_bwd_dkdv_f16", dkdv, ndkdv);
-    bwd_run_kernel(f, r, named, nn, gk, c->batch * c->hkv, bc->variant);
+    bwd_run_kernel(f, r, named, nn, gk, c->batch * c->hkv, bc->variant, NULL);
     if (bc->deterministic) {
         f = bwd_compile(arena, bc, bf ? "attn_bwd_dq_bf16" : "attn_bwd_dq_f16", body, nmain);
     } else {
         KilnDefine cvt[] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", bm}};
         f = bwd_compile(arena, bc, bf ? "attn_bwd_dq_cvt_bf16" : "attn_bwd_dq_cvt_f16", cvt, 2);
     }
-    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq, bc->variant);
+    bwd_run_kernel(f, r, named, nn, gq, c->batch * c->hq, bc->variant, NULL);
 }
 
 typedef struct BwdVerdict {

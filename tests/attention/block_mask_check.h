@@ -29,6 +29,19 @@ static int bm_ref_class(const AttnProblem *pr, const KilnBlockMask *m, int b, in
     return inb && n == m->block_q * m->block_kv ? 2 : n > 0 ? 1 : 0;
 }
 
+/* A block-mask test case: the call, its variant and its mask. */
+typedef struct BmCase {
+    const char *what;
+    const char *variant;      /* lang/lib/variants/NAME.tile, "mixed" (k_mixed_src) or NULL */
+    int (*mask)(int, int, int, int, const void *);
+    Ref ref;
+    AttnDtype dt;
+    int batch, hq, hkv, sq, sk, d, causal;
+    int bq, bk;               /* the mask's blocks */
+    int mb, mh;               /* the mask's batch and heads: 1 (broadcast) or batch / hq */
+    int block_m, block_n;     /* the call's tiles (the backward's: 0 x 0, the runtime's) */
+} BmCase;
+
 static const int32_t *bm_array(const KilnBlockMask *m, const void *buf, int a)
 {
     return (const int32_t *)((const char *)buf + m->offset[a]);

@@ -34,18 +34,6 @@
 
 #include <stdlib.h>
 
-typedef struct BmCase {
-    const char *what;
-    const char *variant;      /* lang/lib/variants/NAME.tile, "mixed" (k_mixed_src) or NULL */
-    int (*mask)(int, int, int, int, const void *);
-    Ref ref;
-    AttnDtype dt;
-    int batch, hq, hkv, sq, sk, d, causal;
-    int bq, bk;               /* the mask's blocks */
-    int mb, mh;               /* the mask's batch and heads: 1 (broadcast) or batch / hq */
-    int block_m, block_n;     /* the forward's tiles */
-} BmCase;
-
 #define V(name) "lang/lib/variants/" name ".tile"
 static const BmCase k_cases[] = {
     {"causal flag only, sq > sk, broadcast", NULL, NULL, {0}, ATTN_F16, 2, 2, 1, 70, 50, 32, 1, 16, 32, 1, 1, 16, 16},

@@ -13,6 +13,10 @@
  * 333 x 517 with 64 x 128 mask blocks. Inputs random in NaN-filled buffers, outputs
  * poisoned. One line per case with the mask's first (cold compile) and second create time and
  * the forward's time with and without the mask (a warm call each). KILN_BM_BENCH=1 instead
+ * Then the backward (kiln_attention_bwd with fwd.block_mask) from that forward's O and LSE, its
+ * dQ, dK, dV judged the same way against float64 and compared with the backward without the
+ * mask: the runtime's plan, deterministic, or the caller's 64 x 64 tiles with the atomic dQ
+ * (k_bwd_mode). KILN_BM_BENCH=1 instead
  * times the issue's shapes (bench(): sliding window 1024 and document masking, B 2, H 16,
  * N 8192, d 128, f16) with and without the mask, one "BENCH" line each.
  *
@@ -117,6 +121,10 @@ static double timed_fwd(const KilnAttentionParams *a, KilnStatus *st)
     return gu_now_ms() - t0;
 }
 
+/* Per case, the backward's mode (run_bwd), -1 none: each dQ path on both dtypes, GQA with a
+ * per-head mask, ragged lengths; the float64 backward of a 1000-token case takes seconds. */
+static const int k_bwd_mode[sizeof k_cases / sizeof k_cases[0]] = {0, 1, -1, 2, -1, 1, 2, 0};
+
 static bool judge_fwd(const GCase *c, const AttnProblem *p, const void *q, const void *k, const void *v,
                       const void *o, const float *lse, double *err, double *bound)
 {
@@ -133,7 +141,65 @@ static bool judge_fwd(const GCase *c, const AttnProblem *p, const void *q, const
     return ok;
 }
 
-static void run_case(const GCase *c, uint64_t seed)
+/* The backward of call a (its O and LSE already computed) with the block mask m and without
+ * it: gradients judged by FlashAttention's rule against float64 (|g - ref| <= 2 |g_plain - ref|
+ * + 1e-5) and compared with each other. mode 0: the runtime's own plan; 1: deterministic;
+ * 2: the caller's 64 x 64 tiles, not deterministic (the atomic dQ in the dK/dV kernel). */
+static bool run_bwd(const GCase *c, const AttnProblem *p, const KilnAttentionParams *a, const KilnBlockMask *m,
+                    const void *q, const void *k, const void *v, int mode, uint64_t seed)
+{
+    size_t es = attn_dtype_size(c->dt), nq = attn_numel_q(p), nkv = attn_numel_kv(p);
+    void *dout = malloc(nq * es);
+    attn_fill_random(c->dt, dout, nq, seed + 3, -1, 1);
+    KilnAttentionBwdParams b = {.fwd = *a, .dout = up(dout, nq * es), .deterministic = mode == 1,
+                                .block_m = mode == 2 ? 64 : 0, .block_n = mode == 2 ? 64 : 0};
+    memcpy(b.dout_stride, a->o_stride, sizeof b.dout_stride);
+    memcpy(b.dq_stride, a->q_stride, sizeof b.dq_stride);
+    memcpy(b.dk_stride, a->k_stride, sizeof b.dk_stride);
+    memcpy(b.dv_stride, a->v_stride, sizeof b.dv_stride);
+    size_t n[3] = {nq, nkv, nkv};
+    void *g[2][3] = {{0}};
+    KilnStatus st = KILN_OK;
+    for (int with = 1; with >= 0 && st == KILN_OK; with--) {
+        b.fwd.block_mask = with ? m : NULL;
+        b.dq = up(NULL, nq * es), b.dk = up(NULL, nkv * es), b.dv = up(NULL, nkv * es);
+        b.scratch = up(NULL, kiln_attention_bwd_scratch_size(&b));
+        st = kiln_attention_bwd(g_dev, &b, NULL);
+        KilnDevPtr d[3] = {b.dq, b.dk, b.dv};
+        for (int t = 0; t < 3 && st == KILN_OK; t++) g[!with][t] = down(d[t], n[t] * es);
+    }
+    if (st != KILN_OK) {
+        printf("FAIL %-22s backward: %s: %s\n", c->what, kiln_status_name(st), kiln_last_error());
+        free(dout);
+        return false;
+    }
+    double *ref = malloc(sizeof(double) * (nq + 2 * nkv)), *pl = malloc(sizeof(double) * (nq + 2 * nkv));
+    attn_ref_bwd(p, q, k, v, dout, ref, ref + nq, ref + nq + nkv);
+    attn_ref_bwd_torchlike(p, q, k, v, dout, pl, pl + nq, pl + nq + nkv);
+    const double *rr[3] = {ref, ref + nq, ref + nq + nkv}, *pp[3] = {pl, pl + nq, pl + nq + nkv};
+    const int64_t *sts[3] = {p->q_stride, p->k_stride, p->v_stride};
+    bool ok = true;
+    char line[512];
+    int at = 0;
+    for (int t = 0; t < 3; t++) {
+        int nh = t ? c->hkv : c->hq, ns = t ? c->sk : c->sq;
+        int64_t nf = 0;
+        double err = attn_grad_max_err(c->dt, g[0][t], sts[t], c->batch, nh, ns, c->d, rr[t], &nf);
+        double bound = 2 * attn_dense_max_diff(pp[t], rr[t], n[t]) + 1e-5, diff = 0;
+        for (size_t i = 0; i < n[t]; i++) diff = gu_worse(diff, attn_get(c->dt, g[0][t], i), attn_get(c->dt, g[1][t], i));
+        ok = ok && nf == 0 && err <= bound && diff <= 2 * bound;
+        at += snprintf(line + at, sizeof line - (size_t)at, "  %s err %.3g bound %.3g |mask - no mask| %.3g%s",
+                       t == 0 ? "dQ" : t == 1 ? "dK" : "dV", err, bound, diff, nf ? " NON-FINITE" : "");
+    }
+    printf("%s %-22s backward (%s)%s\n", ok ? "ok  " : "FAIL", c->what,
+           mode == 0 ? "plan" : mode == 1 ? "deterministic" : "64x64 atomic dQ", line);
+    for (int w = 0; w < 2; w++)
+        for (int t = 0; t < 3; t++) free(g[w][t]);
+    free(ref), free(pl), free(dout);
+    return ok;
+}
+
+static void run_case(const GCase *c, uint64_t seed, int bwd_mode)
 {
     AttnProblem p = {.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
                      .head_dim = c->d, .causal = c->causal, .scale = 1.0 / sqrt((double)c->d), .dtype = c->dt};
@@ -155,6 +221,7 @@ static void run_case(const GCase *c, uint64_t seed)
         vp = &var;
         p.score_mod = var_ref_score(&c->v);
         p.mask_mod = c->v.mask;
+        p.score_mod_grad = c->v.score == s_softcap ? g_softcap_grad : NULL;
     }
     size_t es = attn_dtype_size(c->dt), nq = attn_numel_q(&p), nkv = attn_numel_kv(&p);
     size_t nlse = (size_t)c->batch * c->hq * c->sq;
@@ -212,6 +279,8 @@ static void run_case(const GCase *c, uint64_t seed)
            m.block_q, m.block_kv, m.batch, m.heads, rep.seen[0], rep.seen[1], rep.seen[2], create_cold, create_warm,
            t_bm, t_plain, err, bound, diff);
     g_fail += !ok;
+    /* the backward, from the forward's O and LSE (a.o, a.lse: the last forward's) */
+    if (bwd_mode >= 0 && !run_bwd(c, &p, &a, &m, q, k, v, bwd_mode, seed)) g_fail++;
     free(q), free(k), free(v), free(o), free(lse), free(o2), free(lse2), free(mbuf);
 }
 
@@ -324,7 +393,7 @@ int main(void)
     gu_fresh_cache("/tmp/kiln-attn-block-mask-cache-XXXXXX");
     if (getenv("KILN_BM_BENCH")) bench();
     else
-        for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i], 300 + (uint64_t)i * 10);
+        for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i], 300 + (uint64_t)i * 10, k_bwd_mode[i]);
     printf("%s: %d failures\n", g_fail ? "FAIL" : "PASS", g_fail);
     kiln_attention_cache_clear(g_dev);
     kiln_shutdown(g_dev);
