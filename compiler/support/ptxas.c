@@ -1,6 +1,6 @@
 /* ptxas.c — the ptxas locator and runner; see ptxas.h.
  *
- * ptxas runs as a child process (fork + execv, no shell) on files in a fresh
+ * ptxas runs as a child process (posix_spawn, no shell) on files in a fresh
  * mkdtemp directory, its stdout and stderr both going to a log file; the
  * directory is removed afterwards whatever happened. Exit status 127 from the
  * child means the exec itself failed.
@@ -8,12 +8,16 @@
 #include "ptxas.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define CUDA_PTXAS "/usr/local/cuda/bin/ptxas"
 #define NOT_FOUND "ptxas not found: "
@@ -77,19 +81,25 @@ static bool append_file(const char *path, StrBuf *sb)
     return true;
 }
 
-/* fork + exec; returns the child's exit status, 127 when it could not start. */
+/* posix_spawn, not fork: the caller may be a large multi-threaded process
+ * (PyTorch with a CUDA context maps tens of GB of address space), where
+ * fork() copies the page tables before the exec — hundreds of ms per ptxas
+ * run — and a forked child of a threaded process may only call
+ * async-signal-safe functions. glibc's posix_spawn shares the address space
+ * until the exec (CLONE_VM | CLONE_VFORK) and sets up the log through file
+ * actions. Returns the child's exit status, 127 when it could not start. */
 static int spawn(const char *ptxas, const char *arch_flag, const char *in, const char *out, const char *log)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *lf = freopen(log, "w", stderr);
-        if (lf) dup2(fileno(stderr), 1);
-        char *argv[] = {(char *)ptxas, "-v", (char *)arch_flag, "-o", (char *)out, (char *)in, NULL};
-        execv(ptxas, argv);
-        _exit(127);
-    }
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0) return 127;
+    int rc = posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    char *argv[] = {(char *)ptxas, "-v", (char *)arch_flag, "-o", (char *)out, (char *)in, NULL};
+    pid_t pid = -1;
+    if (rc == 0) rc = posix_spawn(&pid, ptxas, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 127;
+    if (rc != 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 127;
     return WEXITSTATUS(st);
 }
 
