@@ -15,7 +15,7 @@
 
 /* The class of block (qb, kb) of mask row (b, h): 2 full (inside both sequences, every
  * pair visible), 1 partial (some visible), 0 empty. */
-static int bm_ref_class(const AttnProblem *pr, const KilnBlockMask *m, int b, int h, int qb, int kb)
+static inline int bm_ref_class(const AttnProblem *pr, const KilnBlockMask *m, int b, int h, int qb, int kb)
 {
     int n = 0, inb = 1;
     for (int i = qb * m->block_q; i < (qb + 1) * m->block_q; i++)
@@ -42,7 +42,7 @@ typedef struct BmCase {
     int block_m, block_n;     /* the call's tiles (the backward's: 0 x 0, the runtime's) */
 } BmCase;
 
-static const int32_t *bm_array(const KilnBlockMask *m, const void *buf, int a)
+static inline const int32_t *bm_array(const KilnBlockMask *m, const void *buf, int a)
 {
     return (const int32_t *)((const char *)buf + m->offset[a]);
 }
@@ -53,8 +53,8 @@ typedef struct BmReport {
     char first[256];          /* the first error */
 } BmReport;
 
-static void bm_fail(BmReport *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bm_fail(BmReport *r, const char *fmt, ...)
+static inline void bm_fail(BmReport *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void bm_fail(BmReport *r, const char *fmt, ...)
 {
     if (r->errors++) return;
     va_list ap;
@@ -65,7 +65,7 @@ static void bm_fail(BmReport *r, const char *fmt, ...)
 
 /* One list (count `num`, entries idx[0..num)) against the blocks of class `want` among the
  * `len` classes cls[0], cls[step], ... in order. */
-static void bm_check_list(BmReport *r, const char *which, int row, const int32_t *cls, size_t step, int len, int want,
+static inline void bm_check_list(BmReport *r, const char *which, int row, const int32_t *cls, size_t step, int len, int want,
                           int32_t num, const int32_t *idx)
 {
     int n = 0;
@@ -80,7 +80,7 @@ static void bm_check_list(BmReport *r, const char *which, int row, const int32_t
 
 /* Mask m's arrays (a host copy, buf) against pr: every class, then every list. Mask row
  * g = b * m->heads + h holds (b, h) (b = 0 / h = 0 where the mask is broadcast). */
-static BmReport bm_check(const AttnProblem *pr, const KilnBlockMask *m, const void *buf)
+static inline BmReport bm_check(const AttnProblem *pr, const KilnBlockMask *m, const void *buf)
 {
     BmReport r = {0};
     int nq = m->num_q_blocks, nk = m->num_kv_blocks, G = m->batch * m->heads;
@@ -143,13 +143,13 @@ static const char *k_mixed_src =
     "           ((kv_idx / 8 + q_idx / 16 + h) % 3 != 0 || (q_idx * 7 + kv_idx) % 11 == 0);\n"
     "}\n";
 static int32_t g_head_lim[VAR_MAX_HEADS];
-static int m_mixed(int b, int h, int i, int j, const void *c)
+static inline int m_mixed(int b, int h, int i, int j, const void *c)
 {
     return j < g_head_lim[h] + 9 * b && ((j / 8 + i / 16 + h) % 3 != 0 || (i * 7 + j) % 11 == 0);
 }
 
 /* Its argument: head_lim[h] = base + step * h (host memory; the GPU test uploads it). */
-static void bm_mixed_inputs(Inputs *in, int base, int step)
+static inline void bm_mixed_inputs(Inputs *in, int base, int step)
 {
     memset(in, 0, sizeof *in);
     for (int h = 0; h < VAR_MAX_HEADS; h++) g_head_lim[h] = base + step * h;

@@ -25,26 +25,26 @@ typedef struct Ref {
 } Ref;
 static Ref g;
 
-static int m_causal(int b, int h, int i, int j, const void *c) { return j <= i; }
-static int m_window(int b, int h, int i, int j, const void *c)
+static inline int m_causal(int b, int h, int i, int j, const void *c) { return j <= i; }
+static inline int m_window(int b, int h, int i, int j, const void *c)
 {
     return (g.left < 0 || j >= i - g.left) && (g.right < 0 || j <= i + g.right);
 }
-static double s_softcap(double s, int b, int h, int i, int j, const void *c) { return g.softcap * tanh(s / g.softcap); }
-static double s_alibi(double s, int b, int h, int i, int j, const void *c)
+static inline double s_softcap(double s, int b, int h, int i, int j, const void *c) { return g.softcap * tanh(s / g.softcap); }
+static inline double s_alibi(double s, int b, int h, int i, int j, const void *c)
 {
     return s - (double)g.slopes[h] * fabs((double)(i - j));
 }
-static int doc_of(int b, int t) { return t < g.doc_len ? g.doc[b * g.doc_stride + t] : -2; }
-static int m_document(int b, int h, int i, int j, const void *c) { return doc_of(b, i) == doc_of(b, j); }
-static int m_prefix(int b, int h, int i, int j, const void *c) { return j <= i || j < g.prefix; }
-static int t5_bucket(int i, int j)
+static inline int doc_of(int b, int t) { return t < g.doc_len ? g.doc[b * g.doc_stride + t] : -2; }
+static inline int m_document(int b, int h, int i, int j, const void *c) { return doc_of(b, i) == doc_of(b, j); }
+static inline int m_prefix(int b, int h, int i, int j, const void *c) { return j <= i || j < g.prefix; }
+static inline int t5_bucket(int i, int j)
 {
     int half = 16, exact = 8, rel = j - i, n = rel < 0 ? -rel : rel;
     int big = exact + (int)(log2((n > 1 ? n : 1) / (double)exact) * (8.0 / log2(128.0 / exact)));
     return (rel > 0 ? half : 0) + (n < exact ? n : big < half - 1 ? big : half - 1);
 }
-static double s_relbias(double s, int b, int h, int i, int j, const void *c)
+static inline double s_relbias(double s, int b, int h, int i, int j, const void *c)
 {
     return s + (double)g.table[h * 32 + t5_bucket(i, j)];
 }
@@ -57,14 +57,14 @@ typedef struct VarSpec {
     Ref ref;
 } VarSpec;
 
-static double g_softcap_grad(double s, int b, int h, int i, int j, const void *c)
+static inline double g_softcap_grad(double s, int b, int h, int i, int j, const void *c)
 {
     double t = tanh(s / g.softcap);
     return 1 - t * t;
 }
 
 /* softcap and window together: gemma2's reference */
-static double gemma_score(double s, int b, int h, int i, int j, const void *c) { return s_softcap(s, b, h, i, j, c); }
+static inline double gemma_score(double s, int b, int h, int i, int j, const void *c) { return s_softcap(s, b, h, i, j, c); }
 
 #define VAR_MAX_TOKENS 2048   /* per sequence, for document ids */
 #define VAR_MAX_HEADS 64
@@ -78,7 +78,7 @@ typedef struct Inputs {
 } Inputs;
 
 /* The runtime arguments of case v (and the reference's view of them). */
-static void make_inputs_for(const VarSpec *v, int batch, int heads, int seqlen, Inputs *in)
+static inline void make_inputs_for(const VarSpec *v, int batch, int heads, int seqlen, Inputs *in)
 {
     memset(in, 0, sizeof *in);
     g = v->ref;
@@ -120,7 +120,7 @@ static void make_inputs_for(const VarSpec *v, int batch, int heads, int seqlen, 
 
 
 /* The reference's score hook of a spec (gemma2: soft-capping inside its window). */
-static double (*var_ref_score(const VarSpec *v))(double, int, int, int, int, const void *)
+static inline double (*var_ref_score(const VarSpec *v))(double, int, int, int, int, const void *)
 {
     return v->score == s_softcap && v->mask ? gemma_score : v->score;
 }
