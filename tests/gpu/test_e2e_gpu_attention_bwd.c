@@ -224,6 +224,13 @@ int main(void)
                         .sk = 130, .block_m = 64, .block_n = 64, .warps = 4, .stages = 2, .pad = 8};
     cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 0, .det = 0, .batch = 1, .hq = 2, .hkv = 1, .sq = 77,
                         .sk = 200, .block_m = 16, .block_n = 64, .warps = 4, .stages = 2};
+    /* the atomic dQ at the sm_90 rows' tiles: dS K on wgmma (A = dS^T staged through SRAM and
+     * read transposed, B = the K tile already there), added into DQ_ACC straight from the
+     * accumulator by red.global.add.v2.f32 */
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 128, .causal = 1, .det = 0, .batch = 1, .hq = 4, .hkv = 2, .sq = 200,
+                        .sk = 333, .block_m = 64, .block_n = 64, .warps = 4, .stages = 2, .pad = 8};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 64, .causal = 0, .det = 0, .batch = 2, .hq = 3, .hkv = 1, .sq = 300,
+                        .sk = 130, .block_m = 64, .block_n = 64, .warps = 4, .stages = 2, .layout = ATTN_BHSD};
     int pass = 0, identical = 0, ndet = 0;
     double worst_ratio[3] = {0, 0, 0};
     printf("  # dtype   d mask   det B Hq/kv len      lay   dQ err/bound        dK err/bound        dV err/bound"
