@@ -262,6 +262,11 @@ START_TEST(atomic_dq_wgmma_sm90)
         ck_assert_int_eq(pu_count_n(t, n, ".version 8.0"), 1);
     }
     kiln_compile_result_free(&r);
+    if (!pu_have_ptxas()) return;
+    o.emit = KILN_EMIT_CUBIN;   /* ptxas takes the 8.1 module and its vector reds */
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    ck_assert_msg(r.output_size > 4 && memcmp(r.output, "\177ELF", 4) == 0, "d%d: not a cubin", d);
+    kiln_compile_result_free(&r);
 }
 END_TEST
 
