@@ -2,7 +2,8 @@
  *
  * Order: LLVMVerifyModule (a failure is an internal error carrying the
  * verifier's message), the target machine (nvptx64-nvidia-cuda, CPU =
- * the target's name, features = its PTX ISA, "+ptx80": sm_90a needs 8.0),
+ * the target's name, features = its PTX ISA, "+ptx80": sm_90a needs 8.0;
+ * "+ptx81" when the module has a vector red, cg_memory.c),
  * Kiln's LLVM IR pipeline (cg_llvm_pipeline below, not default<O3>), then by
  * stage: the module text, PTX through LLVMTargetMachineEmitToMemoryBuffer,
  * or a cubin from ptxas (ptxas_run, compiler/support/ptxas.c, which also
@@ -140,7 +141,10 @@ static LLVMTargetMachineRef make_tm(CgCtx *c)
         LLVMDisposeMessage(msg);
         return NULL;
     }
-    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->target->name, c->opts->target->ptx_features, CG_CODEGEN_LEVEL,
+    /* a vector red (cg_memory.c, sm_90) needs PTX ISA 8.1; other modules keep the target's */
+    const char *features = c->opts->target->ptx_features;
+    if (c->ptx81 && !strcmp(features, "+ptx80")) features = "+ptx81";
+    return LLVMCreateTargetMachine(t, CG_TRIPLE, c->opts->target->name, features, CG_CODEGEN_LEVEL,
                                    LLVMRelocDefault, LLVMCodeModelDefault);
 }
 

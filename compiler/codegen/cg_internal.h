@@ -80,6 +80,7 @@ typedef struct CgCtx {
      * "that iteration exists": loads predicate on it (NULL otherwise) */
     LLVMValueRef load_guard;
     bool slice_eval;             /* issue_all is evaluating a pipelined loop's slice */
+    bool ptx81;                  /* cg_memory.c emitted a vector red: the module needs PTX ISA 8.1 */
 } CgCtx;
 
 LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */

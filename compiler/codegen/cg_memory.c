@@ -14,7 +14,11 @@
  * Stores and atomics of replicated layouts (a tile smaller than the CTA) are
  * predicated on ownership so each element is written once; atomics are one
  * element at a time (atom.global.gpu.add, or red when the result is unused),
- * and their results are shared with the replicas through SRAM.
+ * and their results are shared with the replicas through SRAM. On sm_90 an
+ * f32 red whose result is unused (attention's dQ accumulation) takes the
+ * vector forms like a store, `red.global.gpu.add.v4.f32 [p], {a, b, c, d}`
+ * (and .v2), which need PTX ISA 8.1: the module is then emitted as 8.1
+ * (CgCtx.ptx81), every other module keeps the target's 8.0.
  * Scalar memory ops: every thread loads; thread 0 alone stores / does atomics.
  * fence(): fence.acq_rel.gpu in every thread, then a CTA barrier.
  */
@@ -30,7 +34,7 @@
 /* The vector width of a load/store/atomic: what the pointer layout's
  * registers per thread, 16 bytes, the pointers' contiguity and alignment and
  * the mask's constancy allow (the layout pass and the pipeline plan ask too). */
-int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
+static int mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
 {
     const IrValue *p = op->args[0];
     if (p->type.rank == 0) return 1;
@@ -51,8 +55,14 @@ int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
         const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
         if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
     }
-    if (op->op == IR_ATOMIC_ADD) vec = 1;
     return vec < 1 ? 1 : (int)vec;
+}
+
+/* Atomics are one element at a time here (the vector red of lower_atomic
+ * depends on the target and on the result being unused). */
+int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
+{
+    return op->op == IR_ATOMIC_ADD ? 1 : mem_vec(f, axis, op);
 }
 
 /* Integer/float type a register is kept as in memory (i1 -> i8, ptr -> i64). */
@@ -304,20 +314,39 @@ static bool atom_kind(IrElem e, AtomKind *k)
     }
 }
 
+/* red of `vec` elements (their values in v[]) at ptr, predicated on pred:
+ * scalar, or on sm_90 the .v2/.v4 f32 form (PTX ISA 8.1). */
+static void red_vec(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValueRef *v, int vec, IrElem e,
+                    const AtomKind *k)
+{
+    StrBuf text, cons;
+    sb_init(&text);
+    sb_init(&cons);
+    LLVMValueRef args[6] = {pred_i32(c, pred), ptr};
+    sb_printf(&text, "{\n .reg .pred p;\n setp.ne.b32 p, $0, 0;\n @p red.global.gpu.add%s.%s [ $1 + 0 ], ",
+              vec_suffix(vec), k->ptx);
+    operand_list(&text, 2, vec);
+    sb_puts(&text, ";\n}");
+    sb_puts(&cons, "r,l");
+    bool half = e == IR_F16 || e == IR_BF16;
+    for (int i = 0; i < vec; i++) {
+        sb_printf(&cons, ",%s", k->cons);
+        args[2 + i] = half ? LLVMBuildBitCast(c->b, v[i], c->t_i16, "") : v[i];
+    }
+    if (vec > 1) c->ptx81 = true;
+    cg_asm(c, c->t_void, text.data, cons.data, 2 + vec, args, true);
+    sb_free(&text);
+    sb_free(&cons);
+}
+
+/* atom of one element: the old value */
 static LLVMValueRef atomic_one(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValueRef v, IrElem e,
-                               const AtomKind *k, bool want)
+                               const AtomKind *k)
 {
     bool half = e == IR_F16 || e == IR_BF16;
     if (half) v = LLVMBuildBitCast(c->b, v, c->t_i16, "");
     char text[256], cons[64];
     LLVMValueRef args[3] = {pred_i32(c, pred), ptr, v};
-    if (!want) {
-        snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $0, 0;\n @p red.global.gpu.add.%s [ $1 + 0 ], $2;\n}",
-                 k->ptx);
-        snprintf(cons, sizeof cons, "r,l,%s", k->cons);
-        cg_asm(c, c->t_void, text, cons, 3, args, true);
-        return NULL;
-    }
     snprintf(text, sizeof text,
              "{\n .reg .pred p;\n setp.ne.b32 p, $1, 0;\n mov.b%d $0, %s;\n @p atom.global.gpu.add.%s $0, [ $2 + 0 ], $3;\n}",
              ir_elem_bits(e), k->zero, k->ptx);
@@ -342,11 +371,19 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
     LLVMValueRef base[CG_MAX_RANK];
     if (ptrs->type.rank) cg_thread_base(c, &g, base);
     CgTile *t = cg_set(c, res, g.nregs);
-    for (int i = 0; i < g.nregs; i++) {
+    /* sm_90: an f32 red takes as many elements as a store would (16 bytes at most) */
+    int vec = !want && c->sm >= 90 && e == IR_F32 && ptrs->type.rank ? mem_vec(c->f, c->axis, op) : 1;
+    for (int i = 0; i < g.nregs; i += vec) {
         LLVMValueRef p = write_pred(c, op, 2, &g, base, i);
         if (!p) p = LLVMConstInt(c->t_i1, 1, 0);
-        t->r[i] = atomic_one(c, reg_of(c, ptrs, i), p, reg_of(c, op->args[1], i), e, &k, want);
-        if (!want) t->r[i] = LLVMGetUndef(cg_type(c, e));
+        if (want) {
+            t->r[i] = atomic_one(c, reg_of(c, ptrs, i), p, reg_of(c, op->args[1], i), e, &k);
+            continue;
+        }
+        LLVMValueRef v[4];
+        for (int j = 0; j < vec; j++) v[j] = reg_of(c, op->args[1], i + j);
+        red_vec(c, reg_of(c, ptrs, i), p, v, vec, e, &k);
+        for (int j = 0; j < vec; j++) t->r[i + j] = LLVMGetUndef(cg_type(c, e));
     }
     bool shared = ptrs->type.rank == 0 || cg_geom_replicated(&g);
     if (!want || !shared) return true;

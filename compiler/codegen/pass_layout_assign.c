@@ -6,7 +6,9 @@
  *      blocked layout from axis info: dims ordered by contiguity, and as many
  *      contiguous elements per thread along the fastest dim as alignment,
  *      contiguity, mask constancy and 16 bytes allow (capped by elements per
- *      thread). dot gets an FMA-friendly blocked layout for its result.
+ *      thread) — but on sm_90 an atomic_add of a tensor-core dot's result
+ *      keeps the accumulator layout (vector red from registers, no SRAM).
+ *      dot gets an FMA-friendly blocked layout for its result.
  *   2. demand (backward): a value's users say which layout they would like:
  *      memory ops their anchor, elementwise ops their result's demand,
  *      broadcast the same layout, expand_dims(axis) the slice of it along
@@ -45,6 +47,7 @@ typedef struct LaCtx {
     int nids;
     bool materialize;
     int W;
+    int sm;               /* the target's SM version */
 } LaCtx;
 
 static bool is_tile(const IrValue *v) { return v && v->type.rank > 0; }
@@ -135,14 +138,31 @@ int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
     return ir_layout_intern(f, &l);
 }
 
+/* sm_90: an atomic_add of a tensor-core dot's result (attention's dQ += dS K)
+ * stays in the accumulator layout: each thread's two adjacent columns per n8
+ * tile are one red.global.add.v2.f32 (cg_memory.c), so the tile goes to
+ * global memory without the SRAM round trip and the two barriers that a
+ * conversion to the coalesced layout costs (FlashAttention-2 adds from the
+ * accumulator too). Before sm_90 there is no vector red and the coalesced
+ * layout stays. */
+static int atomic_mma_layout(const LaCtx *c, const IrOp *op)
+{
+    const IrValue *v = op->nargs > 1 ? op->args[1] : NULL;
+    if (c->sm < 90 || !v || !v->def || v->def->op != IR_DOT || v->layout < 0) return -1;
+    const IrLayout *l = ir_layout_get(c->f, v->layout);
+    return l && l->mma ? v->layout : -1;
+}
+
 static void find_anchor(IrOp *op, void *vctx)
 {
     LaCtx *c = vctx;
     int layout = -1;
-    if ((op->op == IR_LOAD || op->op == IR_STORE || op->op == IR_ATOMIC_ADD) && is_tile(op->args[0]))
-        layout = mem_layout(c, op);
-    else if (op->op == IR_DOT) /* tensor-core dots come with their layout (pass_accelerate_dot.c) */
+    if ((op->op == IR_LOAD || op->op == IR_STORE || op->op == IR_ATOMIC_ADD) && is_tile(op->args[0])) {
+        layout = op->op == IR_ATOMIC_ADD ? atomic_mma_layout(c, op) : -1;
+        if (layout < 0) layout = mem_layout(c, op);
+    } else if (op->op == IR_DOT) { /* tensor-core dots come with their layout (pass_accelerate_dot.c) */
         layout = op->res[0]->layout >= 0 ? op->res[0]->layout : dot_layout(c, op->res[0]->type);
+    }
     if (layout >= 0) c->anchor[op->nres ? op->res[0]->id : op->args[0]->id] = layout;
 }
 
@@ -443,6 +463,7 @@ bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     c.f = f;
     c.axis = axis;
     c.W = f->sched.num_warps;
+    c.sm = ctx->target->sm;
     c.nids = f->next_id;
     c.demand = ARENA_ARRAY(f->arena, int, c.nids);
     c.hint = ARENA_ARRAY(f->arena, int, c.nids);

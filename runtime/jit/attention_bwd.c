@@ -59,9 +59,12 @@
  * 64 x 64 on 4 warps with the separate dQ pass beat every other schedule at d 64 and 128
  * (d 128: 313-340 TFLOP/s against 241-304 at 32 x 128 / 8 warps, and 96-110 with the atomic
  * dQ at 64 x 64), so the sm_90 rows take it, and `dq_pass` = 1: the separate dQ pass also for
- * non-deterministic calls (the atomic dQ, an extra dS^T K dot on mma.sync plus f32 atomics
- * per step, is the slower algorithm there; the caller allowed nondeterminism, it did not ask
- * for it). d 96 takes d 128's row (checked by the GPU backward test, not timed). */
+ * non-deterministic calls (the atomic dQ, an extra dS^T K dot plus f32 atomics per step, is
+ * the slower algorithm there; the caller allowed nondeterminism, it did not ask for it). Still
+ * so once dS K is a wgmma added from its accumulator by red.global.add.v2.f32 (the atomic dQ
+ * at 64 x 64 / 4 / 2 went from 96-122 to 117-249 TFLOP/s: 0.55-0.88x of the dQ pass,
+ * docs/performance.md "The atomic dQ from the accumulator"). d 96 takes d 128's row (checked by
+ * the GPU backward test, not timed). */
 typedef struct BwdTune {
     int min_sm, head_dim;
     int kv_block_m, kv_block_n, kv_warps, kv_stages;   /* attn_bwd_dkdv */

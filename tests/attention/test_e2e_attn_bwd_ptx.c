@@ -161,7 +161,8 @@ static int wgmma_reg_a(const char *ptx, size_t n)
  * blocks: two loops), with D the padded head dim and warps = BLOCK_N / 16 (one m64 block per
  * warpgroup): S^T = K Q^T and dP^T = V dO^T D / 16 k-steps each, dV += P^T dO and
  * dK += dS^T Q BLOCK_M / 16 each; the dQ pass S = Q K^T, dP = dO V^T D / 16, dQ += dS K
- * BLOCK_N / 16. The atomic dQ's dS K (M = BLOCK_M rows < 16 x warps) stays on mma.sync. */
+ * BLOCK_N / 16. (The atomic dQ's dS K is a wgmma too when BLOCK_M = 16 x warps:
+ * atomic_dq_wgmma_sm90 below; with fewer rows it stays on mma.sync.) */
 START_TEST(wgmma_at_sm90_plan)
 {
     int d = (int[]){64, 96, 128}[_i / 2];
@@ -205,6 +206,67 @@ START_TEST(wgmma_at_sm90_plan)
         checked++;
     }
     ck_assert_int_eq(checked, 2);
+}
+END_TEST
+
+/* The atomic dQ (COMPUTE_DQ) at the sm_90 rows' tiles (a caller's 64 x 64 / 4 warps / 2 stages:
+ * the non-deterministic call then takes it): dQ += dS K is a wgmma like the four dots of the
+ * dK/dV step (A = dS^T staged once through SRAM and read transposed by its descriptor, B = the
+ * K tile already in SRAM: BLOCK_N / 16 k-steps per loop), nothing is on mma.sync, and the
+ * partial dQ goes from the accumulator straight to DQ_ACC as red.global.add.v2.f32 (each
+ * thread's two adjacent columns per n8 tile; PTX ISA 8.1): no scalar red, no SRAM round trip.
+ * On sm_80 (no vector red) the red stays scalar and the module stays PTX 8.0. */
+START_TEST(atomic_dq_wgmma_sm90)
+{
+    int d = _i / 2 ? 128 : 64;
+    bool sm90 = _i % 2;
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {.fwd = {.dtype = d == 64 ? KILN_F16 : KILN_BF16, .batch = 1, .heads_q = 4,
+                                        .heads_kv = 2, .seqlen_q = 500, .seqlen_k = 700, .head_dim = d,
+                                        .causal = d == 128},
+                                .block_m = 64, .block_n = 64, .num_warps = 4, .num_stages = 2};
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(sm90 ? 90 : 80, &p, &plan);
+    const RtAttnVariant *v = &plan.k[1];
+    ck_assert_ptr_nonnull(strstr(v->kernel, "dkdv"));
+    bool compute_dq = false;
+    for (int i = 0; i < v->ndefines; i++)
+        compute_dq |= !strcmp(v->defines[i].name, "COMPUTE_DQ") && !strcmp(v->defines[i].value, "true");
+    ck_assert(compute_dq);
+    ck_assert_str_eq(plan.k[2].kernel, d == 64 ? "attn_bwd_dq_cvt_f16" : "attn_bwd_dq_cvt_bf16");
+    KilnParamHint hints[64];
+    int nh = spec_hints(src, v, hints, 64);
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                            .arch = sm90 ? "sm_90a" : "sm_80", .num_warps = v->num_warps,
+                            .num_stages = v->num_stages, .hints = hints, .nhints = nh, .emit = KILN_EMIT_PTX};
+    KilnCompileResult r;
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    const char *t = r.output;
+    size_t n = r.output_size;
+    /* per loop (masked and whole blocks): 64 x d of f32 over 128 threads, two per red */
+    int reds_v2 = pu_count_n(t, n, "red.global.gpu.add.v2.f32");
+    int reds = pu_count_n(t, n, "red.global.gpu.add.");
+    if (sm90) {
+        int wg = pu_count_n(t, n, "wgmma.mma_async");
+        int want = 2 * (2 * d / 16 + 2 * 64 / 16 + 64 / 16);
+        ck_assert_msg(wg == want, "d%d: %d wgmma, want %d", d, wg, want);
+        ck_assert_int_eq(pu_count_n(t, n, "mma.sync.aligned"), 0);
+        ck_assert_int_eq(pu_count_n(t, n, "ldmatrix"), 0);
+        ck_assert_int_eq(wgmma_reg_a(t, n), 2 * 2 * 64 / 16);   /* dV's and dK's: dS K reads A from SRAM */
+        ck_assert_int_eq(reds_v2, 2 * 64 * d / 128 / 2);
+        ck_assert_int_eq(reds, reds_v2);
+        ck_assert_int_eq(pu_count_n(t, n, ".version 8.1"), 1);
+    } else {
+        ck_assert_int_eq(reds_v2, 0);
+        ck_assert_int_gt(reds, 0);
+        ck_assert_int_eq(pu_count_n(t, n, ".version 8.0"), 1);
+    }
+    kiln_compile_result_free(&r);
+    if (!pu_have_ptxas()) return;
+    o.emit = KILN_EMIT_CUBIN;   /* ptxas takes the 8.1 module and its vector reds */
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    ck_assert_msg(r.output_size > 4 && memcmp(r.output, "\177ELF", 4) == 0, "d%d: not a cubin", d);
+    kiln_compile_result_free(&r);
 }
 END_TEST
 
@@ -319,6 +381,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, plans_compile, 0, 2 * (int)(sizeof k_dims / sizeof k_dims[0]));
     tcase_add_loop_test(tc, loops_pipelined, 0, 4);
     tcase_add_loop_test(tc, wgmma_at_sm90_plan, 0, 6);
+    tcase_add_loop_test(tc, atomic_dq_wgmma_sm90, 0, 4);
     tcase_add_test(tc, plan_shapes);
     tcase_add_test(tc, binds_every_parameter);
     suite_add_tcase(s, tc);
