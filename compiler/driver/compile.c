@@ -49,8 +49,8 @@ static KilnParamKind param_kind(IrType t)
     }
 }
 
-/* The signature the runtime checks launch arguments against. */
-static void describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
+/* The signature the runtime checks launch arguments against (params malloc'd). */
+void kiln_describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
 {
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", f->name);
@@ -129,7 +129,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
             free(old);
             r->dumps = sb_steal(&all);
         }
-        describe_kernel(f, cr.smem_bytes, &r->kernels[0]);
+        kiln_describe_kernel(f, cr.smem_bytes, &r->kernels[0]);
     }
     sb_free(&cr.out);
     sb_free(&cr.dumps);
@@ -235,11 +235,16 @@ done:
     return st;
 }
 
+static _Thread_local int64_t front_end_runs; /* kiln_front_end_runs */
+
+int64_t kiln_front_end_runs(void) { return front_end_runs; }
+
 /* Steps 1-3 under their own out-of-memory catch: the CPU runs (kiln run,
  * kiln_run_cpu) call this without kiln_compile around it. */
 KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
                            IrModule **mod_out, StrBuf *out, StrBuf *dumps)
 {
+    front_end_runs++;
     volatile KilnStatus st = KILN_ERR_INTERNAL; /* read after a longjmp */
     SupOomCatch oom;
     if (SUP_OOM_TRY(&oom)) st = compile_ir(arena, d, src, opts, mod_out, out, dumps);
@@ -288,7 +293,7 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
             r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
             if (opts->emit == KILN_EMIT_IR) {
                 ir_print_module(&out, m);
-                for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
+                for (int i = 0; i < m->nfuncs && r->kernels; i++) kiln_describe_kernel(m->funcs[i], 0, &r->kernels[i]);
             } else if (r->kernels) {
                 r->dumps = dup_or_null(&dumps);
                 st = run_backend(m->funcs[0], target, opts, r, &d, t_front); /* 4. the GPU backend */

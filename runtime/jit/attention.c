@@ -866,16 +866,9 @@ KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int gr
 {
     RtAttnRequest req;
     KilnStatus st = rt_attn_compile_request(api, v, &req);
-    KilnCompileResult r = {0};
-    if (st == KILN_OK) {
-        req.opts.emit = KILN_EMIT_IR;
-        st = kiln_compile(req.path, req.src, &req.opts, &r);
-        if (st != KILN_OK) {
-            kiln_set_error(st, "%s: cannot build %s:\n", api, req.path);
-            rt_append_error(r.diagnostics ? r.diagnostics : "");
-        }
-    }
-    const KilnKernelInfo *info = st == KILN_OK ? &r.kernels[0] : NULL;
+    RtCpuKernel *ck = NULL;   /* the front end once: the binding and the run both use it */
+    if (st == KILN_OK) st = rt_cpu_compile(api, req.path, req.src, &req.opts, &ck);
+    const KilnKernelInfo *info = st == KILN_OK ? rt_cpu_kernel_info(ck) : NULL;
     if (st == KILN_OK) st = rt_attn_var_check_used(api, check_used, &info, 1);
     KilnHostArg args[64];
     if (st == KILN_OK && info->nparams > (int)COUNT(args))
@@ -885,8 +878,8 @@ KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int gr
         if ((st = bind(ctx, &info->params[i], &a)) != KILN_OK) break;
         args[i] = a.kind == KILN_PARAM_PTR ? buffer(ctx, info->params[i].name, a.v.ptr) : kiln_host_scalar(a);
     }
-    if (st == KILN_OK) st = kiln_run_cpu(req.path, req.src, &req.opts, grid, args, info->nparams);
-    kiln_compile_result_free(&r);
+    if (st == KILN_OK) st = rt_cpu_run(ck, grid, args, info->nparams);
+    rt_cpu_free(ck);
     free(req.owned);
     return st;
 }

@@ -285,6 +285,20 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
  * defines r points into. */
 KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtAttnVariant *v, RtAttnRequest *r);
 
+/* ---- a kernel on the CPU interpreter (run_cpu.c) ---- */
+/* opts' kernel compiled to Tile IR (the front end, once) and its signature, for
+ * binding arguments by name before running it (kiln_run_cpu's two steps). */
+typedef struct RtCpuKernel RtCpuKernel;
+/* A compile error: KILN_ERR_COMPILE etc. with the diagnostics, after "<api>: cannot build
+ * <path>:" when api is given; KILN_ERR_USAGE unless the source has exactly one kernel
+ * (or opts->kernel names one). */
+KilnStatus rt_cpu_compile(const char *api, const char *path, const char *src, const KilnCompileOptions *opts,
+                          RtCpuKernel **out);
+const KilnKernelInfo *rt_cpu_kernel_info(const RtCpuKernel *k);
+/* kiln_run_cpu's run: the same checks and buffer semantics. */
+KilnStatus rt_cpu_run(const RtCpuKernel *k, const int grid[3], const KilnHostArg *args, int nargs);
+void rt_cpu_free(RtCpuKernel *k);
+
 /* ---- the CPU interpreter's runs of the attention calls (attention.c) ---- */
 /* Every pointer argument of a variant with a pointer param needs its bytes (KILN_ERR_USAGE). */
 KilnStatus rt_attn_var_check_bytes(const char *api, const KilnAttentionVariant *var);
