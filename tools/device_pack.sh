@@ -10,13 +10,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 build=${KILN_PACK_BUILD:-build-gpu}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_SHARED=ON >/dev/null
-targets=(kiln_cli kiln-examples kiln-bench kiln-bench-attn kiln-bench-matmul kiln-bench-decode kiln-bench-compile)
+targets=(kiln_cli kiln-examples kiln-bench kiln-bench-attn kiln-bench-matmul kiln-bench-decode kiln-bench-compile
+         kiln-bench-host)
 while read -r t; do targets+=("$t"); done < <(cd "$build" && make help 2>/dev/null | sed -n 's/^\.\.\. \(gpu_test_[a-z0-9_]*\)$/\1/p')
 cmake --build "$build" -j2 --target "${targets[@]}"
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib" "$stage/tests"
 strip -o "$stage/lib/libkiln_all.so" "$build/libkiln_all.so"
-for b in kiln kiln-examples kiln-bench kiln-bench-attn kiln-bench-matmul kiln-bench-decode kiln-bench-compile; do
+for b in kiln kiln-examples kiln-bench kiln-bench-attn kiln-bench-matmul kiln-bench-decode kiln-bench-compile \
+         kiln-bench-host; do
   [ -x "$build/$b" ] && strip -o "$stage/bin/$b" "$build/$b"
 done
 for t in "$build"/tests/gpu_test_*; do

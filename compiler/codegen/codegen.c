@@ -77,11 +77,27 @@ static void write_stats(CgCtx *c, CgResult *res)
 
 /* t_gpu: the GPU passes' time, reported with the other phases after the
  * kernel's own stats. */
+static void dispose_llvm(CgCtx *c)
+{
+    LLVMDisposeBuilder(c->b);
+    LLVMDisposeModule(c->mod);
+    LLVMContextDispose(c->ctx);
+}
+
 static bool lower_and_emit(CgCtx *c, CgResult *res, double t_gpu)
 {
     c->ctx = LLVMContextCreate();
     c->mod = LLVMModuleCreateWithNameInContext(c->f->name, c->ctx);
     c->b = LLVMCreateBuilderInContext(c->ctx);
+    /* An arena allocation failing in the lowering unwinds to the compile's catch
+     * (support.h), past the disposal below: the LLVM objects are not in the arena
+     * (they live in *c, outside this frame, so they are still known here). */
+    SupOomCatch oom;
+    if (!SUP_OOM_TRY(&oom)) {
+        dispose_llvm(c);
+        sup_oom_rethrow();
+        return false;
+    }
     init_types(c);
     double t0 = sup_now_ms();
     build_kernel(c);
@@ -96,9 +112,8 @@ static bool lower_and_emit(CgCtx *c, CgResult *res, double t_gpu)
     } else {
         ok = false;
     }
-    LLVMDisposeBuilder(c->b);
-    LLVMDisposeModule(c->mod);
-    LLVMContextDispose(c->ctx);
+    sup_oom_pop(&oom);
+    dispose_llvm(c);
     return ok;
 }
 

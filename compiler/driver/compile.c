@@ -49,8 +49,8 @@ static KilnParamKind param_kind(IrType t)
     }
 }
 
-/* The signature the runtime checks launch arguments against. */
-static void describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
+/* The signature the runtime checks launch arguments against (params malloc'd). */
+void kiln_describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
 {
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", f->name);
@@ -89,9 +89,12 @@ static KilnStatus select_kernels(IrModule *m, const KilnCompileOptions *o, Diag 
 }
 
 /* t_front: the front end's time (parse, sema, Tile IR passes), the first of
- * the "time <phase>" lines in the stats; the backend adds its own. */
+ * the "time <phase>" lines in the stats; the backend adds its own. The caller
+ * owns *cr (zeroed) and frees its buffers, also when an allocation failing in
+ * the backend unwinds past this function (support.h): its stats, the GPU
+ * passes' --dump-after dumps and the output would leak if they lived here. */
 static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptions *o, KilnCompileResult *r,
-                              Diag *d, double t_front)
+                              Diag *d, double t_front, CgResult *cr)
 {
     static const CgStage stages[] = {
         [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
@@ -99,41 +102,36 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
     };
     CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
                     .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0};
-    CgResult cr;
-    memset(&cr, 0, sizeof cr);
-    sb_printf(&cr.stats, "time front-end: %.3f ms\n", t_front);
+    sb_printf(&cr->stats, "time front-end: %.3f ms\n", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */
     int internal = d->ninternal, unsupported = d->nunsupported;
-    bool ok = cg_compile(f, &co, &cr, d);
-    if (ok && (sb_failed(&cr.out) || sb_failed(&cr.dumps))) /* never hand on a cut-short PTX */
+    bool ok = cg_compile(f, &co, cr, d);
+    if (ok && (sb_failed(&cr->out) || sb_failed(&cr->dumps))) /* never hand on a cut-short PTX */
         INTERNAL_ERROR("out of host memory: the output was cut short");
     KilnStatus st = KILN_OK;
     if (!ok) {
         st = d->ninternal > internal ? KILN_ERR_INTERNAL
              : d->nunsupported > unsupported ? KILN_ERR_UNSUPPORTED : KILN_ERR_COMPILE;
     } else {
-        r->output_size = cr.out.len;
-        r->output = malloc(cr.out.len + 1);
+        r->output_size = cr->out.len;
+        r->output = malloc(cr->out.len + 1);
         if (r->output) {
-            if (cr.out.len) memcpy(r->output, cr.out.data, cr.out.len);
-            r->output[cr.out.len] = 0;
+            if (cr->out.len) memcpy(r->output, cr->out.data, cr->out.len);
+            r->output[cr->out.len] = 0;
         }
-        r->stats = dup_or_null(&cr.stats);
-        if (cr.dumps.len) {
+        r->stats = dup_or_null(&cr->stats);
+        if (cr->dumps.len) {
             char *old = r->dumps;
             StrBuf all;
             sb_init(&all);
             if (old) sb_puts(&all, old);
-            sb_putn(&all, cr.dumps.data, cr.dumps.len);
+            sb_putn(&all, cr->dumps.data, cr->dumps.len);
             free(old);
             r->dumps = sb_steal(&all);
         }
-        describe_kernel(f, cr.smem_bytes, &r->kernels[0]);
+        kiln_describe_kernel(f, cr->smem_bytes, &r->kernels[0]);
     }
-    sb_free(&cr.out);
-    sb_free(&cr.dumps);
-    sb_free(&cr.stats);
     return st;
 }
 
@@ -235,11 +233,16 @@ done:
     return st;
 }
 
+static _Thread_local int64_t front_end_runs; /* kiln_front_end_runs */
+
+int64_t kiln_front_end_runs(void) { return front_end_runs; }
+
 /* Steps 1-3 under their own out-of-memory catch: the CPU runs (kiln run,
  * kiln_run_cpu) call this without kiln_compile around it. */
 KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
                            IrModule **mod_out, StrBuf *out, StrBuf *dumps)
 {
+    front_end_runs++;
     volatile KilnStatus st = KILN_ERR_INTERNAL; /* read after a longjmp */
     SupOomCatch oom;
     if (SUP_OOM_TRY(&oom)) st = compile_ir(arena, d, src, opts, mod_out, out, dumps);
@@ -278,6 +281,8 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     sb_init(&out);
     sb_init(&dumps);
     IrModule *m = NULL;
+    CgResult cr; /* the backend's buffers: here, so that an unwind out of it frees them too */
+    memset(&cr, 0, sizeof cr);
     SupOomCatch oom; /* an arena allocation failing anywhere below lands in the else (support.h) */
     if (SUP_OOM_TRY(&oom)) {
         double t0 = sup_now_ms();
@@ -288,10 +293,10 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
             r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));
             if (opts->emit == KILN_EMIT_IR) {
                 ir_print_module(&out, m);
-                for (int i = 0; i < m->nfuncs && r->kernels; i++) describe_kernel(m->funcs[i], 0, &r->kernels[i]);
+                for (int i = 0; i < m->nfuncs && r->kernels; i++) kiln_describe_kernel(m->funcs[i], 0, &r->kernels[i]);
             } else if (r->kernels) {
                 r->dumps = dup_or_null(&dumps);
-                st = run_backend(m->funcs[0], target, opts, r, &d, t_front); /* 4. the GPU backend */
+                st = run_backend(m->funcs[0], target, opts, r, &d, t_front, &cr); /* 4. the GPU backend */
             }
         }
     } else {
@@ -306,6 +311,9 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     if (!r->dumps) r->dumps = dup_or_null(&dumps);
     sb_free(&out);
     sb_free(&dumps);
+    sb_free(&cr.out);
+    sb_free(&cr.dumps);
+    sb_free(&cr.stats);
     arena_free(&arena);
     st = finish(st, &d, r);
     diag_free(&d);

@@ -12,6 +12,12 @@
  * The module lives in `arena`; diagnostics go to `d`. */
 KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
                            IrModule **mod_out, StrBuf *out, StrBuf *dumps);
+/* How many times this thread ran the front end (kiln_compile_ir, which every
+ * kiln_compile calls): tests count the compiles a call makes. */
+int64_t kiln_front_end_runs(void);
+/* The signature of kernel f as the runtime checks launches against it, with smem
+ * bytes of dynamic shared memory; k->params is malloc'd (free it). */
+void kiln_describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k);
 
 /* ---- modules (modules.c) ---- */
 

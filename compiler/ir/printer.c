@@ -36,7 +36,7 @@ typedef struct Printer {
     StrBuf *out;
     const IrFunc *f;
     bool with_locs;
-    Arena arena;          /* scratch: the name tables below */
+    Arena *arena;         /* scratch: the name tables below (print_scratch) */
     int nids;
     const char **names;   /* by value id: chosen name, or NULL */
     int *nums;            /* by value id: number, or -1 */
@@ -98,12 +98,12 @@ static void assign_names(Printer *p)
 {
     const IrFunc *f = p->f;
     p->nids = f->next_id > 0 ? f->next_id : 1;
-    p->names = ARENA_ARRAY(&p->arena, const char *, p->nids);
-    p->nums = ARENA_ARRAY(&p->arena, int, p->nids);
+    p->names = ARENA_ARRAY(p->arena, const char *, p->nids);
+    p->nums = ARENA_ARRAY(p->arena, int, p->nids);
     for (int i = 0; i < p->nids; i++) p->nums[i] = -1;
     p->setcap = 16;
     while (p->setcap < 2 * p->nids) p->setcap *= 2;
-    p->set = ARENA_ARRAY(&p->arena, const char *, p->setcap);
+    p->set = ARENA_ARRAY(p->arena, const char *, p->setcap);
     for (int i = 0; i < f->nparams; i++) assign(p, f->params[i]);
     assign_block(p, f->body);
 }
@@ -389,6 +389,12 @@ static void print_header(Printer *p)
     sb_puts(out, " {\n");
 }
 
+/* The printer's scratch. Static (per thread; printing does not nest) rather than a
+ * local: an arena allocation failing inside a compile (a --dump-after dump) unwinds
+ * past the printer (support.h), and only an object outside its frame can still be
+ * freed then, as verify.c does with its own. */
+static _Thread_local Arena print_scratch;
+
 void ir_print_func_ex(StrBuf *out, const IrFunc *f, bool with_locs)
 {
     Printer p;
@@ -396,12 +402,20 @@ void ir_print_func_ex(StrBuf *out, const IrFunc *f, bool with_locs)
     p.out = out;
     p.f = f;
     p.with_locs = with_locs;
-    arena_init(&p.arena);
+    arena_init(&print_scratch);
+    p.arena = &print_scratch;
+    SupOomCatch oom;
+    if (!SUP_OOM_TRY(&oom)) {
+        arena_free(&print_scratch);
+        sup_oom_rethrow();
+        return;
+    }
     assign_names(&p);
     print_header(&p);
     print_block(&p, f->body, 1);
     sb_puts(out, "}\n");
-    arena_free(&p.arena);
+    sup_oom_pop(&oom);
+    arena_free(&print_scratch);
 }
 
 void ir_print_func(StrBuf *out, const IrFunc *f) { ir_print_func_ex(out, f, false); }

@@ -683,7 +683,7 @@ KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const Kiln
 typedef struct PrepJob {
     RtSpec *spec;
     KilnKernel *k;
-    KilnArg args[64];
+    const KilnArg *args;
     int nargs;
 } PrepJob;
 
@@ -695,31 +695,54 @@ static void *prepare_one(void *p)
     return NULL;
 }
 
-void rt_attn_prepare(KilnKernel *const *ks, int n, KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
-                     const void *ctx)
+/* Compile the n jobs at once, one thread each (this thread takes the first). */
+static void compile_jobs(PrepJob *jobs, int n)
 {
-    PrepJob jobs[RT_ATTN_MAX_PREPARE];
-    int nj = 0;
-    for (int i = 0; i < n && i < RT_ATTN_MAX_PREPARE; i++) {
-        const KilnKernelInfo *info = kiln_kernel_info(ks[i]);
-        PrepJob *j = &jobs[nj];
-        j->spec = rt_kernel_spec(ks[i]);
-        j->k = ks[i];
-        j->nargs = info ? info->nparams : 0;
-        if (!j->spec || j->nargs > (int)COUNT(j->args)) continue;
-        bool ok = true;
-        for (int a = 0; a < j->nargs && ok; a++) ok = bind(ctx, &info->params[a], &j->args[a]) == KILN_OK;
-        if (ok && rt_spec_pending(j->spec, info, j->args, j->nargs)) nj++;
-    }
-    if (nj < 2) return;
     pthread_t th[RT_ATTN_MAX_PREPARE];
     bool started[RT_ATTN_MAX_PREPARE] = {false};
-    for (int i = 1; i < nj; i++) started[i] = pthread_create(&th[i], NULL, prepare_one, &jobs[i]) == 0;
-    prepare_one(&jobs[0]);   /* this thread takes the first */
-    for (int i = 1; i < nj; i++) {
+    for (int i = 1; i < n; i++) started[i] = pthread_create(&th[i], NULL, prepare_one, &jobs[i]) == 0;
+    prepare_one(&jobs[0]);
+    for (int i = 1; i < n; i++) {
         if (started[i]) pthread_join(th[i], NULL);
         else prepare_one(&jobs[i]);   /* no thread to be had: here, after the others */
     }
+}
+
+KilnStatus rt_attn_prepare(const char *api, KilnKernel *const *ks, int n,
+                           KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx,
+                           RtAttnCall *call)
+{
+    if (n > RT_ATTN_MAX_PREPARE) return rt_attn_error(api, KILN_ERR_INTERNAL, "%d kernels in one call", n);
+    call->n = n;
+    PrepJob jobs[RT_ATTN_MAX_PREPARE];
+    int nj = 0;
+    for (int i = 0; i < n; i++) {
+        const KilnKernelInfo *info = kiln_kernel_info(ks[i]);
+        if (!info || info->nparams > RT_ATTN_MAX_ARGS)
+            return rt_attn_error(api, KILN_ERR_INTERNAL, "%s has %d parameters", info ? info->name : "a kernel",
+                                 info ? info->nparams : -1);
+        call->k[i] = ks[i];
+        call->nargs[i] = info->nparams;
+        for (int a = 0; a < info->nparams; a++) {
+            KilnStatus st = bind(ctx, &info->params[a], &call->args[i][a]);
+            if (st != KILN_OK) return st;
+        }
+        /* The fast path: the kernel these arguments select is compiled (every warm call) */
+        RtSpec *spec = rt_kernel_spec(ks[i]);
+        call->run[i] = rt_spec_ready(spec, ks[i], info, call->args[i], info->nparams);
+        if (!call->run[i] && rt_spec_pending(spec, info, call->args[i], info->nparams))
+            jobs[nj++] = (PrepJob){spec, ks[i], call->args[i], info->nparams};
+    }
+    if (nj >= 2) compile_jobs(jobs, nj);
+    return KILN_OK;
+}
+
+KilnStatus rt_attn_launch_call(const RtAttnCall *call, int i, const int grid[3], KilnStream *stream)
+{
+    /* Not ready (one kernel to compile, a compile that failed on a thread, arguments the
+     * module's hints refuse): the generic kernel, whose launch compiles or reports it. */
+    KilnKernel *k = call->run[i] ? call->run[i] : call->k[i];
+    return kiln_launch(k, grid, stream, call->args[i], call->nargs[i]);
 }
 
 KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,
@@ -843,16 +866,9 @@ KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int gr
 {
     RtAttnRequest req;
     KilnStatus st = rt_attn_compile_request(api, v, &req);
-    KilnCompileResult r = {0};
-    if (st == KILN_OK) {
-        req.opts.emit = KILN_EMIT_IR;
-        st = kiln_compile(req.path, req.src, &req.opts, &r);
-        if (st != KILN_OK) {
-            kiln_set_error(st, "%s: cannot build %s:\n", api, req.path);
-            rt_append_error(r.diagnostics ? r.diagnostics : "");
-        }
-    }
-    const KilnKernelInfo *info = st == KILN_OK ? &r.kernels[0] : NULL;
+    RtCpuKernel *ck = NULL;   /* the front end once: the binding and the run both use it */
+    if (st == KILN_OK) st = rt_cpu_compile(api, req.path, req.src, &req.opts, &ck);
+    const KilnKernelInfo *info = st == KILN_OK ? rt_cpu_kernel_info(ck) : NULL;
     if (st == KILN_OK) st = rt_attn_var_check_used(api, check_used, &info, 1);
     KilnHostArg args[64];
     if (st == KILN_OK && info->nparams > (int)COUNT(args))
@@ -862,8 +878,8 @@ KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int gr
         if ((st = bind(ctx, &info->params[i], &a)) != KILN_OK) break;
         args[i] = a.kind == KILN_PARAM_PTR ? buffer(ctx, info->params[i].name, a.v.ptr) : kiln_host_scalar(a);
     }
-    if (st == KILN_OK) st = kiln_run_cpu(req.path, req.src, &req.opts, grid, args, info->nparams);
-    kiln_compile_result_free(&r);
+    if (st == KILN_OK) st = rt_cpu_run(ck, grid, args, info->nparams);
+    rt_cpu_free(ck);
     free(req.owned);
     return st;
 }

@@ -303,10 +303,10 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
         if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &ks[i])) == KILN_OK) infos[i] = kiln_kernel_info(ks[i]);
     }
     if (st == KILN_OK) st = rt_attn_var_check_used(BWD, p->fwd.variant, infos, plan.n);
-    /* a cold call: compile the kernels' code at once on threads, not one per launch */
-    if (st == KILN_OK) rt_attn_prepare(ks, plan.n, rt_attn_bwd_arg, p);
-    for (int i = 0; i < plan.n && st == KILN_OK; i++)
-        st = rt_attn_launch(BWD, ks[i], plan.grid[i], stream, rt_attn_bwd_arg, p);
+    /* arguments bound once; a cold call compiles the kernels' code at once on threads */
+    RtAttnCall call;
+    if (st == KILN_OK) st = rt_attn_prepare(BWD, ks, plan.n, rt_attn_bwd_arg, p, &call);
+    for (int i = 0; i < plan.n && st == KILN_OK; i++) st = rt_attn_launch_call(&call, i, plan.grid[i], stream);
     rt_attn_var_close(&vs);
     return st;
 }

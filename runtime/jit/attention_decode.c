@@ -356,18 +356,6 @@ static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)
 
 static KilnStatus bind_arg(const void *ctx, const KilnParam *prm, KilnArg *a) { return make_arg(ctx, prm, a); }
 
-static KilnStatus launch(KilnKernel *k, const DecCall *c, const int grid[3], KilnStream *stream)
-{
-    const KilnKernelInfo *info = kiln_kernel_info(k);
-    KilnArg args[64];
-    if (info->nparams > (int)COUNT(args)) return bad(KILN_ERR_INTERNAL, "the program has %d parameters", info->nparams);
-    for (int i = 0; i < info->nparams; i++) {
-        KilnStatus st = make_arg(c, &info->params[i], &args[i]);
-        if (st != KILN_OK) return st;
-    }
-    return kiln_launch(k, grid, stream, args, info->nparams);
-}
-
 /* ---------------- the call ---------------- */
 
 static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, const DecCall *c,
@@ -430,13 +418,13 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
         c.o_part = ws;
         c.lse_part = ws + (KilnDevPtr)((size_t)c.splits * p->batch * p->heads_q * p->seqlen_q * p->head_dim * 4);
     }
-    if (c.splits > 1 && combine) {   /* a cold call: compile the split and combine kernels at once */
-        KilnKernel *ks[2] = {split, combine};
-        rt_attn_prepare(ks, 2, bind_arg, &c);
-    }
+    /* arguments bound once; a cold call compiles the split and combine kernels at once */
+    KilnKernel *ks[2] = {split, combine};
+    RtAttnCall call;
+    if ((st = rt_attn_prepare(WHO, ks, combine ? 2 : 1, bind_arg, &c, &call)) != KILN_OK) return st;
     int grid[3] = {p->batch * p->heads_kv, c.splits, row_blocks(p)};
-    if ((st = launch(split, &c, grid, stream)) != KILN_OK || c.splits == 1 || c.fused) return st;
+    if ((st = rt_attn_launch_call(&call, 0, grid, stream)) != KILN_OK || !combine) return st;
     int64_t rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
     int cgrid[3] = {(int)((rows + DEC_COMBINE_ROWS - 1) / DEC_COMBINE_ROWS), 1, 1};
-    return launch(combine, &c, cgrid, stream);
+    return rt_attn_launch_call(&call, 1, cgrid, stream);
 }

@@ -129,6 +129,13 @@ KilnStatus rt_spec_select(RtSpec *spec, KilnKernel *generic, const KilnKernelInf
  * deferred module's generic kernel, not compiled yet); false when the hints
  * refuse the arguments (the launch reports it). Thread-safe, microseconds. */
 bool rt_spec_pending(RtSpec *spec, const KilnKernelInfo *info, const KilnArg *args, int nargs);
+/* The fast path of a launch whose code is compiled: the kernel rt_spec_select would run
+ * for `args` when that needs no compile (`generic` itself without a spec, or when the spec
+ * runs it), so the caller launches it directly, without the module's select; NULL when a
+ * compile is due or the module's hints refuse the arguments (launch `generic`: its select
+ * compiles or reports). Thread-safe, one key and one table scan. */
+KilnKernel *rt_spec_ready(RtSpec *spec, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
+                          int nargs);
 /* The spec of k's module (kiln_module_compile / rt_module_compile_deferred), else NULL. */
 RtSpec *rt_kernel_spec(const KilnKernel *k);
 /* Variants a module holds (0 for loaded PTX / cubin); GPU tests use it. */
@@ -183,15 +190,29 @@ KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, con
  * compiled through kiln_module_compile and kept. */
 /* The checks every entry point makes after validation: a device, and a stream of it. */
 KilnStatus rt_attn_check_call(const char *api, const KilnDevice *dev, const KilnStream *stream);
-/* Launch k on grid with each runtime parameter's argument from bind(ctx, param) (by name). */
-/* Compile the code the first launches of ks[0..n) with their arguments from
- * bind will run, at once, one thread per kernel with code to compile (the
- * backward's kernels: the slowest one's time instead of the sum). Nothing when
- * at most one has (its launch compiles it). Statuses are dropped: the launches
- * that follow report a failure (recompiling it). At most RT_ATTN_MAX_PREPARE. */
+/* One call's launches (the backward's kernels, decode's split and combine), their
+ * arguments bound once: rt_attn_prepare binds every kernel's arguments and finds the
+ * compiled kernel they select (rt_spec_ready: on a warm call that is all it does); when
+ * two or more kernels have code to compile, it compiles them at once, one thread each (a
+ * cold call takes the slowest one's time instead of the sum). rt_attn_launch_call then
+ * launches kernel i with those arguments, without binding or selecting again; a kernel
+ * left to compile (the only one, or one whose compile failed on a thread) compiles or
+ * reports its error at its launch. A failing bind is returned before anything launches.
+ * At most RT_ATTN_MAX_PREPARE kernels of RT_ATTN_MAX_ARGS parameters. */
 #define RT_ATTN_MAX_PREPARE 4
-void rt_attn_prepare(KilnKernel *const *ks, int n, KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
-                     const void *ctx);
+#define RT_ATTN_MAX_ARGS 64
+typedef struct RtAttnCall {
+    int n;
+    KilnKernel *k[RT_ATTN_MAX_PREPARE];     /* as given: the modules' kernels */
+    KilnKernel *run[RT_ATTN_MAX_PREPARE];   /* what the arguments select, compiled; NULL: not yet */
+    KilnArg args[RT_ATTN_MAX_PREPARE][RT_ATTN_MAX_ARGS];
+    int nargs[RT_ATTN_MAX_PREPARE];
+} RtAttnCall;
+KilnStatus rt_attn_prepare(const char *api, KilnKernel *const *ks, int n,
+                           KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx,
+                           RtAttnCall *call);
+KilnStatus rt_attn_launch_call(const RtAttnCall *call, int i, const int grid[3], KilnStream *stream);
+/* Launch k on grid with each runtime parameter's argument from bind(ctx, param) (by name). */
 KilnStatus rt_attn_launch(const char *api, KilnKernel *k, const int grid[3], KilnStream *stream,
                           KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a), const void *ctx);
 
@@ -263,6 +284,20 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
  * tuning table's choice (or p's tiles), the pingpong and no_wgmma options. v holds the
  * defines r points into. */
 KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtAttnVariant *v, RtAttnRequest *r);
+
+/* ---- a kernel on the CPU interpreter (run_cpu.c) ---- */
+/* opts' kernel compiled to Tile IR (the front end, once) and its signature, for
+ * binding arguments by name before running it (kiln_run_cpu's two steps). */
+typedef struct RtCpuKernel RtCpuKernel;
+/* A compile error: KILN_ERR_COMPILE etc. with the diagnostics, after "<api>: cannot build
+ * <path>:" when api is given; KILN_ERR_USAGE unless the source has exactly one kernel
+ * (or opts->kernel names one). */
+KilnStatus rt_cpu_compile(const char *api, const char *path, const char *src, const KilnCompileOptions *opts,
+                          RtCpuKernel **out);
+const KilnKernelInfo *rt_cpu_kernel_info(const RtCpuKernel *k);
+/* kiln_run_cpu's run: the same checks and buffer semantics. */
+KilnStatus rt_cpu_run(const RtCpuKernel *k, const int grid[3], const KilnHostArg *args, int nargs);
+void rt_cpu_free(RtCpuKernel *k);
 
 /* ---- the CPU interpreter's runs of the attention calls (attention.c) ---- */
 /* Every pointer argument of a variant with a pointer param needs its bytes (KILN_ERR_USAGE). */

@@ -9,6 +9,10 @@
  * INOUT buffers are used in place. It lives in the jit layer because it needs
  * both the compile driver and the runtime's argument checks.
  *
+ * rt_cpu_compile / rt_cpu_run split the two steps for the attention calls'
+ * CPU runs (rt_attn_run_cpu), which bind their arguments by the compiled
+ * kernel's parameter names: the front end runs once per call.
+ *
  * Invariants: the list is checked (kiln_host_args_check, then count and kind
  * against the kernel's parameters) before anything runs; every scratch copy is
  * freed on every path; a failure of the program itself (an access outside
@@ -121,37 +125,91 @@ static KilnStatus run(const char *path, const IrFunc *f, const int grid[3], cons
     return st;
 }
 
+struct RtCpuKernel {
+    Arena arena;            /* the module */
+    const IrFunc *f;
+    KilnKernelInfo info;
+    char *path;
+};
+
+void rt_cpu_free(RtCpuKernel *k)
+{
+    if (!k) return;
+    arena_free(&k->arena);
+    free(k->info.params);
+    free(k->path);
+    free(k);
+}
+
+KilnStatus rt_cpu_compile(const char *api, const char *path, const char *src, const KilnCompileOptions *opts,
+                          RtCpuKernel **out)
+{
+    *out = NULL;
+    KilnCompileOptions o = *opts;
+    o.emit = KILN_EMIT_IR;
+    o.dump_after = NULL;
+    RtCpuKernel *k = calloc(1, sizeof *k);
+    if (!k || !(k->path = strdup(path))) {
+        free(k);
+        return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    }
+    arena_init(&k->arena);
+    Diag d;
+    diag_init(&d, path, src);
+    StrBuf text, dumps;
+    sb_init(&text);
+    sb_init(&dumps);
+    IrModule *m = NULL;
+    KilnStatus st = kiln_compile_ir(&k->arena, &d, src, &o, &m, &text, &dumps);
+    if (st != KILN_OK && api) {
+        kiln_set_error(st, "%s: cannot build %s:\n", api, path);
+        rt_append_error(d.out.data ? d.out.data : "");
+    } else if (st != KILN_OK) {
+        kiln_set_error(st, "%s", d.out.data && d.out.data[0] ? d.out.data : "kiln_run_cpu: the compile failed");
+    } else if (!m || m->nfuncs != 1) {
+        st = kiln_set_error(KILN_ERR_USAGE, "kiln_run_cpu: %s has %d kernels: name one in opts->kernel", path,
+                            m ? m->nfuncs : 0);
+    } else {
+        k->f = m->funcs[0];
+        kiln_describe_kernel(k->f, 0, &k->info);
+        if (k->f->nparams && !k->info.params) st = kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    }
+    sb_free(&text);
+    sb_free(&dumps);
+    diag_free(&d);
+    if (st != KILN_OK) rt_cpu_free(k);
+    else *out = k;
+    return st;
+}
+
+const KilnKernelInfo *rt_cpu_kernel_info(const RtCpuKernel *k) { return &k->info; }
+
+/* The list as kiln_host_launch checks it, and a grid of no negative size. */
+static KilnStatus check_launch(const int grid[3], const KilnHostArg *args, int nargs)
+{
+    KilnStatus st = kiln_host_args_check(args, nargs);
+    if (st != KILN_OK) return st;
+    for (int i = 0; grid && i < 3; i++)
+        if (grid[i] < 0) return kiln_set_error(KILN_ERR_USAGE, "kiln_run_cpu: grid[%d] is %d", i, grid[i]);
+    return KILN_OK;
+}
+
+KilnStatus rt_cpu_run(const RtCpuKernel *k, const int grid[3], const KilnHostArg *args, int nargs)
+{
+    KilnStatus st = check_launch(grid, args, nargs);
+    return st == KILN_OK ? run(k->path, k->f, grid, args, nargs) : st;
+}
+
 KilnStatus kiln_run_cpu(const char *path, const char *src, const KilnCompileOptions *opts, const int grid[3],
                         const KilnHostArg *args, int nargs)
 {
     if (!src || !opts) return kiln_set_error(KILN_ERR_USAGE, "kiln_run_cpu: NULL source or options");
     if (!path) path = "<input>";
-    KilnStatus st = kiln_host_args_check(args, nargs);
+    KilnStatus st = check_launch(grid, args, nargs);   /* a bad list is refused before compiling */
     if (st != KILN_OK) return st;
-    for (int i = 0; grid && i < 3; i++)
-        if (grid[i] < 0) return kiln_set_error(KILN_ERR_USAGE, "kiln_run_cpu: grid[%d] is %d", i, grid[i]);
-    KilnCompileOptions o = *opts;
-    o.emit = KILN_EMIT_IR;
-    o.dump_after = NULL;
-    Arena arena;
-    arena_init(&arena);
-    Diag d;
-    diag_init(&d, path, src);
-    StrBuf out, dumps;
-    sb_init(&out);
-    sb_init(&dumps);
-    IrModule *m = NULL;
-    st = kiln_compile_ir(&arena, &d, src, &o, &m, &out, &dumps);
-    if (st != KILN_OK)
-        kiln_set_error(st, "%s", d.out.data && d.out.data[0] ? d.out.data : "kiln_run_cpu: the compile failed");
-    else if (!m || m->nfuncs != 1)
-        st = kiln_set_error(KILN_ERR_USAGE, "kiln_run_cpu: %s has %d kernels: name one in opts->kernel", path,
-                            m ? m->nfuncs : 0);
-    else
-        st = run(path, m->funcs[0], grid, args, nargs);
-    sb_free(&out);
-    sb_free(&dumps);
-    diag_free(&d);
-    arena_free(&arena);
+    RtCpuKernel *k;
+    if ((st = rt_cpu_compile(NULL, path, src, opts, &k)) != KILN_OK) return st;
+    st = run(k->path, k->f, grid, args, nargs);
+    rt_cpu_free(k);
     return st;
 }

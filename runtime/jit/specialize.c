@@ -23,6 +23,8 @@
  * A deferred module (rt_module_compile_deferred: signatures, no code) keeps
  * its generic kernel in the table too, under the empty key, compiled only when
  * a launch needs it: the first launch compiles exactly one kernel.
+ * rt_spec_ready is the warm path of the attention calls (rt_attn_prepare):
+ * the kernel their bound arguments select, when compiled, launched directly.
  * The compile and release steps are function pointers so that the table logic
  * is testable on the CPU and this file never pulls the compiler into programs
  * that link only the runtime.
@@ -377,6 +379,18 @@ bool rt_spec_pending(RtSpec *s, const KilnKernelInfo *info, const KilnArg *args,
     RtSpecKey key;
     KilnKernel *k;
     return choose(s, info, args, nargs, &key, &k) && !k;
+}
+
+KilnKernel *rt_spec_ready(RtSpec *s, KilnKernel *generic, const KilnKernelInfo *info, const KilnArg *args,
+                          int nargs)
+{
+    if (!s) return generic;
+    /* refused: the launch of `generic` reports it */
+    if (rt_check_hints(info, s->opts.hints, s->opts.nhints, args, nargs) != KILN_OK) return NULL;
+    if (!s->compile) return generic;
+    RtSpecKey key;
+    KilnKernel *k;
+    return choose(s, info, args, nargs, &key, &k) ? k : generic;
 }
 
 /* The runtime core calls these through the module's hooks (rt_internal.h). */

@@ -17,8 +17,7 @@
  * or ptx fixes it).
  */
 #include "kiln_compile.h"
-#include "lang/ast.h"
-#include "compiler/support/diag.h"
+#include "fuzz_input.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -76,26 +75,17 @@ static void compile_kernel(const char *src, const char *kernel, uint32_t h)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > MAX_INPUT) return -1; /* rejected: not added to the corpus */
-    char *src = malloc(size + 1);
-    if (!src) return 0;
-    memcpy(src, data, size);
-    src[size] = 0;
     /* The kernels' names, from a parse of their own (the driver parses again). */
-    Arena arena;
-    arena_init(&arena);
-    Diag d;
-    diag_init(&d, "fuzz.tile", src);
-    AstFile *file = ast_parse(&arena, &d, "fuzz.tile", src);
+    FuzzInput in;
+    if (!fuzz_input_open(&in, data, size)) return 0;
     uint32_t h = hash(data, size);
     int n = 0;
-    for (int i = 0; file && d.nerrors == 0 && i < file->ndecls && n < MAX_KERNELS; i++) {
-        const AstDecl *k = file->decls[i];
+    for (int i = 0; in.file && in.diag.nerrors == 0 && i < in.file->ndecls && n < MAX_KERNELS; i++) {
+        const AstDecl *k = in.file->decls[i];
         if (k->kind != AST_KERNEL) continue;
-        compile_kernel(src, k->name, h + (uint32_t)n);
+        compile_kernel(in.src, k->name, h + (uint32_t)n);
         n++;
     }
-    diag_free(&d);
-    arena_free(&arena);
-    free(src);
+    fuzz_input_close(&in);
     return 0;
 }

@@ -9,8 +9,7 @@
  * findings. An internal error (INTERNAL_ERROR) is reported as a finding too
  * when KILN_FUZZ_TRAP_ICE=1, since it is a compiler bug, not a user error.
  */
-#include "lang/ast.h"
-#include "compiler/support/diag.h"
+#include "fuzz_input.h"
 
 #if !defined(KILN_HAVE_SEMA) && !defined(KILN_NO_SEMA) && defined(__has_include)
 #if __has_include("lang/sema.h")
@@ -35,16 +34,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > MAX_INPUT) return -1; /* rejected: not added to the corpus */
-    char *src = malloc(size + 1);
-    if (!src) return 0;
-    memcpy(src, data, size);
-    src[size] = 0;
-
-    Arena arena;
-    arena_init(&arena);
-    Diag diag;
-    diag_init(&diag, "fuzz.tile", src);
-    AstFile *file = ast_parse(&arena, &diag, "fuzz.tile", src);
+    FuzzInput in;
+    if (!fuzz_input_open(&in, data, size)) return 0;
+    AstFile *file = in.file;
+    Diag *diag = &in.diag;
     if (file) {
         StrBuf sb;
         sb_init(&sb);
@@ -52,13 +45,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sb_free(&sb);
     }
 #ifdef KILN_HAVE_SEMA
-    if (file && diag.nerrors == 0) {
+    if (file && diag->nerrors == 0) {
         LangOptions opts;
         memset(&opts, 0, sizeof opts);
-        IrModule *m = lang_compile(&arena, &diag, file, &opts);
+        IrModule *m = lang_compile(&in.arena, diag, file, &opts);
         /* The rest of the front end: the verifier and every target-independent
          * pass (a verifier failure is a compiler bug: trap it). */
-        for (int i = 0; m && diag.nerrors == 0 && i < m->nfuncs; i++) {
+        for (int i = 0; m && diag->nerrors == 0 && i < m->nfuncs; i++) {
             StrBuf err, dump;
             sb_init(&err);
             sb_init(&dump);
@@ -71,15 +64,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 #endif
-    if (diag_flush_ice(&diag)) {
+    if (diag_flush_ice(diag)) {
         const char *trap = getenv("KILN_FUZZ_TRAP_ICE");
         if (trap && strcmp(trap, "1") == 0) {
-            fprintf(stderr, "%s", diag.out.data);
+            fprintf(stderr, "%s", diag->out.data);
             abort();
         }
     }
-    diag_free(&diag);
-    arena_free(&arena);
-    free(src);
+    fuzz_input_close(&in);
     return 0;
 }

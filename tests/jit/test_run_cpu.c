@@ -9,6 +9,8 @@
  * parameter (count, buffer for a scalar, float for an integer, a bad list);
  * report compile errors with their diagnostics and a program's own failure
  * (an access outside every buffer) as KILN_ERR_KERNEL with its location.
+ * kiln_attention_fwd_cpu, which binds by the compiled kernel's parameter names,
+ * runs the front end once per call.
  */
 #include "testutil.h"
 
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "compiler/driver/driver.h"
 
 static const char *VEC_ADD =
     "kernel vec_add(X: *f32, Y: *f32, Z: *f32, n: i32, const BLOCK: i32 = 64) {\n"
@@ -119,6 +122,73 @@ START_TEST(compile_and_kernel_errors)
 }
 END_TEST
 
+/* kiln_attention_fwd_cpu runs the front end once per call (the arguments are bound
+ * by the compiled kernel's parameter names, and the same IR runs), and computes
+ * attention: a small causal GQA problem with lengths not multiples of the 16-row
+ * tiles, random inputs, outputs poisoned, against a float64 reference. */
+enum { AB = 1, AHQ = 2, AHK = 1, ASQ = 21, ASK = 27, AD = 32 };
+
+static double ref_row(const uint16_t *q, const uint16_t *k, const uint16_t *v, int h, int i, double *o)
+{
+    double s[ASK], m = -INFINITY, l = 0, scale = 1.0 / sqrt((double)AD);
+    int last = i + (ASK - ASQ);   /* causal, bottom-right aligned */
+    for (int j = 0; j <= last && j < ASK; j++) {
+        s[j] = 0;
+        for (int d = 0; d < AD; d++)
+            s[j] += (double)kiln_f16_to_f32(q[((size_t)h * ASQ + i) * AD + d]) * kiln_f16_to_f32(k[(size_t)j * AD + d]);
+        s[j] *= scale;
+        if (s[j] > m) m = s[j];
+    }
+    for (int d = 0; d < AD; d++) o[d] = 0;
+    for (int j = 0; j <= last && j < ASK; j++) {
+        double p = exp(s[j] - m);
+        l += p;
+        for (int d = 0; d < AD; d++) o[d] += p * kiln_f16_to_f32(v[(size_t)j * AD + d]);
+    }
+    for (int d = 0; d < AD; d++) o[d] /= l;
+    return m + log(l);
+}
+
+START_TEST(attention_fwd_cpu_runs_the_front_end_once)
+{
+    static uint16_t q[AB * AHQ * ASQ * AD], k[AB * AHK * ASK * AD], v[AB * AHK * ASK * AD], o[AB * AHQ * ASQ * AD];
+    static float lse[AB * AHQ * ASQ];
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    uint16_t *in[] = {q, k, v};
+    size_t n[] = {sizeof q / 2, sizeof k / 2, sizeof v / 2};
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < n[t]; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            in[t][i] = kiln_f32_to_f16((float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f);
+        }
+    memset(o, 0xFF, sizeof o);   /* NaN */
+    memset(lse, 0xFF, sizeof lse);
+    /* [batch, heads, seqlen, d] */
+    KilnAttentionParams p = {.dtype = KILN_F16, .batch = AB, .heads_q = AHQ, .heads_kv = AHK, .seqlen_q = ASQ,
+                             .seqlen_k = ASK, .head_dim = AD, .q = (uintptr_t)q, .k = (uintptr_t)k,
+                             .v = (uintptr_t)v, .o = (uintptr_t)o, .lse = (uintptr_t)lse, .causal = 1,
+                             .block_m = 16, .block_n = 16,
+                             .q_stride = {AHQ * ASQ * AD, ASQ * AD, AD}, .o_stride = {AHQ * ASQ * AD, ASQ * AD, AD},
+                             .k_stride = {AHK * ASK * AD, ASK * AD, AD}, .v_stride = {AHK * ASK * AD, ASK * AD, AD}};
+    int64_t before = kiln_front_end_runs();
+    ck_assert_msg(kiln_attention_fwd_cpu(&p) == KILN_OK, "%s", kiln_last_error());
+    ck_assert_int_eq(kiln_front_end_runs() - before, 1);
+    double worst = 0;
+    for (int h = 0; h < AHQ; h++)
+        for (int i = 0; i < ASQ; i++) {
+            double ro[AD], rl = ref_row(q, k, v, h, i, ro);
+            for (int d = 0; d < AD; d++) {
+                double got = kiln_f16_to_f32(o[((size_t)h * ASQ + i) * AD + d]);
+                ck_assert_msg(isfinite(got), "O[%d][%d][%d] not written", h, i, d);
+                if (fabs(got - ro[d]) > worst) worst = fabs(got - ro[d]);
+            }
+            ck_assert_msg(fabs(lse[h * ASQ + i] - rl) <= 1e-4 * fabs(rl) + 1e-5, "LSE[%d][%d] %g vs %g", h, i,
+                          lse[h * ASQ + i], rl);
+        }
+    ck_assert_msg(worst <= 4e-3, "max |O - ref| = %g", worst);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("run_cpu");
@@ -127,6 +197,7 @@ static Suite *suite(void)
     tcase_add_test(tc, scalar_kinds_and_defines);
     tcase_add_test(tc, bad_calls_are_refused);
     tcase_add_test(tc, compile_and_kernel_errors);
+    tcase_add_test(tc, attention_fwd_cpu_runs_the_front_end_once);
     suite_add_tcase(s, tc);
     return s;
 }

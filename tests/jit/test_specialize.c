@@ -712,10 +712,47 @@ START_TEST(pending_says_what_a_launch_compiles)
 }
 END_TEST
 
+/* rt_spec_ready, the warm path: the compiled kernel a launch would run, or NULL
+ * when it must compile first (or the hints refuse the arguments), never compiling. */
+START_TEST(ready_is_the_compiled_kernel)
+{
+    KilnParamHint h[] = {{"n", 1, 1}};
+    RtSpec *s = new_spec(h, 1);
+    KilnArg a[8], u[8];
+    key_args(1, a);   /* X aligned: a non-empty key */
+    key_args(0, u);   /* nothing aligned: the empty key */
+    a[2] = u[2] = kiln_arg_i32(1);   /* n == 1, as the module's hint wants */
+    ck_assert_ptr_null(rt_spec_ready(s, GENERIC, &info, a, 8));   /* its variant is not compiled */
+    ck_assert_ptr_eq(rt_spec_ready(s, GENERIC, &info, u, 8), GENERIC);   /* the generic kernel runs */
+    ck_assert_int_eq(s->ncompiles, 0);
+    KilnKernel *k;
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, a, 8, &k), KILN_OK);
+    ck_assert_ptr_eq(rt_spec_ready(s, GENERIC, &info, a, 8), k);
+    KilnArg bad[8];
+    memcpy(bad, a, sizeof bad);
+    bad[2] = kiln_arg_i32(2);   /* refused by the hint n==1: the launch of GENERIC reports it */
+    ck_assert_ptr_null(rt_spec_ready(s, GENERIC, &info, bad, 8));
+    s->on = 0;
+    ck_assert_ptr_eq(rt_spec_ready(s, GENERIC, &info, a, 8), GENERIC);
+    s->deferred = 1;   /* off and deferred: the generic kernel's code, not compiled yet */
+    ck_assert_ptr_null(rt_spec_ready(s, GENERIC, &info, a, 8));
+    s->on = 1;
+    ck_assert_ptr_eq(rt_spec_ready(s, GENERIC, &info, a, 8), k);
+    ck_assert_ptr_null(rt_spec_ready(s, GENERIC, &info, u, 8));
+    ck_assert_int_eq(rt_spec_select(s, GENERIC, &info, u, 8, &k), KILN_OK);
+    ck_assert_ptr_eq(rt_spec_ready(s, GENERIC, &info, u, 8), k);
+    ck_assert_ptr_ne(k, GENERIC);
+    ck_assert_ptr_eq(rt_spec_ready(NULL, GENERIC, &info, u, 8), GENERIC);
+    ck_assert_int_eq(s->ncompiles, 2);
+    rt_spec_free(s);
+}
+END_TEST
+
 /* rt_attn_prepare on fake deferred modules: the kernels' code compiles at once
  * on threads (the fake compile sleeps, so overlap is visible), each once; the
- * launches that follow find it; a second prepare compiles nothing. */
-static int g_running, g_max_running;
+ * call then holds the compiled kernels and the arguments, each bound once; a
+ * warm call binds each parameter once and compiles nothing. */
+static int g_running, g_max_running, g_binds;
 
 static KilnStatus slow_compile(RtSpec *s, const KilnParamHint *hints, int nhints, KilnKernel **out,
                                const KilnKernelInfo **vinfo)
@@ -734,58 +771,122 @@ static KilnStatus slow_compile(RtSpec *s, const KilnParamHint *hints, int nhints
 static KilnStatus bind_by_name(const void *ctx, const KilnParam *prm, KilnArg *a)
 {
     const KilnArg *args = ctx;
+    g_binds++;
     for (int i = 0; i < 8; i++)
         if (!strcmp(params[i].name, prm->name)) {
             *a = args[i];
             return KILN_OK;
         }
-    return KILN_ERR_INTERNAL;
+    return kiln_set_error(KILN_ERR_INTERNAL, "no argument for %s", prm->name);
 }
 
-START_TEST(prepare_compiles_kernels_at_once)
-{
-    nfakes = nreleased = 0;
-    g_running = g_max_running = 0;
-    KilnCompileOptions o = {.kernel = "k", .arch = "sm_90a", .emit = KILN_EMIT_CUBIN};
+typedef struct FakeCall {
     KilnModule mods[3];
     KilnKernel ks[3];
     KilnKernel *kp[3];
     RtSpec *specs[3];
+} FakeCall;
+
+static void fake_call(FakeCall *c)
+{
+    nfakes = nreleased = 0;
+    g_running = g_max_running = g_binds = 0;
+    KilnCompileOptions o = {.kernel = "k", .arch = "sm_90a", .emit = KILN_EMIT_CUBIN};
     for (int i = 0; i < 3; i++) {
-        memset(&mods[i], 0, sizeof mods[i]);
-        memset(&ks[i], 0, sizeof ks[i]);
-        specs[i] = rt_spec_new("k.tile", "source text", &o, slow_compile, fake_release);
-        ck_assert_ptr_nonnull(specs[i]);
-        specs[i]->deferred = 1;
-        rt_spec_attach(&mods[i], specs[i]);
-        ks[i].module = &mods[i];
-        ks[i].info = &info;
-        kp[i] = &ks[i];
+        memset(&c->mods[i], 0, sizeof c->mods[i]);
+        memset(&c->ks[i], 0, sizeof c->ks[i]);
+        c->specs[i] = rt_spec_new("k.tile", "source text", &o, slow_compile, fake_release);
+        ck_assert_ptr_nonnull(c->specs[i]);
+        c->specs[i]->deferred = 1;
+        rt_spec_attach(&c->mods[i], c->specs[i]);
+        c->ks[i].module = &c->mods[i];
+        c->ks[i].info = &info;
+        c->kp[i] = &c->ks[i];
     }
+}
+
+static void check_call(const RtAttnCall *call, const FakeCall *c, const KilnArg *a)
+{
+    ck_assert_int_eq(call->n, 3);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_ptr_eq(call->k[i], c->kp[i]);
+        ck_assert_int_eq(call->nargs[i], 8);
+        ck_assert_mem_eq(call->args[i], a, 8 * sizeof *a);
+    }
+}
+
+START_TEST(prepare_compiles_kernels_at_once)
+{
+    FakeCall c;
+    fake_call(&c);
     KilnArg a[8];
     key_args(3, a);
-    rt_attn_prepare(kp, 3, bind_by_name, a);
+    RtAttnCall call;
+    ck_assert_int_eq(rt_attn_prepare("test", c.kp, 3, bind_by_name, a, &call), KILN_OK);
     ck_assert_int_eq(nfakes, 3);
     ck_assert_int_ge(g_max_running, 2);   /* they overlapped */
+    ck_assert_int_eq(g_binds, 3 * 8);
+    check_call(&call, &c, a);
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(specs[i]->ncompiles, 1);
-        ck_assert(!rt_spec_pending(specs[i], &info, a, 8));
+        ck_assert_int_eq(c.specs[i]->ncompiles, 1);
+        ck_assert(!rt_spec_pending(c.specs[i], &info, a, 8));
+        ck_assert_ptr_null(call.run[i]);   /* compiled on threads: their launches select them */
     }
-    rt_attn_prepare(kp, 3, bind_by_name, a);   /* warm: nothing to do */
+    /* warm: every parameter bound once, the compiled kernels found, nothing compiled */
+    g_binds = 0;
+    ck_assert_int_eq(rt_attn_prepare("test", c.kp, 3, bind_by_name, a, &call), KILN_OK);
+    ck_assert_int_eq(g_binds, 3 * 8);
     ck_assert_int_eq(nfakes, 3);
+    check_call(&call, &c, a);
+    for (int i = 0; i < 3; i++) {
+        KilnKernel *want;
+        ck_assert_int_eq(rt_spec_select(c.specs[i], c.kp[i], &info, a, 8, &want), KILN_OK);
+        ck_assert_ptr_nonnull(call.run[i]);
+        ck_assert_ptr_eq(call.run[i], want);
+    }
     /* one kernel left to compile: no thread, its launch does it */
     key_args(0, a);
-    rt_spec_select(specs[0], kp[0], &info, a, 8, &kp[0]);
-    kp[0] = &ks[0];
-    rt_spec_select(specs[1], kp[1], &info, a, 8, &kp[1]);
-    kp[1] = &ks[1];
+    KilnKernel *k0, *k1;
+    rt_spec_select(c.specs[0], c.kp[0], &info, a, 8, &k0);
+    rt_spec_select(c.specs[1], c.kp[1], &info, a, 8, &k1);
     g_max_running = 0;
-    rt_attn_prepare(kp, 3, bind_by_name, a);
+    ck_assert_int_eq(rt_attn_prepare("test", c.kp, 3, bind_by_name, a, &call), KILN_OK);
     ck_assert_int_eq(nfakes, 5);
-    ck_assert(rt_spec_pending(specs[2], &info, a, 8));
+    ck_assert(rt_spec_pending(c.specs[2], &info, a, 8));
     ck_assert_int_eq(g_max_running, 0);
-    for (int i = 0; i < 3; i++) rt_spec_free(specs[i]);
+    ck_assert_ptr_eq(call.run[0], k0);
+    ck_assert_ptr_eq(call.run[1], k1);
+    ck_assert_ptr_null(call.run[2]);
+    for (int i = 0; i < 3; i++) rt_spec_free(c.specs[i]);
     ck_assert_int_eq(nreleased, nfakes);
+}
+END_TEST
+
+/* A parameter the binder cannot bind fails the call before anything compiles
+ * (so before any launch); too many kernels is an internal error. */
+START_TEST(prepare_reports_a_failing_bind)
+{
+    FakeCall c;
+    fake_call(&c);
+    KilnArg a[8];
+    key_args(3, a);
+    KilnParam extra[9];
+    memcpy(extra, params, sizeof params);
+    strcpy(extra[8].name, "unknown");
+    extra[8].kind = KILN_PARAM_I32;
+    KilnKernelInfo wide = info;
+    wide.params = extra;
+    wide.nparams = 9;
+    c.ks[1].info = &wide;
+    RtAttnCall call;
+    ck_assert_int_eq(rt_attn_prepare("test", c.kp, 3, bind_by_name, a, &call), KILN_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "no argument for unknown"));
+    ck_assert_int_eq(nfakes, 0);
+    KilnKernel *many[RT_ATTN_MAX_PREPARE + 1];
+    for (int i = 0; i <= RT_ATTN_MAX_PREPARE; i++) many[i] = c.kp[0];
+    ck_assert_int_eq(rt_attn_prepare("test", many, RT_ATTN_MAX_PREPARE + 1, bind_by_name, a, &call),
+                     KILN_ERR_INTERNAL);
+    for (int i = 0; i < 3; i++) rt_spec_free(c.specs[i]);
 }
 END_TEST
 
@@ -901,7 +1002,9 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, select_deferred_is_thread_safe);
     tcase_add_test(tc, ir_signature_matches_code);
     tcase_add_test(tc, pending_says_what_a_launch_compiles);
+    tcase_add_test(tc, ready_is_the_compiled_kernel);
     tcase_add_test(tc, prepare_compiles_kernels_at_once);
+    tcase_add_test(tc, prepare_reports_a_failing_bind);
     tcase_add_test(tc, spec_copies_the_request);
     tcase_add_test(tc, cache_key_covers_hints);
     suite_add_tcase(s, tc);
