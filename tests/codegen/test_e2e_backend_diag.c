@@ -62,7 +62,7 @@ START_TEST(sram_limit_at_the_buffer)
     KilnCompileResult r;
     ck_assert_int_eq(compile("matmul.tile", src, "sm_80", KILN_EMIT_PTX, defs, 3, &r), KILN_ERR_COMPILE);
     ck_assert_ptr_nonnull(r.diagnostics);
-    ck_assert_str_eq(r.diagnostics, "matmul.tile:31:5: error: this convert_layout needs 266240 bytes of shared memory; "
+    ck_assert_str_eq(r.diagnostics, "matmul.tile:49:5: error: this convert_layout needs 266240 bytes of shared memory; "
                                     "sm_80 allows 166912 per block: use smaller blocks (BLOCK_* constants)\n"
                                     "    store(C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc,\n"
                                     "    ^\n");

@@ -1,9 +1,10 @@
 /* test_e2e_gpu_matmul.c — the tensor-core matmul path on the GPU.
  *
- * tools/bench/matmul_tc.tile (row-major A [M,K], B [K,N], f32 C; N and K are
- * compile-time constants so aligned shapes take the cp.async path) and
- * examples/matmul.tile (runtime strides: no cp.async, still mma.sync), for
- * f16 and bf16, on
+ * tools/bench/matmul_tc.tile (row-major A [M,K], B [K,N], f32 C or C in the
+ * input type; N and K are compile-time constants so aligned shapes take the
+ * cp.async path; tiles in GROUP_M order, or persistent programs looping over
+ * the tiles) and examples/matmul.tile (runtime strides: no cp.async, still
+ * mma.sync), for f16 and bf16, on
  *   - a square shape (256^3), a ragged shape whose N and K are multiples of 8
  *     (pipelined 16-byte copies with masked zero-filling rows and k's), and a
  *     ragged shape with N, K not multiples of 8 (plain loads);
@@ -34,7 +35,7 @@ static KilnDeviceInfo g_info;
 typedef struct Sched { int bm, bn, bk, warps, stages; } Sched;
 
 typedef struct Row {
-    char what[40], shape[24], sched[32];
+    char what[56], shape[24], sched[32];
     int mma, wgmma, ldm, cpa;
     double err_ref, err_interp, tol;
     float ms;
@@ -95,8 +96,25 @@ static void prob_free(Prob *p)
 /* Which program and which defines. */
 typedef struct Prog {
     const char *file, *kernel;
-    bool strided; /* examples/matmul.tile: runtime M, N, K and strides */
+    bool strided;  /* examples/matmul.tile: runtime M, N, K and strides */
+    bool half_out; /* C is f16/bf16 (matmul_tc_<t>_<t>): compared after its rounding */
+    int group_m;   /* GROUP_M, or -1: the program's default / no such parameter */
+    int programs;  /* > 0: PERSISTENT with this many programs (a 1-D grid) */
 } Prog;
+
+/* The launch grid: one program per tile, or g->programs looping over them. */
+static void grid_for(const Prog *g, const Prob *p, const Sched *s, int grid[3])
+{
+    grid[0] = g->programs ? g->programs : (p->M + s->bm - 1) / s->bm;
+    grid[1] = g->programs ? 1 : (p->N + s->bn - 1) / s->bn;
+    grid[2] = 1;
+}
+
+/* C's element as a double (f32, or the half type of the inputs). */
+static double c_at(const Prog *g, const Prob *p, const void *c, size_t i)
+{
+    return g->half_out ? from_half(((const uint16_t *)c)[i], p->bf) : ((const float *)c)[i];
+}
 
 static int make_defines(const Prog *g, const Prob *p, const Sched *s, KilnDefine *d, char (*buf)[16])
 {
@@ -108,6 +126,8 @@ static int make_defines(const Prog *g, const Prob *p, const Sched *s, KilnDefine
         snprintf(buf[3], 16, "%d", p->N), d[n++] = (KilnDefine){"N", buf[3]};
         snprintf(buf[4], 16, "%d", p->K), d[n++] = (KilnDefine){"K", buf[4]};
     }
+    if (g->group_m >= 0) snprintf(buf[5], 16, "%d", g->group_m), d[n++] = (KilnDefine){"GROUP_M", buf[5]};
+    if (g->programs) d[n++] = (KilnDefine){"PERSISTENT", "true"};
     return n;
 }
 
@@ -152,26 +172,29 @@ static void run_interp(const Prog *g, Prob *p, const Sched *s)
     IrFunc *f = gu_interp_kernel(&arena, &d, g->file, src, g->kernel, kd, nd);
     StrBuf err;
     sb_init(&err);
-    size_t cb = (size_t)p->M * p->N * 4;
-    p->interp = malloc(cb);
-    memset(p->interp, GU_POISON_BYTE, cb);
-    InterpBuffer ib[3] = {{p->a, (size_t)p->M * p->K * 2, "A"}, {p->b, (size_t)p->K * p->N * 2, "B"},
-                          {p->interp, cb, "C"}};
+    size_t cn = (size_t)p->M * p->N, cb = cn * (g->half_out ? 2 : 4);
+    void *c = malloc(cb);
+    memset(c, GU_POISON_BYTE, cb);
+    InterpBuffer ib[3] = {{p->a, (size_t)p->M * p->K * 2, "A"}, {p->b, (size_t)p->K * p->N * 2, "B"}, {c, cb, "C"}};
     InterpArg args[16];
     memset(args, 0, sizeof args);
     for (int i = 0; i < f->nparams; i++) {
         const char *nm = f->params[i]->name;
         if (!strcmp(nm, "A")) args[i].ptr = p->a;
         else if (!strcmp(nm, "B")) args[i].ptr = p->b;
-        else if (!strcmp(nm, "C")) args[i].ptr = p->interp;
+        else if (!strcmp(nm, "C")) args[i].ptr = c;
         else if (!strcmp(nm, "M")) args[i].i = p->M;
         else if (!strcmp(nm, "N") || !strcmp(nm, "stride_bk") || !strcmp(nm, "stride_cm")) args[i].i = p->N;
         else if (!strcmp(nm, "K") || !strcmp(nm, "stride_am")) args[i].i = p->K;
         else args[i].i = 1; /* stride_ak, stride_bn, stride_cn */
     }
-    int grid[3] = {(p->M + s->bm - 1) / s->bm, (p->N + s->bn - 1) / s->bn, 1};
+    int grid[3];
+    grid_for(g, p, s, grid);
     InterpOptions io = {.grid = {grid[0], grid[1], 1}, .buffers = ib, .nbuffers = 3};
     ck_assert_msg(interp_run(f, args, f->nparams, &io, &err) == 0, "%s", err.data ? err.data : "");
+    p->interp = malloc(cn * sizeof(float));
+    for (size_t i = 0; i < cn; i++) p->interp[i] = (float)c_at(g, p, c, i);
+    free(c);
     sb_free(&err);
     diag_free(&d);
     arena_free(&arena);
@@ -195,8 +218,9 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
 {
     Row *row = &g_rows[g_nrows++];
     memset(row, 0, sizeof *row);
-    snprintf(row->what, sizeof row->what, "%s %s", g->strided ? "matmul.tile" : "matmul_tc",
-             p->cast_a ? "bf16->f16 x f16" : p->bf ? "bf16" : "f16");
+    snprintf(row->what, sizeof row->what, "%s %s%s%s", g->strided ? "matmul.tile" : "matmul_tc",
+             p->cast_a ? "bf16->f16 x f16" : p->bf ? "bf16" : "f16", g->half_out ? " half out" : "",
+             g->programs ? " persistent" : g->group_m == 0 ? " g0" : "");
     snprintf(row->shape, sizeof row->shape, "%dx%dx%d", p->M, p->N, p->K);
     snprintf(row->sched, sizeof row->sched, "%dx%dx%d w%d s%d", s->bm, s->bn, s->bk, s->warps, s->stages);
     row->err_ref = row->err_interp = NAN;
@@ -215,34 +239,35 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
     KilnKernel *k = NULL;
     ck_assert_msg(kiln_kernel_get(m, g->kernel, &k) == KILN_OK, "%s", kiln_last_error());
     const KilnKernelInfo *ki = kiln_kernel_info(k);
-    size_t cn = (size_t)p->M * p->N;
+    size_t cn = (size_t)p->M * p->N, es = g->half_out ? 2 : 4;
     KilnDevPtr da, db, dc;
     ck_assert(kiln_malloc(g_dev, (size_t)p->M * p->K * 2, &da) == KILN_OK);
     ck_assert(kiln_malloc(g_dev, (size_t)p->K * p->N * 2, &db) == KILN_OK);
-    ck_assert(kiln_malloc(g_dev, (cn + TAIL) * 4, &dc) == KILN_OK);
+    ck_assert(kiln_malloc(g_dev, (cn + TAIL) * es, &dc) == KILN_OK);
     ck_assert(kiln_memcpy_htod(g_dev, da, p->a, (size_t)p->M * p->K * 2) == KILN_OK);
     ck_assert(kiln_memcpy_htod(g_dev, db, p->b, (size_t)p->K * p->N * 2) == KILN_OK);
-    ck_assert(kiln_memset(g_dev, dc, GU_POISON_BYTE, (cn + TAIL) * 4) == KILN_OK);
+    ck_assert(kiln_memset(g_dev, dc, GU_POISON_BYTE, (cn + TAIL) * es) == KILN_OK);
     KilnArg args[16];
     for (int i = 0; i < ki->nparams; i++) args[i] = arg_for(ki->params[i].name, p, da, db, dc);
-    int grid[3] = {(p->M + s->bm - 1) / s->bm, (p->N + s->bn - 1) / s->bn, 1};
+    int grid[3];
+    grid_for(g, p, s, grid);
     st = kiln_launch(k, grid, NULL, args, ki->nparams);
     ck_assert_msg(st == KILN_OK, "launch: %s", kiln_last_error());
     st = kiln_synchronize(g_dev);
     ck_assert_msg(st == KILN_OK, "%s %s %s: running: %s", row->what, row->shape, row->sched, kiln_last_error());
-    float *c = malloc((cn + TAIL) * 4);
-    ck_assert(kiln_memcpy_dtoh(g_dev, c, dc, (cn + TAIL) * 4) == KILN_OK);
+    unsigned char *c = malloc((cn + TAIL) * es);
+    ck_assert(kiln_memcpy_dtoh(g_dev, c, dc, (cn + TAIL) * es) == KILN_OK);
     float ms = NAN;
     if (kiln_time_launch(k, grid, NULL, args, ki->nparams, 10, &ms) == KILN_OK) row->ms = ms;
     row->tflops = 2.0 * p->M * p->N * p->K / (ms * 1e-3) / 1e12;
     kiln_free(g_dev, da), kiln_free(g_dev, db), kiln_free(g_dev, dc);
     kiln_module_free(m);
-    for (size_t i = cn; i < cn + TAIL; i++)
-        ck_assert_msg(gu_is_poison(c[i]), "%s %s: wrote past C (element %zu)", row->what, row->sched, i);
+    for (size_t i = cn * es; i < (cn + TAIL) * es; i++)
+        ck_assert_msg(c[i] == GU_POISON_BYTE, "%s %s: wrote past C (byte %zu)", row->what, row->sched, i);
     double scale = p->max_ref > 1 ? p->max_ref : 1, er = 0, ei = 0;
     for (size_t i = 0; i < cn; i++) {
-        er = gu_worse(er, c[i], p->ref[i]);
-        ei = gu_worse(ei, c[i], p->interp[i]);
+        er = gu_worse(er, c_at(g, p, c, i), p->ref[i]);
+        ei = gu_worse(ei, c_at(g, p, c, i), p->interp[i]);
     }
     row->err_ref = er / scale;
     row->err_interp = ei / scale;
@@ -250,16 +275,27 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
      * differs (tensor cores, block order): errors grow like sqrt(K). A wrong fragment
      * mapping or a stale pipeline stage gives errors of order 1. */
     row->tol = 1e-4 * (p->K > 64 ? sqrt(p->K / 64.0) : 1.0);
+    /* A half C also rounds each element (relative 2^-11 f16, 2^-8 bf16), and the
+     * interpreter's may round the other way: twice that of the largest |C|. */
+    if (g->half_out) row->tol += 2 * (p->bf ? 0x1p-8 : 0x1p-11);
     row->pass = row->err_ref <= row->tol && row->err_interp <= row->tol;
     free(c);
     ck_assert_msg(row->pass, "%s %s %s: error %.3g vs float64, %.3g vs interpreter (tolerance %.3g)", row->what,
                   row->shape, row->sched, row->err_ref, row->err_interp, row->tol);
 }
 
-static const Prog TC_F16 = {"tools/bench/matmul_tc.tile", "matmul_tc_f16", false};
-static const Prog TC_BF16 = {"tools/bench/matmul_tc.tile", "matmul_tc_bf16", false};
-static const Prog EXAMPLE = {"examples/matmul.tile", "matmul", true};
-static const Prog TC_CAST = {"tools/bench/matmul_tc.tile", "matmul_tc_cast", false};
+static const Prog TC_F16 = {"tools/bench/matmul_tc.tile", "matmul_tc_f16", false, false, -1, 0};
+static const Prog TC_BF16 = {"tools/bench/matmul_tc.tile", "matmul_tc_bf16", false, false, -1, 0};
+static const Prog EXAMPLE = {"examples/matmul.tile", "matmul", true, false, -1, 0};
+static const Prog TC_CAST = {"tools/bench/matmul_tc.tile", "matmul_tc_cast", false, false, -1, 0};
+/* C in the input type (the benchmark's default, like cuBLAS); launch order; persistent
+ * programs (fewer than the tiles, and not dividing them: 200x136 is 4 x 3 tiles of 64 x 64,
+ * 2 x 1 of 128 x 128 ...) */
+static const Prog TC_F16_H = {"tools/bench/matmul_tc.tile", "matmul_tc_f16_f16", false, true, -1, 0};
+static const Prog TC_BF16_H = {"tools/bench/matmul_tc.tile", "matmul_tc_bf16_bf16", false, true, -1, 0};
+static const Prog TC_F16_G0 = {"tools/bench/matmul_tc.tile", "matmul_tc_f16", false, false, 0, 0};
+static const Prog TC_F16_H_P = {"tools/bench/matmul_tc.tile", "matmul_tc_f16_f16", false, true, 3, 5};
+static const Prog TC_BF16_P = {"tools/bench/matmul_tc.tile", "matmul_tc_bf16", false, false, 2, 3};
 
 static const Sched SCHEDS[] = {
     {64, 64, 32, 4, 1},  {64, 64, 32, 4, 2},   {64, 64, 32, 4, 3},   {64, 64, 32, 4, 4},
@@ -300,6 +336,24 @@ START_TEST(short_loops)
 END_TEST
 START_TEST(examples_matmul) { sweep(&EXAMPLE, 200, 130, 77, false, 0, 5); }
 END_TEST
+/* Half outputs, the launch order and persistent programs, on ragged shapes; the wgmma
+ * schedules (10..13 on sm_90a) and a few mma.sync ones. */
+START_TEST(half_out_and_order)
+{
+    sweep(&TC_F16_H, 200, 136, 72, false, 2, 5);
+    sweep(&TC_F16_H, 200, 136, 72, false, 10, NSCHED - 1);
+    sweep(&TC_BF16_H, 333, 200, 1000, true, 10, NSCHED - 1);
+    sweep(&TC_F16_G0, 333, 200, 1000, false, 10, 11);
+}
+END_TEST
+START_TEST(persistent)
+{
+    sweep(&TC_F16_H_P, 333, 200, 1000, false, 4, 5);
+    sweep(&TC_F16_H_P, 333, 200, 1000, false, 10, NSCHED - 1);
+    sweep(&TC_BF16_P, 200, 136, 72, true, 10, NSCHED - 1);
+    sweep(&TC_F16_H_P, 131, 130, 77, false, 10, 11); /* plain loads */
+}
+END_TEST
 /* A loaded as bf16 and cast to f16 before the dot: the cast runs after ldmatrix. */
 START_TEST(cast_operand)
 {
@@ -323,6 +377,8 @@ static Suite *suite(void)
     tcase_add_test(tc, short_loops);
     tcase_add_test(tc, examples_matmul);
     tcase_add_test(tc, cast_operand);
+    tcase_add_test(tc, half_out_and_order);
+    tcase_add_test(tc, persistent);
     suite_add_tcase(s, tc);
     return s;
 }

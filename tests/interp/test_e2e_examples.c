@@ -293,13 +293,15 @@ START_TEST(e2e_layer_norm)
 END_TEST
 
 /* C = A . B for M = 100, N = 72, K = 50 with 32/32/16 blocks: every dimension
- * ragged. b_trans stores B as [N, K] (stride_bk = 1, stride_bn = K). */
+ * ragged. b_trans stores B as [N, K] (stride_bk = 1, stride_bn = K). The tiles
+ * (4 x 3) go in GROUP_M order: the default 8 (one group: the launch order), and
+ * 3 with the transposed B (a group of 3 rows of tiles, then a short one of 1). */
 static void matmul_case(bool b_trans)
 {
     const int M = 100, N = 72, K = 50, ldc = 75, bm = 32, bn = 32;
     Kern k;
-    LangDefine defs[] = {{"BLOCK_M", "32"}, {"BLOCK_N", "32"}, {"BLOCK_K", "16"}};
-    kern_compile(&k, "examples/matmul.tile", "matmul", defs, 3);
+    LangDefine defs[] = {{"BLOCK_M", "32"}, {"BLOCK_N", "32"}, {"BLOCK_K", "16"}, {"GROUP_M", b_trans ? "3" : "8"}};
+    kern_compile(&k, "examples/matmul.tile", "matmul", defs, 4);
     uint16_t *a = malloc((size_t)M * K * 2), *b = malloc((size_t)K * N * 2);
     unsigned s = b_trans ? 41 : 42;
     for (int i = 0; i < M * K; i++) a[i] = interp_f32_to_f16(rnd(&s, 2.0f));

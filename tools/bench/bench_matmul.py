@@ -1,27 +1,30 @@
 #!/usr/bin/env python3
 """bench_matmul.py — Kiln's tensor-core matmul against torch.matmul (cuBLAS), on one GPU.
 
-Kiln runs tools/bench/matmul_tc.tile (row-major f16/bf16 A and B, f32 C; mma.sync,
-ldmatrix, cp.async pipelining) through the C driver kiln-bench-matmul (CMake builds it
-from tools/bench/kiln_bench_matmul.c), one
-process per (dtype, size, schedule); torch.matmul runs the same problem with an f32
-output (A @ B in the input dtype then .float() would measure a different kernel, so the
-torch side is timed as torch.matmul(a, b, out_dtype=...) when available, else
-torch.matmul(a, b) in the input dtype — the table says which).
+Kiln runs tools/bench/matmul_tc.tile (row-major f16/bf16 A and B; wgmma on sm_90a with
+BLOCK_K 64, else mma.sync; cp.async pipelining) through the C driver kiln-bench-matmul
+(CMake builds it from tools/bench/kiln_bench_matmul.c), one process per (dtype, size,
+schedule). Like for like: torch.matmul(a, b) writes C in the input dtype, and so does Kiln's
+default (`half` output, kernel matmul_tc_<dtype>_<dtype>); a schedule ending in /f32 runs the
+f32-output kernel, and is compared with torch.mm(a, b, out_dtype=torch.float32) where this
+torch has it (the table's provider column says which output each row writes).
 
-Sizes: 4096^3 and 8192^3 (M = N = K); dtypes f16 and bf16; schedules (BLOCK_M x
-BLOCK_N x BLOCK_K, warps, stages) from SCHEDULES below (--quick: the first two).
-TFLOP/s = 2 M N K / median time; each time is the median over ~100 ms of launches.
-Kiln's result is checked on sampled elements against float64 by the C driver.
+Sizes: 4096^3 and 8192^3 (M = N = K); dtypes f16 and bf16; schedules from SCHEDULES below
+(--quick: the first two). A schedule is BMxBNxBK/WARPS/STAGES with optional suffixes:
+/f32 (f32 output), /gG (GROUP_M = G; default 8, /g0: launch order), /pP (persistent: P CTAs
+per SM loop over the tiles). TFLOP/s = 2 M N K / median time; each time is the median over
+~100 ms of launches. Kiln's result is checked on sampled elements against float64 by the C
+driver.
 
 Output: the JSON records and a markdown table (printed last) under --out (default $OUT
-or ./bench_out): matmul_bench.json, matmul_bench.md.
+or ./bench_out): matmul_bench.json, matmul_bench.md (--sweep: matmul_sweep.*).
 
   cmake --build build-tc --target kiln-bench-matmul      # on the build machine
   python3 tools/bench/bench_matmul.py --kiln-bin build-tc/kiln-bench-matmul
 (on a GPU machine: tools/device_pack.sh here, then tools/device_run.sh there.)
 """
 import argparse
+import collections
 import json
 import os
 import sys
@@ -33,44 +36,68 @@ from common import ROOT, log  # noqa: E402
 
 SIZES = [4096, 8192]
 DTYPES = ["f16", "bf16"]
-SCHEDULES = [  # (block_m, block_n, block_k, warps, stages); --quick: the first two
-    (64, 256, 32, 4, 4),    # best of the H200 sweep of 2026-11-22 (387 TFLOP/s, 55% of cuBLAS)
-    (128, 128, 32, 4, 4),   # second (376)
-    (128, 128, 32, 4, 3),
-    (128, 256, 32, 8, 3),
-    (128, 128, 64, 4, 3),
-    (256, 128, 32, 8, 3),
-    (128, 128, 32, 8, 2),
-    (64, 128, 32, 4, 4),
-]
 
-# --sweep: SCHEDULES plus deeper pipelines and larger K steps (the offline study,
-# docs/perf_notes.md: with the copies issued after the compute, num_stages = S overlaps
-# S - 2 iterations, and BLOCK_K = 32 makes an iteration short); most promising first.
-SWEEP_EXTRA = [
-    (128, 128, 64, 4, 4),
-    (128, 128, 32, 4, 5),
-    (128, 256, 64, 8, 3),
-    (256, 128, 64, 8, 3),
-    (128, 256, 32, 8, 4),
-    (256, 128, 32, 8, 4),
-    (128, 128, 64, 8, 3),
-    (64, 256, 32, 4, 3),
-    (64, 256, 32, 4, 5),
-    (64, 256, 64, 4, 3),
-]
+Sched = collections.namedtuple("Sched", "bm bn bk warps stages out group_m persistent")
 
 
-def torch_ms(dtype, size, target_ms):
+def parse_sched(text):
+    """'128x256x64/8/4[/f32][/g8][/p1]' -> Sched (half output, GROUP_M 8, not persistent)."""
+    parts = text.strip().split("/")
+    bm, bn, bk = (int(x) for x in parts[0].split("x"))
+    out, group_m, persistent = "half", 8, 0
+    for p in parts[3:]:
+        if p == "f32":
+            out = "f32"
+        elif p[:1] == "g":
+            group_m = int(p[1:])
+        elif p[:1] == "p":
+            persistent = int(p[1:] or 1)
+        else:
+            raise ValueError(f"schedule {text!r}: unknown suffix /{p} (f32, gG, pP)")
+    return Sched(bm, bn, bk, int(parts[1]), int(parts[2]), out, group_m, persistent)
+
+
+def sched_str(sc):
+    s = "%dx%dx%d/%d/%d" % sc[:5]
+    return s + ("/f32" if sc.out == "f32" else "") + ("/g%d" % sc.group_m if sc.group_m != 8 else "") + \
+        ("/p%d" % sc.persistent if sc.persistent else "")
+
+
+SCHEDULES = [parse_sched(x) for x in (  # --quick: the first two
+    "128x256x64/8/4/p1",   # best of the H200 sweep of 2026-11-24 (evening): 92-108% of cuBLAS
+    "128x256x64/8/4",      # the same, one program per tile
+    "128x256x64/8/4/f32/g0",  # the kernel of the earlier tables (f32 C, launch order)
+    "256x128x64/8/4",
+    "128x128x64/4/3",      # two CTAs per SM (96 KB of stages)
+)]
+
+# --sweep: SCHEDULES plus the order, persistence and stage variants (docs/performance.md,
+# "Matmul": all of these were measured; the wgmma 128x256x64/8/4 family won).
+SWEEP_EXTRA = [parse_sched(x) for x in (
+    "128x256x64/8/4/g0",
+    "128x256x64/8/4/g16",
+    "128x256x64/8/3",
+    "128x128x64/4/2",
+    "128x128x64/4/3/p2",
+    "128x128x32/4/4",      # mma.sync
+)]
+
+
+def torch_ms(dtype, size, target_ms, out="half"):
+    """cuBLAS through torch: torch.matmul (C in the input dtype) or, for out='f32',
+    torch.mm(..., out_dtype=torch.float32); None when this torch cannot."""
     import torch
     t = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.rand(size, size, device="cuda", dtype=t, generator=g) * 2 - 1
     b = torch.rand(size, size, device="cuda", dtype=t, generator=g) * 2 - 1
-    try:
-        torch.matmul(a, b, out_dtype=torch.float32)
-        fn, what = (lambda: torch.matmul(a, b, out_dtype=torch.float32)), "torch.matmul (f32 out)"
-    except (TypeError, RuntimeError):
+    if out == "f32":
+        try:
+            torch.mm(a, b, out_dtype=torch.float32)
+        except (TypeError, RuntimeError):
+            return None, "torch.mm (f32 out): not in this torch"
+        fn, what = (lambda: torch.mm(a, b, out_dtype=torch.float32)), "torch.mm (f32 out)"
+    else:
         fn, what = (lambda: torch.matmul(a, b)), "torch.matmul (%s out)" % dtype
     ms = common.torch_median_ms(fn, target_ms, max_launches=500)
     fn = a = b = None          # free the operands (the lambdas hold them) before empty_cache
@@ -78,10 +105,10 @@ def torch_ms(dtype, size, target_ms):
     return ms, what
 
 
-def kiln_run(binary, src, dtype, size, sched, target_ms, timeout):
-    bm, bn, bk, w, st = sched
-    cmd = [binary, "--src", src, "--dtype", dtype, "--size", str(size), "--block-m", str(bm),
-           "--block-n", str(bn), "--block-k", str(bk), "--warps", str(w), "--stages", str(st),
+def kiln_run(binary, src, dtype, size, sc, target_ms, timeout):
+    cmd = [binary, "--src", src, "--dtype", dtype, "--size", str(size), "--block-m", str(sc.bm),
+           "--block-n", str(sc.bn), "--block-k", str(sc.bk), "--warps", str(sc.warps), "--stages", str(sc.stages),
+           "--out", sc.out, "--group-m", str(sc.group_m), "--persistent", str(sc.persistent),
            "--min-ms", str(target_ms)]
     recs, rc, err = common.run_json(cmd, timeout=timeout)
     if not recs:
@@ -92,92 +119,116 @@ def kiln_run(binary, src, dtype, size, sched, target_ms, timeout):
     return recs[-1]
 
 
+def cublas_rows(args, dtype, size, outs, rng):
+    """One cuBLAS row per output kind in outs; returns (rows, {out: TFLOP/s})."""
+    rows, ref = [], {}
+    for out in outs:
+        label = dtype if out == "half" else "f32"
+        if args.dry_run:
+            tf = 700.0 * rng.uniform(0.95, 1.05)
+            rows.append({"dtype": dtype, "size": size, "provider": f"cuBLAS ({label} out, fake)",
+                         "ms": 2.0 * size ** 3 / tf / 1e9, "tflops": tf, "ref_tflops": tf})
+            ref[out] = tf
+            continue
+        try:
+            ms, what = torch_ms(dtype, size, args.target_ms, out)
+            if ms is None:
+                rows.append({"dtype": dtype, "size": size, "provider": what, "error": "not measured"})
+                continue
+            tf = 2.0 * size ** 3 / (ms * 1e-3) / 1e12
+            rows.append({"dtype": dtype, "size": size, "provider": what, "ms": ms, "tflops": tf, "ref_tflops": tf})
+            ref[out] = tf
+        except Exception as exc:  # keep going: Kiln's numbers are still worth having
+            rows.append({"dtype": dtype, "size": size, "provider": "torch.matmul", "error": str(exc)})
+    return rows, ref
+
+
 def table(rows):
-    out = ["| dtype | M=N=K | provider | schedule (BMxBNxBK, warps, stages) | SRAM KB | ms | TFLOP/s | vs cuBLAS |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| dtype | M=N=K | provider | schedule (BMxBNxBK/warps/stages[/f32][/gG][/pP]) | stages KB | ms | TFLOP/s "
+           "| vs cuBLAS |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['dtype']} | {r['size']} | {r['provider']} | {r.get('schedule', '')} | | | "
                        f"{r['error'][:40]} | |")
             continue
         rel = f"{100 * r['tflops'] / r['ref_tflops']:.0f}%" if r.get("ref_tflops") else ""
-        smem = f"{r['smem_bytes'] / 1024:.0f}" if "smem_bytes" in r else ""
+        smem = f"{r['stage_bytes'] / 1024:.0f}" if "stage_bytes" in r else ""
         out.append(f"| {r['dtype']} | {r['size']} | {r['provider']} | {r.get('schedule', '')} | {smem} | "
                    f"{r['ms']:.3f} | {r['tflops']:.1f} | {rel} |")
     return "\n".join(out)
 
 
-def dry_kiln(args, dtype, size, sched, rng):
+def dry_kiln(args, dtype, size, sc, rng):
     """--dry-run: a fake record; with --kiln-cli the schedule is compiled (hints as the
     runtime's launch key: A, B, C 16-byte aligned, M a multiple of 16) so a schedule the
     compiler rejects shows its error."""
     import subprocess
-    bm, bn, bk, w, st = sched
     if args.kiln_cli:
-        cmd = [args.kiln_cli, "compile", args.src, "-k", f"matmul_tc_{dtype}", "-D", f"N={size}", "-D", f"K={size}",
-               "-D", f"BLOCK_M={bm}", "-D", f"BLOCK_N={bn}", "-D", f"BLOCK_K={bk}", "--num-warps", str(w),
-               "--num-stages", str(st), "--emit", "ptx", "-o", os.devnull, "--stats"]
+        kernel = f"matmul_tc_{dtype}" + ("" if sc.out == "f32" else f"_{dtype}")
+        cmd = [args.kiln_cli, "compile", args.src, "-k", kernel, "-D", f"N={size}", "-D", f"K={size}",
+               "-D", f"BLOCK_M={sc.bm}", "-D", f"BLOCK_N={sc.bn}", "-D", f"BLOCK_K={sc.bk}",
+               "-D", f"GROUP_M={sc.group_m}", "-D", f"PERSISTENT={'true' if sc.persistent else 'false'}",
+               "--num-warps", str(sc.warps), "--num-stages", str(sc.stages), "--emit", "ptx", "-o", os.devnull,
+               "--stats"]
         for h in ("A", "B", "C", "M"):
             cmd += ["--assume", f"{h}=16"]
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DISABLE="1"))
         if p.returncode != 0:
             return {"error": next((ln.strip() for ln in p.stderr.splitlines() if "error" in ln), "compile failed")}
     ms = 0.40 * rng.uniform(0.8, 1.3) * (size / 4096) ** 3
-    return {"ms": ms, "tflops": 2.0 * size ** 3 / (ms * 1e-3) / 1e12, "smem_bytes": 1024 * rng.choice([64, 96, 128]),
-            "fake": True}
+    return {"ms": ms, "tflops": 2.0 * size ** 3 / (ms * 1e-3) / 1e12,
+            "stage_bytes": sc.stages * (sc.bm + sc.bn) * sc.bk * 2, "fake": True}
+
+
+def measure(args, dtype, size, scheds, rng, t0=None, durations=None):
+    """cuBLAS for every output kind the schedules write, then each schedule (within
+    --budget-s of t0 when t0 is given). Returns (rows, kiln records, skipped)."""
+    import time
+    rows, ref = cublas_rows(args, dtype, size, list(dict.fromkeys(sc.out for sc in scheds)), rng)
+    mine, skipped = [], 0
+    for i, sc in enumerate(scheds):
+        if t0 is not None:
+            elapsed = time.time() - t0
+            est = sorted(durations)[len(durations) // 2] if durations else 5.0
+            if i > 0 and elapsed + est > args.budget_s:
+                skipped += 1
+                continue
+        t1 = time.time()
+        timeout = args.timeout if t0 is None else max(30.0, min(args.timeout, args.budget_s - (t1 - t0)))
+        rec = (dry_kiln(args, dtype, size, sc, rng) if args.dry_run else
+               kiln_run(args.kiln_bin, args.src, dtype, size, sc, args.target_ms, timeout))
+        if durations is not None:
+            durations.append(time.time() - t1)
+        rec.update({"dtype": dtype, "size": size, "provider": "kiln (%s out)" % (dtype if sc.out == "half" else "f32"),
+                    "schedule": sched_str(sc), "ref_tflops": ref.get(sc.out)})
+        rows.append(rec)
+        mine.append(rec)
+        log(f"  kiln {dtype} {size} {rec['schedule']}: {rec.get('tflops', rec.get('error'))}")
+    return rows, mine, skipped
 
 
 def sweep(args):
     """Every schedule of SCHEDULES + SWEEP_EXTRA (or --schedules) within --budget-s, the
-    best per (dtype, size) next to cuBLAS."""
+    best per (dtype, size) next to cuBLAS (like for like: the best half-output schedule)."""
     import random
     import time
     rng = random.Random(args.seed)
-    scheds = ([tuple(int(x) for x in it.replace("x", "/").split("/")) for it in args.schedules.split(",")]
-              if args.schedules else list(dict.fromkeys(SCHEDULES + SWEEP_EXTRA)))
-    dtypes = args.dtypes.split(",")
-    sizes = [int(x) for x in args.sizes.split(",")]
+    scheds = ([parse_sched(it) for it in args.schedules.split(",")] if args.schedules
+              else list(dict.fromkeys(SCHEDULES + SWEEP_EXTRA)))
     t0, rows, best, skipped, durations = time.time(), [], [], 0, []
-    for dtype in dtypes:
-        for size in sizes:
-            ref = None
-            if args.dry_run:
-                ref = 700.0 * rng.uniform(0.95, 1.05)
-                rows.append({"dtype": dtype, "size": size, "provider": "cuBLAS (fake)", "ms": 2.0 * size ** 3 / ref / 1e9,
-                             "tflops": ref, "ref_tflops": ref})
-            else:
-                try:
-                    ms, what = torch_ms(dtype, size, args.target_ms)
-                    ref = 2.0 * size ** 3 / (ms * 1e-3) / 1e12
-                    rows.append({"dtype": dtype, "size": size, "provider": what, "ms": ms, "tflops": ref,
-                                 "ref_tflops": ref})
-                except Exception as exc:
-                    rows.append({"dtype": dtype, "size": size, "provider": "torch.matmul", "error": str(exc)})
-            mine = []
-            for i, sc in enumerate(scheds):
-                elapsed = time.time() - t0
-                est = sorted(durations)[len(durations) // 2] if durations else 5.0
-                if i > 0 and elapsed + est > args.budget_s:
-                    skipped += 1
-                    continue
-                t1 = time.time()
-                rec = (dry_kiln(args, dtype, size, sc, rng) if args.dry_run else
-                       kiln_run(args.kiln_bin, args.src, dtype, size, sc, args.target_ms,
-                                max(30.0, min(args.timeout, args.budget_s - elapsed))))
-                durations.append(time.time() - t1)
-                rec.update({"dtype": dtype, "size": size, "provider": "kiln", "schedule": "%dx%dx%d, %d, %d" % sc,
-                            "ref_tflops": ref})
-                rows.append(rec)
-                mine.append(rec)
-                log(f"  kiln {dtype} {size} {rec['schedule']}: {rec.get('tflops', rec.get('error'))}")
-            ok = [r for r in mine if "tflops" in r and r.get("ok", True) is not False]
-            if ok:
-                b = max(ok, key=lambda r: r["tflops"])
-                best.append(b)
+    for dtype in args.dtypes.split(","):
+        for size in [int(x) for x in args.sizes.split(",")]:
+            r, mine, sk = measure(args, dtype, size, scheds, rng, t0, durations)
+            rows += r
+            skipped += sk
+            for out in ("half", "f32"):
+                ok = [m for m in mine if "tflops" in m and m["schedule"].endswith("/f32") == (out == "f32")]
+                if ok:
+                    best.append(max(ok, key=lambda m: m["tflops"]))
     md = [f"Kiln matmul schedule sweep ({'dry run, fake numbers' if args.dry_run else common.gpu_name()}; "
           f"{time.time() - t0:.0f} s of a {args.budget_s:.0f} s budget"
           + (f", {skipped} runs skipped for the budget" if skipped else "") + ")", "", table(rows), "",
-          "Best per (dtype, size):", "", table(best)]
+          "Best per (dtype, size, output):", "", table(best)]
     return rows, best, "\n".join(md)
 
 
@@ -193,7 +244,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--sweep", action="store_true",
                     help="SCHEDULES + SWEEP_EXTRA within --budget-s (f16, 4096 unless --dtypes/--sizes)")
-    ap.add_argument("--schedules", default=None, help="--sweep: BMxBNxBK/WARPS/STAGES,... instead of the lists")
+    ap.add_argument("--schedules", default=None,
+                    help="--sweep: BMxBNxBK/WARPS/STAGES[/f32][/gG][/pP],... instead of the lists")
     ap.add_argument("--budget-s", type=float, default=240.0, help="--sweep: wall-clock budget in seconds")
     ap.add_argument("--dtypes", default="f16", help="--sweep: f16,bf16")
     ap.add_argument("--sizes", default="4096", help="--sweep: M = N = K values")
@@ -218,21 +270,7 @@ def main():
     rows = []
     for dtype in DTYPES:
         for size in sizes:
-            ref = None
-            try:
-                ms, what = torch_ms(dtype, size, args.target_ms)
-                ref = 2.0 * size ** 3 / (ms * 1e-3) / 1e12
-                rows.append({"dtype": dtype, "size": size, "provider": what, "ms": ms, "tflops": ref,
-                             "ref_tflops": ref})
-            except Exception as exc:  # keep going: Kiln's numbers are still worth having
-                rows.append({"dtype": dtype, "size": size, "provider": "torch.matmul", "error": str(exc)})
-            log(f"{dtype} {size}: cuBLAS {ref and round(ref, 1)} TFLOP/s")
-            for sc in scheds:
-                rec = kiln_run(args.kiln_bin, args.src, dtype, size, sc, args.target_ms, args.timeout)
-                rec.update({"dtype": dtype, "size": size, "provider": "kiln",
-                            "schedule": "%dx%dx%d, %d, %d" % sc, "ref_tflops": ref})
-                rows.append(rec)
-                log(f"  kiln {rec['schedule']}: {rec.get('tflops', rec.get('error'))}")
+            rows += measure(args, dtype, size, scheds, None)[0]
     os.makedirs(args.out, exist_ok=True)
     md = table(rows)
     with open(os.path.join(args.out, "matmul_bench.json"), "w") as f:
