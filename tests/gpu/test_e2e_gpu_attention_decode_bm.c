@@ -56,14 +56,7 @@ static const GCase k_cases[] = {
      1, 1},
 };
 
-static KilnDevPtr up(const void *host, size_t bytes)
-{
-    KilnDevPtr d = 0;
-    if (kiln_malloc(g_dev, bytes ? bytes : 16, &d) != KILN_OK) return 0;
-    if (host) kiln_memcpy_htod(g_dev, d, host, bytes);
-    else kiln_memset(g_dev, d, GU_POISON_BYTE, bytes ? bytes : 16);
-    return d;
-}
+static KilnDevPtr up(const void *host, size_t bytes) { return gu_upload(g_dev, host, bytes); }
 
 typedef struct Data {
     AttnProblem p;            /* seqlen_k: the cache's capacity */
@@ -160,13 +153,6 @@ static KilnStatus call(const KilnAttentionDecodeParams *a, Data *r, void *o, dou
     return st;
 }
 
-static double max_diff(AttnDtype t, const void *a, const void *b, size_t n)
-{
-    double w = 0;
-    for (size_t i = 0; i < n; i++) w = gu_worse(w, attn_get(t, a, i), attn_get(t, b, i));
-    return w;
-}
-
 /* Runs case c; prints its ROW line; returns 1 on failure. */
 static int run_case(int idx, const GCase *c)
 {
@@ -218,7 +204,8 @@ static int run_case(int idx, const GCase *c)
         a.block_mask = NULL;   /* the same call without the mask */
         if ((st = call(&a, &r, r.o_plain, &ms)) != KILN_OK) break;
         if (i == 0) ms_plain = ms;
-        double d = max_diff(c->dt, r.o, r.o_plain, r.nq);
+        double d = 0;
+        for (size_t x = 0; x < r.nq; x++) d = gu_worse(d, attn_get(c->dt, r.o, x), attn_get(c->dt, r.o_plain, x));
         if (d > bound + step) fail = 1, snprintf(why, sizeof why, "with/without the mask differ by %.3g", d);
     }
     if (st != KILN_OK) fail = 1, snprintf(why, sizeof why, "%s: %.150s", kiln_status_name(st), kiln_last_error());
