@@ -7,8 +7,8 @@
  * each combine (fused, kernel), every result judged by FlashAttention's rule against the
  * float64 reference with the per-element mask at the tokens' positions (|O - ref| <=
  * 2 |O_plain - ref| + 1e-5, LSE 1e-4 relative, tokens that see no key O = 0 / LSE = -inf),
- * and compared with the same decode without the mask (the mask only skips work: the two
- * agree within the bound plus one rounding step of the storage dtype). Variants: sliding
+ * and (automatic splits) compared with the same decode without the mask (the mask only skips
+ * work: the two agree within the bound plus one rounding step of the storage dtype). Variants: sliding
  * window (causal), document ids (non-causal, per-batch mask), prefix-LM (non-causal), a
  * per-head mask (block_mask_check.h's, GQA packing several heads per tile), the causal flag
  * alone; contiguous and paged caches, 1..16 new tokens, ragged lengths with 0 and 1, masks
@@ -201,9 +201,11 @@ static int run_case(int idx, const GCase *c)
                      "empty", splits[i], combine[i], e.e.o_max_abs, bound, e.e.lse_max_rel,
                      (long long)e.e.nonfinite, (long long)e.empty_bad);
         }
-        a.block_mask = NULL;   /* the same call without the mask */
+        if (i) continue;   /* the same call without the mask, at the automatic split count (the
+                              interpreter test compares every split count) */
+        a.block_mask = NULL;
         if ((st = call(&a, &r, r.o_plain, &ms)) != KILN_OK) break;
-        if (i == 0) ms_plain = ms;
+        ms_plain = ms;
         double d = 0;
         for (size_t x = 0; x < r.nq; x++) d = gu_worse(d, attn_get(c->dt, r.o, x), attn_get(c->dt, r.o_plain, x));
         if (d > bound + step) fail = 1, snprintf(why, sizeof why, "with/without the mask differ by %.3g", d);
