@@ -449,6 +449,14 @@ typedef struct KilnAttentionDecodeParams {
     /* A variant (NULL: none), as KilnAttentionParams.variant: its hooks see q_idx = the token's
      * position in its sequence (t + len - seqlen_q) and h as a [BLOCK_M, 1] tile of heads. */
     const KilnAttentionVariant *variant;
+    /* A block mask (NULL: none; docs/attention_api.md, "Decoding with a block mask"): the mask
+     * of the FULL problem, made by kiln_attention_block_mask_create with seqlen_q = seqlen_k >=
+     * max_seqlen_k, the same causal flag, batch and heads_q (or 1 for a broadcast axis) and
+     * normally the same variant. A token at position q reads the row of query block
+     * q / block_q (FlexAttention decoding's rule); the call visits only that row's listed key
+     * blocks, full ones without mask_mod, partial ones with it, and divides the listed
+     * blocks among the splits. block_n (if set) must divide block_kv. */
+    const KilnBlockMask *block_mask;
 } KilnAttentionDecodeParams;
 
 #define KILN_DECODE_MAX_SPLITS 128

@@ -7,7 +7,8 @@
  *      two >= 16 that holds the packed rows (the group's query heads x the new
  *      tokens) up to 64 (more rows take more programs on grid axis 2), and the
  *      split count (kiln_attention_decode_splits: from the shape and the SM count);
- *   3. get the split kernel and, for more than one split with the two-kernel
+ *   3. get the split kernel (attn_decode_bm_<dt> with a block mask: it walks the
+ *      mask's lists, check_block_mask) and, for more than one split with the two-kernel
  *      combine, the combine kernel from attention.c's variant cache
  *      (rt_attn_get_kernel: one cache for every attention entry point); one split
  *      compiles the split kernel with DIRECT, which writes O and LSE itself; the
@@ -89,10 +90,14 @@ static const DecTune *tune_of(int head_dim)
     return NULL;
 }
 
+/* With a block mask the default tile shrinks to the mask's key block when that is smaller
+ * (a mask block is a whole number of tiles). */
 static int block_n_of(const KilnAttentionDecodeParams *p)
 {
     const DecTune *t = tune_of(p->head_dim);
-    return p->block_n ? p->block_n : t ? t->block_n : 64;
+    int bn = p->block_n ? p->block_n : t ? t->block_n : 64;
+    const KilnBlockMask *m = p->block_mask;
+    return !p->block_n && m && m->block_kv > 0 && m->block_kv < bn ? m->block_kv : bn;
 }
 
 static int packed_rows(const KilnAttentionDecodeParams *p) { return p->heads_q / p->heads_kv * p->seqlen_q; }
@@ -163,6 +168,36 @@ static KilnStatus check_paging(const KilnAttentionDecodeParams *p)
     return KILN_OK;
 }
 
+/* The call as the full problem its block mask was made for: seqlen_q = seqlen_k = the
+ * mask's length (the attention_block_mask.c checks and arguments take a forward's params). */
+static KilnAttentionParams bm_problem(const KilnAttentionDecodeParams *p)
+{
+    const KilnBlockMask *m = p->block_mask;
+    return (KilnAttentionParams){.dtype = p->dtype, .batch = p->batch, .heads_q = p->heads_q,
+                                 .heads_kv = p->heads_kv, .seqlen_q = m->seqlen_k, .seqlen_k = m->seqlen_k,
+                                 .head_dim = p->head_dim, .causal = p->causal, .block_mask = m};
+}
+
+/* A block mask: made (kiln_attention_block_mask_create) for the full problem of this cache,
+ * seqlen_q = seqlen_k >= max_seqlen_k, the call's causal flag, batch and heads_q (or 1), its
+ * key blocks whole tiles of the call's. */
+static KilnStatus check_block_mask(const KilnAttentionDecodeParams *p)
+{
+    const KilnBlockMask *m = p->block_mask;
+    if (!m) return KILN_OK;
+    if (m->seqlen_q != m->seqlen_k)
+        return bad(KILN_ERR_USAGE, "block_mask was made for seqlen_q %d, seqlen_k %d: decoding reads the mask of "
+                   "the full problem, made with seqlen_q = seqlen_k >= max_seqlen_k", m->seqlen_q, m->seqlen_k);
+    if (m->seqlen_k < p->max_seqlen_k)
+        return bad(KILN_ERR_USAGE, "block_mask was made for %d tokens, below max_seqlen_k %d (make it for the "
+                   "cache's capacity)", m->seqlen_k, p->max_seqlen_k);
+    if (p->block_n && m->block_kv > 0 && m->block_kv % p->block_n)
+        return bad(KILN_ERR_USAGE, "block_n %d must divide the block mask's key blocks (block_kv %d)", p->block_n,
+                   m->block_kv);
+    KilnAttentionParams fp = bm_problem(p);
+    return rt_attn_bm_check(WHO, &fp, 0, 0);
+}
+
 /* Sizes, dtype and options: everything but the tensors. */
 static KilnStatus check_shape(const KilnAttentionDecodeParams *p)
 {
@@ -188,7 +223,8 @@ static KilnStatus check_shape(const KilnAttentionDecodeParams *p)
         return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q * seqlen_q = %lld exceeds %d",
                    (long long)p->batch * p->heads_q * p->seqlen_q, INT32_MAX);
     KilnStatus st = check_options(p);
-    return st != KILN_OK ? st : check_paging(p);
+    if (st == KILN_OK) st = check_paging(p);
+    return st != KILN_OK ? st : check_block_mask(p);
 }
 
 static KilnStatus check_tensors(const KilnAttentionDecodeParams *p)
@@ -347,6 +383,11 @@ static KilnStatus make_arg(const DecCall *c, const KilnParam *prm, KilnArg *a)
         if (!strcmp(n, ints[i].name)) return rt_attn_int_arg(WHO, prm, ints[i].v, a);
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(WHO, prm, s, a);
+    if (p->block_mask) {   /* the mask's arrays and row strides */
+        KilnAttentionParams fp = bm_problem(p);
+        KilnStatus st;
+        if (rt_attn_bm_arg(&fp, prm, a, &st)) return st;
+    }
     if (!strcmp(n, "sm_scale") && prm->kind == KILN_PARAM_F32) {
         *a = kiln_arg_f32(p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim)));
         return KILN_OK;
@@ -365,7 +406,10 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
     const DecTune *t = tune_of(p->head_dim);
     bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
     RtAttnVariant v;
-    rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_bf16" : "attn_decode_f16",
+    const KilnBlockMask *m = p->block_mask;
+    const char *name = m ? (bf ? "attn_decode_bm_bf16" : "attn_decode_bm_f16") : bf ? "attn_decode_bf16"
+                                                                                   : "attn_decode_f16";
+    rt_attn_variant_init(&v, DEC_PROGRAM, name,
                          p->num_warps ? p->num_warps : own ? 0 : t->num_warps,
                          p->num_stages ? p->num_stages : own ? 0 : t->num_stages, 0);
     rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
@@ -376,6 +420,8 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
     if (p->block_table) rt_attn_variant_define(&v, "PAGE_SIZE", p->page_size, false);
     rt_attn_variant_define(&v, "DIRECT", splits == 1, true);
     rt_attn_variant_define(&v, "FUSED", splits > 1 && c->fused, true);
+    if (m) rt_attn_variant_define(&v, "MASK_BLOCK_Q", m->block_q, false);
+    if (m) rt_attn_variant_define(&v, "MASK_BLOCK_N", m->block_kv, false);
     if (vs->var) v.vs = vs;   /* the hooks run in the split kernel only */
     KilnStatus st = rt_attn_get_kernel(dev, WHO, &v, split);
     if (st == KILN_OK) {

@@ -27,11 +27,21 @@
  * The forward's hooks work here too: ALiBi, soft-capping and a sliding window
  * (examples/attention, compiled in front of the program) against the reference
  * with the same hooks at the tokens' positions (i + L - seqlen_q).
+ * Block masks (attn_decode_bm: the mask of the full problem made by
+ * kiln_attention_block_mask_create_cpu, its arrays and row strides bound as the runtime binds
+ * them): sliding window, document ids (non-causal, per batch), prefix-LM (non-causal, a mask
+ * longer than the cache), a per-head and per-batch mask with GQA packing several heads into a
+ * tile, a non-causal mask whose full blocks cross the sequences' ends, the causal flag alone
+ * with 16 tokens straddling a mask query block; at 1, 2, 3 and the most splits, paged equal to
+ * contiguous and FUSED equal to the combine kernel bit for bit, DIRECT, against float64 with the
+ * per-element mask and against decode without the mask; and masks used with another variant
+ * (the lists drive: empty blocks skipped, full blocks without mask_mod).
  */
 #pragma GCC diagnostic ignored "-Wunused-function"   /* the harness's forward-only helpers */
 #include "attn_harness.h"
 #include "jit_internal.h"     /* rt_attn_var_root: a variant compiled as the runtime does */
 #include "variant_refs.h"
+#include "block_mask_check.h"
 
 #define DEC_PROGRAM "lang/lib/attention_decode.tile"
 #define MAXB 4
@@ -41,6 +51,8 @@
 /* A KilnAttentionVariant (lang/lib/variants/) instead of joined hooks: compiled from the
  * runtime's root text, its arguments bound by name, its tensors bounded buffers. */
 static const KilnAttentionVariant *g_dvar;   /* static storage: never dangles */
+/* A block mask (host buffer) for attn_decode_bm: its arrays and row strides are bound by name. */
+static const KilnBlockMask *g_dmask;
 
 typedef struct DCase {
     const char *what;
@@ -54,6 +66,8 @@ typedef struct DCase {
     int nhook_defs;
     void (*hook)(AttnProblem *p);   /* the reference's hooks */
     int split_tile;                 /* the combine's splits per chunk (0: the program's default) */
+    int noncausal;                  /* 0: causal (the default); 1: not causal */
+    int mask_bq, mask_bk;           /* attn_decode_bm: the mask's blocks (MASK_BLOCK_Q/_N) */
 } DCase;
 
 /* The variant of case c: g_dvar when c is its case (c->file is the variant's path). */
@@ -85,13 +99,13 @@ static void hook_window(AttnProblem *p) { p->mask_mod = ref_window20; }
 
 static const DCase vcases[] = {
     {"alibi f16 d64 GQA 4/2 t3 lens 40,2,0", ATTN_F16, 3, 4, 2, 3, 64, {40, 2, 0}, 16, 16,
-     "examples/attention/alibi.tile", {{"score_mod", "alibi_score"}, {"ALIBI_HEADS", "4"}}, 2, hook_alibi, 0},
+     "examples/attention/alibi.tile", {{"score_mod", "alibi_score"}, {"ALIBI_HEADS", "4"}}, 2, hook_alibi, .split_tile = 0},
     {"softcap bf16 d128 MQA 2/1 t1 lens 33,1", ATTN_BF16, 2, 2, 1, 1, 128, {33, 1}, 16, 32,
-     "examples/attention/softcap.tile", {{"score_mod", "softcap_score"}, {"SOFTCAP", "1.5"}}, 2, hook_softcap, 0},
+     "examples/attention/softcap.tile", {{"score_mod", "softcap_score"}, {"SOFTCAP", "1.5"}}, 2, hook_softcap, .split_tile = 0},
     {"window 20 f16 d64 MQA 4/1 t4 lens 70,5", ATTN_F16, 2, 4, 1, 4, 64, {70, 5}, 16, 16,
      "examples/attention/sliding_window.tile",
      {{"mask_mod", "window_mask"}, {"kv_start", "window_start"}, {"WINDOW_LEFT", "20"}, {"WINDOW_RIGHT", "0"}}, 4,
-     hook_window, 0},
+     hook_window, .split_tile = 0},
 };
 
 static int max_len(const DCase *c)
@@ -103,17 +117,24 @@ static int max_len(const DCase *c)
 
 static IrFunc *compile_dec(Arena *arena, const DCase *c, const char *kernel, bool paged, bool direct, bool fused)
 {
-    char dbuf[16], bn[16], ps[16], stile[16];
+    char dbuf[16], bn[16], ps[16], stile[16], mq[16], mk[16];
     snprintf(dbuf, sizeof dbuf, "%d", c->d);
     snprintf(bn, sizeof bn, "%d", c->block_n);
     snprintf(ps, sizeof ps, "%d", c->page);
-    KilnDefine defs[11] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
+    KilnDefine defs[16] = {{"HEAD_DIM", dbuf}, {"BLOCK_N", bn}, {"PAGED", paged ? "true" : "false"},
                            {"PAGE_SIZE", ps}, {"DIRECT", direct ? "true" : "false"}, {"FUSED", fused ? "true" : "false"}};
     bool combine = strstr(kernel, "combine") != NULL;
     int ndefs = combine ? 1 : 6;
     for (int i = 0; i < c->nhook_defs && !combine; i++) defs[ndefs++] = c->hook_defs[i];
     snprintf(stile, sizeof stile, "%d", c->split_tile);
     if (c->split_tile) defs[ndefs++] = (KilnDefine){"SPLIT_TILE", stile};
+    if (c->noncausal && !combine) defs[ndefs++] = (KilnDefine){"CAUSAL", "false"};
+    snprintf(mq, sizeof mq, "%d", c->mask_bq);
+    snprintf(mk, sizeof mk, "%d", c->mask_bk);
+    if (strstr(kernel, "_bm")) {
+        defs[ndefs++] = (KilnDefine){"MASK_BLOCK_Q", mq};
+        defs[ndefs++] = (KilnDefine){"MASK_BLOCK_N", mk};
+    }
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kernel, c->dtype == ATTN_F16 ? "f16" : "bf16");
     KilnCompileOptions o = {.kernel = name, .defines = defs, .ndefines = ndefs, .emit = KILN_EMIT_IR};
@@ -166,7 +187,7 @@ static void dsetup(DData *r, const DCase *c, uint64_t seed)
     memcpy(r->seqlens, c->seqlens, sizeof r->seqlens);
     AttnProblem *p = &r->p;
     *p = (AttnProblem){.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->tokens,
-                       .seqlen_k = max_len(c), .head_dim = c->d, .causal = 1,
+                       .seqlen_k = max_len(c), .head_dim = c->d, .causal = !c->noncausal,
                        .scale = 1.0 / sqrt((double)c->d), .dtype = c->dtype};
     attn_set_strides(p, ATTN_BSHD);
     if (c->hook) c->hook(p);
@@ -218,9 +239,14 @@ static void run_interp(const IrFunc *f, InterpArg *args, bool *set, const int gr
         {r->lsepart, rows * max_splits * sizeof(float), "LSE_part"},
         {r->seqlens, sizeof(int) * c->batch, "cache_seqlens"}, {r->tickets, r->ntickets * 4, "counters"},
         {r->pg.block_table, sizeof(int32_t) * c->batch * r->pg.max_pages, "block_table"}};
-    InterpBuffer all[COUNT_OF(bufs) + 8];
+    InterpBuffer all[COUNT_OF(bufs) + 16];
     int nb = (int)COUNT_OF(bufs);
     memcpy(all, bufs, sizeof bufs);
+    static const char *const arrays[] = {"KV_NUM", "KV_IDX", "FULL_KV_NUM", "FULL_KV_IDX"};
+    static const int ids[] = {KILN_BM_KV_NUM, KILN_BM_KV_IDX, KILN_BM_FULL_KV_NUM, KILN_BM_FULL_KV_IDX};
+    for (int i = 0; g_dmask && i < 4; i++)
+        all[nb++] = (InterpBuffer){(char *)(uintptr_t)g_dmask->data + g_dmask->offset[ids[i]],
+                                   rt_attn_bm_array_bytes(g_dmask, arrays[i]), arrays[i]};
     const KilnAttentionVariant *var = dvar_of(c);
     for (int i = 0; var && i < var->nargs && nb < (int)COUNT_OF(all); i++)
         if (var->args[i].value.kind == KILN_PARAM_PTR)
@@ -248,6 +274,20 @@ static void bind_common(const IrFunc *f, InterpArg *args, bool *set, DData *r, c
     bind(f, args, set, "heads", a_int(c->hq));
     bind(f, args, set, "seqlen_q", a_int(c->tokens));
     bind(f, args, set, "num_splits", a_int(splits));
+}
+
+/* attn_decode_bm's mask parameters (g_dmask): the arrays, and the row strides as documented:
+ * row (b, h, qb) at b * bm_stride_b + h * bm_stride_h + qb, 0 on a broadcast axis. */
+static void bind_mask(const IrFunc *f, InterpArg *args, bool *set)
+{
+    const KilnBlockMask *m = g_dmask;
+    if (!m) return;
+    static const int ids[] = {KILN_BM_KV_NUM, KILN_BM_KV_IDX, KILN_BM_FULL_KV_NUM, KILN_BM_FULL_KV_IDX};
+    static const char *const names[] = {"KV_NUM", "KV_IDX", "FULL_KV_NUM", "FULL_KV_IDX"};
+    for (int i = 0; i < 4; i++) bind(f, args, set, names[i], a_ptr((char *)(uintptr_t)m->data + m->offset[ids[i]]));
+    bind(f, args, set, "bm_stride_b", a_int(m->batch > 1 ? (int64_t)m->heads * m->num_q_blocks : 0));
+    bind(f, args, set, "bm_stride_h", a_int(m->heads > 1 ? m->num_q_blocks : 0));
+    bind(f, args, set, "bm_num_kv_blocks", a_int(m->num_kv_blocks));
 }
 
 /* One decode: poison the outputs, run the split kernel `fs` on `splits` splits and,
@@ -302,6 +342,7 @@ static void run_decode(const IrFunc *fs, const IrFunc *fc, DData *r, const DCase
         for (int j = 0; j < fs->nparams; j++)
             if (!strcmp(fs->params[j]->name, var->args[i].name)) args[j] = x, set[j] = true;
     }
+    bind_mask(fs, args, set);
     int mrows = c->hq / c->hkv * c->tokens;
     int grid[3] = {c->batch * c->hkv, splits, (mrows + 15) / 16};
     for (size_t i = 0; i < r->ntickets; i++) ck_assert_int_eq(r->tickets[i], 0);
@@ -533,6 +574,195 @@ START_TEST(test_rule_catches_wrong_scale)
 }
 END_TEST
 
+/* ---- block masks (attn_decode_bm): the mask of the full problem, rows by the tokens' positions ---- */
+
+typedef struct BmDCase {
+    DCase c;                  /* the call; c.mask_bq / c.mask_bk: the mask's blocks */
+    const char *variant;      /* lang/lib/variants/NAME.tile, "mixed" (block_mask_check.h) or NULL */
+    int (*mask)(int, int, int, int, const void *);
+    Ref ref;
+    int mb, mh;               /* the mask's batch and heads (1: broadcast) */
+    int extra;                /* the mask is made for the cache's capacity + extra tokens */
+} BmDCase;
+
+#define VAR(name) "lang/lib/variants/" name ".tile"
+static const BmDCase k_bmd[] = {
+    {{"window 20/0 f16 d64 GQA 4/1 t3 lens 70,5,0,33 (33 straddles two query blocks)", ATTN_F16, 4, 4, 1, 3, 64,
+      {70, 5, 0, 33}, 16, 16, .mask_bq = 16, .mask_bk = 16},
+     VAR("sliding_window"), m_window, {.left = 20, .right = 0}, 1, 1, 0},
+    {{"document non-causal bf16 d128 GQA 8/2 t4 lens 61,40, mask 32x32 per batch, tiles 16", ATTN_BF16, 2, 8, 2, 4,
+      128, {61, 40}, 16, 32, .noncausal = 1, .mask_bq = 32, .mask_bk = 32},
+     VAR("document"), m_document, {0}, 2, 1, 0},
+    {{"prefix_lm 23 non-causal f16 d64 MHA t1 lens 50,17,1, mask 16x32 made for 60", ATTN_F16, 3, 2, 2, 1, 64,
+      {50, 17, 1}, 16, 16, .noncausal = 1, .mask_bq = 16, .mask_bk = 32},
+     VAR("prefix_lm"), m_prefix, {.prefix = 23}, 1, 1, 10},
+    {{"mixed mask per batch and head, GQA 8/2 t5 (heads share a tile; two M blocks) lens 45,30", ATTN_F16, 2, 8, 2, 5,
+      64, {45, 30}, 16, 16, .mask_bq = 16, .mask_bk = 16},
+     "mixed", m_mixed, {0}, 2, 8, 0},
+    {{"non-causal, no variant, f16 d64 GQA 2/1 t2 lens 50,7,33, mask 16x16 (full blocks cross the lengths)", ATTN_F16,
+      3, 2, 1, 2, 64, {50, 7, 33}, 16, 16, .noncausal = 1, .mask_bq = 16, .mask_bk = 16},
+     NULL, NULL, {0}, 1, 1, 6},
+    {{"causal flag only bf16 d64 MQA 4/1 t16 lens 100,3, mask 32x64, tiles 32", ATTN_BF16, 2, 4, 1, 16, 64, {100, 3},
+      32, 16, .mask_bq = 32, .mask_bk = 64},
+     NULL, NULL, {0}, 1, 1, 0},
+};
+
+typedef struct BmDCall {
+    KilnAttentionVariant var;
+    Inputs in;
+    KilnBlockMask m;
+    int32_t *buf;
+} BmDCall;
+
+/* The variant `name` of case bc (its arguments in k->in; g.* set for the reference), or NULL. */
+static const KilnAttentionVariant *bmd_variant(BmDCall *k, const BmDCase *bc, const char *name)
+{
+    if (!name) return NULL;
+    if (!strcmp(name, "mixed")) {
+        bm_mixed_inputs(&k->in, 20, 3);
+        k->var = (KilnAttentionVariant){.source = k_mixed_src, .path = "mixed.tile", .args = k->in.args,
+                                        .nargs = k->in.nargs};
+        return &k->var;
+    }
+    make_inputs_for(&(VarSpec){name, NULL, bc->mask, bc->ref}, bc->c.batch, bc->c.hq, max_len(&bc->c) + bc->extra,
+                    &k->in);
+    k->var = (KilnAttentionVariant){.path = name, .args = k->in.args, .nargs = k->in.nargs};
+    return &k->var;
+}
+
+/* The mask of the full problem (seqlen_q = seqlen_k = the cache's capacity + extra) made with
+ * variant `var` on the interpreter, as a decode caller makes it. */
+static void bmd_make_mask(BmDCall *k, const BmDCase *bc, const KilnAttentionVariant *var)
+{
+    const DCase *c = &bc->c;
+    int n = max_len(c) + bc->extra;
+    KilnAttentionParams fp = {.dtype = c->dtype == ATTN_F16 ? KILN_F16 : KILN_BF16, .batch = c->batch,
+                              .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = n, .seqlen_k = n, .head_dim = c->d,
+                              .causal = !c->noncausal, .variant = var};
+    k->m = (KilnBlockMask){.block_q = c->mask_bq, .block_kv = c->mask_bk, .batch = bc->mb, .heads = bc->mh};
+    size_t bytes = kiln_attention_block_mask_size(&fp, &k->m);
+    ck_assert_msg(bytes > 0, "%s: mask size: %s", c->what, kiln_last_error());
+    k->buf = aligned_alloc(16, (bytes + 15) / 16 * 16);
+    memset(k->buf, 0xFF, bytes);
+    k->m.data = (uintptr_t)k->buf;
+    k->m.bytes = bytes;
+    KilnStatus st = kiln_attention_block_mask_create_cpu(&fp, &k->m);
+    ck_assert_msg(st == KILN_OK, "%s: mask: %s", c->what, kiln_last_error());
+}
+
+/* Decode with the mask against float64 (the per-element mask in the reference, at the tokens'
+ * positions) at several split counts, contiguous and paged (bit for bit the same), FUSED the
+ * same as the combine kernel, DIRECT; and against decode without the mask (the same variant:
+ * the mask only skips work, so the results agree within the accuracy bound). */
+START_TEST(test_block_mask)
+{
+    const BmDCase *bc = &k_bmd[_i];
+    DCase c = bc->c;
+    static BmDCall k;
+    memset(&k, 0, sizeof k);
+    const KilnAttentionVariant *var = bmd_variant(&k, bc, bc->variant);
+    c.file = var ? var->path : NULL;
+    g_dvar = var;
+    bmd_make_mask(&k, bc, var);
+    Arena arena;
+    arena_init(&arena);
+    Kernels plain = compile_all(&arena, &c);
+    IrFunc *bm = compile_dec(&arena, &c, "attn_decode_bm", false, false, false);
+    IrFunc *bm_paged = compile_dec(&arena, &c, "attn_decode_bm", true, false, false);
+    IrFunc *bm_direct = compile_dec(&arena, &c, "attn_decode_bm", false, true, false);
+    Kernels bmk = {bm, bm_paged, bm_direct, plain.combine, compile_dec(&arena, &c, "attn_decode_bm", false, false, true),
+                   compile_dec(&arena, &c, "attn_decode_bm", true, false, true)};
+    DData r;
+    dsetup(&r, &c, (uint64_t)_i * 17 + 1);
+    r.p.mask_mod = bc->mask;
+    size_t es = attn_dtype_size(c.dtype), rows = (size_t)c.batch * c.hq * c.tokens;
+    void *o_bm = malloc(r.nq * es);
+    float *lse_bm = malloc(rows * sizeof(float));
+    int max_splits = (max_len(&c) + c.block_n - 1) / c.block_n + 1;
+    int counts[] = {1, 2, 3, max_splits};
+    for (size_t i = 0; i < COUNT_OF(counts); i++) {
+        char how[48];
+        snprintf(how, sizeof how, "block mask, %d splits", counts[i]);
+        g_dmask = &k.m;
+        run_decode(bmk.split, bmk.combine, &r, &c, counts[i], false);
+        check_rule(&r, &c, how);
+        memcpy(o_bm, r.o, r.nq * es);
+        memcpy(lse_bm, r.lse, rows * sizeof(float));
+        check_fused_same(&bmk, &r, &c, counts[i], false);
+        run_decode(bmk.split_paged, bmk.combine, &r, &c, counts[i], true);
+        ck_assert_msg(memcmp(o_bm, r.o, r.nq * es) == 0 && memcmp(lse_bm, r.lse, rows * sizeof(float)) == 0,
+                      "%s: paged differs from contiguous (%d splits)", c.what, counts[i]);
+        check_fused_same(&bmk, &r, &c, counts[i], true);
+        g_dmask = NULL;
+        run_decode(plain.split, plain.combine, &r, &c, counts[i], false);
+        AttnDecodeErr v = attn_decode_judge(&r.p, r.seqlens, r.q, r.k, r.v, r.o, r.lse);
+        /* both round to the storage dtype on their own: one rounding step (|O| <= 1) on top */
+        double d = o_diff(r.o, o_bm, &r), step = c.dtype == ATTN_F16 ? 0x1p-11 : 0x1p-8;
+        ck_assert_msg(d <= 2 * v.plain_err + 1e-5 + step, "%s: with and without the mask differ by %.3g (%d splits)",
+                      c.what, d, counts[i]);
+        for (size_t x = 0; x < rows; x++)
+            ck_assert_msg(lse_bm[x] == r.lse[x] || fabs(lse_bm[x] - r.lse[x]) <= 1e-5 * fmax(1.0, fabs(r.lse[x])),
+                          "%s: LSE row %zu: %g with the mask, %g without", c.what, x, lse_bm[x], r.lse[x]);
+    }
+    g_dmask = &k.m;
+    run_decode(bmk.direct, NULL, &r, &c, 1, false);
+    check_rule(&r, &c, "block mask, direct");
+    g_dmask = NULL;
+    g_dvar = NULL;
+    free(o_bm);
+    free(lse_bm);
+    dteardown(&r);
+    arena_free(&arena);
+    free(k.buf);
+}
+END_TEST
+
+/* The split kernel does what the lists say: a mask made with one variant, decode with another.
+ * The reference then sees whole blocks: full ones all visible (decode's mask_mod not
+ * evaluated), empty ones nothing, partial ones through decode's mask_mod. */
+static void check_lists_drive(const BmDCase *bc, const char *mask_variant, const char *dec_variant,
+                              int (*dec_mask)(int, int, int, int, const void *))
+{
+    DCase c = bc->c;
+    static BmDCall k, k2;
+    memset(&k, 0, sizeof k);
+    memset(&k2, 0, sizeof k2);
+    bmd_make_mask(&k, bc, bmd_variant(&k, bc, mask_variant));
+    const KilnAttentionVariant *var = bmd_variant(&k2, bc, dec_variant);
+    c.file = var ? var->path : NULL;
+    g_dvar = var;
+    Arena arena;
+    arena_init(&arena);
+    IrFunc *split = compile_dec(&arena, &c, "attn_decode_bm", false, false, false);
+    IrFunc *combine = compile_dec(&arena, &c, "attn_decode_combine", false, false, false);
+    DData r;
+    dsetup(&r, &c, 5);
+    BmByClass cr = {&k.m, bm_array(&k.m, k.buf, KILN_BM_CLASS), dec_mask};
+    r.p.mask_mod = bm_by_class;
+    r.p.mod_ctx = &cr;
+    g_dmask = &k.m;
+    for (int s = 1; s <= 3; s += 2) {
+        run_decode(split, combine, &r, &c, s, false);
+        check_rule(&r, &c, s == 1 ? "lists, 1 split" : "lists, 3 splits");
+    }
+    g_dmask = NULL;
+    g_dvar = NULL;
+    dteardown(&r);
+    arena_free(&arena);
+    free(k.buf);
+}
+
+START_TEST(test_block_mask_lists_drive)
+{
+    const BmDCase *w = &k_bmd[0];
+    /* the window's mask, decode without a variant: partial blocks run whole */
+    check_lists_drive(w, w->variant, NULL, NULL);
+    /* the causal-only mask (every block below the diagonal full), decode with the window:
+     * full blocks never evaluate its mask_mod, diagonal (partial) ones do */
+    check_lists_drive(w, NULL, w->variant, m_window);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("attention_decode_interp");
@@ -544,6 +774,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_hooks, 0, (int)COUNT_OF(vcases));
     tcase_add_loop_test(tc, test_shipped_variants, 0, (int)COUNT_OF(k_dspecs));
     tcase_add_test(tc, test_rule_catches_wrong_scale);
+    tcase_add_loop_test(tc, test_block_mask, 0, (int)COUNT_OF(k_bmd));
+    tcase_add_test(tc, test_block_mask_lists_drive);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -19,7 +19,11 @@
  *   - FUSED (the last split program combines) publishes its partial with
  *     fence.acq_rel.gpu before its one ticket atom and fences again before it
  *     reads the others'; no other variant has a GPU-scope fence;
- *   - where ptxas exists, every variant assembles to a cubin (ELF).
+ *   - where ptxas exists, every variant assembles to a cubin (ELF);
+ *   - the block-mask split kernel (attn_decode_bm_*, 128 x 128 mask blocks, its
+ *     arrays aligned) likewise: tensor cores, cp.async through the lists'
+ *     indirection, the fences of FUSED only (its 32-bit loads also read the lists:
+ *     not counted).
  */
 #include "tests/ptx_util.h"
 #include "tests/testutil.h"
@@ -45,6 +49,8 @@ static const Variant variants[] = {
     {"attn_decode_f16", 128, 16, 64, 0, 16, 0, 1, 0},
     {"attn_decode_bf16", 64, 32, 64, 1, 16, 0, 1, 0},
     {"attn_decode_f16", 256, 16, 32, 1, 64, 0, 1, 0},
+    {"attn_decode_bm_f16", 128, 16, 64, 1, 64, 0, 0, 0},
+    {"attn_decode_bm_bf16", 64, 32, 64, 0, 16, 0, 1, 0},
     {"attn_decode_combine_f16", 64, 0, 0, 0, 0, 0, 0, 0},
     {"attn_decode_combine_bf16", 128, 0, 0, 0, 0, 0, 0, 0},
     {"attn_decode_combine_f16", 256, 0, 0, 0, 0, 0, 0, 0},
@@ -53,7 +59,8 @@ static const Variant variants[] = {
 static const char *const hinted[] = {
     "Q", "K", "V", "O", "LSE", "O_part", "LSE_part", "counters", "cache_seqlens", "block_table",
     "stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh",
-    "stride_vn", "stride_ob", "stride_oh", "stride_om", "stride_bt"};
+    "stride_vn", "stride_ob", "stride_oh", "stride_om", "stride_bt",
+    "KV_NUM", "KV_IDX", "FULL_KV_NUM", "FULL_KV_IDX"};   /* the block mask's (16-byte aligned) */
 
 static void compile_variant(const Variant *v, const char *arch, KilnEmit emit, KilnCompileResult *r)
 {
@@ -62,17 +69,20 @@ static void compile_variant(const Variant *v, const char *arch, KilnEmit emit, K
     snprintf(bm, sizeof bm, "%d", v->block_m);
     snprintf(bn, sizeof bn, "%d", v->block_n);
     snprintf(ps, sizeof ps, "%d", v->page);
-    bool combine = strstr(v->kernel, "combine") != NULL;
+    bool combine = strstr(v->kernel, "combine") != NULL, masked = strstr(v->kernel, "_bm") != NULL;
     KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"PAGED", v->paged ? "true" : "false"},
                          {"PAGE_SIZE", ps}, {"DIRECT", v->direct ? "true" : "false"},
-                         {"FUSED", v->fused ? "true" : "false"}};
+                         {"FUSED", v->fused ? "true" : "false"}, {"MASK_BLOCK_Q", "128"}, {"MASK_BLOCK_N", "128"}};
     KilnParamHint h[sizeof hinted / sizeof hinted[0]];
     int nh = 0;
-    for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
-        if (!combine || (strncmp(hinted[i], "stride_", 7) ? strchr("OL", hinted[i][0]) != NULL
-                                                           : hinted[i][7] == 'o'))
-            h[nh++] = (KilnParamHint){hinted[i], 16, 0};
-    KilnCompileOptions o = {.kernel = v->kernel, .defines = defs, .ndefines = combine ? 1 : 7, .arch = arch,
+    for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++) {
+        const char *n = hinted[i];
+        /* the combine has O, LSE and the partials only; the mask's arrays are the bm kernel's */
+        bool stride = !strncmp(n, "stride_", 7);
+        bool used = strstr(n, "KV_") ? masked : !combine || (stride ? n[7] == 'o' : strchr("OL", n[0]) != NULL);
+        if (used) h[nh++] = (KilnParamHint){n, 16, 0};
+    }
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = defs, .ndefines = combine ? 1 : masked ? 9 : 7, .arch = arch,
                             .emit = emit, .hints = h, .nhints = nh};
     const char *src = sup_read_file_text(tu_src_path(DEC_PROGRAM), NULL);
     ck_assert_ptr_nonnull(src);
@@ -100,7 +110,7 @@ START_TEST(test_variant_ptx)
                           "%s d%d BM%d paged %d %s: K/V loads are not pipelined", v->kernel, v->d, v->block_m,
                           v->paged, archs[a]);
         int b32 = pu_count_n(r.output, r.output_size, "ld.global.b32");
-        if (v->paged && !v->fused)
+        if (v->paged && !v->fused && !strstr(v->kernel, "_bm"))
             ck_assert_msg(b32 == v->bt, "%s d%d BN%d page %d %s: %d 32-bit loads (block-table reads), want %d",
                           v->kernel, v->d, v->block_n, v->page, archs[a], b32, v->bt);
         int fences = pu_count_n(r.output, r.output_size, "fence.acq_rel.gpu;");

@@ -112,8 +112,8 @@ START_TEST(hooks_only_variant_checks_every_kernel)
     KilnCompileResult r;
     ck_assert_int_eq(compile("v.tile", src, NULL, NULL, 0, &r), KILN_OK);
     /* forward 2 + 2 packed (varlen) + 2 block-mask, backward 8 + 8 packed + 4 block-mask,
-     * decoding 4, block-mask classification 2 */
-    ck_assert_int_eq(r.nkernels, 32);
+     * decoding 4 + 2 block-mask, block-mask classification 2 */
+    ck_assert_int_eq(r.nkernels, 34);
     const KilnKernelInfo *f = kernel(&r, "attn_fwd_f16");
     ck_assert_str_eq(f->params[f->nparams - 1].name, "window");
     ck_assert_int_eq(f->params[f->nparams - 1].kind, KILN_PARAM_I32);
@@ -122,6 +122,8 @@ START_TEST(hooks_only_variant_checks_every_kernel)
     ck_assert_str_eq(kernel(&r, "attn_decode_f16")->params[kernel(&r, "attn_decode_f16")->nparams - 1].name,
                      "window");
     ck_assert_str_eq(kernel(&r, "attn_bwd_dkdv_bm_f16")->params[kernel(&r, "attn_bwd_dkdv_bm_f16")->nparams - 1].name,
+                     "window");
+    ck_assert_str_eq(kernel(&r, "attn_decode_bm_bf16")->params[kernel(&r, "attn_decode_bm_bf16")->nparams - 1].name,
                      "window");
     ck_assert_str_eq(kernel(&r, "attn_block_mask")->params[kernel(&r, "attn_block_mask")->nparams - 1].name,
                      "window");

@@ -47,6 +47,17 @@ static inline bool gu_is_poison(float x)
     return u == 0xFFFFFFFFu;
 }
 
+/* A device buffer of `bytes` (at least 16): a copy of `host`, or with host NULL filled with
+ * GU_POISON_BYTE; 0 when the allocation fails. */
+static inline KilnDevPtr gu_upload(KilnDevice *dev, const void *host, size_t bytes)
+{
+    KilnDevPtr d = 0;
+    if (kiln_malloc(dev, bytes ? bytes : 16, &d) != KILN_OK) return 0;
+    if (host) kiln_memcpy_htod(dev, d, host, bytes);
+    else kiln_memset(dev, d, GU_POISON_BYTE, bytes ? bytes : 16);
+    return d;
+}
+
 /* max(worst, |a - b|) where a NaN difference wins (an unwritten element, still
  * NaN poison, must fail the tolerance rather than vanish from a max). */
 static inline double gu_worse(double worst, double a, double b)

@@ -59,14 +59,7 @@ static const GCase k_cases[] = {
      1},
 };
 
-static KilnDevPtr up(const void *host, size_t bytes)
-{
-    KilnDevPtr d = 0;
-    if (kiln_malloc(g_dev, bytes ? bytes : 16, &d) != KILN_OK) return 0;
-    if (host) kiln_memcpy_htod(g_dev, d, host, bytes);
-    else kiln_memset(g_dev, d, GU_POISON_BYTE, bytes ? bytes : 16);
-    return d;
-}
+static KilnDevPtr up(const void *host, size_t bytes) { return gu_upload(g_dev, host, bytes); }
 
 static void *down(KilnDevPtr d, size_t bytes)
 {

@@ -65,14 +65,7 @@ static void upload_args(Inputs *in, KilnDevPtr *dev, int *ndev)
     }
 }
 
-static KilnDevPtr up(const void *host, size_t bytes)
-{
-    KilnDevPtr d = 0;
-    kiln_malloc(g_dev, bytes ? bytes : 16, &d);
-    if (host) kiln_memcpy_htod(g_dev, d, host, bytes);
-    else kiln_memset(g_dev, d, 0xFF, bytes ? bytes : 16);
-    return d;
-}
+static KilnDevPtr up(const void *host, size_t bytes) { return gu_upload(g_dev, host, bytes); }
 
 static void *down(KilnDevPtr d, size_t bytes)
 {

@@ -6,7 +6,8 @@
  * the first device access would crash the test. Each case starts from a valid
  * problem (contiguous or paged cache, GQA 8/2, 3 new tokens, fake 16-byte
  * aligned device addresses), breaks one field, and checks the status and that
- * the message names the field.
+ * the message names the field. Block masks likewise: a descriptor laid out as
+ * kiln_attention_block_mask_create fills it, then one field broken at a time.
  */
 #include "testutil.h"
 
@@ -217,12 +218,85 @@ START_TEST(splits_from_shape_and_sms)
 }
 END_TEST
 
+/* ---- block masks: a descriptor as kiln_attention_block_mask_create fills it (the documented
+ * layout: nine i32 arrays, each rounded up to 16 bytes), at a fake device address ---- */
+static KilnBlockMask fake_mask(int n, int bq, int bk, int batch, int heads, int causal)
+{
+    KilnBlockMask m = {.block_q = bq, .block_kv = bk, .batch = batch, .heads = heads, .data = 0x7f0080000000ull,
+                       .seqlen_q = n, .seqlen_k = n, .causal = causal};
+    m.num_q_blocks = (n + bq - 1) / bq, m.num_kv_blocks = (n + bk - 1) / bk;
+    size_t g = (size_t)batch * heads, nq = m.num_q_blocks, nk = m.num_kv_blocks, at = 0;
+    size_t e[9] = {g * nq, g * nq * nk, g * nq, g * nq * nk, g * nk, g * nk * nq, g * nk, g * nk * nq, g * nq * nk};
+    for (int i = 0; i < 9; i++) m.offset[i] = at, at += (e[i] + 3) / 4 * 16;
+    m.bytes = at;
+    return m;
+}
+
+static void expect_bad_mask(const KilnAttentionDecodeParams *p, KilnStatus want, const char *needle)
+{
+    kiln_clear_error();
+    KilnStatus st = kiln_attention_decode_check(p);
+    ck_assert_msg(st == want && strstr(kiln_last_error(), needle), "check gave %s: '%s', want '%s'",
+                  kiln_status_name(st), kiln_last_error(), needle);
+    ck_assert_msg(strncmp(kiln_last_error(), "kiln_attention_decode: ", 23) == 0, "'%s'", kiln_last_error());
+    st = kiln_attention_decode(POISON_DEV, p, NULL);
+    ck_assert_msg(st == want && strstr(kiln_last_error(), needle), "decode gave %s: '%s'", kiln_status_name(st),
+                  kiln_last_error());
+}
+
+/* The mask must be the full problem's (seqlen_q = seqlen_k >= max_seqlen_k) with the call's
+ * causal flag, batch and heads (or 1), laid out as create made it, its key blocks whole tiles. */
+START_TEST(block_masks_checked)
+{
+    for (int paged = 0; paged < 2; paged++) {
+        KilnAttentionDecodeParams p = valid(paged);   /* batch 4, heads 8/2, causal, 4000 keys */
+        KilnBlockMask m = fake_mask(4000, 128, 128, 1, 1, 1);
+        p.block_mask = &m;
+        ck_assert_msg(kiln_attention_decode_check(&p) == KILN_OK, "%s", kiln_last_error());
+        KilnBlockMask per = fake_mask(4096, 64, 32, 4, 8, 1);   /* per row, longer, blocks 32: tiles 32 */
+        p.block_mask = &per;
+        ck_assert_msg(kiln_attention_decode_check(&p) == KILN_OK, "%s", kiln_last_error());
+        p.block_n = 64;
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_n 64 must divide the block mask's key blocks (block_kv 32)");
+        p.block_n = 0;
+        KilnBlockMask x = m;
+        p.block_mask = &x;
+        x.seqlen_q = 1;
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask was made for seqlen_q 1, seqlen_k 4000: decoding reads the "
+                                            "mask of the full problem");
+        x = fake_mask(3000, 128, 128, 1, 1, 1);
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask was made for 3000 tokens, below max_seqlen_k 4000");
+        x = fake_mask(4000, 128, 128, 1, 1, 0);
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask was made without the causal mask, the call is causal");
+        x = fake_mask(4000, 128, 128, 3, 1, 1);
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask.batch 3 must be 1 (the same mask for every sequence) or the "
+                                            "call's batch 4");
+        x = fake_mask(4000, 128, 128, 1, 2, 1);
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask.heads 2 must be 1 (the same mask for every head) or the "
+                                            "call's heads_q 8");
+        x = m;
+        x.offset[KILN_BM_FULL_KV_IDX] += 16;
+        expect_bad_mask(&p, KILN_ERR_USAGE, "do not agree (make it with kiln_attention_block_mask_create)");
+        x = m;
+        x.bytes -= 4;
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask.bytes is");
+        x = m;
+        x.data += 8;
+        expect_bad_mask(&p, KILN_ERR_USAGE, "block_mask.data (0x7f0080000008) is not 16-byte aligned");
+        x = m;
+        x.block_q = 0;   /* not what create leaves */
+        expect_bad_mask(&p, KILN_ERR_USAGE, "do not agree");
+    }
+}
+END_TEST
+
 /* The program is embedded, and kiln_attention_decode shares the forward's cache. */
 START_TEST(program_embedded)
 {
     const char *src = kiln_lib_source("lang/lib/attention_decode.tile");
     ck_assert_ptr_nonnull(src);
     ck_assert_ptr_nonnull(strstr(src, "kernel attn_decode_combine_bf16"));
+    ck_assert_ptr_nonnull(strstr(src, "kernel attn_decode_bm_bf16"));
 }
 END_TEST
 
@@ -235,6 +309,7 @@ static Suite *suite(void)
     tcase_add_test(tc, valid_problems_pass);
     tcase_add_test(tc, splits_from_shape_and_sms);
     tcase_add_test(tc, program_embedded);
+    tcase_add_test(tc, block_masks_checked);
     suite_add_tcase(s, tc);
     return s;
 }

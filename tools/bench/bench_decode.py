@@ -22,6 +22,13 @@ line per (B, N, provider), what tools/bench/plot_svg.py draws).
                              the runtime's choice, its GB/s, the best fixed count and its GB/s.
   --batches / --seqlens      restrict the shapes (e.g. --batches 1 --seqlens 16384,65536,131072)
   --no-sdpa                  skip the PyTorch rows (Kiln only, no torch needed)
+  --mask window:W|document:D Kiln only, instead of the table above: what a block mask buys decode
+                             (KilnAttentionDecodeParams.block_mask). Per (B, N), contiguous, the
+                             runtime's split count: plain causal decode, the variant alone (sliding
+                             window W: its kv_start skips the keys left of the window; D documents:
+                             mask_mod on every key), and the variant with its block mask (--mask-block,
+                             default 128; made once per N, its create time reported). Prints
+                             microseconds per call and mask_decode.{md,json} with --out.
 """
 import argparse
 import json
@@ -47,7 +54,7 @@ def csv_records(args, rows):
                    "error": None if gbs is not None else (x.get("error") or "fail")[:80].replace("\n", " ")}
 
 
-def kiln_rows(args, batch, ns, page, splits=0, combine=None):
+def kiln_rows(args, batch, ns, page, splits=0, combine=None, mask=None, mask_mode="mask"):
     cmd = [args.kiln_bin, "--dtype", "f16", "--head-dim", str(args.head_dim), "--batch", str(batch),
            "--heads", str(args.heads), "--heads-kv", str(args.heads_kv), "--tokens", "1",
            "--seqlens", ",".join(map(str, ns)), "--min-ms", str(args.min_ms)]
@@ -57,6 +64,8 @@ def kiln_rows(args, batch, ns, page, splits=0, combine=None):
         cmd += ["--splits", str(splits)]
     if combine:
         cmd += ["--combine", combine]
+    if mask:
+        cmd += ["--mask", mask, "--mask-mode", mask_mode, "--mask-block", str(args.mask_block)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
@@ -141,6 +150,37 @@ def split_sweep(args, batches, ns):
     return recs, md
 
 
+def mask_table(args, batches, ns):
+    """Per (B, N): plain decode, the variant alone, the variant with its block mask: us per call.
+    Returns (records, markdown lines)."""
+    recs = []
+    for b in batches:
+        nb = [n for n in ns if b * n * args.heads_kv * args.head_dim * 4 <= 40 << 30]
+        plain = kiln_rows(args, b, nb, 0)
+        alone = kiln_rows(args, b, nb, 0, mask=args.mask, mask_mode="nomask")
+        masked = kiln_rows(args, b, nb, 0, mask=args.mask, mask_mode="mask")
+        for n in nb:
+            us = lambda r: r[n]["ms"] * 1e3 if "ms" in r[n] else None  # noqa: E731
+            rec = {"batch": b, "n": n, "splits": masked[n].get("splits"), "plain_us": us(plain),
+                   "variant_us": us(alone), "mask_us": us(masked), "mask_create_ms": masked[n].get("mask_ms"),
+                   "visible_bytes": masked[n].get("visible_bytes"),
+                   "errors": [r[n]["error"][:200] for r in (plain, alone, masked) if "error" in r[n]]}
+            recs.append(rec)
+            print(f"mask {args.mask} B={b} N={n}: {rec}", file=sys.stderr)
+    f = lambda x, d=1: f"{x:.{d}f}" if x is not None else "err"  # noqa: E731
+    md = [f"decode with a block mask ({args.mask}, blocks {args.mask_block}), f16, heads {args.heads}/{args.heads_kv},"
+          f" d {args.head_dim}, one token, contiguous: microseconds per call", "",
+          "| B | N | splits | plain causal | variant alone | variant + block mask | alone / mask | mask create ms |",
+          "|---" * 8 + "|"]
+    for r in recs:
+        ratio = f"{r['variant_us'] / r['mask_us']:.2f}" if r["variant_us"] and r["mask_us"] else "-"
+        md.append(f"| {r['batch']} | {r['n']} | {r['splits'] if r['splits'] is not None else '-'} | "
+                  f"{f(r['plain_us'])} | {f(r['variant_us'])} | {f(r['mask_us'])} | {ratio} | "
+                  f"{f(r['mask_create_ms'])} |")
+    md += [f"- B={r['batch']} N={r['n']}: {e}" for r in recs for e in r["errors"]]
+    return recs, md
+
+
 def cell(r):
     if "gbs" in r:
         return f"{r['gbs']:.0f}"
@@ -165,9 +205,21 @@ def main():
     ap.add_argument("--batches", default="", help="comma list (default 1,8 with --quick, else 1,8,64)")
     ap.add_argument("--seqlens", default="4096,16384,65536,131072")
     ap.add_argument("--no-sdpa", action="store_true")
+    ap.add_argument("--mask", default="", help="window:W or document:D: the block-mask table instead")
+    ap.add_argument("--mask-block", type=int, default=128)
     args = ap.parse_args()
     batches = [int(x) for x in args.batches.split(",") if x] or ([1, 8] if args.quick else [1, 8, 64])
     ns = [int(x) for x in args.seqlens.split(",") if x]
+    if args.mask:
+        recs, md = mask_table(args, batches, ns)
+        print("\n".join(md))
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "mask_decode.json"), "w") as fh:
+                json.dump({"args": vars(args), "rows": recs}, fh, indent=1)
+            with open(os.path.join(args.out, "mask_decode.md"), "w") as fh:
+                fh.write("\n".join(md) + "\n")
+        return
     pages = [int(p) for p in args.pages.split(",") if p]
     sdpa = [] if args.no_sdpa else ["sdpa_flash", "sdpa_cudnn"]
     main_combine = "fused" if args.combine == "fused" else "kernel"
