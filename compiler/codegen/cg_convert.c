@@ -45,6 +45,33 @@ static int row_pad_of(const IrOp *op, IrType t)
     return t.shape[t.rank - 1] * cg_elem_bytes((IrElem)t.elem) >= 64 ? 16 : 0;
 }
 
+/* How many registers from `reg` on go to SRAM as one vector: registers
+ * reg.. reg + n - 1 hold consecutive elements of one row (the value's last
+ * dim), starting at a multiple of n, so the row-major tile has them side by
+ * side at an n * eb aligned offset (rows of a multiple of n elements, plus
+ * a 16-byte pad, in a 16-byte aligned buffer). 1 when they do not. One
+ * vector access instead of n scalar ones, each with its own copy of the
+ * index arithmetic: that the SLP vectorizer merged some of, at a cost, and
+ * not all (the forward's O epilogue stayed 16-bit stores). */
+static int smem_run(const CgGeom *g, IrType type, IrElem e, int reg)
+{
+    if (type.rank < 1 || e == IR_I1 || e == IR_PTR) return 1;
+    int fd = g->vdims[type.rank - 1], eb = cg_elem_bytes(e);
+    int n = g->eff_spt[fd];
+    if (n > 16 / eb) n = 16 / eb;
+    if (g->order[0] != fd || n < 2 || g->spt[fd] % n || type.shape[type.rank - 1] % n || reg % n || reg + n > g->nregs)
+        return 1;
+    int rd[CG_MAX_RANK], delta[CG_MAX_RANK];
+    cg_geom_reg_dims(g, reg, rd);
+    if (cg_geom_const_part(g, fd, rd[fd]) % n) return 1;
+    for (int k = 1; k < n; k++) {
+        cg_geom_reg_delta(g, reg, reg + k, delta);
+        for (int i = 0; i < type.rank; i++)
+            if (delta[i] != (i == type.rank - 1 ? k : 0)) return 1;
+    }
+    return n;
+}
+
 void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only, int row_pad)
 {
     IrElem e = (IrElem)type.elem;
@@ -59,13 +86,19 @@ void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool ow
     bool redirect = owners_only && cg_geom_replicated(&g);
     int rows = type.rank ? (int)(ir_type_numel(type) / type.shape[type.rank - 1]) : 1;
     LLVMValueRef trash = cg_i32(c, (int)ir_type_numel(type) * eb + rows * row_pad);
-    for (int i = 0; i < g.nregs && i < t->n; i++) {
+    for (int i = 0, n; i < g.nregs && i < t->n; i += n) {
+        n = redirect || t->n < g.nregs ? 1 : smem_run(&g, type, e, i);
         cg_reg_index(c, &g, base, i, idx);
         LLVMValueRef off = tile_offset(c, type, idx, eb, row_pad);
         /* Replicas that must not write go to a slot just past the tile. */
         if (redirect) off = LLVMBuildSelect(c->b, cg_reg_owner(c, &g, base, i), off, trash, "");
-        LLVMValueRef st = LLVMBuildStore(c->b, store_form(c, t->r[i], e), cg_smem_ptr(c, off));
-        LLVMSetAlignment(st, (unsigned)eb);
+        LLVMValueRef v = store_form(c, t->r[i], e);
+        if (n > 1) {
+            v = LLVMGetUndef(LLVMVectorType(cg_type(c, e), (unsigned)n));
+            for (int k = 0; k < n; k++) v = LLVMBuildInsertElement(c->b, v, t->r[i + k], cg_i32(c, k), "");
+        }
+        LLVMValueRef st = LLVMBuildStore(c->b, v, cg_smem_ptr(c, off));
+        LLVMSetAlignment(st, (unsigned)(n * eb));
     }
 }
 
@@ -80,12 +113,17 @@ void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_p
     }
     LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
     cg_thread_base(c, &g, base);
-    for (int i = 0; i < g.nregs && i < out->n; i++) {
+    for (int i = 0, n; i < g.nregs && i < out->n; i += n) {
+        n = out->n < g.nregs ? 1 : smem_run(&g, type, e, i);
         cg_reg_index(c, &g, base, i, idx);
         LLVMValueRef off = tile_offset(c, type, idx, eb, row_pad);
-        LLVMValueRef v = LLVMBuildLoad2(c->b, cg_mem_type(c, e), cg_smem_ptr(c, off), "");
-        LLVMSetAlignment(v, (unsigned)eb);
-        out->r[i] = e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstInt(c->t_i8, 0, 0), "") : v;
+        LLVMTypeRef vt = n > 1 ? LLVMVectorType(cg_type(c, e), (unsigned)n) : cg_mem_type(c, e);
+        LLVMValueRef v = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, off), "");
+        LLVMSetAlignment(v, (unsigned)(n * eb));
+        if (n > 1)
+            for (int k = 0; k < n; k++) out->r[i + k] = LLVMBuildExtractElement(c->b, v, cg_i32(c, k), "");
+        else
+            out->r[i] = e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstInt(c->t_i8, 0, 0), "") : v;
     }
 }
 

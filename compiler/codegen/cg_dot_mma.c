@@ -356,8 +356,25 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
 
 /* ---- the dot ---- */
 
+/* The vector `lo` and `hi` were extracted from, when they are its elements
+ * 0 and 1 (an ldmatrix word, unpacked by unpack2), else NULL. */
+static LLVMValueRef pair_source(LLVMValueRef lo, LLVMValueRef hi)
+{
+    if (!LLVMIsAExtractElementInst(lo) || !LLVMIsAExtractElementInst(hi)) return NULL;
+    LLVMValueRef v = LLVMGetOperand(lo, 0), il = LLVMGetOperand(lo, 1), ih = LLVMGetOperand(hi, 1);
+    if (LLVMGetOperand(hi, 0) != v || !LLVMIsAConstantInt(il) || !LLVMIsAConstantInt(ih)) return NULL;
+    if (LLVMConstIntGetZExtValue(il) != 0 || LLVMConstIntGetZExtValue(ih) != 1) return NULL;
+    return LLVMGetVectorSize(LLVMTypeOf(v)) == 2 ? v : NULL;
+}
+
+/* {lo, hi} as an MMA operand register (<2 x half>, or i32 for bf16). A pair
+ * that is still one ldmatrix word is passed as that word: rebuilding it
+ * element by element only gave InstCombine two inserts and a bitcast to
+ * fold back, per operand register of every mma. */
 static LLVMValueRef pack2(CgCtx *c, LLVMValueRef lo, LLVMValueRef hi, bool bf)
 {
+    LLVMValueRef src = pair_source(lo, hi);
+    if (src) return bf ? LLVMBuildBitCast(c->b, src, c->t_i32, "") : src;
     LLVMTypeRef et = LLVMTypeOf(lo);
     LLVMValueRef v = LLVMGetUndef(LLVMVectorType(et, 2));
     v = LLVMBuildInsertElement(c->b, v, lo, cg_i32(c, 0), "");

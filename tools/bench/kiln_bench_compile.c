@@ -18,7 +18,9 @@
  * printed: the median wall time, the CPU time of that run (on a loaded machine
  * the honest number) and the median of each phase, from the "time <phase>"
  * lines kiln_compile puts in its stats. --ptx-dir writes each kernel's PTX, so
- * two builds can be compared byte for byte.
+ * two builds can be compared byte for byte, and (from one more, untimed compile)
+ * its LLVM IR before LLVM's passes as NAME_ARCH.ll: the volume the lowering
+ * emits, which LLVM's time follows (docs/performance.md, "Compile time").
  *
  * --variant-cold: what a never-seen variant's first forward and backward compile,
  * eager (generic + specialised kernel) against deferred (signature + specialised
@@ -234,14 +236,26 @@ static double phase_ms(const char *stats, const char *phase)
     return p ? atof(p + strlen(key)) : 0;
 }
 
-static void write_ptx(const Opts *o, const Job *j, const KilnCompileResult *r)
+static void write_file(const Opts *o, const Job *j, const char *ext, const char *data, size_t n)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s_%s.ptx", o->ptx_dir, j->name, j->arch);
+    snprintf(path, sizeof path, "%s/%s_%s.%s", o->ptx_dir, j->name, j->arch, ext);
     FILE *f = fopen(path, "wb");
     if (!f) return;
-    fwrite(r->output, 1, r->output_size, f);
+    fwrite(data, 1, n, f);
     fclose(f);
+}
+
+/* The kernel's LLVM IR as the lowering hands it to LLVM (the dump after
+ * "lower"), written next to its PTX. */
+static void write_ir(const Opts *o, const Job *j, const char *src, KilnCompileOptions co)
+{
+    KilnCompileResult r;
+    co.dump_after = "all"; /* "lower" alone is not a pass name the driver takes */
+    const char *mark = "before LLVM's passes -----\n";
+    const char *ir = kiln_compile(j->file, src, &co, &r) == KILN_OK && r.dumps ? strstr(r.dumps, mark) : NULL;
+    if (ir) write_file(o, j, "ll", ir + strlen(mark), strlen(ir + strlen(mark)));
+    kiln_compile_result_free(&r);
 }
 
 /* Returns the median wall time, or -1 when the kernel does not compile. */
@@ -273,9 +287,10 @@ static double bench_job(const Opts *o, const Job *j)
         }
         for (int k = 0; k < NPHASES; k++) ph[k][i] = phase_ms(r.stats, k_phases[k]);
         bytes = r.output_size;
-        if (i == 0 && o->ptx_dir) write_ptx(o, j, &r);
+        if (i == 0 && o->ptx_dir) write_file(o, j, "ptx", r.output, r.output_size);
         kiln_compile_result_free(&r);
     }
+    if (o->ptx_dir) write_ir(o, j, src, co);
     free(src);
     double cpu_med = median(cpu, o->reps), m = median(wall, o->reps);
     if (o->json) {
