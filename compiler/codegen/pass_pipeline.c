@@ -130,6 +130,7 @@ typedef struct PlanCtx {
     int nloops;
     Diag *d;
     bool failed;          /* num_stages past IR_MAX_PIPE_STAGES on a loop that would be pipelined */
+    bool mbarrier;        /* schedule option: hand the stages over through mbarriers */
 } PlanCtx;
 
 /* Whether `v` is needed by the prologue: a loop bound, or an operand from
@@ -257,12 +258,13 @@ static void plan_loop(IrOp *op, void *vctx)
         ir_attr_set_int(f->arena, &pl->loads[i].load->attrs, IR_ATTR_SLOT_BYTES, pl->loads[i].slot_bytes);
     IrOp *dot = pending_dot(f, pl, p->uses);
     if (dot) ir_attr_set_int(f->arena, &dot->attrs, IR_ATTR_MMA_PENDING, 1);
+    if (p->mbarrier) ir_attr_set_int(f->arena, &op->attrs, IR_ATTR_MBARRIER, 1);
     p->nloops++;
 }
 
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
-    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false};
+    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false, ctx->mbarrier};
     ir_walk(f, plan_loop, &p);
     return !p.failed;
 }

@@ -18,6 +18,8 @@
  *     written outside a loop and read inside it (attention's Q, hoisted out
  *     of the key loop) stays live to the end of that loop: every iteration
  *     reads it again, so Q's fragments need no registers across the loop.
+ *   - a pipelined loop's mbarriers (pipeline.mbarrier: full[s] and empty[s],
+ *     8 bytes each): live as its stage buffers, on the loop op itself;
  *   - views (smem.view): a deferred convert whose tile an earlier deferred
  *     convert already staged — of the same value, or of its transpose (trans
  *     is a view: same registers, permuted layout, so the staged rows and
@@ -244,6 +246,8 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
         if (!sup_mul_i64(pl->loads[i].slot_bytes, pl->stages, &bytes)) bytes = INT64_MAX / 2;
         pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load, bytes, operand_align(s), pl->issue_pos, end);
     }
+    /* mbarrier hand-off: full[s] and empty[s], 8 bytes each, live as long as the stages */
+    if (pl && pl->mbarrier) pl->mbar = add_buf(s, "pipeline mbarriers", op, 16 * (int64_t)pl->stages, 16, pl->issue_pos, end);
 }
 
 static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
