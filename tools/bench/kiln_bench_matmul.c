@@ -9,7 +9,8 @@
  * result is checked on 512 sampled elements against a float64 dot product of
  * the same rounded inputs (max error relative to the largest |C|; reported as
  * "max_rel_err", and the run fails above 1e-2 — a wrong kernel is off by O(1)).
- * TFLOP/s = 2 M N K / median time. Used by bench_matmul.py.
+ * TFLOP/s = 2 M N K / median time. Used by bench_matmul.py. KILN_BENCH_MBARRIER=1 in
+ * the environment compiles with the mbarrier stage hand-off (docs/tensor_cores.md 0b).
  */
 #include <math.h>
 #include <stdio.h>
@@ -109,6 +110,10 @@ int main(int argc, char **argv)
     KilnDefine defs[5] = {{"N", nb}, {"K", kb}, {"BLOCK_M", bmb}, {"BLOCK_N", bnb}, {"BLOCK_K", bkb}};
     KilnCompileOptions co = {.kernel = bf ? "matmul_tc_bf16" : "matmul_tc_f16", .defines = defs, .ndefines = 5,
                              .num_warps = o.warps, .num_stages = o.stages};
+    /* KILN_BENCH_MBARRIER=1: the mbarrier stage hand-off (KilnCompileOptions.mbarrier), so
+     * a whole bench_matmul.py sweep can be repeated with it */
+    const char *mb = getenv("KILN_BENCH_MBARRIER");
+    co.mbarrier = mb && *mb && strcmp(mb, "0");
     KilnModule *mod = NULL;
     if ((st = kiln_module_compile(dev, o.src, src, &co, &mod)) != KILN_OK) {
         json_error(&o, "compile", st);
