@@ -14,7 +14,8 @@
  *     iteration 0;
  *   - sm_80: test_wait (try_wait is sm_90), no fence.mbarrier_init;
  *   - the decision is on the GPU IR (pipeline.mbarrier, smem.* on the loop);
- *   - a kernel without a pipelined loop compiles byte-identically with it;
+ *   - a kernel without a pipelined loop, or whose loop body has SRAM buffers
+ *     of its own (it needs a CTA barrier anyway), compiles byte-identically;
  *   - KilnAttentionParams.mbarrier reaches the runtime's compile request;
  *   - ptxas: the schedules the benchmark compares assemble without spills.
  * Results are checked on the GPU (tests/gpu/test_e2e_gpu_attention.c and
@@ -193,6 +194,15 @@ START_TEST(unchanged_where_it_does_not_apply)
     ck_assert_int_eq(count(&b, "mbarrier"), 0);
     kiln_compile_result_free(&a);
     kiln_compile_result_free(&b);
+    /* a body with SRAM buffers of its own (64 rows on 8 warps, sm_80: cross-warp reductions, P
+     * staged) needs a CTA barrier every iteration anyway: sram-alloc drops the attribute */
+    Attn own = {"64", "64", "64", 8, 2, "false", 0};
+    KilnCompileResult x = attention(&own, "sm_80", 0, KILN_EMIT_PTX), y = attention(&own, "sm_80", 1, KILN_EMIT_PTX);
+    ck_assert_uint_eq(x.output_size, y.output_size);
+    ck_assert_int_eq(memcmp(x.output, y.output, x.output_size), 0);
+    ck_assert_int_gt(count(&y, "cp.async.wait_group"), 0);
+    kiln_compile_result_free(&x);
+    kiln_compile_result_free(&y);
     /* and with it off, the pipelined attention keeps its wait_group + barrier */
     Attn at2 = {"128", "128", "64", 8, 2, "false", 0};
     KilnCompileResult off = attention(&at2, "sm_90a", 0, KILN_EMIT_PTX);
