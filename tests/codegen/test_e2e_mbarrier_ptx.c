@@ -16,14 +16,14 @@
  *   - the decision is on the GPU IR (pipeline.mbarrier, smem.* on the loop);
  *   - a kernel without a pipelined loop, or whose loop body has SRAM buffers
  *     of its own (it needs a CTA barrier anyway), compiles byte-identically;
- *   - KilnAttentionParams.mbarrier reaches the runtime's compile request;
+ *   - (KilnAttentionParams.mbarrier reaching the runtime's compile request:
+ *     test_e2e_pingpong_ptx.c, with pingpong);
  *   - ptxas: the schedules the benchmark compares assemble without spills.
  * Results are checked on the GPU (tests/gpu/test_e2e_gpu_attention.c and
  * test_e2e_gpu_matmul.c with KILN_TEST_MBARRIER). */
 #include "compiler/support/support.h"
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
-#include "jit_internal.h"   /* rt_attn_fwd_request: what the runtime compiles */
 
 #include <stdlib.h>
 #include <string.h>
@@ -226,33 +226,6 @@ START_TEST(decision_is_on_the_ir)
 }
 END_TEST
 
-/* KilnAttentionParams.mbarrier: > 0 on, < 0 off, 0 the table's column (off in every row). */
-START_TEST(runtime_passes_it_on)
-{
-    KilnAttentionParams p = {.dtype = KILN_F16, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 4096,
-                             .seqlen_k = 4096, .head_dim = 128, .block_m = 128, .block_n = 64, .num_warps = 8};
-    static const int asked[] = {1, 0, -1};
-    for (int i = 0; i < 3; i++) {
-        p.mbarrier = asked[i];
-        RtAttnVariant v;
-        RtAttnRequest r;
-        ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.mbarrier, asked[i] > 0);
-        free(r.owned);
-    }
-    p.block_m = p.block_n = p.num_warps = 0;
-    p.mbarrier = 0;
-    for (int d = 64; d <= 256; d *= 2) {
-        p.head_dim = d;
-        RtAttnVariant v;
-        RtAttnRequest r;
-        ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.mbarrier, 0);
-        free(r.owned);
-    }
-}
-END_TEST
-
 /* ptxas: the schedules the benchmark compares assemble without spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -288,7 +261,6 @@ static Suite *suite(void)
     tcase_add_test(tc, matmul_in_flight_releases_the_previous_slot);
     tcase_add_test(tc, unchanged_where_it_does_not_apply);
     tcase_add_test(tc, decision_is_on_the_ir);
-    tcase_add_test(tc, runtime_passes_it_on);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);
