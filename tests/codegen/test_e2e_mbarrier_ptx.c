@@ -18,6 +18,9 @@
  *     of its own (it needs a CTA barrier anyway), compiles byte-identically;
  *   - (KilnAttentionParams.mbarrier reaching the runtime's compile request:
  *     test_e2e_pingpong_ptx.c, with pingpong);
+ *   - the hand-off as the PTX does it (S, how far ahead, which slot a
+ *     release frees) run on a model of mbarriers and async copies: no slot
+ *     read early or refilled while read, no deadlock, any trip count;
  *   - ptxas: the schedules the benchmark compares assemble without spills.
  * Results are checked on the GPU (tests/gpu/test_e2e_gpu_attention.c and
  * test_e2e_gpu_matmul.c with KILN_TEST_MBARRIER). */
@@ -226,6 +229,171 @@ START_TEST(decision_is_on_the_ir)
 }
 END_TEST
 
+/* ---- the protocol on a model of mbarriers and async copies ----
+ * NT threads run the loop's hand-off as the PTX does it, with S and how far
+ * ahead the copies run (D: the prologue's arrivals) and whether the release is
+ * the previous iteration's (a predicated arrive: a wgmma group in flight) read
+ * off the emitted PTX. A thread's copies land later, in order, at random
+ * steps, then its noinc arrival happens; threads run in random order. Checked:
+ * a slot is read only when every thread's copies of that iteration are in it,
+ * a copy is issued into a slot only after every thread released the
+ * iteration that read it last, no deadlock, nothing in flight at the drain's
+ * end (the invalidation is safe), for trip counts 0..9. (A plan refilling
+ * too early deadlocks here: the in-flight dot's loop at D = S - 1, or D = S.) */
+enum { NT = 4, MAXS = 8 };
+
+typedef struct Bar { int phase, pending; } Bar;
+typedef struct Model {
+    int S, D, T;
+    bool prev;                          /* release the previous iteration's slot */
+    Bar full[MAXS], empty[MAXS];
+    int slot[MAXS][NT];                 /* the iteration whose copy of thread t is in the slot */
+    int released[NT];                   /* iterations each thread has released, in order */
+    int inflight[NT][64], nin[NT];      /* its copies not landed yet (iteration numbers) */
+    int pc[NT], it[NT], k[NT];          /* program point, iteration, prologue/drain counter */
+    bool done[NT];
+    unsigned rng;
+} Model;
+
+static void arrive(Bar *b)
+{
+    if (--b->pending == 0) b->phase++, b->pending = NT;
+}
+
+/* try_wait.parity: the phase of that parity has completed (the current one has the other). */
+static bool waited(const Bar *b, int parity) { return (b->phase & 1) != parity; }
+
+static void issue(Model *m, int t, int j)
+{
+    for (int u = 0; u < NT; u++)   /* every thread has released iteration j - S: the slot is free */
+        ck_assert_msg(j < m->S || m->released[u] > j - m->S, "S %d D %d T %d: copy %d into slot %d while thread %d "
+                      "has released only %d iterations", m->S, m->D, m->T, j, j % m->S, u, m->released[u]);
+    m->inflight[t][m->nin[t]++] = j;
+}
+
+static void land(Model *m, int t)   /* the oldest copy of thread t lands, then its noinc arrival */
+{
+    int j = m->inflight[t][0];
+    memmove(m->inflight[t], m->inflight[t] + 1, sizeof(int) * (size_t)--m->nin[t]);
+    m->slot[j % m->S][t] = j;
+    arrive(&m->full[j % m->S]);
+}
+
+static void release(Model *m, int t, int i)
+{
+    ck_assert_int_eq(m->released[t], i);
+    m->released[t]++;
+    arrive(&m->empty[i % m->S]);
+}
+
+/* One step of thread t; false when it waits. pc: 0 prologue, 1 empty wait + issue, 2 full
+ * wait + read + release, 3 drain waits, 4 done (the drain's bar.sync is the end). */
+static bool step(Model *m, int t)
+{
+    int S = m->S, i = m->it[t];
+    switch (m->pc[t]) {
+    case 0:
+        if (m->k[t] < m->D) { issue(m, t, m->k[t]++); return true; }
+        m->pc[t] = m->T ? 1 : 3, m->k[t] = 0;
+        return true;
+    case 1: {
+        int j = i + m->D;
+        if (!waited(&m->empty[j % S], (j / S + 1) & 1)) return false;
+        issue(m, t, j);
+        m->pc[t] = 2;
+        return true;
+    }
+    case 2:
+        if (!waited(&m->full[i % S], (i / S) & 1)) return false;
+        for (int u = 0; u < NT; u++)
+            ck_assert_msg(m->slot[i % S][u] == i, "S %d D %d T %d: thread %d reads iteration %d, slot %d holds %d "
+                          "from thread %d", S, m->D, m->T, t, i, i % S, m->slot[i % S][u], u);
+        if (!m->prev) release(m, t, i);
+        else if (i > 0) release(m, t, i - 1);
+        m->it[t]++;
+        m->pc[t] = m->it[t] < m->T ? 1 : 3;
+        return true;
+    case 3: {
+        if (m->k[t] == m->D) { m->pc[t] = 4; return true; }
+        int j = m->T + m->k[t];
+        if (!waited(&m->full[j % S], (j / S) & 1)) return false;
+        m->k[t]++;
+        return true;
+    }
+    default:
+        m->done[t] = true;
+        return false;
+    }
+}
+
+static void run_model(int S, int D, bool prev, int T, unsigned seed)
+{
+    Model m = {.S = S, .D = D, .T = T, .prev = prev, .rng = seed};
+    for (int s = 0; s < S; s++) {
+        m.full[s] = m.empty[s] = (Bar){0, NT};
+        for (int t = 0; t < NT; t++) m.slot[s][t] = -1;
+    }
+    for (int steps = 0; steps < 100000; steps++) {
+        bool all = true, moved = false;
+        for (int t = 0; t < NT; t++) all &= m.done[t];
+        if (all) break;
+        m.rng = m.rng * 1103515245u + 12345u;
+        int t = (int)(m.rng >> 16) % NT;
+        bool land_now = m.nin[t] && ((m.rng >> 8) & 3) == 0;
+        if (land_now) land(&m, t), moved = true;
+        else moved = step(&m, t);
+        if (moved || m.done[t]) continue;
+        /* t waits: somebody must be able to move (a thread's step or a landing copy) */
+        bool any = false;
+        for (int u = 0; u < NT && !any; u++) {
+            any = m.nin[u] > 0;
+            Model probe = m;
+            any = any || (!probe.done[u] && step(&probe, u));
+        }
+        ck_assert_msg(any, "S %d D %d T %d: deadlock (thread %d at point %d, iteration %d)", S, D, T, t, m.pc[t],
+                      m.it[t]);
+    }
+    for (int t = 0; t < NT; t++) {
+        ck_assert_msg(m.done[t], "S %d D %d T %d: thread %d did not finish", S, D, T, t);
+        ck_assert_msg(m.nin[t] == 0, "S %d D %d T %d: copies of thread %d in flight at the drain's end", S, D, T, t);
+    }
+}
+
+/* S, D and the kind of release from the PTX of `r`'s first loop, then the model. */
+static void model_of(const KilnCompileResult *r, const char *what)
+{
+    const char *ptx = r->output, *init = strstr(ptx, "mbarrier.init.shared"), *wait = strstr(ptx, "MBAR_WAIT:");
+    ck_assert_ptr_nonnull(init);
+    ck_assert_ptr_nonnull(wait);
+    int inits = 0, D = 0;
+    for (const char *p = init; (p = strstr(p, "mbarrier.init.shared")) && p < wait; p++) inits++;
+    for (const char *p = init; (p = strstr(p, "cp.async.mbarrier.arrive.noinc")) && p < wait; p++) D++;
+    bool prev = strstr(ptx, "@p mbarrier.arrive.shared") != NULL;
+    int S = inits / 2;
+    ck_assert_msg(S >= 2 && S <= MAXS && D >= 1 && D < S, "%s: S %d, D %d", what, S, D);
+    for (int T = 0; T < 10; T++)
+        for (unsigned seed = 1; seed <= 40; seed++) run_model(S, D, prev, T, seed * 7919u + (unsigned)T);
+}
+
+START_TEST(protocol_runs_on_an_mbarrier_model)
+{
+    for (int S = 2; S <= 3; S++) {
+        Attn a = {"128", "128", "64", 8, S, "false", 1};
+        KilnCompileResult r = attention(&a, "sm_90a", 1, KILN_EMIT_PTX);
+        model_of(&r, "attention");
+        kiln_compile_result_free(&r);
+    }
+    for (int S = 3; S <= 4; S++) {
+        PuSched s = {128, 128, 64, 4, S};
+        KilnCompileResult r;
+        pu_compile_matmul_opt("tools/bench/matmul_tc.tile", "matmul_tc_f16", &s, 4096, 4096, "sm_90a", 0, 1,
+                              KILN_EMIT_PTX, &r);
+        model_of(&r, "matmul");
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
 /* ptxas: the schedules the benchmark compares assemble without spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -261,6 +429,7 @@ static Suite *suite(void)
     tcase_add_test(tc, matmul_in_flight_releases_the_previous_slot);
     tcase_add_test(tc, unchanged_where_it_does_not_apply);
     tcase_add_test(tc, decision_is_on_the_ir);
+    tcase_add_test(tc, protocol_runs_on_an_mbarrier_model);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);
