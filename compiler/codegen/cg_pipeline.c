@@ -11,6 +11,9 @@
  * pass_pipeline.c's header; the IR attributes in docs/tensor_cores.md section 0:
  *     for ... {pipeline.stages = S, pipeline.issue = K}   K ops before the loop
  *     %a = load ... {pipeline.slot_bytes = B, smem.offset = O, ...}
+ * With pipeline.mbarrier the waits, barriers and commits give way to the
+ * mbarrier hand-off (cg_mbarrier.c; plan_mbarrier: how far ahead, where the
+ * body releases its slots).
  *
  * Invariants: the plan read here is exactly the pass's (cg_pipeline_slice is
  * the one definition of the slice, shared with the pass); nothing here

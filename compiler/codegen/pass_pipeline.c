@@ -73,6 +73,12 @@
  * reads the registers a group in flight writes); ir_verify holds the same.
  *     %88 = dot %86, %87, %53 {wgmma.pending = 1} : tensor<128x128xf32, #L0>
  *
+ * pipeline.mbarrier = 1 on the loop (the schedule option `mbarrier`,
+ * CgPassCtx.mbarrier): the stages are handed over through mbarriers instead
+ * of wait_group + bar.sync (cg_mbarrier.c has the protocol; sram-alloc gives
+ * the loop its barriers, or drops the attribute when the body has SRAM
+ * buffers of its own and needs a CTA barrier anyway).
+ *
  * Example (matmul 64x64x32 on 4 warps as 2 x 2, S = 3): loads a [64x32] and
  * b [32x64] of f16 become 2 x 3 buffers of 4 KB; prologue: 2 groups; loop:
  * wait_group(1); bar.sync; 2 + 2 cp.async per thread; commit; 8 ldmatrix.x4
