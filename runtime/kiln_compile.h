@@ -73,6 +73,10 @@ typedef struct KilnCompileOptions {
                                   the tensor cores, one's softmax overlapping another's wgmmas
                                   (docs/tensor_cores.md, section 4b); kernels that do not qualify
                                   are unchanged */
+    int mbarrier;              /* nonzero: software-pipelined loops hand their stages over through
+                                  mbarriers (full/empty per stage) instead of cp.async.wait_group
+                                  + a CTA barrier each iteration, so warps may drift apart
+                                  (docs/tensor_cores.md, section 0b); other kernels are unchanged */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -285,6 +289,9 @@ typedef struct KilnAttentionParams {
      * default table's choice for the head dim (off with the caller's block_m/block_n). Only
      * kernels of 8 or more warps take turns; others compile as without it. */
     int pingpong;
+    /* mbarrier stage hand-off in the key loop (KilnCompileOptions.mbarrier): > 0 on, < 0 off,
+     * 0 the default table's choice (off with the caller's block_m/block_n). */
+    int mbarrier;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

@@ -149,8 +149,19 @@ typedef struct PuSched { int bm, bn, bk, warps, stages; } PuSched;
  * at schedule `s`, with the BLOCK_* defines, N and K defines unless N is 0,
  * and A, B, C hinted 16-byte aligned (what the runtime's launch-time
  * specialisation gives aligned buffers); fails the test unless it compiles. */
+static inline void pu_compile_matmul_opt(const char *file, const char *kernel, const PuSched *s, int N, int K,
+                                         const char *arch, int no_wgmma, int mbarrier, KilnEmit emit,
+                                         KilnCompileResult *r);
 static inline void pu_compile_matmul(const char *file, const char *kernel, const PuSched *s, int N, int K,
                                      const char *arch, int no_wgmma, KilnEmit emit, KilnCompileResult *r)
+{
+    pu_compile_matmul_opt(file, kernel, s, N, K, arch, no_wgmma, 0, emit, r);
+}
+
+/* The same with the mbarrier schedule option (KilnCompileOptions.mbarrier). */
+static inline void pu_compile_matmul_opt(const char *file, const char *kernel, const PuSched *s, int N, int K,
+                                         const char *arch, int no_wgmma, int mbarrier, KilnEmit emit,
+                                         KilnCompileResult *r)
 {
     char *src = sup_read_file_text(tu_src_path(file), NULL);
     ck_assert_ptr_nonnull(src);
@@ -171,6 +182,7 @@ static inline void pu_compile_matmul(const char *file, const char *kernel, const
     o.hints = h;
     o.nhints = 3;
     o.no_wgmma = no_wgmma;
+    o.mbarrier = mbarrier;
     KilnStatus st = kiln_compile(file, src, &o, r);
     ck_assert_msg(st == KILN_OK, "%s %dx%dx%d w%d s%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, s->stages, arch,
                   r->diagnostics ? r->diagnostics : kiln_status_name(st));

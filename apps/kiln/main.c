@@ -49,6 +49,7 @@ static const char usage_text[] =
     "  -O0                        skip the target-independent passes\n"
     "  --no-wgmma                 sm_90a: keep every dot on mma.sync (no warpgroup MMA)\n"
     "  --pingpong                 sm_90a: warpgroups take turns on the tensor cores (num_warps >= 8)\n"
+    "  --mbarrier                 pipelined loops hand stages over through mbarriers, not a CTA barrier\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
     "\n"
     "run options:\n"
@@ -152,6 +153,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         else if (!strcmp(s, "-O0")) a->opts.no_opt = 1;
         else if (!strcmp(s, "--no-wgmma")) a->opts.no_wgmma = 1;
         else if (!strcmp(s, "--pingpong")) a->opts.pingpong = 1;
+        else if (!strcmp(s, "--mbarrier")) a->opts.mbarrier = 1;
         else if (!strcmp(s, "--cpu")) a->cpu = true;
         else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }
         else if (!strcmp(s, "--grid")) {

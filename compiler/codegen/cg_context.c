@@ -228,6 +228,7 @@ void cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages)
     const CgPipeLoop *pl = with_stages ? cg_pipeline_of_loop(tc, region_op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++)
         if (pl->loads[i].buf) cg_smem_pending_add(c, pl->loads[i].buf->offset, pl->loads[i].buf->offset + pl->loads[i].buf->bytes);
+    if (pl && pl->mbar) cg_smem_pending_add(c, (int)pl->mbar->offset, (int)(pl->mbar->offset + pl->mbar->bytes));
 }
 
 LLVMValueRef cg_smem_begin(CgCtx *c, const char *what, const IrValue *v, int bytes)

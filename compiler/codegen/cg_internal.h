@@ -76,6 +76,7 @@ typedef struct CgCtx {
     /* cg_pipeline.c: the pipelined loop being lowered and its current slot */
     CgPipeLoop *pipe;
     LLVMValueRef pipe_slot;
+    LLVMValueRef pipe_iter;      /* its iteration number (i32, from 0) */
     /* cg_pipeline.c: while a later iteration's slice is evaluated, the i1
      * "that iteration exists": loads predicate on it (NULL otherwise) */
     LLVMValueRef load_guard;
@@ -189,6 +190,21 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl);
 void cg_loop_carry_phis(CgCtx *c, IrOp *op, LLVMBasicBlockRef pre);
 bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch);
 bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
+/* The mbarrier hand-off of a pipeline.mbarrier loop (cg_mbarrier.c; slot and
+ * iteration numbers are i32): init before the prologue; before refilling slot
+ * `slot` with iteration `iter`, wait until iteration iter - S read it; after
+ * a thread's copies into a slot, arrive on its full barrier when they land;
+ * before reading iteration `iter`'s slot, wait until every thread's copies
+ * landed; after the body's last read (pl->release_after), release the
+ * current slot (or, with a wgmma.pending dot, the previous one); after the
+ * loop (`trips` iterations), wait for the copies issued past its end and
+ * invalidate the barriers. */
+void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl);
+void cg_mbar_wait_empty(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
+void cg_mbar_arrive_copies(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot);
+void cg_mbar_wait_full(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
+void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl);
+void cg_mbar_drain(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef trips);
 
 /* ---- cg_affine.c ---- */
 /* When the pointer tile `ptrs` is affine in its indices, set coef[d] (i64

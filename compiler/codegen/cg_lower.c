@@ -63,6 +63,7 @@ bool cg_lower_block(CgCtx *c, IrBlock *blk)
         }
         if (!cg_lower_op(c, op) || c->failed) return false;
         if (ice_message()) return false;
+        if (c->pipe && c->pipe->mbarrier && c->pipe->release_after == op) cg_mbar_release(c, c->pipe);
     }
     return true;
 }

@@ -11,6 +11,9 @@
  * pass_pipeline.c's header; the IR attributes in docs/tensor_cores.md section 0:
  *     for ... {pipeline.stages = S, pipeline.issue = K}   K ops before the loop
  *     %a = load ... {pipeline.slot_bytes = B, smem.offset = O, ...}
+ * With pipeline.mbarrier the waits, barriers and commits give way to the
+ * mbarrier hand-off (cg_mbarrier.c; plan_mbarrier: how far ahead, where the
+ * body releases its slots).
  *
  * Invariants: the plan read here is exactly the pass's (cg_pipeline_slice is
  * the one definition of the slice, shared with the pass); nothing here
@@ -165,6 +168,41 @@ bool cg_pipeline_dead_in_place(const CgTcState *tc, const IrOp *op)
     return false;
 }
 
+/* Whether `op` (or an op nested in it) reads a stage slot of pl: a convert
+ * of one of its loads (ldmatrix there), or a user of such a convert's result
+ * (a dot reading a deferred tile in the slot through ldmatrix or wgmma). */
+static bool reads_slot(const CgPipeLoop *pl, const IrOp *op)
+{
+    for (int j = 0; j < pl->nloads; j++)
+        for (int k = 0; k < pl->loads[j].nconverts; k++) {
+            const IrOp *cv = pl->loads[j].converts[k];
+            if (op == cv) return true;
+            for (int i = 0; i < op->nargs; i++)
+                if (op->args[i] == cv->res[0]) return true;
+        }
+    for (int r = 0; r < op->nregions; r++)
+        for (const IrOp *x = op->regions[r]->first; x; x = x->next)
+            if (reads_slot(pl, x)) return true;
+    return false;
+}
+
+/* pipeline.mbarrier: where the body releases its slots (the last op reading
+ * one; the wgmma.pending dot, whose wait retires the previous iteration's
+ * group) and how far ahead the copies run. Without a pending dot, S - 2 when
+ * S >= 3: a thread then refills the slot read two iterations back, so warps
+ * may drift an iteration apart before one waits for another. */
+static void plan_mbarrier(CgPipeLoop *pl)
+{
+    IrBlock *body = pl->loop->regions[0];
+    pl->mbarrier = ir_attr_int(&pl->loop->attrs, IR_ATTR_MBARRIER, 0) == 1;
+    if (!pl->mbarrier) return;
+    pl->release_after = pl->pending_dot;
+    for (IrOp *x = body->first; x && !pl->pending_dot; x = x->next)
+        if (reads_slot(pl, x)) pl->release_after = x;
+    if (!pl->release_after) pl->release_after = body->last;
+    if (!pl->pending_dot && pl->stages >= 3) pl->ahead = pl->stages - 2;
+}
+
 /* The loop's plan from its attributes; NULL (with an internal error) when
  * the IR does not hold a consistent plan. */
 static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
@@ -193,6 +231,7 @@ static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
     for (IrOp *x = body->first; x; x = x->next)
         if (ir_attr_get(&x->attrs, IR_ATTR_MMA_PENDING)) pl->pending_dot = x;
     pl->ahead = pl->pending_dot ? pl->stages - 2 : pl->stages - 1;
+    plan_mbarrier(pl);
     int back = (int)ir_attr_int(&op->attrs, IR_ATTR_ISSUE, 0);
     pl->issue_at = op;
     for (int i = 0; i < back && pl->issue_at->prev; i++) pl->issue_at = pl->issue_at->prev;
@@ -351,7 +390,7 @@ static void sync_slots(CgCtx *c, int ahead)
  * its loads included, is evaluated before sync_slots: the load's latency then
  * overlaps the wait for the previous copies instead of stalling the copies. */
 static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot,
-                      int sync_ahead)
+                      int sync_ahead, LLVMValueRef iter)
 {
     IrBlock *body = pl->loop->regions[0];
     IrValue *iv = body->args[0];
@@ -368,12 +407,14 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     c->slice_eval = false;
     c->load_guard = NULL;
     if (sync_ahead) sync_slots(c, sync_ahead);
+    if (pl->mbarrier && iter) cg_mbar_wait_empty(c, pl, slot, iter);   /* (the prologue's slots are fresh) */
     for (int j = 0; j < pl->nloads; j++) {
         const CgPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         issue_load(c, l, base, valid);
     }
-    commit(c);
+    if (pl->mbarrier) cg_mbar_arrive_copies(c, pl, slot);
+    else commit(c);
     c->vals[iv->id] = saved_iv;
     for (int i = 0; i < pl->nslice; i++) c->vals[pl->slice[i]->res[0]->id] = saved[i];
     return true;
@@ -398,10 +439,11 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
                 break;
             }
     }
+    if (pl->mbarrier) cg_mbar_init(c, pl);
     /* iterations 0 .. ahead - 1 (S - 2, or S - 3 with a wgmma.pending dot) */
     for (int j = 0; j < pl->ahead; j++) {
         LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
-        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j), 0)) return false;
+        if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j), 0, NULL)) return false;
     }
     return true;
 }
@@ -426,7 +468,8 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     cg_loop_carry_phis(c, op, pre);
     LLVMBuildCondBr(c->b, icmp_lt(c, ie, iv, hi), bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
-    if (!pl->slice_loads) sync_slots(c, D);
+    if (pl->mbarrier) cg_smem_pending_span(c, op, false);   /* the body's own buffers, over the back edge */
+    else if (!pl->slice_loads) sync_slots(c, D);
     /* Issue iteration i + D before computing iteration i. D = S - 1: its
      * slot, (i - 1) % S, was last read by iteration i - 1, which every thread
      * has left at the barrier (sync_slots). So the copies overlap this whole
@@ -434,9 +477,13 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
      * it. D = S - 2 (wgmma.pending): the slot is (i - 2) % S, whose wgmma
      * group every warpgroup has waited for in iteration i - 1. */
     LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)D, 0), ""), "");
-    LLVMValueRef slotn = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, cnt, cg_i32(c, D), ""), cg_i32(c, S), "");
-    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads ? D : 0)) return false;
+    LLVMValueRef cntn = LLVMBuildAdd(c->b, cnt, cg_i32(c, D), "");
+    LLVMValueRef slotn = LLVMBuildURem(c->b, cntn, cg_i32(c, S), "");
+    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads && !pl->mbarrier ? D : 0, cntn))
+        return false;
     c->pipe_slot = LLVMBuildURem(c->b, cnt, cg_i32(c, S), "slot");
+    c->pipe_iter = cnt;
+    if (pl->mbarrier) cg_mbar_wait_full(c, pl, c->pipe_slot, cnt);
     c->pipe = pl;
     if (!cg_lower_block(c, body)) return false;
     c->pipe = NULL;
@@ -451,7 +498,8 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMAddIncoming(cnt, &cnext, &latch, 1);
     if (!cg_loop_carry_close(c, op, latch)) return false;
     LLVMPositionBuilderAtEnd(c->b, exit);
-    wait_group(c, 0);
+    if (pl->mbarrier) cg_mbar_drain(c, pl, cnt);   /* cnt: the trip count here */
+    else wait_group(c, 0);
     /* The last iteration's wgmma group is still in flight: its accumulator
      * is the loop's result at the yield position that carries the dot. */
     IrOp *y = pl->pending_dot ? body->last : NULL;

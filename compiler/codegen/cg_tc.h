@@ -84,6 +84,14 @@ typedef struct CgPipeLoop {
      * i - 1 is still being read while iteration i refills one). */
     IrOp *pending_dot;
     int ahead;
+    /* pipeline.mbarrier: the stages are handed over through mbarriers
+     * (cg_mbarrier.c): full[s] at mbar->offset + 8 s, empty[s] after them;
+     * `mbar` is the loop's own buffer (pass_sram_alloc.c, smem.* on the
+     * loop). release_after: the body op after which this iteration's slots
+     * are read (the last one that reads a slot or a value read from one). */
+    bool mbarrier;
+    CgSmemBuf *mbar;
+    IrOp *release_after;
 } CgPipeLoop;
 
 /* Op positions of a region op (for, if): [start, end]. */
@@ -161,6 +169,7 @@ typedef struct CgPassCtx {
     bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
     CgAxisMap *axis;       /* facts of the values (cg_axis_info.c); passes alias new values */
     bool pingpong;         /* schedule option: warpgroups take turns on the tensor cores (pass_pingpong.c) */
+    bool mbarrier;         /* schedule option: mbarrier stage hand-off in pipelined loops (pass_pipeline.c) */
 } CgPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);

@@ -86,7 +86,7 @@ static void ts_at(void *vctx, IrOp *op, int p)
         CgPipeLoop *pl = tc->loops.data[i];
         if (pl->issue_at == op) pl->issue_pos = p;
     }
-    if (!op->nres) return;
+    if (!op->nres || op->op == IR_FOR) return;   /* a loop's own buffer (its mbarriers): ts_after */
     int id = op->res[0]->id;
     if (ir_attr_int(&op->attrs, IR_ATTR_DEFERRED, 0)) tc->deferred[id] = true;
     if (ir_attr_get(&op->attrs, IR_ATTR_SMEM_VIEW)) {
@@ -122,6 +122,8 @@ static void ts_after(void *vctx, IrOp *op, int p, int end)
     for (int i = 0; pl && i < pl->nloads; i++)
         if (ir_attr_get(&pl->loads[i].load->attrs, IR_ATTR_SMEM_OFFSET))
             pl->loads[i].buf = buf_from_attrs(s, pl->loads[i].load, "pipeline stages");
+    if (pl && pl->mbarrier && ir_attr_get(&op->attrs, IR_ATTR_SMEM_OFFSET))
+        pl->mbar = buf_from_attrs(s, op, "pipeline mbarriers");
 }
 
 CgTcState *cg_tc_from_ir(IrFunc *f)

@@ -140,7 +140,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     res->num_warps = W;
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
-    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis, opts->pingpong};
+    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis, opts->pingpong, opts->mbarrier};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */

@@ -73,6 +73,12 @@
  * reads the registers a group in flight writes); ir_verify holds the same.
  *     %88 = dot %86, %87, %53 {wgmma.pending = 1} : tensor<128x128xf32, #L0>
  *
+ * pipeline.mbarrier = 1 on the loop (the schedule option `mbarrier`,
+ * CgPassCtx.mbarrier): the stages are handed over through mbarriers instead
+ * of wait_group + bar.sync (cg_mbarrier.c has the protocol; sram-alloc gives
+ * the loop its barriers, or drops the attribute when the body has SRAM
+ * buffers of its own and needs a CTA barrier anyway).
+ *
  * Example (matmul 64x64x32 on 4 warps as 2 x 2, S = 3): loads a [64x32] and
  * b [32x64] of f16 become 2 x 3 buffers of 4 KB; prologue: 2 groups; loop:
  * wait_group(1); bar.sync; 2 + 2 cp.async per thread; commit; 8 ldmatrix.x4
@@ -130,6 +136,7 @@ typedef struct PlanCtx {
     int nloops;
     Diag *d;
     bool failed;          /* num_stages past IR_MAX_PIPE_STAGES on a loop that would be pipelined */
+    bool mbarrier;        /* schedule option: hand the stages over through mbarriers */
 } PlanCtx;
 
 /* Whether `v` is needed by the prologue: a loop bound, or an operand from
@@ -257,12 +264,13 @@ static void plan_loop(IrOp *op, void *vctx)
         ir_attr_set_int(f->arena, &pl->loads[i].load->attrs, IR_ATTR_SLOT_BYTES, pl->loads[i].slot_bytes);
     IrOp *dot = pending_dot(f, pl, p->uses);
     if (dot) ir_attr_set_int(f->arena, &dot->attrs, IR_ATTR_MMA_PENDING, 1);
+    if (p->mbarrier) ir_attr_set_int(f->arena, &op->attrs, IR_ATTR_MBARRIER, 1);
     p->nloops++;
 }
 
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
-    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false};
+    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false, ctx->mbarrier};
     ir_walk(f, plan_loop, &p);
     return !p.failed;
 }

@@ -18,6 +18,10 @@
  *     written outside a loop and read inside it (attention's Q, hoisted out
  *     of the key loop) stays live to the end of that loop: every iteration
  *     reads it again, so Q's fragments need no registers across the loop.
+ *   - a pipelined loop's mbarriers (pipeline.mbarrier: full[s] and empty[s],
+ *     8 bytes each): live as its stage buffers, on the loop op itself. A loop
+ *     whose body has buffers of its own loses pipeline.mbarrier here: its body
+ *     needs a CTA barrier every iteration anyway, so it keeps the old scheme;
  *   - views (smem.view): a deferred convert whose tile an earlier deferred
  *     convert already staged — of the same value, or of its transpose (trans
  *     is a view: same registers, permuted layout, so the staged rows and
@@ -234,6 +238,16 @@ static void at_op(void *vctx, IrOp *op, int p)
     if (is_mma_dot(s->f, op)) extend_to_dot(s, op, p);
 }
 
+/* Whether a buffer lives entirely inside the region op [p, end] (its body's own scratch). */
+static bool body_has_buffers(const SaCtx *s, int p, int end)
+{
+    for (int i = 0; i < s->tc->bufs.len; i++) {
+        const CgSmemBuf *b = s->tc->bufs.data[i];
+        if (b->start > p && b->end < end) return true;
+    }
+    return false;
+}
+
 static void after_region(void *vctx, IrOp *op, int p, int end)
 {
     SaCtx *s = vctx;
@@ -244,6 +258,14 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
         if (!sup_mul_i64(pl->loads[i].slot_bytes, pl->stages, &bytes)) bytes = INT64_MAX / 2;
         pl->loads[i].buf = add_buf(s, "pipeline stages", pl->loads[i].load, bytes, operand_align(s), pl->issue_pos, end);
     }
+    /* mbarrier hand-off: full[s] and empty[s], 8 bytes each, live as long as the stages. A
+     * body with SRAM buffers of its own needs a CTA barrier every iteration anyway (before
+     * its first one reuses them): such a loop keeps wait_group + bar.sync (the attribute goes). */
+    if (pl && pl->mbarrier && body_has_buffers(s, p, end)) {
+        ir_attr_remove(&op->attrs, IR_ATTR_MBARRIER);
+        pl->mbarrier = false;
+    }
+    if (pl && pl->mbarrier) pl->mbar = add_buf(s, "pipeline mbarriers", op, 16 * (int64_t)pl->stages, 16, pl->issue_pos, end);
 }
 
 static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)

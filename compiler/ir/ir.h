@@ -294,7 +294,9 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  * the SRAM and pipeline invariants):
  *   kernel: smem (bytes of dynamic SRAM), wgmma (1: dots may use wgmma)
  *   for:    pipeline.stages, pipeline.issue (ops before the loop where its
- *           prologue goes)
+ *           prologue goes), pipeline.mbarrier = 1 (stages handed over through
+ *           mbarriers: full[s]/empty[s], 8 bytes each, in the loop's own smem.*
+ *           buffer of 16 x stages bytes)
  *   load:   pipeline.slot_bytes (one stage of a pipelined load)
  *   op:     smem.offset, smem.bytes, smem.live = [first, last op position]
  *           (its scratch, or a pipelined load's stages), mma.deferred = 1 (an
@@ -311,6 +313,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
 #define IR_ATTR_ISSUE         "pipeline.issue"
+#define IR_ATTR_MBARRIER      "pipeline.mbarrier"
 #define IR_ATTR_SLOT_BYTES    "pipeline.slot_bytes"
 #define IR_ATTR_SMEM_OFFSET   "smem.offset"
 #define IR_ATTR_SMEM_BYTES    "smem.bytes"

@@ -545,6 +545,23 @@ static void check_mma_pending(Verifier *V, const IrOp *op, const IrBlock *b)
         bad(V, op, "wgmma.pending on a dot whose accumulator is not loop-carried and used only by its yield");
 }
 
+/* pipeline.mbarrier (pass_pipeline.c): only on a pipelined loop; a loop's own
+ * smem.* buffer holds its 2 x stages mbarriers (full[s], empty[s], 8 bytes
+ * each), so it is at least 16 x stages bytes, and no other loop has one. */
+static void check_mbarrier(Verifier *V, const IrOp *op)
+{
+    const IrAttrList *at = &op->attrs;
+    bool mb = ir_attr_get(at, IR_ATTR_MBARRIER) != NULL;
+    if (mb && (op->op != IR_FOR || !ir_attr_get(at, IR_ATTR_STAGES)))
+        bad(V, op, "pipeline.mbarrier on an op that is not a pipelined loop");
+    attr_int_in(V, op, IR_ATTR_MBARRIER, 1, 1);
+    if (op->op != IR_FOR || !ir_attr_get(at, IR_ATTR_SMEM_BYTES)) return;
+    if (!mb) bad(V, op, "smem.* on a loop without pipeline.mbarrier");
+    else if (ir_attr_int(at, IR_ATTR_SMEM_BYTES, 0) < 16 * ir_attr_int(at, IR_ATTR_STAGES, 0))
+        bad(V, op, "its mbarriers (smem.bytes) need 16 x pipeline.stages = %lld bytes",
+            (long long)(16 * ir_attr_int(at, IR_ATTR_STAGES, 0)));
+}
+
 /* pipeline.*, smem.*, mma.deferred, wgmma.pending on one op (ir.h lists them). */
 static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
 {
@@ -556,6 +573,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
         attr_int_in(V, op, IR_ATTR_STAGES, 2, IR_MAX_PIPE_STAGES);
         attr_int_in(V, op, IR_ATTR_ISSUE, 0, before);
     }
+    check_mbarrier(V, op);
     if (ir_attr_get(at, IR_ATTR_SLOT_BYTES)) {
         const IrOp *loop = b->parent_op;
         if (op->op != IR_LOAD || !loop || loop->op != IR_FOR || !ir_attr_get(&loop->attrs, IR_ATTR_STAGES))

@@ -28,6 +28,11 @@
  * (KilnAttentionParams.pingpong; sm_90a, docs/tensor_cores.md 4b), the others
  * with ping-pong on too.
  *
+ * KILN_TEST_MBARRIER=S (1: the table's stages): every case runs with the mbarrier
+ * stage hand-off (KilnAttentionParams.mbarrier, docs/tensor_cores.md 0b); S >= 2 also
+ * sets num_stages = S where the head dim is 128 or less (d 256 keeps its stages: SRAM).
+ * Combines with KILN_TEST_PINGPONG.
+ *
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
  */
 #include "kiln.h"
@@ -52,6 +57,7 @@ typedef struct Case {
     double scale;                       /* 0: the API's default 1/sqrt(d) */
     int block_m, block_n, num_warps;    /* 0: defaults */
     int pingpong;                       /* KilnAttentionParams.pingpong (KILN_TEST_PINGPONG) */
+    int mbarrier, num_stages;           /* KilnAttentionParams.mbarrier, num_stages (KILN_TEST_MBARRIER) */
     int on_stream;
     /* host data (inputs, then the GPU's outputs) */
     AttnProblem p;
@@ -141,6 +147,23 @@ static void force_pingpong(void)
            bn);
 }
 
+/* KILN_TEST_MBARRIER: the mbarrier hand-off on for every case, at S stages where d <= 128. */
+static void force_mbarrier(void)
+{
+    const char *e = getenv("KILN_TEST_MBARRIER");
+    if (!e || !*e || !strcmp(e, "0")) return;
+    int S = atoi(e);
+    if (S < 1 || S > 8) {
+        printf("KILN_TEST_MBARRIER='%s': expected a stage count 1..8 (1: the table's); using 1\n", e);
+        S = 1;
+    }
+    for (int i = 0; i < g_ncases; i++) {
+        g_cases[i].mbarrier = 1;
+        if (S >= 2 && g_cases[i].d <= 128) g_cases[i].num_stages = S;
+    }
+    printf("KILN_TEST_MBARRIER: mbarrier stage hand-off on; %s stages\n", S >= 2 ? e : "the table's");
+}
+
 static void host_setup(Case *c, uint64_t seed)
 {
     AttnProblem *p = &c->p;
@@ -174,7 +197,7 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .head_dim = c->d, .q = ptr[0], .k = ptr[1], .v = ptr[2], .o = ptr[3],
                              .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
                              .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
-                             .pingpong = c->pingpong};
+                             .pingpong = c->pingpong, .mbarrier = c->mbarrier, .num_stages = c->num_stages};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
@@ -439,6 +462,7 @@ int main(void)
     const char *max_cases = getenv("ATTN_MAX_CASES");   /* a quick partial run */
     if (max_cases && atoi(max_cases) > 0 && atoi(max_cases) < g_ncases) g_ncases = atoi(max_cases);
     force_pingpong();
+    force_mbarrier();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;
     pthread_t th[32];

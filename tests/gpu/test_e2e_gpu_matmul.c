@@ -21,12 +21,17 @@
  * the host too and its mma.sync / wgmma / ldmatrix / cp.async counts go in the table
  * printed at the end (so a run shows which path each case took).
  *
+ * KILN_TEST_MBARRIER=1: every case compiles with the mbarrier stage hand-off
+ * (KilnCompileOptions.mbarrier, docs/tensor_cores.md 0b); the pipelined ones then
+ * wait on mbarriers instead of cp.async.wait_group + bar.sync.
+ *
  * Without a GPU: "SKIP: no GPU (...)" and exit 77 (ctest: skipped).
  */
 #include "tests/gpu/gpu_util.h"
 #include "tests/ptx_util.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static KilnDevice *g_dev;
@@ -231,6 +236,8 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
     char buf[8][16];
     KilnCompileOptions o = {.kernel = g->kernel, .defines = kd, .ndefines = make_defines(g, p, s, kd, buf),
                             .num_warps = s->warps, .num_stages = s->stages};
+    const char *mb = getenv("KILN_TEST_MBARRIER");
+    o.mbarrier = mb && *mb && strcmp(mb, "0");
     ptx_counts(g, src, &o, row);
     KilnModule *m = NULL;
     KilnStatus st = kiln_module_compile(g_dev, g->file, src, &o, &m);

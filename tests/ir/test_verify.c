@@ -167,6 +167,23 @@ static const Case gpu_cases[] = {
     {L0 GHEAD " {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
      "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.issue = 5} {\n    yield\n  }\n  return\n}\n",
      "for at 5:3: attribute pipeline.issue must be one integer in [0, 2]"},
+    /* mbarrier stage hand-off (pass_pipeline.c, pass_sram_alloc.c) */
+    {L0 GHEAD " {\n  %0 = const 0 {pipeline.mbarrier = 1} : i32\n  return\n}\n",
+     "const at 3:3: pipeline.mbarrier on an op that is not a pipelined loop"},
+    {L0 GHEAD " {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.mbarrier = 1} {\n    yield\n  }\n  return\n}\n",
+     "for at 5:3: pipeline.mbarrier on an op that is not a pipelined loop"},
+    {L0 GHEAD " {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 2} {\n    yield\n  }\n  return\n}\n",
+     "for at 5:3: attribute pipeline.mbarrier must be one integer in [1, 1]"},
+    {L0 GHEAD " attributes {smem = 64} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, smem.offset = 0, smem.bytes = 32, smem.live = [2, 4]} {\n"
+     "    yield\n  }\n  return\n}\n",
+     "for at 5:3: smem.* on a loop without pipeline.mbarrier"},
+    {L0 GHEAD " attributes {smem = 64} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 3, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
+     "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
+     "for at 5:3: its mbarriers (smem.bytes) need 16 x pipeline.stages = 48 bytes"},
     /* warpgroup ping-pong (pass_pingpong.c) */
     {GHEAD8 " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("{pingpong = 1}") "  %3 = const 0 {pingpong = 1} : i32\n  return\n}\n",
      "const at 6:3: pingpong on a non-dot"},

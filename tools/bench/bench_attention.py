@@ -165,9 +165,12 @@ def mode_flags(sched):
     mode = sched[4] if sched is not None and len(sched) > 4 else None
     if mode == "sync":
         return ["--no-wgmma"]                   # mma.sync even where sm_90a's wgmma applies
-    if mode == "pp":
-        return ["--pingpong"]                   # warpgroup ping-pong (8 warps, sm_90a)
-    return []
+    flags = []
+    if mode in ("pp", "ppmb"):
+        flags.append("--pingpong")              # warpgroup ping-pong (8 warps, sm_90a)
+    if mode in ("mb", "ppmb"):
+        flags.append("--mbarrier")              # mbarrier stage hand-off (no bar.sync per key block)
+    return flags
 
 
 def run_kiln_process(cmd, timeout, env=None):
@@ -420,17 +423,18 @@ def sched_str(sc):
 def parse_scheds(text):
     """"128x64/8/3,64x64/4/2/sync" -> [(128, 64, 8, 3), (64, 64, 4, 2, "sync")]; "/sync": mma.sync
     even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma); "/pp": warpgroup ping-pong
-    (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp)"""
+    (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp); "/mb": the mbarrier
+    stage hand-off (--mbarrier); "/ppmb": both"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
-            mode = parts.pop() if parts[-1] in ("sync", "pp") else None
+            mode = parts.pop() if parts[-1] in ("sync", "pp", "mb", "ppmb") else None
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
             out.append((int(bm), int(bn), int(w), int(st)) + ((mode,) if mode else ()))
         except ValueError:
-            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp], e.g. 128x64/8/3")
+            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp|/mb|/ppmb], e.g. 128x64/8/3")
     return out
 
 
@@ -623,9 +627,10 @@ def sweep_markdown(res):
             sc = max(score, key=score.get)
             p = parse_scheds(sc)[0]
             bm, bn, w, st = p[:4]
-            pp = int(len(p) > 4 and p[4] == "pp")   # the row's pingpong column
+            pp = int(len(p) > 4 and p[4] in ("pp", "ppmb"))   # the row's pingpong column
+            mb = int(len(p) > 4 and p[4] in ("mb", "ppmb"))   # and its mbarrier column
             note = "  (mma.sync: not a table row)" if len(p) > 4 and p[4] == "sync" else ""
-            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}}},   /* {score[sc]:.0f} TFLOP/s "
+            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}}},   /* {score[sc]:.0f} TFLOP/s "
                          f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()

@@ -20,7 +20,8 @@
  * of the same rounded inputs (max error relative to the largest |C|; reported
  * as "max_rel_err", and the run fails above 1e-2 — a wrong kernel is off by
  * O(1), a half output's rounding by 2^-8 at most, bf16). TFLOP/s = 2 M N K / median
- * time. Used by bench_matmul.py.
+ * time. Used by bench_matmul.py. KILN_BENCH_MBARRIER=1 in the environment compiles
+ * with the mbarrier stage hand-off (docs/tensor_cores.md 0b).
  */
 #include <math.h>
 #include <stdio.h>
@@ -118,6 +119,10 @@ static KilnStatus compile_kernel(KilnDevice *dev, const Opts *o, const char *src
                           {"PERSISTENT", o->persistent ? "true" : "false"}};
     KilnCompileOptions co = {.kernel = kname, .defines = defs, .ndefines = 7, .num_warps = o->warps,
                              .num_stages = o->stages};
+    /* KILN_BENCH_MBARRIER=1: the mbarrier stage hand-off (KilnCompileOptions.mbarrier), so
+     * a whole bench_matmul.py sweep can be repeated with it */
+    const char *mb = getenv("KILN_BENCH_MBARRIER");
+    co.mbarrier = mb && *mb && strcmp(mb, "0");
     KilnStatus st = kiln_module_compile(dev, o->src, src, &co, mod);
     return st != KILN_OK ? st : kiln_kernel_get(*mod, kname, k);
 }
