@@ -49,6 +49,8 @@ static const char usage_text[] =
     "  -O0                        skip the target-independent passes\n"
     "  --no-wgmma                 sm_90a: keep every dot on mma.sync (no warpgroup MMA)\n"
     "  --pingpong                 sm_90a: warpgroups take turns on the tensor cores (num_warps >= 8)\n"
+    "  --overlap                  sm_90a: a loop's dot stays in flight until the next dot of its body\n"
+    "                             (for loops written rotated: lang/lib/attention_fwd.tile OVERLAP)\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
     "\n"
     "run options:\n"
@@ -152,6 +154,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         else if (!strcmp(s, "-O0")) a->opts.no_opt = 1;
         else if (!strcmp(s, "--no-wgmma")) a->opts.no_wgmma = 1;
         else if (!strcmp(s, "--pingpong")) a->opts.pingpong = 1;
+        else if (!strcmp(s, "--overlap")) a->opts.overlap = 1;
         else if (!strcmp(s, "--cpu")) a->cpu = true;
         else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }
         else if (!strcmp(s, "--grid")) {

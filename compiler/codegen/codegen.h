@@ -16,6 +16,7 @@ typedef struct CgOptions {
     const char *dump_after;    /* GPU passes to dump after (NULL, "all" or a name) */
     bool no_wgmma;             /* sm_90a: keep every dot on mma.sync */
     bool pingpong;             /* sm_90a: warpgroups take turns on the tensor cores (pass_pingpong.c) */
+    bool overlap;              /* sm_90a: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
 } CgOptions;
 
 typedef struct CgResult {

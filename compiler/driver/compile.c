@@ -98,7 +98,8 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
         [KILN_EMIT_PTX] = CG_STAGE_PTX, [KILN_EMIT_CUBIN] = CG_STAGE_CUBIN,
     };
     CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
-                    .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0};
+                    .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0,
+                    .overlap = o->overlap != 0};
     CgResult cr;
     memset(&cr, 0, sizeof cr);
     sb_printf(&cr.stats, "time front-end: %.3f ms\n", t_front);

@@ -127,6 +127,7 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     put_field(&s, "sched", num);
     /* only when on: the keys of every other compile stay what they were */
     if (o->pingpong) put_field(&s, "pingpong", "1");
+    if (o->overlap) put_field(&s, "overlap", "1");
     KilnStatus st = put_hints(&s, o);
     if (st != KILN_OK) {
         free(defs);

@@ -8,7 +8,8 @@
  * text after running that one pass on it (cg_run_gpu_passes from <pass> to
  * <pass>, ir_verify included), or for *_toolarge cases the error it reports.
  * sm_80 unless the case name ends in _sm90 (sm_90a with wgmma); the ping-pong
- * schedule option is on for cases whose name has "pingpong". Every folder
+ * schedule option is on for cases whose name has "pingpong", the overlap
+ * option (pass_dot_overlap.c) for those whose name has "overlap". Every folder
  * named after a GPU pass is visited and must hold at least one case.
  * Besides the text, each output parses back and prints the same (the GPU IR
  * round trip), each input compiles on to PTX from that pass on
@@ -52,9 +53,10 @@ static bool run_pass(const char *path, const char *src, const char *pass, bool s
     IrFunc *f = parse_one(&a, path, src, err);
     bool ok = f != NULL;
     if (ok) {
-        /* the ping-pong schedule option is on for the cases named *pingpong* */
+        /* the ping-pong / overlap schedule options are on for the cases named *pingpong* / *overlap* */
         const char *name = strrchr(path, '/') ? strrchr(path, '/') : path;
-        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL};
+        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL,
+                         strstr(name, "overlap") != NULL};
         Diag d;
         diag_init(&d, path, src);
         ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);
