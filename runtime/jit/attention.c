@@ -62,33 +62,34 @@ typedef struct AttnTune {
     int min_sm, head_dim, causal, max_n;
     int block_m, block_n, num_warps, num_stages;
     int pingpong;   /* 1: warpgroup ping-pong (8 warps, sm_90a; off everywhere until measured) */
+    int overlap;    /* 1: the next block's Q K^T in flight during the softmax (sm_90a; off until measured) */
 } AttnTune;
 
 static const AttnTune k_tune[] = {
-    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong */
-    {0,   32,  -1, 0, 128, 64, 8, 2, 0},
-    {0,   64,  -1, 0, 128, 64, 8, 2, 0},
+    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong overlap */
+    {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0},
+    {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0},
     /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
      * f16, TFLOP/s at N = 512 / 1024 / 4096 / 16384, docs/performance.md). One
      * warpgroup per CTA throughout: 4 warps, so two CTAs share an SM and one's
      * softmax overlaps the other's wgmma. d = 64: 64-row blocks (16 rows per warp,
      * small register files); 128 keys per block without the mask, 64 with it up
      * to N = 2048 (the diagonal blocks cost less). */
-    {90,  64,  -1, 0,    64, 128, 4, 2, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
-    {90,  64,   1, 2048, 64,  64, 4, 2, 0},   /* causal 209/286 (64x128: 181/260) */
-    {0,   96,  -1, 0, 128, 64, 8, 2, 0},
-    {0,  128,  -1, 0, 128, 64, 8, 2, 0},
+    {90,  64,  -1, 0,    64, 128, 4, 2, 0, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
+    {90,  64,   1, 2048, 64,  64, 4, 2, 0, 0},   /* causal 209/286 (64x128: 181/260) */
+    {0,   96,  -1, 0, 128, 64, 8, 2, 0, 0},
+    {0,  128,  -1, 0, 128, 64, 8, 2, 0, 0},
     /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
      * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
-    {90, 128,  -1, 0,   128,  64, 4, 2, 0},   /* 326/418/526/566; causal 170/268/442/517 */
-    {90, 128,   1, 1024, 64,  64, 4, 2, 0},   /* causal 196/278 */
-    {0,  256,  -1, 0,  64, 32, 4, 2, 0},
+    {90, 128,  -1, 0,   128,  64, 4, 2, 0, 0},   /* 326/418/526/566; causal 170/268/442/517 */
+    {90, 128,   1, 1024, 64,  64, 4, 2, 0, 0},   /* causal 196/278 */
+    {0,  256,  -1, 0,  64, 32, 4, 2, 0, 0},
     /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
      * warpgroups of 64 rows each beat one CTA of 64 x 64 on 4 warps by 1.6x (574/604
      * against 359/376 TFLOP/s; causal 396/434 against 306/338), and ping-pong adds 6-7%
      * causal (418/462) while it costs 14% without the mask (494/519). */
-    {90, 256,  -1, 0, 128, 64, 8, 2, 0},
-    {90, 256,   1, 0, 128, 64, 8, 2, 1},
+    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0},
+    {90, 256,   1, 0, 128, 64, 8, 2, 1, 0},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
@@ -278,6 +279,7 @@ typedef struct AttnKey {
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
     int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
+    int overlap;                                   /* 1: the rotated key loop (KilnAttentionParams.overlap) */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
@@ -311,6 +313,7 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
         k.num_stages = p->num_stages;
         k.pingpong = p->pingpong > 0;   /* the table's choice belonged to its tiles too */
     }
+    k.overlap = 0;   /* the block-mask kernels walk lists: their loops are not rotated */
     return k;
 }
 
@@ -333,6 +336,7 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     k.num_stages = p->num_stages ? p->num_stages : own_tiles ? 0 : t->num_stages;
     /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off) */
     k.pingpong = p->pingpong > 0 || (!p->pingpong && !own_tiles && t->pingpong);
+    k.overlap = p->overlap > 0 || (!p->overlap && !own_tiles && t->overlap);
     return with_block_mask(p, k);
 }
 
@@ -343,8 +347,8 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
     for (int i = 0; i < v->ndefines && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
     if (used < n)
-        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s", v->num_warps, v->num_stages,
-                 v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "");
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s", v->num_warps, v->num_stages,
+                 v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->overlap ? " overlap" : "");
 }
 
 /* The cache key's text (malloc'd; NULL when out of memory). */
@@ -408,7 +412,7 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
     }
     r->opts = (KilnCompileOptions){.kernel = v->kernel, .defines = r->defines, .ndefines = r->ndefines,
                                    .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
-                                   .pingpong = v->pingpong,
+                                   .pingpong = v->pingpong, .overlap = v->overlap,
                                    .include_dirs = vs ? vs->var->include_dirs : NULL,
                                    .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
     return KILN_OK;
@@ -523,10 +527,12 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
     rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen, k->mask_block_m > 0), k->num_warps,
                          k->num_stages, k->no_wgmma);
     v->pingpong = k->pingpong;
+    v->overlap = k->overlap;
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);
     rt_attn_variant_define(v, "CAUSAL", k->causal, true);
+    if (k->overlap) rt_attn_variant_define(v, "OVERLAP", 1, true);   /* the rotated loop, scheduled by --overlap */
     if (k->mask_block_m) {
         rt_attn_variant_define(v, "MASK_BLOCK_M", k->mask_block_m, false);
         rt_attn_variant_define(v, "MASK_BLOCK_N", k->mask_block_n, false);

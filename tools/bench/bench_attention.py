@@ -160,14 +160,17 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
     return cmd + mode_flags(mode) + extra
 
 
-def mode_flags(sched):
-    """The kiln_bench_attn / kiln compile flags of a schedule's mode suffix."""
-    mode = sched[4] if sched is not None and len(sched) > 4 else None
-    if mode == "sync":
-        return ["--no-wgmma"]                   # mma.sync even where sm_90a's wgmma applies
-    if mode == "pp":
-        return ["--pingpong"]                   # warpgroup ping-pong (8 warps, sm_90a)
-    return []
+def mode_flags(sched, cli=False):
+    """The kiln_bench_attn (or with cli, kiln compile) flags of a schedule's mode suffixes."""
+    flags = []
+    for mode in (sched[4:] if sched is not None else ()):
+        if mode == "sync":
+            flags.append("--no-wgmma")          # mma.sync even where sm_90a's wgmma applies
+        if mode == "pp":
+            flags.append("--pingpong")          # warpgroup ping-pong (8 warps, sm_90a)
+        if mode == "ov":                        # the next block's Q K^T in flight during the softmax
+            flags += ["--overlap"] + (["-D", "OVERLAP=true"] if cli else [])   # (sm_90a; the rotated loop)
+    return flags
 
 
 def run_kiln_process(cmd, timeout, env=None):
@@ -414,23 +417,27 @@ SWEEP_SEQLENS = [4096]
 
 
 def sched_str(sc):
-    return "%dx%d/%d/%d" % tuple(sc[:4]) + ("/" + sc[4] if len(sc) > 4 else "")
+    return "%dx%d/%d/%d" % tuple(sc[:4]) + "".join("/" + m for m in sc[4:])
 
 
 def parse_scheds(text):
     """"128x64/8/3,64x64/4/2/sync" -> [(128, 64, 8, 3), (64, 64, 4, 2, "sync")]; "/sync": mma.sync
     even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma); "/pp": warpgroup ping-pong
-    (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp)"""
+    (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp); "/ov": the next key
+    block's Q K^T in flight during the softmax (kiln_bench_attn --overlap, sm_90a); modes
+    combine in any order (128x64/8/2/pp/ov)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
-            mode = parts.pop() if parts[-1] in ("sync", "pp") else None
+            modes = []
+            while parts and parts[-1] in ("sync", "pp", "ov"):
+                modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
-            out.append((int(bm), int(bn), int(w), int(st)) + ((mode,) if mode else ()))
+            out.append((int(bm), int(bn), int(w), int(st)) + tuple(modes))
         except ValueError:
-            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp], e.g. 128x64/8/3")
+            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp|/ov...], e.g. 128x64/8/3")
     return out
 
 
@@ -463,7 +470,7 @@ def dry_compile(args, dtype, d, causal, sched):
     cmd = [args.kiln_cli, "compile", args.src, "-k", f"attn_fwd_{dtype}", "-D", f"HEAD_DIM={d}",
            "-D", f"BLOCK_M={bm}", "-D", f"BLOCK_N={bn}", "-D", f"CAUSAL={'true' if causal else 'false'}",
            "--num-warps", str(w), "--num-stages", str(st), "--emit", "ptx", "-o", os.devnull]
-    cmd += mode_flags(sched)
+    cmd += mode_flags(sched, cli=True)
     for h in ptx_study.ATTN_HINTS:
         cmd += ["--assume", f"{h}=16"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DISABLE="1"))
@@ -623,9 +630,10 @@ def sweep_markdown(res):
             sc = max(score, key=score.get)
             p = parse_scheds(sc)[0]
             bm, bn, w, st = p[:4]
-            pp = int(len(p) > 4 and p[4] == "pp")   # the row's pingpong column
-            note = "  (mma.sync: not a table row)" if len(p) > 4 and p[4] == "sync" else ""
-            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}}},   /* {score[sc]:.0f} TFLOP/s "
+            pp = int("pp" in p[4:])   # the row's pingpong column
+            ov = int("ov" in p[4:])   # its overlap column
+            note = "  (mma.sync: not a table row)" if "sync" in p[4:] else ""
+            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {ov}}},   /* {score[sc]:.0f} TFLOP/s "
                          f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()
