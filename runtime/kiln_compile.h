@@ -73,11 +73,11 @@ typedef struct KilnCompileOptions {
                                   the tensor cores, one's softmax overlapping another's wgmmas
                                   (docs/tensor_cores.md, section 4b); kernels that do not qualify
                                   are unchanged */
-    int overlap;               /* sm_90a: nonzero leaves a loop's dot in flight until the next dot
-                                  of its body (FlashAttention-3's intra-warpgroup overlap: the next
-                                  block's Q K^T during this block's softmax, in a loop written
-                                  rotated: docs/tensor_cores.md, section 4c); other kernels are
-                                  unchanged */
+    int overlap;               /* sm_90a: nonzero computes a loop's first dot one iteration early
+                                  and leaves it in flight until the next dot of the body
+                                  (FlashAttention-3's intra-warpgroup overlap: the next key block's
+                                  Q K^T during this block's softmax; docs/tensor_cores.md, section
+                                  4c); kernels without such a loop are unchanged */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -290,11 +290,10 @@ typedef struct KilnAttentionParams {
      * default table's choice for the head dim (off with the caller's block_m/block_n). Only
      * kernels of 8 or more warps take turns; others compile as without it. */
     int pingpong;
-    /* FlashAttention-3's intra-warpgroup overlap on sm_90a: > 0 on, < 0 off, 0 the default
-     * table's choice (off with the caller's block_m/block_n). The forward's key loop runs
-     * rotated (OVERLAP in lang/lib/attention_fwd.tile) and each block's Q K^T is in flight
-     * during the previous block's softmax (KilnCompileOptions.overlap). Not with a block mask
-     * (ignored there). */
+    /* FlashAttention-3's intra-warpgroup overlap on sm_90a (KilnCompileOptions.overlap): > 0
+     * on, < 0 off, 0 the default table's choice (off with the caller's block_m/block_n). The
+     * forward's key loops run rotated, each block's Q K^T in flight during the previous
+     * block's softmax. Not with a block mask (ignored there). */
     int overlap;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],

@@ -181,6 +181,7 @@ bool cg_verify_gpu_ir(IrFunc *f, Diag *d);                   /* ir_verify, messa
 bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_dot_rotate(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);

@@ -20,11 +20,9 @@
  * registers through D2's wgmma.wait_group, so D1's wgmmas run during every op
  * between the two and nothing reads its registers before the wait.
  *
- * Which program has such a dot: a rotated loop, where iteration i computes
- * the dot of iteration i + 1 and carries it (lang/lib/attention_fwd.tile with
- * OVERLAP = true: its phase-1 loop peels the first Q K^T before the loop and
- * loads block it + BLOCK_N, zero-filled past the end). This pass does not
- * rotate a loop itself (yet): it recognises the rotated form and schedules it.
+ * Which loop has such a dot: a rotated one, where iteration i computes the
+ * dot of iteration i + 1 and carries it: what pass_dot_rotate.c makes of the
+ * attention key loops under the same option (or a program written so).
  *
  * Why it is safe (ir_verify checks the same): D1's SRAM operands are a stage
  * slot, refilled only by the copies at the top of a later iteration, after

@@ -279,7 +279,7 @@ typedef struct AttnKey {
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     int no_wgmma;
     int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
-    int overlap;                                   /* 1: the rotated key loop (KilnAttentionParams.overlap) */
+    int overlap;                                   /* 1: Q K^T in flight during the softmax (KilnAttentionParams.overlap) */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
@@ -313,7 +313,7 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
         k.num_stages = p->num_stages;
         k.pingpong = p->pingpong > 0;   /* the table's choice belonged to its tiles too */
     }
-    k.overlap = 0;   /* the block-mask kernels walk lists: their loops are not rotated */
+    k.overlap = 0;   /* the block-mask loops read an index list: dot-rotate leaves them alone anyway */
     return k;
 }
 
@@ -532,7 +532,6 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);
     rt_attn_variant_define(v, "CAUSAL", k->causal, true);
-    if (k->overlap) rt_attn_variant_define(v, "OVERLAP", 1, true);   /* the rotated loop, scheduled by --overlap */
     if (k->mask_block_m) {
         rt_attn_variant_define(v, "MASK_BLOCK_M", k->mask_block_m, false);
         rt_attn_variant_define(v, "MASK_BLOCK_N", k->mask_block_n, false);

@@ -28,7 +28,7 @@
  * (KilnAttentionParams.pingpong; sm_90a, docs/tensor_cores.md 4b), the others
  * with ping-pong on too.
  *
- * KILN_TEST_OVERLAP=1 or BMxBN/WARPS (e.g. 128x64/8): every case with the rotated key loop,
+ * KILN_TEST_OVERLAP=1 or BMxBN/WARPS (e.g. 128x64/8): every case with rotated key loops,
  * the next key block's Q K^T in flight during the softmax (KilnAttentionParams.overlap;
  * sm_90a, docs/tensor_cores.md 4c); with tiles, the cases without tiles of their own at
  * those (head dim 256: BN <= 64). Combines with KILN_TEST_PINGPONG (applied first).

@@ -243,6 +243,26 @@ static char *replaced(const char *src, const char *from, const char *to)
     return out;
 }
 
+/* The GPU IR golden `path` verifies; each edit {from, to, error} of it fails with that error. */
+static void check_edits(const char *path, const char *const (*edits)[3], size_t n)
+{
+    char *src = sup_read_file_text(tu_src_path(path), NULL);
+    ck_assert_ptr_nonnull(src);
+    Arena a;
+    arena_init(&a);
+    StrBuf e;
+    sb_init(&e);
+    ck_assert_msg(ir_verify_gpu(parse_one(&a, src), &e), "%s", e.data);
+    sb_free(&e);
+    for (size_t i = 0; i < n; i++) {
+        char *bad = replaced(src, edits[i][0], edits[i][1]);
+        expect_fail(parse_one(&a, bad), edits[i][2], edits[i][0]);
+        free(bad);
+    }
+    arena_free(&a);
+    free(src);
+}
+
 START_TEST(gpu_wgmma_pending_rules)
 {
     static const char *const edits[][3] = {
@@ -254,22 +274,8 @@ START_TEST(gpu_wgmma_pending_rules)
         {"{wgmma.pending = 1}", "{wgmma.pending = 2}", "attribute wgmma.pending must be one integer in [1, 1]"},
         {"%87 = convert_layout %b :", "%87 = convert_layout %b {wgmma.pending = 1} :", "wgmma.pending on a non-dot"},
     };
-    char *src = sup_read_file_text(tu_src_path("tests/codegen/golden/pipeline/matmul_wgmma_in_flight_sm90.expected"),
-                                   NULL);
-    ck_assert_ptr_nonnull(src);
-    Arena a;
-    arena_init(&a);
-    StrBuf e;
-    sb_init(&e);
-    ck_assert_msg(ir_verify_gpu(parse_one(&a, src), &e), "%s", e.data);
-    sb_free(&e);
-    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-        char *bad = replaced(src, edits[i][0], edits[i][1]);
-        expect_fail(parse_one(&a, bad), edits[i][2], edits[i][0]);
-        free(bad);
-    }
-    arena_free(&a);
-    free(src);
+    check_edits("tests/codegen/golden/pipeline/matmul_wgmma_in_flight_sm90.expected", edits,
+                sizeof edits / sizeof edits[0]);
 }
 END_TEST
 
@@ -291,21 +297,8 @@ START_TEST(gpu_wgmma_overlap_rules)
         {"{wgmma.overlap = 1}", "{wgmma.overlap = 2}", "attribute wgmma.overlap must be one integer in [1, 1]"},
         {"%52 = convert_layout %51 :", "%52 = convert_layout %51 {wgmma.overlap = 1} :", "wgmma.overlap on a non-dot"},
     };
-    char *src = sup_read_file_text(tu_src_path("tests/codegen/golden/dot-overlap/rotated_overlap_sm90.expected"), NULL);
-    ck_assert_ptr_nonnull(src);
-    Arena a;
-    arena_init(&a);
-    StrBuf e;
-    sb_init(&e);
-    ck_assert_msg(ir_verify_gpu(parse_one(&a, src), &e), "%s", e.data);
-    sb_free(&e);
-    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-        char *bad = replaced(src, edits[i][0], edits[i][1]);
-        expect_fail(parse_one(&a, bad), edits[i][2], edits[i][0]);
-        free(bad);
-    }
-    arena_free(&a);
-    free(src);
+    check_edits("tests/codegen/golden/dot-overlap/rotated_overlap_sm90.expected", edits,
+                sizeof edits / sizeof edits[0]);
 }
 END_TEST
 

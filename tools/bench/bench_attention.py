@@ -160,16 +160,16 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
     return cmd + mode_flags(mode) + extra
 
 
-def mode_flags(sched, cli=False):
-    """The kiln_bench_attn (or with cli, kiln compile) flags of a schedule's mode suffixes."""
+def mode_flags(sched):
+    """The kiln_bench_attn / kiln compile flags of a schedule's mode suffixes."""
     flags = []
     for mode in (sched[4:] if sched is not None else ()):
         if mode == "sync":
             flags.append("--no-wgmma")          # mma.sync even where sm_90a's wgmma applies
         if mode == "pp":
             flags.append("--pingpong")          # warpgroup ping-pong (8 warps, sm_90a)
-        if mode == "ov":                        # the next block's Q K^T in flight during the softmax
-            flags += ["--overlap"] + (["-D", "OVERLAP=true"] if cli else [])   # (sm_90a; the rotated loop)
+        if mode == "ov":
+            flags.append("--overlap")           # the next block's Q K^T in flight during the softmax (sm_90a)
     return flags
 
 
@@ -470,7 +470,7 @@ def dry_compile(args, dtype, d, causal, sched):
     cmd = [args.kiln_cli, "compile", args.src, "-k", f"attn_fwd_{dtype}", "-D", f"HEAD_DIM={d}",
            "-D", f"BLOCK_M={bm}", "-D", f"BLOCK_N={bn}", "-D", f"CAUSAL={'true' if causal else 'false'}",
            "--num-warps", str(w), "--num-stages", str(st), "--emit", "ptx", "-o", os.devnull]
-    cmd += mode_flags(sched, cli=True)
+    cmd += mode_flags(sched)
     for h in ptx_study.ATTN_HINTS:
         cmd += ["--assume", f"{h}=16"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DISABLE="1"))
