@@ -5,6 +5,8 @@
 # Runs on the GPU machine (Firecracker: ncu reads counters there; never changes clocks:
 # --clock-control none). Usage, from the repository root:
 #   D=128 N=4096 SCHEDS="128x64/8/2 128x64/4/2" bash tools/bench/profile_attention.sh /tmp/kiln/bin/kiln-bench-attn
+# A schedule may end in modes as in bench_attention.py (/pp, /ov, /sync: 128x64/8/2/ov); FA2=0
+# skips the FlashAttention-2 kernel.
 # Writes $OUT/prof/{kiln_*,fa2}_d$D.{details,raw}.txt and prints a short comparison.
 set -uo pipefail
 bin=${1:-/tmp/kiln/bin/kiln-bench-attn}
@@ -24,13 +26,18 @@ report() {  # name: turn the .ncu-rep into text
   rm -f "$out/$1.ncu-rep"
 }
 for s in $scheds; do
-  IFS=x/ read -r bm bn w st <<<"$s"
-  name=kiln_${bm}x${bn}_${w}_${st}_d$d
+  IFS=x/ read -r bm bn w st m1 m2 <<<"$s"
+  flags=()
+  for m in $m1 $m2; do
+    case $m in ov) flags+=(--overlap) ;; pp) flags+=(--pingpong) ;; sync) flags+=(--no-wgmma) ;; esac
+  done
+  name=kiln_${bm}x${bn}_${w}_${st}${m1:+_$m1}${m2:+_$m2}_d$d
   ncu --clock-control none --launch-count 1 -k regex:attn_fwd "${sections[@]}" --metrics "$metrics" -f -o "$out/$name" \
     "$bin" --src lang/lib/attention_fwd.tile --dtype f16 --head-dim "$d" --heads "$h" --batch "$b" --seqlens "$n" \
-    --layout bhsd --block-m "$bm" --block-n "$bn" --warps "$w" --stages "$st" --min-ms 0 >"$out/$name.log" 2>&1
+    --layout bhsd --block-m "$bm" --block-n "$bn" --warps "$w" --stages "$st" --min-ms 0 "${flags[@]}" >"$out/$name.log" 2>&1
   report "$name"
 done
+if [ "${FA2:-1}" != 0 ]; then
 cat >/tmp/fa2_once.py <<PY
 import torch, math
 from torch.nn.attention import sdpa_kernel, SDPBackend
@@ -43,6 +50,7 @@ PY
 ncu --clock-control none --launch-skip 1 --launch-count 1 -k regex:flash "${sections[@]}" --metrics "$metrics" -f \
   -o "$out/fa2_d$d" python3 /tmp/fa2_once.py >"$out/fa2_d$d.log" 2>&1
 report "fa2_d$d"
+fi
 keys='Duration|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued Instruction|Executed Ipc Active|Dynamic Shared Memory Per Block|Block Size|No Eligible|L1/TEX Hit|Executed Instructions  '
 for f in "$out"/*.details.txt; do
   echo "--- $(basename "$f" .details.txt)"
