@@ -77,6 +77,11 @@ typedef struct KilnCompileOptions {
                                   mbarriers (full/empty per stage) instead of cp.async.wait_group
                                   + a CTA barrier each iteration, so warps may drift apart
                                   (docs/tensor_cores.md, section 0b); other kernels are unchanged */
+    int overlap;               /* sm_90a: nonzero computes a loop's first dot one iteration early
+                                  and leaves it in flight until the next dot of the body
+                                  (FlashAttention-3's intra-warpgroup overlap: the next key block's
+                                  Q K^T during this block's softmax; docs/tensor_cores.md, section
+                                  4c); kernels without such a loop are unchanged */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -292,6 +297,11 @@ typedef struct KilnAttentionParams {
     /* mbarrier stage hand-off in the key loop (KilnCompileOptions.mbarrier): > 0 on, < 0 off,
      * 0 the default table's choice (off with the caller's block_m/block_n). */
     int mbarrier;
+    /* FlashAttention-3's intra-warpgroup overlap on sm_90a (KilnCompileOptions.overlap): > 0
+     * on, < 0 off, 0 the default table's choice (off with the caller's block_m/block_n). The
+     * forward's key loops run rotated, each block's Q K^T in flight during the previous
+     * block's softmax. Not with a block mask (ignored there). */
+    int overlap;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

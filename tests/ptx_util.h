@@ -115,6 +115,30 @@ static inline void pu_attention_options(KilnCompileOptions *o, const KilnDefine 
     }
 }
 
+/* The shipped forward (attn_fwd_f16, non-causal, PLAIN_SCORES as the runtime compiles it) at
+ * head dim d, BM x BN tiles on `warps`, 2 stages, the launch-time hints, with the schedule
+ * options pingpong / overlap / no_wgmma; the test fails when it does not compile. */
+static inline KilnCompileResult pu_attention_fwd(const char *d, const char *bm, const char *bn, int warps,
+                                                 const char *arch, int pingpong, int overlap, int no_wgmma,
+                                                 KilnEmit emit)
+{
+    static char *src;
+    if (!src) src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    ck_assert_ptr_nonnull(src);
+    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", "false"},
+                         {"PLAIN_SCORES", "true"}};
+    KilnParamHint h[PU_ATTN_NHINTS];
+    KilnCompileOptions o;
+    pu_attention_options(&o, defs, 5, arch, warps, 2, emit, h);
+    o.pingpong = pingpong;
+    o.overlap = overlap;
+    o.no_wgmma = no_wgmma;
+    KilnCompileResult r;
+    KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
+    ck_assert_msg(st == KILN_OK, "d %s %sx%s/%d %s: %s", d, bm, bn, warps, arch, r.diagnostics ? r.diagnostics : "");
+    return r;
+}
+
 /* kiln_compile of `src` (named `file` in diagnostics) with only these options
  * set; the status is the caller's to judge (tests that expect a refusal). */
 static inline KilnStatus pu_compile_status(const char *file, const char *src, const char *kernel,

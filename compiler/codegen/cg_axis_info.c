@@ -61,6 +61,17 @@ void cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old)
     m->v[nv->id] = (CgAxis *)cg_axis_get(m, old);
 }
 
+void cg_axis_uniform(CgAxisMap *m, const IrValue *nv)
+{
+    CgAxis *a = ARENA_NEW(m->arena, CgAxis);
+    for (int d = 0; d < CG_MAX_RANK; d++) {
+        a->div[d] = a->contig[d] = 1;
+        a->constancy[d] = d < nv->type.rank ? nv->type.shape[d] : 1;
+    }
+    cg_axis_alias(m, nv, nv);   /* grows the map */
+    m->v[nv->id] = a;
+}
+
 typedef struct AxCtx {
     CgAxisMap *m;
     Arena *a;

@@ -21,8 +21,9 @@ bool cg_lower_dot(CgCtx *c, IrOp *op)
     IrValue *a = op->args[0], *b = op->args[1], *acc = op->args[2], *res = op->res[0];
     CgMmaFrag frag;
     int wm, wn;
+    if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) && cg_lower_dot_wgmma(c, op)) return true;
+    cg_wgmma_retire(c);   /* a wgmma.overlap group: this dot has no wgmma wait to retire it */
     if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) {
-        if (cg_lower_dot_wgmma(c, op)) return true;
         cg_pingpong_skip(c, op);   /* a turn it does not use, so every warpgroup takes as many */
         return cg_lower_dot_mma(c, op);
     }

@@ -268,16 +268,32 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
      * one group completes the previous iteration's, whose stage slot the
      * next copies refill. The loop's exit waits for the last one. */
     bool pending = ir_attr_int(&op->attrs, IR_ATTR_MMA_PENDING, 0) == 1;
+    /* wgmma.overlap (pass_dot_overlap.c): no wait at all; the next dot's
+     * wait retires this group, the registers tied through it (below). */
+    bool overlap = ir_attr_int(&op->attrs, IR_ATTR_MMA_OVERLAP, 0) == 1;
     v = all_regs(c, &w, false, &n);
-    const char *wait = pending ? "wgmma.wait_group.sync.aligned 1;" : "wgmma.wait_group.sync.aligned 0;";
+    int nown = n;
+    CgTile *prev = c->wg_inflight && !overlap ? cg_get(c, c->wg_inflight) : NULL;
+    if (prev) { /* one list: this dot's registers, then those of the group it retires */
+        LLVMValueRef *both = ARENA_ARRAY(c->arena, LLVMValueRef, n + prev->n + 1);
+        memcpy(both, v, sizeof(LLVMValueRef) * (size_t)n);
+        memcpy(both + n, prev->r, sizeof(LLVMValueRef) * (size_t)prev->n);
+        v = both;
+        n += prev->n;
+    }
+    const char *wait = overlap ? "" : pending ? "\n\twgmma.wait_group.sync.aligned 1;" : "\n\twgmma.wait_group.sync.aligned 0;";
     StrBuf asm_text;
     sb_init(&asm_text);
     if (release) /* issued: the next warpgroup's turn, while this one waits */
-        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;\n\t%s\n\t%s", release, wait);
+        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;\n\t%s%s", release, wait);
     else
-        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;\n\t%s", wait);
+        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;%s", wait);
     tied_asm(c, asm_text.data, v, n, release ? &wg : NULL, release ? 1 : 0);
     sb_free(&asm_text);
+    if (prev) {
+        memcpy(prev->r, v + nown, sizeof(LLVMValueRef) * (size_t)prev->n);
+        c->wg_inflight = NULL;
+    }
     scatter_regs(&w, v, false);
     for (int r = 0; r < w.reps; r++)
         for (int on = 0; on < w.N / 8; on++)
@@ -285,5 +301,13 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
                 int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)};
                 t->r[cg_geom_reg_of(&w.gc, rd)] = w.d[r][on * 4 + i];
             }
+    if (overlap) c->wg_inflight = op->res[0];
     return true;
+}
+
+void cg_wgmma_retire(CgCtx *c)
+{
+    if (!c->wg_inflight) return;
+    cg_wgmma_wait_all(c, c->wg_inflight);
+    c->wg_inflight = NULL;
 }

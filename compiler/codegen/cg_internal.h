@@ -82,6 +82,9 @@ typedef struct CgCtx {
     LLVMValueRef load_guard;
     bool slice_eval;             /* issue_all is evaluating a pipelined loop's slice */
     bool ptx81;                  /* cg_memory.c emitted a vector red: the module needs PTX ISA 8.1 */
+    /* cg_dot_wgmma.c: the result of a dot whose wgmma group is in flight
+     * (wgmma.overlap) until the next dot's wait retires it, or NULL */
+    const IrValue *wg_inflight;
 } CgCtx;
 
 LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */
@@ -172,6 +175,10 @@ void cg_fence_proxy_async(CgCtx *c);
 /* wgmma.wait_group 0 with every register of `v` tied through it (after a loop
  * whose dot left its group in flight: wgmma.pending). */
 void cg_wgmma_wait_all(CgCtx *c, const IrValue *v);
+/* Retire the group of a wgmma.overlap dot still in flight (wait_group 0, its
+ * registers tied through): before a dot that does not lower to wgmma and
+ * before a loop body's yield. No-op when none is in flight. */
+void cg_wgmma_retire(CgCtx *c);
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op);
 /* Registers of `res` (A/B-operand layout) by ldmatrix from a swizzled tile at
  * byte offset `base` whose contiguous dim is value dim `fast_dim`, holding

@@ -103,6 +103,8 @@ const CgAxis *cg_axis_get(const CgAxisMap *m, const IrValue *v);
 /* A value made later (a layout conversion, a rematerialised constant) that
  * holds the same values as `old`. */
 void          cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old);
+/* A value made later that is one value throughout (a splat of a scalar). */
+void          cg_axis_uniform(CgAxisMap *m, const IrValue *nv);
 
 /* ---- pass_layout_assign.c ---- */
 int  cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k); /* opnd 0 = A, 1 = B */

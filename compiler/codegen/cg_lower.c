@@ -42,6 +42,7 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
     case IR_FOR: case IR_IF: case IR_ASSERT:
         return cg_lower_control(c, op);
     case IR_YIELD:
+        cg_wgmma_retire(c);  /* nothing reads registers a wgmma group may still write */
         return true; /* read by the parent for/if */
     case IR_RETURN:
         cg_pingpong_return(c);

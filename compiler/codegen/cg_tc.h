@@ -170,6 +170,7 @@ typedef struct CgPassCtx {
     CgAxisMap *axis;       /* facts of the values (cg_axis_info.c); passes alias new values */
     bool pingpong;         /* schedule option: warpgroups take turns on the tensor cores (pass_pingpong.c) */
     bool mbarrier;         /* schedule option: mbarrier stage hand-off in pipelined loops (pass_pipeline.c) */
+    bool overlap;          /* schedule option: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
 } CgPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);
@@ -189,7 +190,9 @@ bool cg_verify_gpu_ir(IrFunc *f, Diag *d);                   /* ir_verify, messa
 bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_dot_rotate(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 

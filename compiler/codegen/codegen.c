@@ -1,7 +1,7 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
  * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
- * remove-convert, pipeline, sram-alloc, pingpong: docs/tensor_cores.md; their result is the GPU IR, layouts
+ * remove-convert, pipeline, dot-overlap, sram-alloc, pingpong: docs/tensor_cores.md; their result is the GPU IR, layouts
  * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
  * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
@@ -140,7 +140,8 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     res->num_warps = W;
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
-    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis, opts->pingpong, opts->mbarrier};
+    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis, opts->pingpong, opts->mbarrier,
+                    opts->overlap};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */

@@ -17,6 +17,7 @@ typedef struct CgOptions {
     bool no_wgmma;             /* sm_90a: keep every dot on mma.sync */
     bool pingpong;             /* sm_90a: warpgroups take turns on the tensor cores (pass_pingpong.c) */
     bool mbarrier;             /* pipelined loops hand stages over through mbarriers (pass_pipeline.c) */
+    bool overlap;              /* sm_90a: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
 } CgOptions;
 
 typedef struct CgResult {

@@ -22,7 +22,9 @@ const CgPass cg_gpu_passes[] = {
     {"accelerate-dot", cg_pass_accelerate_dot}, /* tensor-core dots: MMA accumulator layouts */
     {"layout-assign", cg_pass_layout_assign},   /* every tile a layout, convert_layout where needed */
     {"remove-convert", cg_pass_remove_convert}, /* rematerialise, hoist, fold conversions */
+    {"dot-rotate", cg_pass_dot_rotate},         /* sm_90a, --overlap: a loop's first dot one iteration early */
     {"pipeline", cg_pass_pipeline},             /* cp.async plan: pipeline.* attributes */
+    {"dot-overlap", cg_pass_dot_overlap},       /* sm_90a dot in flight across ops (schedule option): wgmma.overlap */
     {"sram-alloc", cg_pass_sram_alloc},         /* shared memory: smem.* attributes */
     {"pingpong", cg_pass_pingpong},             /* sm_90a warpgroup turns (schedule option): pingpong */
 };

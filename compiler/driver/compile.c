@@ -102,7 +102,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
     };
     CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
                     .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0,
-                    .mbarrier = o->mbarrier != 0};
+                    .mbarrier = o->mbarrier != 0, .overlap = o->overlap != 0};
     sb_printf(&cr->stats, "time front-end: %.3f ms\n", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */

@@ -308,7 +308,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *   dot:    pingpong = 1 (this dot's wgmmas are issued in its warpgroup's turn),
  *           wgmma.pending = 1 (its wgmma group stays in flight into the next
  *           iteration of its pipelined loop: wait_group 1, the last wait after
- *           the loop) */
+ *           the loop),
+ *           wgmma.overlap = 1 (its wgmma group stays in flight until the next
+ *           dot of its loop body, whose wait retires it: the ops between them
+ *           overlap it; pass_dot_overlap.c) */
 #define IR_ATTR_SMEM          "smem"
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
@@ -321,6 +324,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_DEFERRED      "mma.deferred"
 #define IR_ATTR_PINGPONG      "pingpong"
 #define IR_ATTR_MMA_PENDING   "wgmma.pending"
+#define IR_ATTR_MMA_OVERLAP   "wgmma.overlap"
 #define IR_ATTR_SMEM_VIEW     "smem.view"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);

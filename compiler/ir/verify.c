@@ -562,7 +562,54 @@ static void check_mbarrier(Verifier *V, const IrOp *op)
             (long long)(16 * ir_attr_int(at, IR_ATTR_STAGES, 0)));
 }
 
-/* pipeline.*, smem.*, mma.deferred, wgmma.pending on one op (ir.h lists them). */
+/* Whether `v` is defined outside loop body `b` (not one of its arguments, not
+ * by one of its ops: SSA scoping leaves only values from enclosing blocks). */
+static bool outside_body(const IrValue *v, const IrBlock *b)
+{
+    return v->block != b && (!v->def || v->def->parent != b);
+}
+
+/* wgmma.overlap on a dot (pass_dot_overlap.c): its group stays in flight
+ * until the next dot of its loop body, whose wait retires it (the registers
+ * pass through that wait). Safe when: a wgmma kernel; the dot directly in a
+ * pipelined loop; each operand either this loop's stage slot (refilled only
+ * at the top of a later iteration, after the retiring wait) or defined
+ * outside the loop (its SRAM tile is live across the whole loop, so no
+ * scratch placed between the two dots can overwrite it); its accumulator
+ * from outside the loop; its result used only by the yield (nothing reads
+ * the registers in flight); a later dot in the body, not itself overlapped,
+ * with no region op before it (every path reaches the retiring wait). */
+static void check_mma_overlap(Verifier *V, const IrOp *op, const IrBlock *b)
+{
+    if (!attr_int_in(V, op, IR_ATTR_MMA_OVERLAP, 1, 1)) return;
+    const IrOp *loop = b->parent_op;
+    if (op->op != IR_DOT) { bad(V, op, "wgmma.overlap on a non-dot"); return; }
+    if (ir_attr_int(&V->f->attrs, IR_ATTR_WGMMA, 0) != 1) bad(V, op, "wgmma.overlap in a kernel without wgmma = 1");
+    if (!loop || loop->op != IR_FOR || !ir_attr_get(&loop->attrs, IR_ATTR_STAGES)) {
+        bad(V, op, "wgmma.overlap on a dot not directly in a pipelined loop");
+        return;
+    }
+    if (ir_attr_get(&op->attrs, IR_ATTR_MMA_PENDING)) bad(V, op, "wgmma.overlap and wgmma.pending on one dot");
+    for (int i = 0; i < 2; i++)
+        if (!from_stage_slot(op->args[i], b) && !outside_body(op->args[i], b))
+            bad(V, op, "wgmma.overlap on a dot whose operand %d is neither the loop's pipelined load nor defined "
+                "outside the loop", i);
+    if (!outside_body(op->args[2], b)) bad(V, op, "wgmma.overlap on a dot whose accumulator is defined in the loop");
+    const IrOp *y = b->last;
+    int uses = 0, at_yield = 0;
+    for (const IrOp *x = b->first; x; x = x->next)
+        for (int i = 0; i < x->nargs; i++)
+            if (x->args[i] == op->res[0]) uses++, at_yield += x == y && y->op == IR_YIELD;
+    if (uses != 1 || at_yield != 1) bad(V, op, "wgmma.overlap on a dot whose result is used other than by the yield");
+    const IrOp *next = op->next;
+    while (next && next->op != IR_DOT && !next->nregions) next = next->next;
+    if (!next || next->op != IR_DOT)
+        bad(V, op, "wgmma.overlap on a dot with no later dot in its loop body before any region op to retire it");
+    else if (ir_attr_get(&next->attrs, IR_ATTR_MMA_OVERLAP) || ir_attr_get(&next->attrs, IR_ATTR_MMA_PENDING))
+        bad(V, next, "a dot that retires a wgmma.overlap group is itself in flight");
+}
+
+/* pipeline.*, smem.*, mma.deferred, wgmma.pending, wgmma.overlap on one op (ir.h lists them). */
 static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
 {
     const IrAttrList *at = &op->attrs;
@@ -596,6 +643,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
     if (ir_attr_get(at, IR_ATTR_DEFERRED) && op->op != IR_CONVERT_LAYOUT) bad(V, op, "mma.deferred on a non-convert");
     attr_int_in(V, op, IR_ATTR_DEFERRED, 0, 1);
     if (ir_attr_get(at, IR_ATTR_MMA_PENDING)) check_mma_pending(V, op, b);
+    if (ir_attr_get(at, IR_ATTR_MMA_OVERLAP)) check_mma_overlap(V, op, b);
     bool o = ir_attr_get(at, IR_ATTR_SMEM_OFFSET), n = ir_attr_get(at, IR_ATTR_SMEM_BYTES);
     const IrAttr *live = ir_attr_get(at, IR_ATTR_SMEM_LIVE);
     if (ir_attr_get(at, IR_ATTR_SMEM_VIEW)) {

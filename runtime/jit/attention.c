@@ -63,10 +63,11 @@ typedef struct AttnTune {
     int block_m, block_n, num_warps, num_stages;
     int pingpong;   /* 1: warpgroup ping-pong (8 warps, sm_90a; off everywhere until measured) */
     int mbarrier;   /* 1: mbarrier stage hand-off in the key loop (off everywhere until measured) */
+    int overlap;    /* 1: the next block's Q K^T in flight during the softmax (sm_90a; off until measured) */
 } AttnTune;
 
 static const AttnTune k_tune[] = {
-    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier */
+    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier overlap (0 when left out) */
     {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0},
     {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0},
     /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
@@ -280,6 +281,7 @@ typedef struct AttnKey {
     int no_wgmma;
     int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
     int mbarrier;                                  /* 1: mbarrier stage hand-off (KilnAttentionParams.mbarrier) */
+    int overlap;                                   /* 1: Q K^T in flight during the softmax (KilnAttentionParams.overlap) */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
@@ -314,6 +316,7 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
         k.pingpong = p->pingpong > 0;   /* the table's choice belonged to its tiles too */
         k.mbarrier = p->mbarrier > 0;
     }
+    k.overlap = 0;   /* the block-mask loops read an index list: dot-rotate leaves them alone anyway */
     return k;
 }
 
@@ -337,6 +340,7 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off) */
     k.pingpong = p->pingpong > 0 || (!p->pingpong && !own_tiles && t->pingpong);
     k.mbarrier = p->mbarrier > 0 || (!p->mbarrier && !own_tiles && t->mbarrier);
+    k.overlap = p->overlap > 0 || (!p->overlap && !own_tiles && t->overlap);
     return with_block_mask(p, k);
 }
 
@@ -348,7 +352,8 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
     if (used < n)
         snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s", v->num_warps, v->num_stages,
-                 v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->mbarrier ? " mbarrier" : "");
+                 v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->mbarrier ? " mbarrier" : "",
+                 v->overlap ? " overlap" : "");
 }
 
 /* The cache key's text (malloc'd; NULL when out of memory). */
@@ -412,7 +417,7 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
     }
     r->opts = (KilnCompileOptions){.kernel = v->kernel, .defines = r->defines, .ndefines = r->ndefines,
                                    .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
-                                   .pingpong = v->pingpong, .mbarrier = v->mbarrier,
+                                   .pingpong = v->pingpong, .mbarrier = v->mbarrier, .overlap = v->overlap,
                                    .include_dirs = vs ? vs->var->include_dirs : NULL,
                                    .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
     return KILN_OK;
@@ -528,6 +533,7 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
                          k->num_stages, k->no_wgmma);
     v->pingpong = k->pingpong;
     v->mbarrier = k->mbarrier;
+    v->overlap = k->overlap;
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);

@@ -235,10 +235,12 @@ r, w = os.pipe(); os.close(r); sys.exit(subprocess.call(sys.argv[1:], stdout=w))
   contains "$tmp/err" "too many ARG=SPEC arguments (at most 64), at 'a65=1'" "argument limit message"
   expect 2 "--dump-after unknown pass" -- "$kiln" compile --dump-after nosuchpass "$v"
   contains "$tmp/err" "unknown pass 'nosuchpass' for --dump-after" "--dump-after message"
-  contains "$tmp/err" "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, pipeline, sram-alloc" "--dump-after lists the passes"
+  contains "$tmp/err" "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, dot-rotate, pipeline, dot-overlap, sram-alloc" "--dump-after lists the passes"
   expect 2 "run --dump-after unknown pass" -- "$kiln" run --cpu --dump-after nope "$v" X=ones:8 Y=ones:8 Z=zeros:8 n=8
   expect 0 "--dump-after a GPU pass" -- "$kiln" compile --emit gpu-ir --arch sm_80 --dump-after layout-assign "$v"
   contains "$tmp/err" "GPU IR after layout-assign" "a GPU pass name is accepted"
+  expect 0 "--overlap, --dump-after dot-overlap" -- "$kiln" compile --emit gpu-ir --overlap --dump-after dot-overlap "$v"
+  contains "$tmp/err" "GPU IR after dot-overlap" "--overlap is a compile option"
   expect 0 "--dump-after licm" -- "$kiln" compile --dump-after licm "$v"
   contains "$tmp/err" "IR after licm" "a target-independent pass name is accepted"
 fi

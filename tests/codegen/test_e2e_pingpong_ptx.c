@@ -27,24 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *attn_src;
-
 static KilnCompileResult attention(const char *d, const char *bm, const char *bn, int warps, const char *arch,
                                    int pingpong, int no_wgmma, KilnEmit emit)
 {
-    if (!attn_src) attn_src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
-    ck_assert_ptr_nonnull(attn_src);
-    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", bm}, {"BLOCK_N", bn}, {"CAUSAL", "false"},
-                         {"PLAIN_SCORES", "true"}};
-    KilnParamHint h[PU_ATTN_NHINTS];
-    KilnCompileOptions o;
-    pu_attention_options(&o, defs, 5, arch, warps, 2, emit, h);
-    o.pingpong = pingpong;
-    o.no_wgmma = no_wgmma;
-    KilnCompileResult r;
-    KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
-    ck_assert_msg(st == KILN_OK, "d %s %sx%s/%d %s: %s", d, bm, bn, warps, arch, r.diagnostics ? r.diagnostics : "");
-    return r;
+    return pu_attention_fwd(d, bm, bn, warps, arch, pingpong, 0, no_wgmma, emit);
 }
 
 static int count(const KilnCompileResult *r, const char *what) { return pu_count_n(r->output, r->output_size, what); }

@@ -27,7 +27,7 @@ START_TEST(unknown_pass_is_a_usage_error)
     ck_assert_ptr_nonnull(r.diagnostics);
     ck_assert_msg(strstr(r.diagnostics, "k.tile: error: unknown pass 'nosuchpass' for --dump-after (expected all, "
                                         "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, "
-                                        "pipeline, sram-alloc, pingpong)"),
+                                        "dot-rotate, pipeline, dot-overlap, sram-alloc, pingpong)"),
                   "%s", r.diagnostics);
     ck_assert_ptr_null(r.output);
     kiln_compile_result_free(&r);
@@ -45,7 +45,8 @@ START_TEST(every_pass_name_is_accepted)
         ck_assert_msg(r.dumps && strstr(r.dumps, "IR after"), "no dump after %s", names[i]);
         kiln_compile_result_free(&r);
     }
-    const char *gpu[] = {"accelerate-dot", "layout-assign", "remove-convert", "pipeline", "sram-alloc", "pingpong"};
+    const char *gpu[] = {"accelerate-dot", "layout-assign", "remove-convert", "dot-rotate", "pipeline", "dot-overlap",
+                         "sram-alloc", "pingpong"};
     for (size_t i = 0; i < sizeof gpu / sizeof gpu[0]; i++) {
         KilnCompileResult r;
         ck_assert_int_eq(compile(gpu[i], KILN_EMIT_GPU_IR, &r), KILN_OK);

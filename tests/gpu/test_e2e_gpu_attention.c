@@ -32,6 +32,11 @@
  * stage hand-off (KilnAttentionParams.mbarrier, docs/tensor_cores.md 0b); S >= 2 also
  * sets num_stages = S where the head dim is 128 or less (d 256 keeps its stages: SRAM).
  * Combines with KILN_TEST_PINGPONG.
+ * KILN_TEST_OVERLAP=1 or BMxBN/WARPS (e.g. 128x64/8): every case with rotated key loops,
+ * the next key block's Q K^T in flight during the softmax (KilnAttentionParams.overlap;
+ * sm_90a, docs/tensor_cores.md 4c); with tiles, the cases without tiles of their own at
+ * those (head dim 256: BN <= 64). Combines with KILN_TEST_PINGPONG (applied first).
+ * ATTN_HEAD_DIMS=64,128 keeps the cases of those head dims only (a quicker run).
  *
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
  */
@@ -58,6 +63,7 @@ typedef struct Case {
     int block_m, block_n, num_warps;    /* 0: defaults */
     int pingpong;                       /* KilnAttentionParams.pingpong (KILN_TEST_PINGPONG) */
     int mbarrier, num_stages;           /* KilnAttentionParams.mbarrier, num_stages (KILN_TEST_MBARRIER) */
+    int overlap;                        /* KilnAttentionParams.overlap (KILN_TEST_OVERLAP) */
     int on_stream;
     /* host data (inputs, then the GPU's outputs) */
     AttnProblem p;
@@ -164,6 +170,47 @@ static void force_mbarrier(void)
     printf("KILN_TEST_MBARRIER: mbarrier stage hand-off on; %s stages\n", S >= 2 ? e : "the table's");
 }
 
+/* ATTN_HEAD_DIMS: keep the cases of the listed head dims. */
+static void keep_head_dims(void)
+{
+    const char *e = getenv("ATTN_HEAD_DIMS");
+    if (!e || !*e) return;
+    int n = 0;
+    for (int i = 0; i < g_ncases; i++) {
+        char want[16];
+        snprintf(want, sizeof want, ",%d,", g_cases[i].d);
+        char list[128];
+        snprintf(list, sizeof list, ",%s,", e);
+        if (strstr(list, want)) g_cases[n++] = g_cases[i];
+    }
+    printf("ATTN_HEAD_DIMS=%s: %d of %d cases\n", e, n, g_ncases);
+    g_ncases = n;
+}
+
+/* KILN_TEST_OVERLAP: the rotated key loop for every case; with BMxBN/WARPS, at those tiles
+ * where a case has none. */
+static void force_overlap(void)
+{
+    const char *e = getenv("KILN_TEST_OVERLAP");
+    if (!e || !*e || !strcmp(e, "0")) return;
+    int bm = 0, bn = 0, w = 0;
+    if (strcmp(e, "1") && (sscanf(e, "%dx%d/%d", &bm, &bn, &w) != 3 || bm < 16 || bn < 16 || w < 1)) {
+        printf("KILN_TEST_OVERLAP='%s': expected 1 or BMxBN/WARPS (e.g. 128x64/8); using 1\n", e);
+        bm = bn = w = 0;
+    }
+    for (int i = 0; i < g_ncases; i++) {
+        Case *c = &g_cases[i];
+        c->overlap = 1;
+        if (bm && !c->block_m && !c->block_n)
+            c->block_m = bm, c->block_n = c->d == 256 && bn > 64 ? 64 : bn, c->num_warps = w;
+    }
+    if (bm)
+        printf("KILN_TEST_OVERLAP: rotated key loop on; cases without tiles of their own at %dx%d, %d warps\n", bm,
+               bn, w);
+    else
+        printf("KILN_TEST_OVERLAP: rotated key loop on, at every case's own tiles\n");
+}
+
 static void host_setup(Case *c, uint64_t seed)
 {
     AttnProblem *p = &c->p;
@@ -197,7 +244,8 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .head_dim = c->d, .q = ptr[0], .k = ptr[1], .v = ptr[2], .o = ptr[3],
                              .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
                              .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
-                             .pingpong = c->pingpong, .mbarrier = c->mbarrier, .num_stages = c->num_stages};
+                             .pingpong = c->pingpong, .mbarrier = c->mbarrier, .num_stages = c->num_stages,
+                             .overlap = c->overlap};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
@@ -461,8 +509,10 @@ int main(void)
     make_cases();
     const char *max_cases = getenv("ATTN_MAX_CASES");   /* a quick partial run */
     if (max_cases && atoi(max_cases) > 0 && atoi(max_cases) < g_ncases) g_ncases = atoi(max_cases);
+    keep_head_dims();
     force_pingpong();
     force_mbarrier();
+    force_overlap();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;
     pthread_t th[32];

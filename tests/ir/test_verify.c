@@ -260,6 +260,26 @@ static char *replaced(const char *src, const char *from, const char *to)
     return out;
 }
 
+/* The GPU IR golden `path` verifies; each edit {from, to, error} of it fails with that error. */
+static void check_edits(const char *path, const char *const (*edits)[3], size_t n)
+{
+    char *src = sup_read_file_text(tu_src_path(path), NULL);
+    ck_assert_ptr_nonnull(src);
+    Arena a;
+    arena_init(&a);
+    StrBuf e;
+    sb_init(&e);
+    ck_assert_msg(ir_verify_gpu(parse_one(&a, src), &e), "%s", e.data);
+    sb_free(&e);
+    for (size_t i = 0; i < n; i++) {
+        char *bad = replaced(src, edits[i][0], edits[i][1]);
+        expect_fail(parse_one(&a, bad), edits[i][2], edits[i][0]);
+        free(bad);
+    }
+    arena_free(&a);
+    free(src);
+}
+
 START_TEST(gpu_wgmma_pending_rules)
 {
     static const char *const edits[][3] = {
@@ -271,22 +291,31 @@ START_TEST(gpu_wgmma_pending_rules)
         {"{wgmma.pending = 1}", "{wgmma.pending = 2}", "attribute wgmma.pending must be one integer in [1, 1]"},
         {"%87 = convert_layout %b :", "%87 = convert_layout %b {wgmma.pending = 1} :", "wgmma.pending on a non-dot"},
     };
-    char *src = sup_read_file_text(tu_src_path("tests/codegen/golden/pipeline/matmul_wgmma_in_flight_sm90.expected"),
-                                   NULL);
-    ck_assert_ptr_nonnull(src);
-    Arena a;
-    arena_init(&a);
-    StrBuf e;
-    sb_init(&e);
-    ck_assert_msg(ir_verify_gpu(parse_one(&a, src), &e), "%s", e.data);
-    sb_free(&e);
-    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-        char *bad = replaced(src, edits[i][0], edits[i][1]);
-        expect_fail(parse_one(&a, bad), edits[i][2], edits[i][0]);
-        free(bad);
-    }
-    arena_free(&a);
-    free(src);
+    check_edits("tests/codegen/golden/pipeline/matmul_wgmma_in_flight_sm90.expected", edits,
+                sizeof edits / sizeof edits[0]);
+}
+END_TEST
+
+/* wgmma.overlap (pass_dot_overlap.c): the golden of a rotated two-dot loop
+ * whose first dot stays in flight until the second verifies; each edit below
+ * breaks one rule. */
+START_TEST(gpu_wgmma_overlap_rules)
+{
+    static const char *const edits[][3] = {
+        {"attributes {wgmma = 1} ", "", "wgmma.overlap in a kernel without wgmma = 1"},
+        {" {pipeline.stages = 2, pipeline.issue = 0}", "", "wgmma.overlap on a dot not directly in a pipelined loop"},
+        {"%51 = load %48, %50, %37 {pipeline.slot_bytes = 8192}", "%51 = load %48, %50, %37",
+         "operand 1 is neither the loop's pipelined load nor defined outside the loop"},
+        {"%s_next = dot %40, %52, %39", "%s_next = dot %40, %52, %44", "accumulator is defined in the loop"},
+        {"yield %63, %s_next", "yield %63, %45", "result is used other than by the yield"},
+        {"%56 = sub %45, %55", "%56 = sub %s_next, %55", "result is used other than by the yield"},
+        {"%63 = dot %57, %62, %44 :", "%63 = dot %57, %62, %44 {wgmma.pending = 1} :",
+         "a dot that retires a wgmma.overlap group is itself in flight"},
+        {"{wgmma.overlap = 1}", "{wgmma.overlap = 2}", "attribute wgmma.overlap must be one integer in [1, 1]"},
+        {"%52 = convert_layout %51 :", "%52 = convert_layout %51 {wgmma.overlap = 1} :", "wgmma.overlap on a non-dot"},
+    };
+    check_edits("tests/codegen/golden/dot-overlap/rotated_overlap_sm90.expected", edits,
+                sizeof edits / sizeof edits[0]);
 }
 END_TEST
 
@@ -449,6 +478,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gpu_tile_without_layout);
     tcase_add_test(tc, gpu_mma_fields_fixed);
     tcase_add_test(tc, gpu_wgmma_pending_rules);
+    tcase_add_test(tc, gpu_wgmma_overlap_rules);
     tcase_add_test(tc, use_before_def);
     tcase_add_test(tc, sibling_region_use);
     tcase_add_test(tc, duplicate_ids);

@@ -161,15 +161,17 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
 
 
 def mode_flags(sched):
-    """The kiln_bench_attn / kiln compile flags of a schedule's mode suffix."""
-    mode = sched[4] if sched is not None and len(sched) > 4 else None
-    if mode == "sync":
-        return ["--no-wgmma"]                   # mma.sync even where sm_90a's wgmma applies
+    """The kiln_bench_attn / kiln compile flags of a schedule's mode suffixes."""
     flags = []
-    if mode in ("pp", "ppmb"):
-        flags.append("--pingpong")              # warpgroup ping-pong (8 warps, sm_90a)
-    if mode in ("mb", "ppmb"):
-        flags.append("--mbarrier")              # mbarrier stage hand-off (no bar.sync per key block)
+    for mode in (sched[4:] if sched is not None else ()):
+        if mode == "sync":
+            flags.append("--no-wgmma")          # mma.sync even where sm_90a's wgmma applies
+        if mode in ("pp", "ppmb"):
+            flags.append("--pingpong")          # warpgroup ping-pong (8 warps, sm_90a)
+        if mode in ("mb", "ppmb"):
+            flags.append("--mbarrier")          # mbarrier stage hand-off (no bar.sync per key block)
+        if mode == "ov":
+            flags.append("--overlap")           # the next block's Q K^T in flight during the softmax (sm_90a)
     return flags
 
 
@@ -417,24 +419,28 @@ SWEEP_SEQLENS = [4096]
 
 
 def sched_str(sc):
-    return "%dx%d/%d/%d" % tuple(sc[:4]) + ("/" + sc[4] if len(sc) > 4 else "")
+    return "%dx%d/%d/%d" % tuple(sc[:4]) + "".join("/" + m for m in sc[4:])
 
 
 def parse_scheds(text):
     """"128x64/8/3,64x64/4/2/sync" -> [(128, 64, 8, 3), (64, 64, 4, 2, "sync")]; "/sync": mma.sync
     even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma); "/pp": warpgroup ping-pong
     (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp); "/mb": the mbarrier
-    stage hand-off (--mbarrier); "/ppmb": both"""
+    stage hand-off (--mbarrier); "/ppmb": both; "/ov": the next key block's Q K^T in flight
+    during the softmax (kiln_bench_attn --overlap, sm_90a); modes combine in any order
+    (128x64/8/2/pp/ov)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
-            mode = parts.pop() if parts[-1] in ("sync", "pp", "mb", "ppmb") else None
+            modes = []
+            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov"):
+                modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
-            out.append((int(bm), int(bn), int(w), int(st)) + ((mode,) if mode else ()))
+            out.append((int(bm), int(bn), int(w), int(st)) + tuple(modes))
         except ValueError:
-            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp|/mb|/ppmb], e.g. 128x64/8/3")
+            raise SystemExit(f"bad schedule '{item}': expected BMxBN/WARPS/STAGES[/sync|/pp|/mb|/ppmb|/ov...], e.g. 128x64/8/3")
     return out
 
 
@@ -627,10 +633,11 @@ def sweep_markdown(res):
             sc = max(score, key=score.get)
             p = parse_scheds(sc)[0]
             bm, bn, w, st = p[:4]
-            pp = int(len(p) > 4 and p[4] in ("pp", "ppmb"))   # the row's pingpong column
-            mb = int(len(p) > 4 and p[4] in ("mb", "ppmb"))   # and its mbarrier column
-            note = "  (mma.sync: not a table row)" if len(p) > 4 and p[4] == "sync" else ""
-            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}}},   /* {score[sc]:.0f} TFLOP/s "
+            pp = int(any(m in ("pp", "ppmb") for m in p[4:]))   # the row's pingpong column
+            mb = int(any(m in ("mb", "ppmb") for m in p[4:]))   # its mbarrier column
+            ov = int("ov" in p[4:])                             # its overlap column
+            note = "  (mma.sync: not a table row)" if "sync" in p[4:] else ""
+            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}, {ov}}},   /* {score[sc]:.0f} TFLOP/s "
                          f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()

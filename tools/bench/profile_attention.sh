@@ -5,7 +5,8 @@
 # Runs on the GPU machine (Firecracker: ncu reads counters there; never changes clocks:
 # --clock-control none). Usage, from the repository root:
 #   D=128 N=4096 SCHEDS="128x64/8/2 128x64/4/2" bash tools/bench/profile_attention.sh /tmp/kiln/bin/kiln-bench-attn
-# A schedule may carry bench_attention.py's suffix (/pp, /mb, /ppmb); SKIP_FA2=1 profiles Kiln only.
+# A schedule may end in modes as in bench_attention.py (/pp, /mb, /ppmb, /ov, /sync: 128x64/8/2/ov);
+# FA2=0 (or SKIP_FA2=1) skips the FlashAttention-2 kernel.
 # Writes $OUT/prof/{kiln_*,fa2}_d$D.{details,raw}.txt and prints a short comparison.
 set -uo pipefail
 bin=${1:-/tmp/kiln/bin/kiln-bench-attn}
@@ -25,17 +26,20 @@ report() {  # name: turn the .ncu-rep into text
   rm -f "$out/$1.ncu-rep"
 }
 for s in $scheds; do
-  IFS=x/ read -r bm bn w st mode <<<"$s"   # mode: the schedule's suffix (bench_attention.py): pp, mb, ppmb
+  IFS=x/ read -r bm bn w st m1 m2 <<<"$s"   # modes: bench_attention.py's suffixes (pp, mb, ppmb, ov, sync)
   flags=()
-  case "${mode:-}" in *pp*) flags+=(--pingpong) ;; esac
-  case "${mode:-}" in *mb) flags+=(--mbarrier) ;; esac
-  name=kiln_${bm}x${bn}_${w}_${st}${mode:+_$mode}_d$d
+  for m in $m1 $m2; do
+    case $m in ov) flags+=(--overlap) ;; sync) flags+=(--no-wgmma) ;; esac
+    case $m in *pp*) flags+=(--pingpong) ;; esac
+    case $m in *mb) flags+=(--mbarrier) ;; esac
+  done
+  name=kiln_${bm}x${bn}_${w}_${st}${m1:+_$m1}${m2:+_$m2}_d$d
   ncu --clock-control none --launch-count 1 -k regex:attn_fwd "${sections[@]}" --metrics "$metrics" -f -o "$out/$name" \
     "$bin" --src lang/lib/attention_fwd.tile --dtype f16 --head-dim "$d" --heads "$h" --batch "$b" --seqlens "$n" \
-    --layout bhsd --block-m "$bm" --block-n "$bn" --warps "$w" --stages "$st" ${flags[@]+"${flags[@]}"} --min-ms 0 >"$out/$name.log" 2>&1
+    --layout bhsd --block-m "$bm" --block-n "$bn" --warps "$w" --stages "$st" --min-ms 0 ${flags[@]+"${flags[@]}"} >"$out/$name.log" 2>&1
   report "$name"
 done
-if [ "${SKIP_FA2:-0}" = 0 ]; then
+if [ "${FA2:-1}" != 0 ] && [ "${SKIP_FA2:-0}" = 0 ]; then
 cat >/tmp/fa2_once.py <<PY
 import torch, math
 from torch.nn.attention import sdpa_kernel, SDPBackend
