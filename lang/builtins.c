@@ -36,7 +36,7 @@ bool bi_shape(Sema *s, const Builtin *bi, BArgs *a, int i, IrType *shape)
     Val *v = &a->v[i];
     int n = v->kind == V_LIST ? v->nitems : 1;
     Val *items = v->kind == V_LIST ? v->items : v;
-    int64_t dims[16];
+    int64_t dims[16] = {0}; /* zeroed: GCC cannot see n <= 16 entries are all set */
     if (n > 16) n = 16;
     for (int k = 0; k < n; k++) {
         if (!cv_is_int(&items[k])) {

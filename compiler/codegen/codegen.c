@@ -140,8 +140,8 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     res->num_warps = W;
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
-    CgPassCtx pc = {opts->target, opts->target->wgmma && !opts->no_wgmma, axis, opts->pingpong, opts->mbarrier,
-                    opts->overlap};
+    CgPassCtx pc = {.target = opts->target, .wgmma = opts->target->wgmma && !opts->no_wgmma, .axis = axis,
+                    .pingpong = opts->pingpong, .mbarrier = opts->mbarrier, .overlap = opts->overlap};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */

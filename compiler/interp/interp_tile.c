@@ -192,7 +192,7 @@ static void dot_int(const IVal *a, const IVal *b, IVal *r, const DotDims *d, IrE
 int it_exec_dot(Interp *it, const IrOp *op)
 {
     if (op->nargs != 3 || op->nres != 1) return it_internal(it, op, "dot takes a, b and acc");
-    DotDims d;
+    DotDims d = {0}; /* zeroed: GCC cannot see dot_dims sets it on success */
     if (dot_dims(it, op, &d)) return 1;
     IVal *a = it_in(it, op, 0), *b = it_in(it, op, 1), *c = it_in(it, op, 2);
     if (!a || !b || !c) return 1;

@@ -67,30 +67,30 @@ typedef struct AttnTune {
 } AttnTune;
 
 static const AttnTune k_tune[] = {
-    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier overlap (0 when left out) */
-    {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0},
-    {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0},
+    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier overlap */
+    {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
+    {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
     /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
      * f16, TFLOP/s at N = 512 / 1024 / 4096 / 16384, docs/performance.md). One
      * warpgroup per CTA throughout: 4 warps, so two CTAs share an SM and one's
      * softmax overlaps the other's wgmma. d = 64: 64-row blocks (16 rows per warp,
      * small register files); 128 keys per block without the mask, 64 with it up
      * to N = 2048 (the diagonal blocks cost less). */
-    {90,  64,  -1, 0,    64, 128, 4, 2, 0, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
-    {90,  64,   1, 2048, 64,  64, 4, 2, 0, 0},   /* causal 209/286 (64x128: 181/260) */
-    {0,   96,  -1, 0, 128, 64, 8, 2, 0, 0},
-    {0,  128,  -1, 0, 128, 64, 8, 2, 0, 0},
+    {90,  64,  -1, 0,    64, 128, 4, 2, 0, 0, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
+    {90,  64,   1, 2048, 64,  64, 4, 2, 0, 0, 0},   /* causal 209/286 (64x128: 181/260) */
+    {0,   96,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
+    {0,  128,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
     /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
      * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
-    {90, 128,  -1, 0,   128,  64, 4, 2, 0, 0},   /* 326/418/526/566; causal 170/268/442/517 */
-    {90, 128,   1, 1024, 64,  64, 4, 2, 0, 0},   /* causal 196/278 */
-    {0,  256,  -1, 0,  64, 32, 4, 2, 0, 0},
+    {90, 128,  -1, 0,   128,  64, 4, 2, 0, 0, 0},   /* 326/418/526/566; causal 170/268/442/517 */
+    {90, 128,   1, 1024, 64,  64, 4, 2, 0, 0, 0},   /* causal 196/278 */
+    {0,  256,  -1, 0,  64, 32, 4, 2, 0, 0, 0},
     /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
      * warpgroups of 64 rows each beat one CTA of 64 x 64 on 4 warps by 1.6x (574/604
      * against 359/376 TFLOP/s; causal 396/434 against 306/338), and ping-pong adds 6-7%
      * causal (418/462) while it costs 14% without the mask (494/519). */
-    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0},
-    {90, 256,   1, 0, 128, 64, 8, 2, 1, 0},
+    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
+    {90, 256,   1, 0, 128, 64, 8, 2, 1, 0, 0},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
@@ -351,7 +351,7 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
     for (int i = 0; i < v->ndefines && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
     if (used < n)
-        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s", v->num_warps, v->num_stages,
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s%s", v->num_warps, v->num_stages,
                  v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->mbarrier ? " mbarrier" : "",
                  v->overlap ? " overlap" : "");
 }
