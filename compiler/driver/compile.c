@@ -146,17 +146,19 @@ static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
 }
 
 /* --dump-after takes "all" or a pass name: a target-independent pass
- * (compiler/passes) or a GPU pass (codegen's pass table); anything else would
- * dump nothing and say nothing, so it is a usage error listing the names. */
+ * (compiler/passes), a GPU pass (codegen's pass table) or "lower" (the LLVM
+ * module the lowering built, before LLVM's passes: cg_emit.c); anything else
+ * would dump nothing and say nothing, so it is a usage error listing the names. */
 static bool dump_after_known(const char *name, Diag *d)
 {
-    if (!name || !strcmp(name, "all") || pass_find(name)) return true;
+    if (!name || !strcmp(name, "all") || !strcmp(name, "lower") || pass_find(name)) return true;
     for (int i = 0; cg_gpu_pass_name(i); i++)
         if (!strcmp(name, cg_gpu_pass_name(i))) return true;
     StrBuf names;
     sb_init(&names);
     pass_list_names(&names);
     for (int i = 0; cg_gpu_pass_name(i); i++) sb_printf(&names, ", %s", cg_gpu_pass_name(i));
+    sb_puts(&names, ", lower");
     diag_error(d, (SrcLoc){0}, "unknown pass '%s' for --dump-after (expected all, %s)", name,
                names.data ? names.data : "");
     sb_free(&names);

@@ -1,6 +1,6 @@
 /* test_dump_after.c — kiln_compile refuses a --dump-after name that is no
  * pass (before, a misspelt name dumped nothing and said nothing) and lists the
- * names it takes; every real pass name, of either pipeline, is accepted. */
+ * names it takes; every real pass name, of either pipeline, and "lower" is accepted. */
 #include "testutil.h"
 
 #include <string.h>
@@ -27,7 +27,7 @@ START_TEST(unknown_pass_is_a_usage_error)
     ck_assert_ptr_nonnull(r.diagnostics);
     ck_assert_msg(strstr(r.diagnostics, "k.tile: error: unknown pass 'nosuchpass' for --dump-after (expected all, "
                                         "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, "
-                                        "dot-rotate, pipeline, dot-overlap, sram-alloc, pingpong)"),
+                                        "dot-rotate, pipeline, dot-overlap, sram-alloc, pingpong, lower)"),
                   "%s", r.diagnostics);
     ck_assert_ptr_null(r.output);
     kiln_compile_result_free(&r);
@@ -53,6 +53,12 @@ START_TEST(every_pass_name_is_accepted)
         ck_assert_msg(r.dumps && strstr(r.dumps, gpu[i]), "no GPU dump after %s", gpu[i]);
         kiln_compile_result_free(&r);
     }
+    /* "lower": the LLVM module as the lowering built it, before LLVM's passes */
+    KilnCompileResult r;
+    ck_assert_int_eq(compile("lower", KILN_EMIT_LLVM, &r), KILN_OK);
+    ck_assert_msg(r.dumps && strstr(r.dumps, "LLVM IR after lower (k), before LLVM's passes"), "no dump after lower");
+    ck_assert_ptr_null(strstr(r.dumps, "GPU IR after"));
+    kiln_compile_result_free(&r);
 }
 END_TEST
 
