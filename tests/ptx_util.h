@@ -80,6 +80,14 @@ static inline int pu_count_n(const char *s, size_t n, const char *needle)
  * for stats text and outputs known to end in a NUL. */
 static inline int pu_count(const char *text, const char *what) { return pu_count_n(text, strlen(text), what); }
 
+/* A cubin compile's ptxas report says no spills; `what` names the kernel in the failure. */
+static inline void pu_assert_no_spills(const KilnCompileResult *r, const char *what)
+{
+    ck_assert_msg(r->output_size > 0, "%s: no cubin", what);
+    ck_assert_msg(r->stats && strstr(r->stats, "spills: 0 bytes stored, 0 bytes loaded"), "%s: %s", what,
+                  r->stats ? r->stats : "(no stats)");
+}
+
 /* The hints kiln_module_compile derives at launch for lang/lib/attention_fwd.tile's
  * parameters when the tensors are contiguous, 16-byte aligned and their sizes multiples of
  * 16 (the benchmark's case): fills h (PU_ATTN_NHINTS entries). */
