@@ -17,7 +17,8 @@
  * or the runtime's launch-time specialisation, see docs/gpu.md);
  * integer parameters carry IrValue.divisibility (1 = unknown); arange(s, e)
  * is contiguous with div = largest power of two dividing s; constants divide
- * by their largest power of two. Example:
+ * by their largest power of two; min, max and select divide by what divides
+ * both their value operands. Example:
  *     %o = add (mul (program_id 0) 128) (arange 0 128)   contig 128, div 128
  *     %p = addptr (splat %X : ptr<f32>) %o                contig 128, div 16 bytes if X
  *                                                         has divisibility 16, else 4
@@ -274,11 +275,18 @@ static void ax_op(IrOp *op, void *vctx)
         ax_cmp(r, &a, &b, rank, (IrCmp)op->attr[0]);
         break;
     }
-    case IR_AND: case IR_OR: case IR_XOR: case IR_NOT: case IR_SELECT: {
+    case IR_AND: case IR_OR: case IR_XOR: case IR_NOT: case IR_SELECT: case IR_MIN: case IR_MAX: {
         for (int d = 0; d < rank; d++) r->constancy[d] = rt.rank ? rt.shape[d] : 1;
         for (int i = 0; i < op->nargs; i++) {
             CgAxis a = view(c, op->args[i], rt);
             for (int d = 0; d < rank; d++) r->constancy[d] = min64(r->constancy[d], a.constancy[d]);
+        }
+        /* min, max and select pick one of their value operands, element by
+         * element: what divides every element of both divides the result
+         * (a loop bound m_b = select(c, max(m_a, n / 64 * 64), m_a)) */
+        if (op->op == IR_MIN || op->op == IR_MAX || op->op == IR_SELECT) {
+            CgAxis a = view(c, op->args[op->nargs - 2], rt), b = view(c, op->args[op->nargs - 1], rt);
+            for (int d = 0; d < rank; d++) r->div[d] = min64(elem_div(&a, d), elem_div(&b, d));
         }
         break;
     }

@@ -63,6 +63,10 @@ void cg_geom_thread_base(const CgGeom *g, int tid, int *base); /* index part fro
 void cg_geom_index(const CgGeom *g, int tid, int reg, int *idx); /* base-dim element index */
 bool cg_geom_owner(const CgGeom *g, int tid, int reg);     /* the one copy that writes */
 int  cg_geom_warp_owner(const CgGeom *g, int warp);        /* the warp holding the owned copy of warp's data */
+/* The lowest register of the same thread holding the same element as `reg` in
+ * every thread (reg itself when none does): a slice of an MMA layout holds
+ * each element once per register repeat of the sliced dim. */
+int  cg_geom_first_copy(const CgGeom *g, int reg);
 bool cg_geom_replicated(const CgGeom *g);                  /* some element held twice? */
 bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
 /* The most elements of one tile a thread may hold in registers. A CTA's

@@ -3,7 +3,12 @@
  * Registers are visited in groups of `vec` (cg_mem_vec: what the layout's
  * contiguous run, the pointers' contiguity and alignment, the mask's
  * constancy and 16 bytes allow); a group is consecutive elements along the
- * layout's fastest dim, so one access of vec * elem bytes covers it.
+ * layout's fastest dim, so one access of vec * elem bytes covers it. Slices
+ * count too: the per-column vector of an MMA accumulator (the attention
+ * backward's LSE and delta, [None, :] against S^T) holds pairs of adjacent
+ * columns, one ld.global.v2 each. A load loads each element once per thread:
+ * registers that repeat an element already loaded (the slice of an MMA
+ * accumulator holds each column once per row repeat) copy it.
  *   - unmasked: plain LLVM loads/stores of <vec x T> with the proven alignment
  *     (NVPTX turns them into ld.global.v4.b32 and friends);
  *   - masked: predicated inline PTX, as Triton does, since that is what keeps
@@ -38,22 +43,27 @@ static int mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
 {
     const IrValue *p = op->args[0];
     if (p->type.rank == 0) return 1;
-    const IrLayout *l = ir_layout_get(f, p->layout);
     IrElem pe = (IrElem)p->type.pointee;
-    if (!l || l->kind != IR_LAYOUT_BLOCKED || pe == IR_I1) return 1;
     CgGeom g;
-    if (!cg_geom(f, p->layout, p->type, &g)) return 1;
-    int fd = g.order[0];
+    if (pe == IR_I1 || !cg_geom(f, p->layout, p->type, &g)) return 1;
+    /* The fastest base dim as a value dim (the axis facts are per value dim).
+     * A slice (the per-column vector of an MMA accumulator: pairs of adjacent
+     * columns per thread) vectorises like its parent; a slice that removed
+     * the fastest dim has copies, not neighbours, in consecutive registers. */
+    int fd = g.order[0], vd = -1;
+    for (int i = 0; i < g.vrank; i++)
+        if (g.vdims[i] == fd) vd = i;
+    if (vd < 0) return 1;
     int eb = cg_elem_bytes(pe);
     const CgAxis *ax = cg_axis_get(axis, p);
     int64_t vec = g.eff_spt[fd];
     if (16 / eb < vec) vec = 16 / eb;
-    if (ax->contig[fd] < vec) vec = ax->contig[fd];
-    if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
+    if (ax->contig[vd] < vec) vec = ax->contig[vd];
+    if (ax->div[vd] / eb < vec) vec = ax->div[vd] / eb;
     int mask_idx = op->op == IR_LOAD ? 1 : 2;
     if (op->nargs > mask_idx && op->args[mask_idx]->type.rank > 0) {
         const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
-        if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
+        if (mx->constancy[vd] < vec) vec = mx->constancy[vd];
     }
     return vec < 1 ? 1 : (int)vec;
 }
@@ -249,6 +259,15 @@ static bool lower_load(CgCtx *c, IrOp *op)
     CgTile *t = cg_set(c, res, g.nregs);
     bool masked = op->nargs > 1 || c->load_guard;
     for (int i = 0; i < g.nregs; i += vec) {
+        /* A group whose elements this thread already loaded (copies in one
+         * thread: a slice of an MMA layout) takes those registers: its mask
+         * and `other` are the same elements' too. Masked loads are asm that
+         * LLVM would not merge. */
+        int first = cg_geom_first_copy(&g, i);
+        if (first != i && first % vec == 0) {
+            for (int k = 0; k < vec; k++) t->r[i + k] = t->r[first + k];
+            continue;
+        }
         LLVMValueRef ptr = reg_of(c, op->args[0], i);
         if (!masked) {
             plain_load(c, ptr, vec, e, &t->r[i]);

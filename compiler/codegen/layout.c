@@ -234,6 +234,25 @@ void cg_geom_reg_delta(const CgGeom *g, int from, int to, int *delta)
     }
 }
 
+/* Two registers of one thread hold the same element in every thread when
+ * their register parts agree modulo the shape in every base dim (the thread
+ * part is added to both, and shapes are powers of two). Per dim the smallest
+ * such register index is found independently; together they are the first. */
+int cg_geom_first_copy(const CgGeom *g, int reg)
+{
+    int rd[CG_MAX_RANK];
+    cg_geom_reg_dims(g, reg, rd);
+    for (int d = 0; d < g->rank; d++) {
+        int want = cg_geom_const_part(g, d, rd[d]) & (g->shape[d] - 1);
+        for (int r = 0; r < rd[d]; r++)
+            if ((cg_geom_const_part(g, d, r) & (g->shape[d] - 1)) == want) {
+                rd[d] = r;
+                break;
+            }
+    }
+    return cg_geom_reg_of(g, rd);
+}
+
 int cg_geom_warp_owner(const CgGeom *g, int warp)
 {
     int w = 0;

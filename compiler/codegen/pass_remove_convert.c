@@ -22,7 +22,11 @@
  *   3. chains: convert(convert(x)) reads x directly, and conversions between
  *      equivalent layouts (same thread -> element map) are dropped.
  *   4. duplicates: a conversion equal to an earlier one of the same block
- *      (same source, same layout) reads that one. Hoisting puts one copy of
+ *      (same source, same layout) reads that one. Merged before 1 too:
+ *      layout assignment converts a value once per use, and the attention
+ *      backward's per-query LSE (`lse == -inf`, `lse * LOG2E`) was read
+ *      from global memory twice, once per rematerialised conversion.
+ *      Merged after 2 as well: hoisting puts one copy of
  *      attention's Q conversion before each of the two key loops; merged,
  *      Q's registers die at the first, instead of living through the first
  *      loop to feed the second (64 registers per thread at d = 128 on
@@ -223,6 +227,9 @@ bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
     RcCtx c = {f, ctx->axis, NULL, 0, 0, 0};
+    /* Duplicates first as well: layout assignment converts a value once per
+     * use, and two converts rematerialised apart would read a load twice. */
+    merge_duplicates(&c, f->body);
     visit_block(&c, f->body);
     merge_duplicates(&c, f->body);
     remove_dead(f);

@@ -270,6 +270,51 @@ START_TEST(atomic_dq_wgmma_sm90)
 }
 END_TEST
 
+/* The dK/dV step reads the per-query LSE and delta of its BLOCK_M queries against S^T
+ * (keys down: [None, :]), in the slice of the wgmma accumulator layout along its rows: each
+ * thread holds the columns 2t + {0, 1} + 8j, once per row repeat (rows g and g + 8). Each
+ * array is read once per step (not once per use: pass_remove_convert.c merges the two
+ * conversions of LSE before rematerialising its load), each column once per thread
+ * (cg_memory.c: copies take the first copy's registers), and, when seqlen_q is a multiple
+ * of 16 (the launch-time hint: the mask `rows < seqlen_q` is then constant over pairs)
+ * as ld.global.v2, one per pair: BLOCK_M / 8 per array and loop (two loops), where before
+ * there were 3 x BLOCK_M / 2 scalar loads per loop. Without the hint: BLOCK_M / 4 scalar
+ * loads per array and loop. The K and V loads before the loops are the only others. */
+START_TEST(lse_delta_loads)
+{
+    int d = _i / 2 ? 128 : 64;
+    bool hinted = _i % 2;
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {.fwd = {.dtype = KILN_F16, .batch = 1, .heads_q = 4, .heads_kv = 2,
+                                        .seqlen_q = 512, .seqlen_k = 700, .head_dim = d, .causal = d == 128}};
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(90, &p, &plan);
+    const RtAttnVariant *v = &plan.k[1];
+    ck_assert_ptr_nonnull(strstr(v->kernel, "dkdv"));
+    int bm = 0;
+    for (int i = 0; i < v->ndefines; i++)
+        if (!strcmp(v->defines[i].name, "BLOCK_M")) bm = atoi(v->defines[i].value);
+    KilnParamHint hints[64];
+    int nh = spec_hints(src, v, hints, 64);
+    for (int i = 0; !hinted && i < nh; i++)
+        if (!strcmp(hints[i].name, "seqlen_q")) hints[i--] = hints[--nh];
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                            .arch = "sm_90a", .num_warps = v->num_warps, .num_stages = v->num_stages,
+                            .hints = hints, .nhints = nh, .emit = KILN_EMIT_PTX};
+    KilnCompileResult r;
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    const char *t = r.output;
+    size_t n = r.output_size;
+    int v2 = pu_count_n(t, n, "ld.global.v2.b32"), scalar = pu_count_n(t, n, "ld.global.b32");
+    int kv = pu_count_n(t, n, "ld.global.v4.b32"), all = pu_count_n(t, n, "ld.global");
+    ck_assert_msg(v2 == (hinted ? 2 * 2 * bm / 8 : 0), "d%d: %d ld.global.v2", d, v2);
+    ck_assert_msg(scalar == (hinted ? 0 : 2 * 2 * bm / 4), "d%d: %d scalar ld.global", d, scalar);
+    ck_assert_int_eq(all, v2 + scalar + kv);
+    ck_assert_int_eq(kv, 2 * 64 * d / 128 / 8);   /* K and V: 16 bytes each, before the loops */
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 /* The plan's launches: order, grids and the flags that pick the dQ path. */
 START_TEST(plan_shapes)
 {
@@ -382,6 +427,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, loops_pipelined, 0, 4);
     tcase_add_loop_test(tc, wgmma_at_sm90_plan, 0, 6);
     tcase_add_loop_test(tc, atomic_dq_wgmma_sm90, 0, 4);
+    tcase_add_loop_test(tc, lse_delta_loads, 0, 4);
     tcase_add_test(tc, plan_shapes);
     tcase_add_test(tc, binds_every_parameter);
     suite_add_tcase(s, tc);

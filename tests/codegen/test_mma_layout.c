@@ -12,7 +12,8 @@
  * A and B for several warp grids maps to the ISA's element, C is owned
  * exactly once, A/B are held by exactly the warps that need them, and the
  * accumulator of one dot is register-for-register the A operand of the next
- * when wn = 1. */
+ * when wn = 1; cg_geom_first_copy finds the registers of one thread that repeat
+ * an element (slices of the accumulator, wrapped tiles). */
 #include "tests/testutil.h"
 #include "compiler/codegen/cg_tc.h"
 
@@ -376,6 +377,60 @@ START_TEST(accumulator_is_next_a_operand)
 }
 END_TEST
 
+/* cg_geom_first_copy on `layout` applied to `t`: the register it names holds the same
+ * element in every thread, no lower register does, and its result is the lowest for
+ * itself. Returns the number of registers that are their own first copy. */
+static int check_first_copy(const IrFunc *f, int layout, IrType t)
+{
+    CgGeom g;
+    ck_assert(cg_geom(f, layout, t, &g));
+    int distinct = 0;
+    for (int reg = 0; reg < g.nregs; reg++) {
+        int first = cg_geom_first_copy(&g, reg);
+        CHECK(first <= reg && cg_geom_first_copy(&g, first) == first, "reg %d: first copy %d", reg, first);
+        distinct += first == reg;
+        for (int r = 0; r <= first; r++) {
+            bool same = true;
+            for (int tid = 0; tid < 32 * f->sched.num_warps && same; tid++) {
+                int a[CG_MAX_RANK], b[CG_MAX_RANK];
+                cg_geom_index(&g, tid, r, a);
+                cg_geom_index(&g, tid, reg, b);
+                for (int d = 0; d < g.rank; d++) same &= a[d] == b[d];
+            }
+            CHECK(same == (r == first), "reg %d: reg %d %s its element in every thread (first copy %d)", reg, r,
+                  same ? "holds" : "does not hold", first);
+        }
+    }
+    return distinct;
+}
+
+/* A slice of the accumulator (the per-column LSE of the attention backward against
+ * S^T, [None, :]) holds each of its columns once per row repeat: the memory lowering
+ * loads the first copy only (cg_memory.c). Blocked layouts without replication have
+ * no copies; a tile smaller than its blocked layout wraps into copies in one thread. */
+START_TEST(slice_copies_found)
+{
+    Fn k;
+    fn_init(&k, 4);
+    int c = cg_layout_mma(k.f, CG_MMA_C, 4, 1);
+    int32_t n64[1] = {64}, n16[1] = {16};
+    IrType v64 = ir_type_tile(ir_type_scalar(IR_F32), 1, n64), v16 = ir_type_tile(ir_type_scalar(IR_F32), 1, n16);
+    /* columns: 2 row repeats x (64 / 8 column blocks x 2) registers, 16 distinct */
+    ck_assert_int_eq(check_first_copy(k.f, cg_layout_slice(k.f, c, 0), v64), 16);
+    /* rows: the 64 rows over 4 warps x 8 lane groups x 2 repeats, 2 distinct per thread */
+    ck_assert_int_eq(check_first_copy(k.f, cg_layout_slice(k.f, c, 1), v64), 2);
+    ck_assert_int_eq(check_first_copy(k.f, c, tile2(IR_F32, 64, 64)), 32);
+    int32_t sh[2] = {64, 64};
+    int spt[2] = {1, 4}, order[2] = {1, 0};
+    int b = cg_layout_blocked(k.f, 2, sh, spt, order, 4);
+    ck_assert_int_eq(check_first_copy(k.f, b, tile2(IR_F32, 64, 64)), 32);
+    /* [8, 16] in #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1]> (made for 64 x 64): wraps */
+    check_first_copy(k.f, b, tile2(IR_F32, 8, 16));
+    check_first_copy(k.f, cg_layout_slice(k.f, c, 0), v16);
+    arena_free(&k.a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("mma_layout");
@@ -389,6 +444,7 @@ static Suite *suite(void)
     TCase *tg = tcase_create("geometry");
     tcase_add_test(tg, mma_layouts_match_isa);
     tcase_add_test(tg, accumulator_is_next_a_operand);
+    tcase_add_test(tg, slice_copies_found);
     suite_add_tcase(s, tg);
     return s;
 }
