@@ -11,7 +11,7 @@
 #   device run, carry [".carry"]:  bash tools/device_bench_bwd.sh [--quick]
 set -uo pipefail
 . "$(dirname "$0")/device_env.sh"
-timeout 420 python3 tools/bench/bench_attention_bwd.py --lib /tmp/kiln/lib/libkiln_all.so --out "$out" \
+timeout 420 python3 tools/bench/bench_attention_bwd.py --lib "$kiln/lib/libkiln_all.so" --out "$out" \
   --budget-s "${KILN_BWD_BUDGET_S:-360}" "$@" >"$out/bench_bwd.log" 2>&1
 echo "bench_attention_bwd exit $?"
 if [ -f "$out/attention_bwd_bench.csv" ]; then

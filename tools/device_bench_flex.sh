@@ -13,7 +13,7 @@
 #   device run, carry [".carry"]:  bash tools/device_bench_flex.sh [--quick]
 set -uo pipefail
 . "$(dirname "$0")/device_env.sh"
-timeout 540 python3 tools/bench/bench_flex.py --lib /tmp/kiln/lib/libkiln_all.so --out "$out" \
+timeout 540 python3 tools/bench/bench_flex.py --lib "$kiln/lib/libkiln_all.so" --out "$out" \
   --budget-s "${KILN_FLEX_BUDGET_S:-420}" "$@" >"$out/bench_flex.log" 2>&1
 rc=$?
 echo "bench_flex exit $rc"

@@ -15,13 +15,8 @@
 # and FA2's attention kernels (tools/bench/profile_attention.sh; D, N, SCHEDS). Full logs go
 # to $OUT; a short table is printed last.
 set -uo pipefail
-root=$(pwd)
-out=${OUT:-/tmp/kiln-out}
-mkdir -p "$out" /tmp/kiln
-tar -C /tmp/kiln -xJf .carry/bundle.tar.xz
-export LD_LIBRARY_PATH=/tmp/kiln/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export KILN_SOURCE_DIR=$root KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
-bin=/tmp/kiln/bin
+. "$(dirname "$0")/device_env.sh" >/dev/null   # unpacks the bundle (KILN_BUNDLE, KILN_UNPACK_DIR): $root, $out, $kiln
+bin=$kiln/bin
 summary=$out/summary.txt
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
@@ -39,10 +34,10 @@ note "kiln run exit $?: $(head -1 "$out/kiln_run.log")"
 
 note "== GPU suite"
 mkdir -p "$out/suite"
-for t in /tmp/kiln/tests/gpu_test_*; do
+for t in "$kiln"/tests/gpu_test_*; do
   n=$(basename "$t")
   s=$(date +%s)
-  ( cd /tmp/kiln/tests && CK_DEFAULT_TIMEOUT=600 timeout "${KILN_TEST_TIMEOUT:-300}" "$t" ) >"$out/suite/$n.log" 2>&1
+  ( cd "$kiln/tests" && CK_DEFAULT_TIMEOUT=600 timeout "${KILN_TEST_TIMEOUT:-300}" "$t" ) >"$out/suite/$n.log" 2>&1
   rc=$?
   case $rc in 0) r=PASS ;; 77) r=SKIP ;; *) r="FAIL($rc)" ;; esac   # 77: the test could not run here
   note "$(printf '%-36s %s  %ss' "$n" "$r" $(( $(date +%s) - s )))"
@@ -71,11 +66,11 @@ for b in $benches; do
     attention-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_attention.py --sweep \
         --budget-s "${KILN_SWEEP_BUDGET_S:-240}" --kiln-bin "$bin/kiln-bench-attn" ${KILN_BENCH_ARGS:-} ${KILN_ATTN_ARGS:-} --out "$out" \
         >"$out/bench_attention-sweep.log" 2>&1 ;;
-    attention-bwd) timeout 420 python3 tools/bench/bench_attention_bwd.py --lib /tmp/kiln/lib/libkiln_all.so \
+    attention-bwd) timeout 420 python3 tools/bench/bench_attention_bwd.py --lib $kiln/lib/libkiln_all.so \
         --budget-s 360 ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_attention-bwd.log" 2>&1 &&
         python3 tools/bench/plot_svg.py --preset backward "$out/attention_bwd_bench.csv" -o "$out/img" \
         >>"$out/bench_attention-bwd.log" 2>&1 ;;
-    flex) timeout 540 python3 tools/bench/bench_flex.py --lib /tmp/kiln/lib/libkiln_all.so --budget-s 420 \
+    flex) timeout 540 python3 tools/bench/bench_flex.py --lib $kiln/lib/libkiln_all.so --budget-s 420 \
         ${KILN_BENCH_ARGS:-} --out "$out" >"$out/bench_flex.log" 2>&1 &&
         python3 tools/bench/plot_svg.py --preset flex "$out/flex_bench.csv" -o "$out/img" >>"$out/bench_flex.log" 2>&1 ;;
     matmul-sweep) timeout $((${KILN_SWEEP_BUDGET_S:-240} + 120)) python3 tools/bench/bench_matmul.py --sweep \
