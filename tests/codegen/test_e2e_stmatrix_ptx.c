@@ -4,9 +4,10 @@
  * stmatrix.sync.aligned.m8n8.x4 (cg_convert.c), one per warp m16 x n16, in
  * place of one st.shared.b32 per register pair. Counted through kiln_compile:
  *   - the shipped attention forward (f16, bf16; d 64/128/256 at the runtime's
- *     sm_90a schedules; the mma.sync path of --no-wgmma): BLOCK_M x d / (8 x
- *     threads) stmatrix per thread, and st.shared.b32 fewer by 4 per stmatrix
- *     than the same kernel on sm_80 (where nothing changes);
+ *     sm_90a schedules; the mma.sync path of --no-wgmma; plain sm_90):
+ *     BLOCK_M x d / (8 x threads) stmatrix per thread, and st.shared.b32
+ *     fewer by 4 per stmatrix than the same kernel on sm_80 (where nothing
+ *     changes);
  *   - matmul_tc.tile's half-output kernels on wgmma and on mma.sync's 2 x 2
  *     warp grid: BLOCK_M x BLOCK_N / (8 x threads); none for an f32 output
  *     (the convert moves f32) nor on sm_80;
@@ -61,6 +62,11 @@ START_TEST(forward_epilogue_uses_stmatrix)
                 kiln_compile_result_free(&h);
                 kiln_compile_result_free(&a);
             }
+    /* plain sm_90 (no wgmma) has stmatrix too */
+    KilnCompileResult r = fwd("attn_fwd_f16", 64, 64, 128, 4, "sm_90", 0, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, STSM), 4);
+    ck_assert_int_eq(count(&r, "wgmma"), 0);
+    kiln_compile_result_free(&r);
 }
 END_TEST
 
