@@ -123,12 +123,12 @@ static inline void pu_attention_options(KilnCompileOptions *o, const KilnDefine 
     }
 }
 
-/* The shipped forward (attn_fwd_f16, non-causal, PLAIN_SCORES as the runtime compiles it) at
- * head dim d, BM x BN tiles on `warps`, 2 stages, the launch-time hints, with the schedule
- * options pingpong / overlap / no_wgmma; the test fails when it does not compile. */
-static inline KilnCompileResult pu_attention_fwd(const char *d, const char *bm, const char *bn, int warps,
-                                                 const char *arch, int pingpong, int overlap, int no_wgmma,
-                                                 KilnEmit emit)
+/* The shipped forward `kernel` (attn_fwd_f16 or _bf16, non-causal, PLAIN_SCORES as the runtime
+ * compiles it) at head dim d, BM x BN tiles on `warps`, 2 stages, the launch-time hints, with the
+ * schedule options pingpong / overlap / no_wgmma; the test fails when it does not compile. */
+static inline KilnCompileResult pu_attention_fwd_kernel(const char *kernel, const char *d, const char *bm,
+                                                        const char *bn, int warps, const char *arch, int pingpong,
+                                                        int overlap, int no_wgmma, KilnEmit emit)
 {
     static char *src;
     if (!src) src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
@@ -138,13 +138,23 @@ static inline KilnCompileResult pu_attention_fwd(const char *d, const char *bm, 
     KilnParamHint h[PU_ATTN_NHINTS];
     KilnCompileOptions o;
     pu_attention_options(&o, defs, 5, arch, warps, 2, emit, h);
+    o.kernel = kernel;
     o.pingpong = pingpong;
     o.overlap = overlap;
     o.no_wgmma = no_wgmma;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
-    ck_assert_msg(st == KILN_OK, "d %s %sx%s/%d %s: %s", d, bm, bn, warps, arch, r.diagnostics ? r.diagnostics : "");
+    ck_assert_msg(st == KILN_OK, "%s d %s %sx%s/%d %s: %s", kernel, d, bm, bn, warps, arch,
+                  r.diagnostics ? r.diagnostics : "");
     return r;
+}
+
+/* The same for attn_fwd_f16. */
+static inline KilnCompileResult pu_attention_fwd(const char *d, const char *bm, const char *bn, int warps,
+                                                 const char *arch, int pingpong, int overlap, int no_wgmma,
+                                                 KilnEmit emit)
+{
+    return pu_attention_fwd_kernel("attn_fwd_f16", d, bm, bn, warps, arch, pingpong, overlap, no_wgmma, emit);
 }
 
 /* kiln_compile of `src` (named `file` in diagnostics) with only these options

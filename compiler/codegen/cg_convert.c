@@ -16,12 +16,16 @@
  * epilogue) hit 32 different banks instead of one (8-way conflicts; ncu on
  * the H200 counted 3.7 M of them per attention kernel vs FA2's 0.1 M).
  * Reshape keeps unpadded row-major order (its two sides have other shapes).
+ * On sm_90 a 16-bit accumulator (MMA C layout) is written with stmatrix
+ * instead (below).
  *
  * Example: tensor<64xf32> from #slice<dim=1, parent=#L0> to #blocked<spt=[1]...>:
  * 256 bytes of scratch, two barriers, one st.shared and one ld.shared per
  * register (replicas write the same value to the same address).
  */
 #include "cg_internal.h"
+
+#include <stdio.h>
 
 static LLVMValueRef store_form(CgCtx *c, LLVMValueRef v, IrElem e)
 {
@@ -127,6 +131,63 @@ void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_p
     }
 }
 
+/* ---- stmatrix (sm_90): an accumulator's registers into the tile ----
+ * A 16-bit value in an MMA C layout (the epilogue's acc.to(f16)) is stored
+ * with stmatrix.x4: one instruction per warp m16 x two n8 tiles, four 32-bit
+ * registers per thread, instead of one 4-byte st.shared per register pair
+ * (its c0c1 / c2c3 pairs are not adjacent in a row, so smem_run cannot merge
+ * them). The tile stays the padded row-major one cg_tile_from_smem reads:
+ * with rows of 64 bytes or more every matrix's 8 rows start 4 banks apart
+ * (16 bytes of pad), so each matrix is conflict free, and the read-back is
+ * unchanged. Not .trans: the tile's contiguous dim is N, as the fragment's.
+ * Lane address: the warp's corner + cg_stmatrix_lane_row (registers), plus
+ * the instruction's corner, an immediate in the asm text. */
+static bool stmatrix_fits(CgCtx *c, const IrValue *src, const CgTile *in, int pad, CgGeom *g, CgStmatrix *p)
+{
+    CgMmaFrag frag;
+    int wm, wn;
+    IrElem e = (IrElem)src->type.elem;
+    if (c->sm < 90 || (e != IR_F16 && e != IR_BF16) || src->type.rank != 2) return false;
+    if (!cg_layout_is_mma(c->f, src->layout, &frag, &wm, &wn) || frag != CG_MMA_C) return false;
+    if (!cg_geom(c->f, src->layout, src->type, g) || in->n != g->nregs) return false;
+    return (src->type.shape[1] * 2 + pad) % 16 == 0 && cg_stmatrix_plan(g, p); /* rows 16-byte aligned */
+}
+
+static void stmatrix_to_smem(CgCtx *c, const IrValue *src, const CgTile *in, const CgGeom *g, const CgStmatrix *p,
+                             int pad)
+{
+    int stride = src->type.shape[1] * 2 + pad;
+    LLVMValueRef rc[2];
+    LLVMValueRef m = LLVMBuildLShr(c->b, c->lane, cg_i32(c, 3), "");
+    rc[0] = LLVMBuildAdd(c->b, LLVMBuildAnd(c->b, c->lane, cg_i32(c, 7), ""),
+                         LLVMBuildMul(c->b, LLVMBuildAnd(c->b, m, cg_i32(c, 1), ""), cg_i32(c, p->drow), ""), "");
+    rc[1] = LLVMBuildMul(c->b, LLVMBuildLShr(c->b, m, cg_i32(c, 1), ""), cg_i32(c, p->dcol), "");
+    for (int d = 0; d < 2; d++) { /* the warp's corner (cg_thread_base without the lane part) */
+        LLVMValueRef wd = LLVMBuildLShr(c->b, c->warp, cg_i32(c, sup_ilog2(g->warp_stride[d])), "");
+        wd = LLVMBuildAnd(c->b, wd, cg_i32(c, g->wpc[d] - 1), "");
+        rc[d] = LLVMBuildAdd(c->b, rc[d], LLVMBuildMul(c->b, wd, cg_i32(c, g->spt[d] * g->tpw[d] * g->rpw[d]), ""), "");
+    }
+    LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, rc[0], cg_i32(c, stride), ""),
+                                    LLVMBuildMul(c->b, rc[1], cg_i32(c, 2), ""), "");
+    LLVMValueRef addr = LLVMBuildPtrToInt(c->b, cg_smem_ptr(c, off), c->t_i32, "");
+    LLVMTypeRef pair = LLVMVectorType(cg_type(c, (IrElem)src->type.elem), 2);
+    for (int q = 0; q < p->nm * p->nn; q++) {
+        int row0, col0, regs[4];
+        cg_stmatrix_instr(g, p, q, &row0, &col0, regs);
+        LLVMValueRef args[5] = {addr};
+        for (int j = 0; j < 4; j++) {
+            LLVMValueRef v = LLVMGetUndef(pair);
+            v = LLVMBuildInsertElement(c->b, v, in->r[regs[j]], cg_i32(c, 0), "");
+            v = LLVMBuildInsertElement(c->b, v, in->r[regs[j] + g->reg_stride[1]], cg_i32(c, 1), "");
+            args[1 + j] = LLVMBuildBitCast(c->b, v, c->t_i32, "");
+        }
+        char text[96];
+        snprintf(text, sizeof text, "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+%d], {$1, $2, $3, $4};",
+                 row0 * stride + col0 * 2);
+        cg_asm(c, c->t_void, text, "r,r,r,r,r,~{memory}", 5, args, true);
+    }
+}
+
 int cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
 {
     const IrValue *src = op->args[0], *res = op->res[0];
@@ -172,7 +233,12 @@ bool cg_lower_convert(CgCtx *c, IrOp *op)
     if (what[0] == 'm') return cg_lower_convert_mma_operand(c, op);
     cg_smem_begin(c, what, res, bytes);
     int pad = row_pad_of(op, res->type);
-    cg_tile_to_smem(c, src->type, in, src->layout, false, pad);
+    CgGeom sg;
+    CgStmatrix sp;
+    if (op->op == IR_CONVERT_LAYOUT && stmatrix_fits(c, src, in, pad, &sg, &sp))
+        stmatrix_to_smem(c, src, in, &sg, &sp, pad);
+    else
+        cg_tile_to_smem(c, src->type, in, src->layout, false, pad);
     cg_barrier(c);
     if (res->type.rank == 0) {
         LLVMValueRef v = LLVMBuildLoad2(c->b, cg_mem_type(c, (IrElem)res->type.elem), cg_smem_ptr(c, cg_i32(c, 0)), "");

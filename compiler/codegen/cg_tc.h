@@ -247,6 +247,31 @@ int  cg_wgmma_offset(const CgSwizzle *s, bool k_major, int mn0, int kk);
 void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol);
 static inline bool cg_ldmatrix_trans(bool k_contig) { return !k_contig; }
 
+/* stmatrix.x4 (sm_90) of an MMA accumulator tile [M, N] of 16-bit elements
+ * (mma.sync's C layout, and wgmma's, which is the same map) into a
+ * row-major SRAM tile: stmatrix is ldmatrix's mirror — thread T's register j
+ * holds the two elements (T / 4, 2 (T % 4) + {0, 1}) of 8x8 matrix j, and
+ * lane i supplies the address of row i % 8 of matrix i / 8. The C fragment
+ * pairs (c0c1, c2c3) of one thread are exactly such rows, so one instruction
+ * stores a warp's m16 x (two n8 tiles): matrix j = rows + (j & 1) * drow,
+ * columns + (j >> 1) * dcol of the instruction's corner (drow = 8, dcol =
+ * 8 wn: a warp's n8 tiles are wn tiles apart). Usable when the layout is the
+ * C geometry, covers the tile without wrapping, and each thread holds an
+ * even number of n8 tiles per m16 tile. tests/codegen/test_mma_layout.c
+ * simulates it against cg_geom_index. */
+typedef struct CgStmatrix {
+    int nm, nn;       /* instructions per thread: nm m16 tiles x nn pairs of n8 tiles */
+    int drow, dcol;   /* matrix j's corner = matrix 0's + ((j & 1) drow, (j >> 1) dcol) */
+} CgStmatrix;
+bool cg_stmatrix_plan(const CgGeom *g, CgStmatrix *p);
+/* Instruction q (< nm * nn): its corner's register part (row0, col0; add the
+ * warp's base and cg_stmatrix_lane_row) and the register holding the first
+ * element of each matrix (the second is regs[j] + reg_stride[1]). */
+void cg_stmatrix_instr(const CgGeom *g, const CgStmatrix *p, int q, int *row0, int *col0, int regs[4]);
+/* The (row, col) of the matrix row whose address lane `lane` supplies,
+ * relative to the instruction's corner in the warp's part of the tile. */
+void cg_stmatrix_lane_row(const CgStmatrix *p, int lane, int *row, int *col);
+
 /* The mma.sync layouts (generalised blocked layouts, see layout.c) for a warp
  * grid wm x wn: C [M,N], A [M,K] replicated over warp_n, B [K,N] replicated
  * over warp_m (warp_m = warp % wm, warp_n = warp / wm). */

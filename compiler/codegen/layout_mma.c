@@ -23,6 +23,9 @@
  * the registers come out as the mma fragments above (checked by simulating
  * ldmatrix in the test).
  *
+ * stmatrix (sm_90) is ldmatrix's mirror with the same per-lane address rule;
+ * an accumulator's c0c1 / c2c3 pairs are its matrix rows (cg_stmatrix_plan).
+ *
  * Swizzle: a tile row of `cols` elements holds cols*eb/16 chunks of 16 bytes;
  * per_phase rows share one 128-byte line (128 / row bytes, at least 1) and
  * the chunk index is XORed with (r / per_phase) % max_phase, max_phase =
@@ -116,6 +119,38 @@ void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, in
     /* B, k32 x n8: matrix m covers k = 8m .. 8m+7 */
     if (k_contig) { *mrow = r; *mcol = 8 * m; } /* memrow = n, memcol = k */
     else { *mrow = r + 8 * m; *mcol = 0; }      /* memrow = k, memcol = n */
+}
+
+bool cg_stmatrix_plan(const CgGeom *g, CgStmatrix *p)
+{
+    /* The C geometry: spt [1, 2], tpw [8, 4], rpw [2, 1], N fastest. */
+    if (g->rank != 2 || g->vrank != 2 || g->vdims[0] != 0 || g->vdims[1] != 1) return false;
+    if (g->spt[0] != 1 || g->spt[1] != 2 || g->tpw[0] != 8 || g->tpw[1] != 4 || g->rpw[0] != 2 || g->rpw[1] != 1)
+        return false;
+    if (g->eff_spt[1] != 2 || g->shape[0] % g->cta[0] || g->shape[1] % g->cta[1] || g->nregs_dim[1] % 4) return false;
+    p->nm = g->nregs_dim[0] / 2;
+    p->nn = g->nregs_dim[1] / 4;
+    p->drow = cg_geom_const_part(g, 0, 1) - cg_geom_const_part(g, 0, 0);
+    p->dcol = cg_geom_const_part(g, 1, 2) - cg_geom_const_part(g, 1, 0);
+    return true;
+}
+
+void cg_stmatrix_instr(const CgGeom *g, const CgStmatrix *p, int q, int *row0, int *col0, int regs[4])
+{
+    int om = q / p->nn, on = q % p->nn;
+    for (int j = 0; j < 4; j++) {
+        int rd[2] = {2 * om + (j & 1), 4 * on + 2 * (j >> 1)};
+        regs[j] = cg_geom_reg_of(g, rd);
+    }
+    *row0 = cg_geom_const_part(g, 0, 2 * om);
+    *col0 = cg_geom_const_part(g, 1, 4 * on);
+}
+
+void cg_stmatrix_lane_row(const CgStmatrix *p, int lane, int *row, int *col)
+{
+    int m = lane >> 3;
+    *row = (lane & 7) + (m & 1) * p->drow;
+    *col = (m >> 1) * p->dcol;
 }
 
 int cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn)

@@ -6,7 +6,9 @@
  *     contiguous or not, several tile widths and fragment corners);
  *   - bank-conflict freedom: the 8 row addresses of every ldmatrix matrix and
  *     every phase of 8 threads storing 16 bytes fall in 8 distinct 16-byte
- *     bank groups.
+ *     bank groups;
+ *   - stmatrix, simulated the same way, stores an accumulator's registers
+ *     where its layout says they belong.
  * The MMA layouts in the generalised geometry (layout.c) are checked against
  * the same table in the "geometry" case: every (warp, lane, register) of C,
  * A and B for several warp grids maps to the ISA's element, C is owned
@@ -431,6 +433,90 @@ START_TEST(slice_copies_found)
 }
 END_TEST
 
+/* Simulate stmatrix.x4 of a 16-bit accumulator [M, N] in the C layout of
+ * warp grid wm x wn on W warps into cg_convert.c's padded row-major tile
+ * (row stride 2N + pad bytes): every lane's address is the element the
+ * layout puts in the first register of its matrix row, each thread's
+ * registers land at the elements cg_geom_index gives them, every element is
+ * written (by each warp holding it, copies included) and each matrix's 8
+ * rows fall in 8 bank groups when the rows are padded. */
+static void check_stmatrix(int W, int wm, int wn, int M, int N)
+{
+    Fn k;
+    fn_init(&k, W);
+    CgGeom g;
+    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, wm, wn), tile2(IR_F16, M, N), &g));
+    CgStmatrix p;
+    ck_assert_msg(cg_stmatrix_plan(&g, &p), "no stmatrix plan for %dx%d on %dx%d", M, N, wm, wn);
+    ck_assert_int_eq(p.nm * p.nn * 8, g.nregs); /* 4 registers of 2 elements per instruction */
+    int pad = N * 2 >= 64 ? 16 : 0, stride = N + pad / 2; /* elements */
+    int *mem = calloc((size_t)(M * stride), sizeof(int));
+    for (int warp = 0; warp < W; warp++) {
+        int base[2];
+        cg_geom_thread_base(&g, warp * 32, base); /* lane 0: the warp's corner */
+        for (int q = 0; q < p.nm * p.nn; q++) {
+            int row0, col0, regs[4], addr[32];
+            cg_stmatrix_instr(&g, &p, q, &row0, &col0, regs);
+            for (int lane = 0; lane < 32; lane++) {
+                int r, c, e[2];
+                cg_stmatrix_lane_row(&p, lane, &r, &c);
+                r += base[0] + row0, c += base[1] + col0;
+                cg_geom_index(&g, warp * 32 + 4 * (lane & 7), regs[lane >> 3], e);
+                CHECK(e[0] == r && e[1] == c, "lane %d of warp %d: address (%d,%d), its row starts at (%d,%d)", lane,
+                      warp, r, c, e[0], e[1]);
+                addr[lane] = r * stride + c;
+                CHECK(addr[lane] % 8 == 0, "row start not 16-byte aligned");
+            }
+            for (int m = 0; m < 4 && pad; m++) {
+                int used = 0;
+                for (int r = 0; r < 8; r++) {
+                    int grp = (addr[8 * m + r] * 2 / 16) % 8;
+                    CHECK(!(used & (1 << grp)), "stmatrix bank conflict %dx%d on %dx%d", M, N, wm, wn);
+                    used |= 1 << grp;
+                }
+            }
+            /* stmatrix: thread T's register j -> matrix j, row T / 4, columns 2 (T % 4) + h */
+            for (int T = 0; T < 32; T++)
+                for (int j = 0; j < 4; j++)
+                    for (int h = 0; h < 2; h++) {
+                        int e[2], at = addr[8 * j + T / 4] + 2 * (T % 4) + h;
+                        cg_geom_index(&g, warp * 32 + T, regs[j] + h * g.reg_stride[1], e);
+                        CHECK(at == e[0] * stride + e[1], "thread %d reg %d.%d of warp %d stored at %d, is (%d,%d)", T,
+                              j, h, warp, at, e[0], e[1]);
+                        mem[at]++;
+                    }
+        }
+    }
+    int copies = W / (wm * wn);
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) CHECK(mem[r * stride + c] == copies, "(%d,%d) written %d times", r, c, mem[r * stride + c]);
+    free(mem);
+    arena_free(&k.a);
+}
+
+START_TEST(stmatrix_stores_the_accumulator)
+{
+    int cfg[][3] = {{4, 4, 1}, {4, 2, 2}, {4, 1, 4}, {8, 4, 2}, {8, 8, 1}, {1, 1, 1}, {2, 1, 2}, {8, 4, 1}};
+    for (int i = 0; i < 8; i++) {
+        int W = cfg[i][0], wm = cfg[i][1], wn = cfg[i][2];
+        for (int M = 16 * wm; M <= 256; M *= 2)
+            for (int N = 16 * wn; N <= 256; N *= 2) check_stmatrix(W, wm, wn, M, N);
+    }
+    /* An odd number of n8 tiles per warp, or a tile the layout wraps: no plan. */
+    Fn k;
+    fn_init(&k, 4);
+    CgGeom g;
+    CgStmatrix p;
+    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), tile2(IR_F16, 64, 8), &g));
+    ck_assert(!cg_stmatrix_plan(&g, &p));
+    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), tile2(IR_F16, 32, 64), &g));
+    ck_assert(!cg_stmatrix_plan(&g, &p));
+    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_A, 4, 1), tile2(IR_F16, 64, 64), &g));
+    ck_assert(!cg_stmatrix_plan(&g, &p));
+    arena_free(&k.a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("mma_layout");
@@ -445,6 +531,7 @@ static Suite *suite(void)
     tcase_add_test(tg, mma_layouts_match_isa);
     tcase_add_test(tg, accumulator_is_next_a_operand);
     tcase_add_test(tg, slice_copies_found);
+    tcase_add_test(tg, stmatrix_stores_the_accumulator);
     suite_add_tcase(s, tg);
     return s;
 }
