@@ -88,11 +88,16 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, W
     return true;
 }
 
-/* The descriptor of the instruction at (mn0, kk) as an offset from t->desc,
- * in the descriptor's 16-byte units. */
-static long long desc_off(const WgTile *t, int mn0, int kk)
+/* The descriptor of the instruction at (mn0, kk): the tile's plus a constant
+ * (16-byte units). Built as LLVM values, not inside the dot's asm statement:
+ * LLVM then hoists the loop-invariant ones out of the key loop, and the
+ * d = 256 forward ran 5% slower with per-step add.s64s inside the statement
+ * (H200, N 1k/4k non-causal), although it spilled less. */
+static LLVMValueRef desc_at(CgCtx *c, const WgTile *t, int mn0, int kk)
 {
-    return cg_wgmma_offset(&t->sw, t->k_major, mn0, kk) >> 4;
+    int off = cg_wgmma_offset(&t->sw, t->k_major, mn0, kk);
+    if (!off) return t->desc;
+    return LLVMBuildAdd(c->b, t->desc, LLVMConstInt(c->t_i64, (unsigned long long)(off >> 4), 0), "");
 }
 
 static char cons_of(CgCtx *c, LLVMValueRef v)
@@ -157,39 +162,38 @@ typedef struct WgDot {
 } WgDot;
 
 /* The PTX of every wgmma of the dot, kk outer (each accumulator sums its
- * steps in order). `acc`: the operand number of the first accumulator of
- * m64 block 0; `xa`: of A's fragments (a_regs) or descriptor; `xb`: of B's
- * descriptor. Each step's descriptors are the tile's plus a constant, added
- * here into the statement's own registers da/db (declared by the caller):
- * one asm statement for the whole dot instead of one per step, each of which
+ * steps in order). Operand numbers: `acc` of the first accumulator of m64
+ * block 0; `xa[r * kt + kk]` of A's descriptor at (r, kk), or of the first
+ * of its four fragment registers (a_regs); `xb[kk]` of B's descriptor. One
+ * asm statement for the whole dot instead of one per step, each of which
  * returned every accumulator (LLVM spent a quarter of the forward's IR on
  * their extractvalues). */
-static void emit_steps(WgDot *w, int wm, int acc, int xa, int xb, StrBuf *t)
+static void emit_steps(const WgDot *w, int acc, const int *xa, const int *xb, StrBuf *t)
 {
     int R = w->N / 2;
-    for (int kk = 0; kk < w->kt; kk++) {
-        long long ob = desc_off(&w->b, 0, kk);
-        if (ob) sb_printf(t, "add.s64 db, $%d, %lld;\n\t", xb, ob);
+    for (int kk = 0; kk < w->kt; kk++)
         for (int r = 0; r < w->reps; r++) {
-            long long oa = w->a_regs ? 0 : desc_off(&w->a, 16 * r * wm, kk);
-            if (oa) sb_printf(t, "add.s64 da, $%d, %lld;\n\t", xa, oa);
+            int ia = xa[r * w->kt + kk];
             sb_printf(t, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", w->N, w->ty, w->ty);
             for (int i = 0; i < R; i++) sb_printf(t, "%s$%d", i ? ", " : "", acc + r * R + i);
-            if (w->a_regs) {
-                int f = xa + (r * w->kt + kk) * 4;
-                sb_printf(t, "}, {$%d, $%d, $%d, $%d}, ", f, f + 1, f + 2, f + 3);
-            } else if (oa) {
-                sb_puts(t, "}, da, ");
-            } else {
-                sb_printf(t, "}, $%d, ", xa);
-            }
-            if (ob) sb_puts(t, "db, ");
-            else sb_printf(t, "$%d, ", xb);
-            sb_printf(t, "%d, 1, 1, ", w->zero && kk == 0 ? 0 : 1);
+            if (w->a_regs)
+                sb_printf(t, "}, {$%d, $%d, $%d, $%d}, ", ia, ia + 1, ia + 2, ia + 3);
+            else
+                sb_printf(t, "}, $%d, ", ia);
+            sb_printf(t, "$%d, %d, 1, 1, ", xb[kk], w->zero && kk == 0 ? 0 : 1);
             if (!w->a_regs) sb_printf(t, "%d, ", w->a.k_major ? 0 : 1);
             sb_printf(t, "%d;\n\t", w->b.k_major ? 0 : 1);
         }
-    }
+}
+
+/* Operand number of `v` among the statement's extra inputs x[0..*nx) (the
+ * first extra is operand `base`), appending it if new. */
+static int extra_of(LLVMValueRef *x, int *nx, int base, LLVMValueRef v)
+{
+    for (int i = 0; i < *nx; i++)
+        if (x[i] == v) return base + i;
+    x[(*nx)++] = v;
+    return base + *nx - 1;
 }
 
 /* The accumulators of every m64 block in one list, then `more` (the
@@ -253,26 +257,29 @@ static void emit_dot(CgCtx *c, IrOp *op, WgDot *w, int wm)
     LLVMValueRef *v = acc_regs(c, w, prev, &n), wg;
     /* ping-pong: wait for this warpgroup's turn; `release` hands it on ($2n: wg) */
     const char *release = cg_pingpong_acquire(c, op, 2 * n, &wg);
-    int na = w->a_regs ? w->reps * w->kt * 4 : 1, nx = 0;
-    LLVMValueRef *x = ARENA_ARRAY(c->arena, LLVMValueRef, na + 2);
+    int steps = w->reps * w->kt, nx = 0;
+    LLVMValueRef *x = ARENA_ARRAY(c->arena, LLVMValueRef, 4 * steps + w->kt + 2);
+    int *xa = ARENA_ARRAY(c->arena, int, steps + w->kt), *xb = xa + steps;
     if (release) x[nx++] = wg;
-    int xa = 2 * n + nx;
-    if (w->a_regs) {
-        for (int i = 0; i < na; i++) x[nx++] = w->afrag[i];
-    } else {
-        x[nx++] = w->a.desc;
-    }
-    int xb = 2 * n + nx;
-    x[nx++] = w->b.desc;
+    for (int kk = 0; kk < w->kt; kk++)
+        for (int r = 0; r < w->reps; r++) {
+            int i = r * w->kt + kk;
+            if (!w->a_regs) {
+                xa[i] = extra_of(x, &nx, 2 * n, desc_at(c, &w->a, 16 * r * wm, kk));
+                continue;
+            }
+            xa[i] = 2 * n + nx;
+            for (int j = 0; j < 4; j++) x[nx++] = w->afrag[i * 4 + j];
+        }
+    for (int kk = 0; kk < w->kt; kk++) xb[kk] = extra_of(x, &nx, 2 * n, desc_at(c, &w->b, 0, kk));
     StrBuf t;
     sb_init(&t);
-    sb_puts(&t, "{\n\t.reg .b64 da, db;\n\twgmma.fence.sync.aligned;\n\t");
-    emit_steps(w, wm, 0, xa, xb, &t);
+    sb_puts(&t, "wgmma.fence.sync.aligned;\n\t");
+    emit_steps(w, 0, xa, xb, &t);
     sb_puts(&t, "wgmma.commit_group.sync.aligned;");
     if (release) /* issued: the next warpgroup's turn, while this one waits */
         sb_printf(&t, "\n\t%s", release);
     if (!overlap) sb_printf(&t, "\n\twgmma.wait_group.sync.aligned %d;", pending ? 1 : 0);
-    sb_puts(&t, "\n\t}");
     tied_asm(c, t.data, v, n, x, nx);
     sb_free(&t);
     if (prev) {
