@@ -435,6 +435,26 @@ void cg_mma_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, b
     }
 }
 
+/* The f16 mma.sync as a pure (no side effects) asm statement on 32-bit
+ * registers instead of the intrinsic, whose A/B operands are <2 x half>:
+ * each operand register that is an ldmatrix word (i32) then needed a bitcast,
+ * which NVPTX selects as a ProxyReg, and the pass erasing those rescans the
+ * whole function per ProxyReg (18 ms of the sm_80 d = 256 forward's ~120
+ * ms compile: 640 of them). The words go in as they are; the same
+ * instruction comes out (ptxas 13.0 makes byte-identical cubins). bf16's
+ * intrinsic takes i32 already. */
+static LLVMValueRef mma_f16(CgCtx *c, LLVMTypeRef rt, LLVMValueRef args[10])
+{
+    for (int i = 0; i < 6; i++) {
+        LLVMValueRef w = LLVMIsABitCastInst(args[i]) ? LLVMGetOperand(args[i], 0) : NULL;
+        args[i] = w && LLVMTypeOf(w) == c->t_i32 ? w : LLVMBuildBitCast(c->b, args[i], c->t_i32, "");
+    }
+    return cg_asm(c, rt,
+                  "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, "
+                  "{$8, $9}, {$10, $11, $12, $13};",
+                  "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", 10, args, false);
+}
+
 static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b, const CgGeom *gc, CgTile *t,
                     int om, int on, int kk)
 {
@@ -460,7 +480,8 @@ static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b,
         creg[i] = cg_geom_reg_of(gc, rd);
         args[6 + i] = t->r[creg[i]];
     }
-    LLVMValueRef d = cg_call(c, name, LLVMStructTypeInContext(c->ctx, ft, 4, 0), 10, pt, args);
+    LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, ft, 4, 0);
+    LLVMValueRef d = bf ? cg_call(c, name, rt, 10, pt, args) : mma_f16(c, rt, args);
     for (int i = 0; i < 4; i++) t->r[creg[i]] = LLVMBuildExtractValue(c->b, d, (unsigned)i, "");
 }
 
