@@ -25,16 +25,14 @@
  * MN-major (transposed): start = 16 rows * 128 B * k step, LBO = the column
  * block stride (rows * 128 B), SBO = 1024.
  *
- * Order, in one asm statement per dot (emit_dot): wgmma.fence; the wgmmas of
- * every k16 step (each accumulator sums its steps in order); commit; wait 0:
- * synchronous per dot (the other CTA on the
+ * Order: wgmma.fence; the wgmmas of every k16 step (each accumulator sums its
+ * steps in order); commit; wait 0: synchronous per dot (the other CTA on the
  * SM fills the gaps) — or wait 1 for a dot marked wgmma.pending (a matmul's
  * k-loop, pass_pipeline.c: its group stays in flight into the next
  * iteration, whose wgmmas chain onto the same registers; the loop's exit
- * waits for the last one, cg_wgmma_wait_all). The registers a wgmma reads or
- * writes are the statement's operands (accumulators tied in and out), so LLVM
- * can neither sink their producers below the fence nor hoist their users
- * above the wait. Tiles
+ * waits for the last one, cg_wgmma_wait_all). The registers a wgmma reads or writes pass through the
+ * fence and the wait as tied asm operands, so LLVM can neither sink their
+ * producers below the fence nor hoist their users above the wait. Tiles
  * written by st.shared or cp.async are made visible to wgmma's async proxy by
  * fence.proxy.async before the barrier that precedes the dot.
  *
@@ -88,11 +86,6 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, W
     return true;
 }
 
-/* The descriptor of the instruction at (mn0, kk): the tile's plus a constant
- * (16-byte units). Built as LLVM values, not inside the dot's asm statement:
- * LLVM then hoists the loop-invariant ones out of the key loop, and the
- * d = 256 forward ran 5% slower with per-step add.s64s inside the statement
- * (H200, N 1k/4k non-causal), although it spilled less. */
 static LLVMValueRef desc_at(CgCtx *c, const WgTile *t, int mn0, int kk)
 {
     int off = cg_wgmma_offset(&t->sw, t->k_major, mn0, kk);
@@ -161,52 +154,48 @@ typedef struct WgDot {
     LLVMValueRef *afrag;    /* [rep][kt][4]: packed A fragments (a_regs) */
 } WgDot;
 
-/* The PTX of every wgmma of the dot, kk outer (each accumulator sums its
- * steps in order). Operand numbers: `acc` of the first accumulator of m64
- * block 0; `xa[r * kt + kk]` of A's descriptor at (r, kk), or of the first
- * of its four fragment registers (a_regs); `xb[kk]` of B's descriptor. One
- * asm statement for the whole dot instead of one per step, each of which
- * returned every accumulator (LLVM spent a quarter of the forward's IR on
- * their extractvalues). */
-static void emit_steps(const WgDot *w, int acc, const int *xa, const int *xb, StrBuf *t)
+static void emit_one(CgCtx *c, WgDot *w, int r, int kk, int wm)
 {
     int R = w->N / 2;
-    for (int kk = 0; kk < w->kt; kk++)
-        for (int r = 0; r < w->reps; r++) {
-            int ia = xa[r * w->kt + kk];
-            sb_printf(t, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", w->N, w->ty, w->ty);
-            for (int i = 0; i < R; i++) sb_printf(t, "%s$%d", i ? ", " : "", acc + r * R + i);
-            if (w->a_regs)
-                sb_printf(t, "}, {$%d, $%d, $%d, $%d}, ", ia, ia + 1, ia + 2, ia + 3);
-            else
-                sb_printf(t, "}, $%d, ", ia);
-            sb_printf(t, "$%d, %d, 1, 1, ", xb[kk], w->zero && kk == 0 ? 0 : 1);
-            if (!w->a_regs) sb_printf(t, "%d, ", w->a.k_major ? 0 : 1);
-            sb_printf(t, "%d;\n\t", w->b.k_major ? 0 : 1);
-        }
+    StrBuf t;
+    sb_init(&t);
+    sb_printf(&t, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", w->N, w->ty, w->ty);
+    for (int i = 0; i < R; i++) sb_printf(&t, "%s$%d", i ? ", " : "", i);
+    LLVMValueRef x[5];
+    int nx = 0;
+    if (w->a_regs) {
+        sb_printf(&t, "}, {$%d, $%d, $%d, $%d}, ", 2 * R, 2 * R + 1, 2 * R + 2, 2 * R + 3);
+        for (int j = 0; j < 4; j++) x[nx++] = w->afrag[(r * w->kt + kk) * 4 + j];
+    } else {
+        sb_printf(&t, "}, $%d, ", 2 * R);
+        x[nx++] = desc_at(c, &w->a, 16 * r * wm, kk);
+    }
+    sb_printf(&t, "$%d, %d, 1, 1, ", 2 * R + nx, w->zero && kk == 0 ? 0 : 1);
+    if (!w->a_regs) sb_printf(&t, "%d, ", w->a.k_major ? 0 : 1);
+    sb_printf(&t, "%d;", w->b.k_major ? 0 : 1);
+    x[nx++] = desc_at(c, &w->b, 0, kk);
+    tied_asm(c, t.data, w->d[r], R, x, nx);
+    sb_free(&t);
 }
 
-/* Operand number of `v` among the statement's extra inputs x[0..*nx) (the
- * first extra is operand `base`), appending it if new. */
-static int extra_of(LLVMValueRef *x, int *nx, int base, LLVMValueRef v)
+/* Every register the dot's wgmmas use, in one list (fence and wait). */
+static LLVMValueRef *all_regs(CgCtx *c, WgDot *w, bool with_a, int *n)
 {
-    for (int i = 0; i < *nx; i++)
-        if (x[i] == v) return base + i;
-    x[(*nx)++] = v;
-    return base + *nx - 1;
-}
-
-/* The accumulators of every m64 block in one list, then `more` (the
- * registers of the group this dot retires). */
-static LLVMValueRef *acc_regs(CgCtx *c, WgDot *w, const CgTile *more, int *n)
-{
-    int R = w->N / 2, nm = more ? more->n : 0;
-    LLVMValueRef *v = ARENA_ARRAY(c->arena, LLVMValueRef, w->reps * R + nm + 1);
+    int R = w->N / 2, na = with_a && w->a_regs ? w->reps * w->kt * 4 : 0;
+    LLVMValueRef *v = ARENA_ARRAY(c->arena, LLVMValueRef, w->reps * R + na + 1);
     *n = 0;
     for (int r = 0; r < w->reps; r++)
         for (int i = 0; i < R; i++) v[(*n)++] = w->d[r][i];
-    for (int i = 0; i < nm; i++) v[(*n)++] = more->r[i];
+    for (int i = 0; i < na; i++) v[(*n)++] = w->afrag[i];
     return v;
+}
+
+static void scatter_regs(WgDot *w, LLVMValueRef *v, bool with_a)
+{
+    int R = w->N / 2, n = 0;
+    for (int r = 0; r < w->reps; r++)
+        for (int i = 0; i < R; i++) w->d[r][i] = v[n++];
+    for (int i = 0; with_a && w->a_regs && i < w->reps * w->kt * 4; i++) w->afrag[i] = v[n++];
 }
 
 /* Shape and operand checks; fills w (no code for a dot that does not qualify
@@ -232,64 +221,6 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, WgDot *w)
     if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, 1, &w->ga)) return false;
     w->ar = cg_get(c, A)->r;
     return true;
-}
-
-/* The dot as one asm statement: wgmma.fence, every wgmma (emit_steps),
- * commit, the ping-pong release, the wait. Its operands: the accumulators
- * ($0.., tied to the inputs that follow them; the registers a retired
- * group's wait hands back come last), then wg (ping-pong), A's fragments or
- * descriptor, B's descriptor. Every register a wgmma reads or writes is an
- * operand, so LLVM can neither sink their producers below the fence nor
- * hoist their users above the wait. On return w->d holds the results. */
-static void emit_dot(CgCtx *c, IrOp *op, WgDot *w, int wm)
-{
-    /* wgmma.pending (pass_pipeline.c): this group stays in flight into the
-     * next iteration, which chains its wgmmas onto the same registers
-     * (ordered by the hardware for wgmmas of one shape); waiting for all but
-     * one group completes the previous iteration's, whose stage slot the
-     * next copies refill. The loop's exit waits for the last one. */
-    bool pending = ir_attr_int(&op->attrs, IR_ATTR_MMA_PENDING, 0) == 1;
-    /* wgmma.overlap (pass_dot_overlap.c): no wait at all; the next dot's
-     * wait retires this group, the registers tied through it (below). */
-    bool overlap = ir_attr_int(&op->attrs, IR_ATTR_MMA_OVERLAP, 0) == 1;
-    CgTile *prev = c->wg_inflight && !overlap ? cg_get(c, c->wg_inflight) : NULL;
-    int n, nown = w->reps * (w->N / 2);
-    LLVMValueRef *v = acc_regs(c, w, prev, &n), wg;
-    /* ping-pong: wait for this warpgroup's turn; `release` hands it on ($2n: wg) */
-    const char *release = cg_pingpong_acquire(c, op, 2 * n, &wg);
-    int steps = w->reps * w->kt, nx = 0;
-    LLVMValueRef *x = ARENA_ARRAY(c->arena, LLVMValueRef, 4 * steps + w->kt + 2);
-    int *xa = ARENA_ARRAY(c->arena, int, steps + w->kt), *xb = xa + steps;
-    if (release) x[nx++] = wg;
-    for (int kk = 0; kk < w->kt; kk++)
-        for (int r = 0; r < w->reps; r++) {
-            int i = r * w->kt + kk;
-            if (!w->a_regs) {
-                xa[i] = extra_of(x, &nx, 2 * n, desc_at(c, &w->a, 16 * r * wm, kk));
-                continue;
-            }
-            xa[i] = 2 * n + nx;
-            for (int j = 0; j < 4; j++) x[nx++] = w->afrag[i * 4 + j];
-        }
-    for (int kk = 0; kk < w->kt; kk++) xb[kk] = extra_of(x, &nx, 2 * n, desc_at(c, &w->b, 0, kk));
-    StrBuf t;
-    sb_init(&t);
-    sb_puts(&t, "wgmma.fence.sync.aligned;\n\t");
-    emit_steps(w, 0, xa, xb, &t);
-    sb_puts(&t, "wgmma.commit_group.sync.aligned;");
-    if (release) /* issued: the next warpgroup's turn, while this one waits */
-        sb_printf(&t, "\n\t%s", release);
-    if (!overlap) sb_printf(&t, "\n\twgmma.wait_group.sync.aligned %d;", pending ? 1 : 0);
-    tied_asm(c, t.data, v, n, x, nx);
-    sb_free(&t);
-    if (prev) {
-        memcpy(prev->r, v + nown, sizeof(LLVMValueRef) * (size_t)prev->n);
-        c->wg_inflight = NULL;
-    }
-    int R = w->N / 2;
-    for (int r = 0; r < w->reps; r++)
-        for (int i = 0; i < R; i++) w->d[r][i] = v[r * R + i];
-    if (overlap) c->wg_inflight = op->res[0];
 }
 
 bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
@@ -322,13 +253,55 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
                 for (int j = 0; j < 4; j++) f[j] = LLVMBuildBitCast(c->b, f[j], c->t_i32, "");
             }
     }
-    emit_dot(c, op, &w, wm);
+    int n;
+    LLVMValueRef *v = all_regs(c, &w, false, &n), wg;
+    /* ping-pong: wait for this warpgroup's turn; `release` hands it on ($2n: wg) */
+    const char *release = cg_pingpong_acquire(c, op, 2 * n, &wg);
+    v = all_regs(c, &w, true, &n);
+    tied_asm(c, "wgmma.fence.sync.aligned;", v, n, NULL, 0);
+    scatter_regs(&w, v, true);
+    for (int kk = 0; kk < w.kt; kk++)
+        for (int r = 0; r < w.reps; r++) emit_one(c, &w, r, kk, wm);
+    /* wgmma.pending (pass_pipeline.c): this group stays in flight into the
+     * next iteration, which chains its wgmmas onto the same registers
+     * (ordered by the hardware for wgmmas of one shape); waiting for all but
+     * one group completes the previous iteration's, whose stage slot the
+     * next copies refill. The loop's exit waits for the last one. */
+    bool pending = ir_attr_int(&op->attrs, IR_ATTR_MMA_PENDING, 0) == 1;
+    /* wgmma.overlap (pass_dot_overlap.c): no wait at all; the next dot's
+     * wait retires this group, the registers tied through it (below). */
+    bool overlap = ir_attr_int(&op->attrs, IR_ATTR_MMA_OVERLAP, 0) == 1;
+    v = all_regs(c, &w, false, &n);
+    int nown = n;
+    CgTile *prev = c->wg_inflight && !overlap ? cg_get(c, c->wg_inflight) : NULL;
+    if (prev) { /* one list: this dot's registers, then those of the group it retires */
+        LLVMValueRef *both = ARENA_ARRAY(c->arena, LLVMValueRef, n + prev->n + 1);
+        memcpy(both, v, sizeof(LLVMValueRef) * (size_t)n);
+        memcpy(both + n, prev->r, sizeof(LLVMValueRef) * (size_t)prev->n);
+        v = both;
+        n += prev->n;
+    }
+    const char *wait = overlap ? "" : pending ? "\n\twgmma.wait_group.sync.aligned 1;" : "\n\twgmma.wait_group.sync.aligned 0;";
+    StrBuf asm_text;
+    sb_init(&asm_text);
+    if (release) /* issued: the next warpgroup's turn, while this one waits */
+        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;\n\t%s%s", release, wait);
+    else
+        sb_printf(&asm_text, "wgmma.commit_group.sync.aligned;%s", wait);
+    tied_asm(c, asm_text.data, v, n, release ? &wg : NULL, release ? 1 : 0);
+    sb_free(&asm_text);
+    if (prev) {
+        memcpy(prev->r, v + nown, sizeof(LLVMValueRef) * (size_t)prev->n);
+        c->wg_inflight = NULL;
+    }
+    scatter_regs(&w, v, false);
     for (int r = 0; r < w.reps; r++)
         for (int on = 0; on < w.N / 8; on++)
             for (int i = 0; i < 4; i++) {
                 int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)};
                 t->r[cg_geom_reg_of(&w.gc, rd)] = w.d[r][on * 4 + i];
             }
+    if (overlap) c->wg_inflight = op->res[0];
     return true;
 }
 
