@@ -82,6 +82,11 @@ typedef struct KilnCompileOptions {
                                   (FlashAttention-3's intra-warpgroup overlap: the next key block's
                                   Q K^T during this block's softmax; docs/tensor_cores.md, section
                                   4c); kernels without such a loop are unchanged */
+    int tma;                   /* sm_90a: nonzero copies the pipelined loads that a 2-D tiled
+                                  tensor map reads exactly through TMA (cp.async.bulk.tensor, one
+                                  thread, expect-tx mbarriers); implies mbarrier; the maps are
+                                  extra kernel parameters the runtime encodes at launch
+                                  (docs/tensor_cores.md 5c, docs/runtime.md) */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
