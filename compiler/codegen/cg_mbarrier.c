@@ -102,7 +102,18 @@ void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl)
 
 void cg_mbar_wait_empty(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
 {
-    wait_parity(c, mbar_addr(c, pl, true, slot), phase_parity(c, pl, iter, 1));
+    LLVMValueRef addr = mbar_addr(c, pl, true, slot), parity = phase_parity(c, pl, iter, 1);
+    if (!pl->tma) {
+        wait_parity(c, addr, parity);
+        return;
+    }
+    /* TMA (cg_tma.c): thread 0 alone refills the slot, so it alone waits for it */
+    LLVMBasicBlockRef w = cg_block(c, "tma_empty_wait"), done = cg_block(c, "tma_empty_done");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32(c, 0), ""), w, done);
+    LLVMPositionBuilderAtEnd(c->b, w);
+    wait_parity(c, addr, parity);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 void cg_mbar_wait_full(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
