@@ -96,6 +96,7 @@ struct KilnKernel {
     int smem_ready;               /* dynamic SRAM limit raised (when above 48 KB) */
     int static_smem;              /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
     RtTmapCache *tmap_cache;      /* info->ntmaps entries, allocated at the first launch (tmap.c) */
+    unsigned long long tmap_zero, tmap_zero_bytes;   /* zeroed device buffer for empty maps (tmap.c) */
 };
 
 struct KilnModule {

@@ -307,6 +307,10 @@ typedef struct KilnAttentionParams {
      * forward's key loops run rotated, each block's Q K^T in flight during the previous
      * block's softmax. Not with a block mask (ignored there). */
     int overlap;
+    /* TMA copies of K and V on sm_90a (KilnCompileOptions.tma, implies mbarrier): > 0 on,
+     * otherwise off (no table column until measured). 4-D tensor maps (d, key, head, batch)
+     * the runtime encodes at each launch; docs/tensor_cores.md 5c. */
+    int tma;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

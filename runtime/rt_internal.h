@@ -43,10 +43,11 @@ typedef struct RtTmapArgs {
     unsigned long long dims[5];     /* elements, dim 0 contiguous */
     unsigned long long strides[4];  /* bytes, of dims 1 .. rank-1 */
     unsigned box[5];
+    int empty;                      /* an extent <= 0: every element masked off (reads zeros) */
 } RtTmapArgs;
 /* Evaluate map `m` of `info` (KilnKernelInfo.tmaps) for `args` and check what
- * TMA needs (16-byte aligned address, dims 1 .. 2^32, strides multiples of 16
- * below 2^40): KILN_ERR_ARGS with a message naming the kernel and argument. */
+ * TMA needs (16-byte aligned address, dims up to 2^32, strides multiples of 16
+ * below 2^40; an extent <= 0 sets `empty`): KILN_ERR_ARGS with a message naming the kernel and argument. */
 KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, int nargs, RtTmapArgs *out);
 /* ptrs[nargs + m] = kernel k's map m, encoded for `args` (launch.c). */
 KilnStatus rt_tmap_params(KilnKernel *k, const KilnArg *args, int nargs, void **ptrs);

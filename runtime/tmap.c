@@ -10,11 +10,13 @@
  * ARE the program's mask bounds (TMA zero-fills outside them), so they are
  * never rounded or clamped here: a value TMA cannot encode is an error of the
  * launch (KILN_ERR_ARGS, naming the kernel, the map and the rule), never a
- * silently different map. Rules (CUDA's): address 16-byte aligned, dims in
- * 1 .. 2^32, strides multiples of 16 bytes below 2^40. A dim of 0 (say M = 0)
- * is such an error too: compile without tma for empty launches.
+ * silently different map. Rules (CUDA's): address 16-byte aligned, dims up to
+ * 2^32, strides multiples of 16 bytes below 2^40. An extent <= 0 (M = 0, no
+ * keys) masks every element: the map then reads a zeroed buffer with extents
+ * of 1, where every coordinate but 0 is outside (zeros too).
  *
- * Example: matmul_tc_f16 (A, B, C, M) with tma: map 0 = {A, dims {1024, M},
+ * Ranks 2 to 5 (attention's K: {d, key, head, batch}, extents 2^32 where the
+ * program has no bound). Example: matmul_tc_f16 (A, B, C, M) with tma: map 0 = {A, dims {1024, M},
  * stride 2048 B, box {64, 128}}; launched with M = 1000 it encodes dims
  * {1024, 1000}, and rows 1000..1023 of the last tile read as zeros.
  */
@@ -74,13 +76,17 @@ KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, 
         if (!value_of(&t->dims[d], args, nargs, &v))
             return kiln_set_error(KILN_ERR_INTERNAL, "internal error (tensor map): kernel %s, map %d: dim %d reads "
                                   "argument %d, not an integer", info->name, m, d, t->dims[d].param + 1);
-        if (v < 1 || v > (1LL << 32))
+        if (v > (1LL << 32))
             return kiln_set_error(KILN_ERR_ARGS, "kernel %s: the TMA tensor map of %s has extent %lld along dim %d "
-                                  "(from %s%s); TMA needs 1 to 2^32: launch with a nonempty extent or compile "
-                                  "without tma", info->name, base, v, d, t->dims[d].param >= 0 ? "argument " : "a constant",
+                                  "(from %s%s); TMA allows at most 2^32: compile without tma", info->name, base, v, d,
+                                  t->dims[d].param >= 0 ? "argument " : "a constant",
                                   t->dims[d].param >= 0 && t->dims[d].param < info->nparams && info->params
                                       ? info->params[t->dims[d].param].name : "");
-        out->dims[d] = (unsigned long long)v;
+        /* An extent <= 0 (M = 0, seqlen_k = 0): the mask excludes every element (the
+         * coordinates are >= 0), so the map must read zeros only: `empty`, encoded
+         * over a zeroed buffer (encode below). */
+        if (v < 1) out->empty = 1;
+        out->dims[d] = v < 1 ? 0 : (unsigned long long)v;
         out->box[d] = (unsigned)t->box[d];
     }
     for (int d = 0; d + 1 < t->rank; d++) {
@@ -94,6 +100,25 @@ KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, 
                                   "tma", info->name, base, v);
         out->strides[d] = (unsigned long long)v;
     }
+    return KILN_OK;
+}
+
+/* A zeroed device buffer of at least `bytes` (kept per kernel, grown on demand). */
+static KilnStatus zero_buffer(KilnKernel *k, unsigned long long bytes, unsigned long long *addr)
+{
+    const RtDriver *d = k->module->dev->drv;
+    if (k->tmap_zero_bytes < bytes) {
+        if (k->tmap_zero) d->MemFree((CUdeviceptr)k->tmap_zero);
+        k->tmap_zero = 0;
+        k->tmap_zero_bytes = 0;
+        CUdeviceptr p = 0;
+        bytes = (bytes + 255) / 256 * 256;
+        RT_CALL(d, MemAlloc, "cuMemAlloc", &p, (size_t)bytes);
+        RT_CALL(d, MemsetD8, "cuMemsetD8", p, 0, (size_t)bytes);
+        k->tmap_zero = (unsigned long long)p;
+        k->tmap_zero_bytes = bytes;
+    }
+    *addr = k->tmap_zero;
     return KILN_OK;
 }
 
@@ -113,6 +138,7 @@ static KilnStatus encode(KilnKernel *k, int m, const KilnArg *args, int nargs, C
     RtTmapCache *c = &k->tmap_cache[m];
     *map = &c->map;
     if (c->valid && !memcmp(&c->in, &a, sizeof a)) return KILN_OK;
+    RtTmapArgs in = a;   /* what the cache compares (a.addr may become the zero buffer) */
     const RtDriver *d = k->module->dev->drv;
     if (!d->TensorMapEncodeTiled)
         return kiln_set_error(KILN_ERR_UNSUPPORTED, "kernel %s was compiled with tma, but this CUDA driver has no "
@@ -121,6 +147,11 @@ static KilnStatus encode(KilnKernel *k, int m, const KilnArg *args, int nargs, C
     cuuint32_t box[5], one[5] = {1, 1, 1, 1, 1};
     for (int i = 0; i < a.rank; i++) dims[i] = a.dims[i], box[i] = a.box[i];
     for (int i = 0; i + 1 < a.rank; i++) strides[i] = a.strides[i];
+    if (a.empty) {   /* every element masked off: extents of 1 over zeros, every other coordinate outside */
+        st = zero_buffer(k, 256, &a.addr);   /* only coordinate (0, ...) is inside: one element read */
+        if (st != KILN_OK) return st;
+        for (int i = 0; i < a.rank; i++) dims[i] = 1;
+    }
     CUresult r = d->TensorMapEncodeTiled(&c->map, a.is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                                          (cuuint32_t)a.rank, (void *)(uintptr_t)a.addr, dims, strides, box, one,
                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -134,7 +165,7 @@ static KilnStatus encode(KilnKernel *k, int m, const KilnArg *args, int nargs, C
         rt_append_error(where);
         return st;
     }
-    c->in = a;
+    c->in = in;
     return KILN_OK;
 }
 
@@ -153,4 +184,6 @@ void rt_tmap_free(KilnKernel *k)
 {
     free(k->tmap_cache);
     k->tmap_cache = NULL;
+    if (k->tmap_zero && rt_bind(k->module->dev) == KILN_OK) k->module->dev->drv->MemFree((CUdeviceptr)k->tmap_zero);
+    k->tmap_zero = 0;
 }

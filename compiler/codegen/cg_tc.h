@@ -57,16 +57,18 @@ typedef struct CgTmaVal {
     int param;
     int64_t k;
 } CgTmaVal;
+#define CG_TMA_MAX_RANK 5
 typedef struct CgTmaPlan {
     int base_param;        /* the pointer parameter the map's global address is */
     IrElem elem;
     int elem_bytes;
-    CgTmaVal dims[2];      /* elements; [0] the contiguous dim */
-    CgTmaVal stride;       /* bytes between rows (dim 1) */
-    int box[2];            /* {64, rows}: 128 bytes x rows, SWIZZLE_128B */
+    int rank;              /* 2, plus one per uniform offset (batch, head: box 1) */
+    CgTmaVal dims[CG_TMA_MAX_RANK];         /* elements; [0] the contiguous dim, [1] the tile's rows */
+    CgTmaVal strides[CG_TMA_MAX_RANK - 1];  /* bytes, of dims 1 .. rank-1 */
+    int box[CG_TMA_MAX_RANK];               /* {64, rows, 1, ...}: 128 bytes x rows, SWIZZLE_128B */
     int nboxes;            /* contiguous extent / 64: the slot's column blocks */
     int box_bytes;
-    CgTmaPoly coord[2];    /* the tile's origin in the map, uniform (i32) */
+    CgTmaPoly coord[CG_TMA_MAX_RANK];       /* the tile's origin in the map, uniform (i32) */
     uint64_t nonneg_params;   /* parameters (bit i: param i) the coordinates are >= 0 only if they are */
 } CgTmaPlan;
 /* Whether a 2-D tiled tensor map reads exactly what load `ld` does into its

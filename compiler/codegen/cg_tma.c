@@ -1,5 +1,5 @@
 /* cg_tma.c — TMA (the Tensor Memory Accelerator, sm_90a) for pipelined loads:
- * which loads a 2-D tiled tensor map serves exactly (cg_tma_plan, asked by
+ * which loads a 2- to 5-D tiled tensor map serves exactly (cg_tma_plan, asked by
  * pass_tma.c and read back here), the kernel's tensor-map parameters, and the
  * copies (cg_tma_issue: one elected thread, `mbarrier.arrive.expect_tx` and
  * one `cp.async.bulk.tensor.2d` per 128-byte-wide box).
@@ -11,7 +11,10 @@
  *     mask    = AND of (I_d < B_d), I_d = u_d + idx_d, u_d uniform, B_d a
  *               kernel integer parameter or a constant; a dim without a
  *               compare has I_d = idx_d (u_d = 0) and B_d = the tile's extent
- *     O      == I_inner + s * I_outer,  s = a parameter or constant (times a constant)
+ *     O      == I_inner + s * I_outer + sum_j c_j * t_j,  s = a parameter or
+ *               constant (times a constant), t_j integer stride parameters
+ *               known to make multiples of 16 bytes (offset_dims: one more
+ *               map dim each, box 1, extent 2^32; attention's batch and head)
  * checked as a polynomial identity (add, sub, mul, int casts, splat,
  * broadcast, expand_dims, addptr, arange, constants; anything else uniform is
  * an atom, anything else a tile: no match). Then the tensor map with base P,
@@ -334,6 +337,76 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
     return true;
 }
 
+/* An extent no coordinate reaches: for a dim the program does not mask (TMA's
+ * limit is 2^32; coordinates are i32). */
+#define TMA_HUGE (1LL << 32)
+
+/* The kernel parameter among a term's atoms that can be a dim's stride (an integer
+ * known to make multiples of 16 bytes), other than `not`; -1 if none. */
+static int stride_atom(const IrFunc *f, const CgTmaTerm *t, int eb, int not)
+{
+    for (int k = 0; k < t->nat; k++)
+        for (int i = 0; i < f->nparams; i++)
+            if (f->params[i] == t->at[k] && i != not && is_int((IrElem)t->at[k]->type.elem) &&
+                (int64_t)t->at[k]->divisibility * eb % 16 == 0)
+                return i;
+    return -1;
+}
+
+/* `t` without atom `a` (one occurrence), as a uniform term. */
+static CgTmaTerm drop_atom(const CgTmaTerm *t, const IrValue *a)
+{
+    CgTmaTerm u = {.k = t->k, .dim = -1};
+    bool dropped = false;
+    for (int k = 0; k < t->nat; k++)
+        if (!dropped && t->at[k] == a) dropped = true;
+        else u.at[u.nat++] = t->at[k];
+    return u;
+}
+
+/* The pointer's uniform offset left after the tile's own indices (`rest`):
+ * each term is a coordinate times a stride parameter. Terms with the row
+ * stride's parameter are the row coordinate when the rows have no compare
+ * (`free_rows`: attention's unmasked key blocks, K + ... + start_n * stride_kn);
+ * the others group by their stride parameter into dims of their own (box 1,
+ * no compare: an extent no coordinate reaches): K + b * stride_kb + h * stride_kh
+ * becomes dims 2 and 3 at coordinates h and b. Every coordinate >= 0. */
+static bool offset_dims(const IrFunc *f, const CgTmaPoly *rest, const CgTmaVal *stride, bool free_rows, int eb,
+                        CgTmaPlan *out)
+{
+    int sp[CG_TMA_MAX_RANK];
+    for (int i = 0; i < rest->n; i++) {
+        const CgTmaTerm *t = &rest->t[i];
+        if (t->dim >= 0) return false;
+        int p = -1;
+        for (int k = 0; free_rows && stride->param >= 0 && k < t->nat && p < 0; k++)
+            if (t->at[k] == f->params[stride->param] && t->k % stride->k == 0) p = stride->param;
+        if (p >= 0) {
+            CgTmaTerm u = drop_atom(t, f->params[p]);
+            u.k /= stride->k;
+            if (!poly_add_term(&out->coord[1], u)) return false;
+            continue;
+        }
+        if ((p = stride_atom(f, t, eb, stride->param)) < 0) return false;
+        int d = 2;
+        while (d < out->rank && sp[d] != p) d++;
+        if (d == out->rank) {
+            if (d == CG_TMA_MAX_RANK) return false;
+            sp[d] = p;
+            out->rank++;
+            memset(&out->coord[d], 0, sizeof out->coord[d]);
+            out->dims[d] = (CgTmaVal){-1, TMA_HUGE};
+            out->strides[d - 1] = (CgTmaVal){p, eb};
+            out->box[d] = 1;
+        }
+        if (!poly_add_term(&out->coord[d], drop_atom(t, f->params[p]))) return false;
+    }
+    if (free_rows && out->coord[1].n) out->dims[1] = (CgTmaVal){-1, TMA_HUGE};
+    for (int d = 1; d < out->rank; d++)
+        if (!poly_nonneg(f, &out->coord[d], &out->nonneg_params)) return false;
+    return true;
+}
+
 bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
 {
     memset(out, 0, sizeof *out);
@@ -376,12 +449,14 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
     CgTmaVal stride;
     if (!param_value(f, &s, &stride) || (stride.param < 0 && stride.k <= 0)) return false;
     CgTmaPoly sI, rest = o;
-    if (!poly_mul(&s, &I[1], &sI) || !poly_add(&rest, &sI, -1) || !poly_add(&rest, &I[0], -1) || rest.n) return false;
+    if (!poly_mul(&s, &I[1], &sI) || !poly_add(&rest, &sI, -1) || !poly_add(&rest, &I[0], -1)) return false;
     int eb = 2;
+    out->rank = 2;
+    if (!offset_dims(f, &rest, &stride, !m.has[outer], eb, out)) return false;
     out->base_param = base->index;
     out->elem = (IrElem)t->elem;
     out->elem_bytes = eb;
-    out->stride = (CgTmaVal){stride.param, stride.k * eb};
+    out->strides[0] = (CgTmaVal){stride.param, stride.k * eb};
     out->box[0] = 64;
     out->box[1] = rows;
     out->nboxes = cols / 64;
@@ -479,17 +554,28 @@ void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRe
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0),
                                          LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         LLVMValueRef dst = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, base), c->t_i32, "");
-        LLVMValueRef c0 = poly_eval(c, &l->tma.coord[0]), c1 = poly_eval(c, &l->tma.coord[1]);
+        int r = l->tma.rank;
+        LLVMValueRef crd[CG_TMA_MAX_RANK];
+        for (int d = 0; d < r; d++) crd[d] = poly_eval(c, &l->tma.coord[d]);
         LLVMValueRef m = map_addr(c, l->tma_map);
         for (int b = 0; b < l->tma.nboxes; b++) {
             /* box b: columns c0 + 64 b, the slot's column block b */
-            snprintf(text, sizeof text,
-                     "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, $5, 0;\n\t"
-                     "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                     "[$0+%d], [$1, {$2, $3}], [$4];\n\t}", b * l->tma.box_bytes);
-            LLVMValueRef args[6] = {dst, m, LLVMBuildAdd(c->b, c0, cg_i32(c, 64 * b), ""), c1, full,
-                                    LLVMBuildZExt(c->b, go, c->t_i32, "")};
-            cg_asm(c, c->t_void, text, "r,l,r,r,r,r,~{memory}", 6, args, true);
+            StrBuf t;
+            sb_init(&t);
+            sb_printf(&t, "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, $%d, 0;\n\t"
+                      "@p cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes "
+                      "[$0+%d], [$1, {", 3 + r, r, b * l->tma.box_bytes);
+            for (int d = 0; d < r; d++) sb_printf(&t, "%s$%d", d ? ", " : "", 3 + d);
+            sb_puts(&t, "}], [$2];\n\t}");
+            LLVMValueRef args[4 + CG_TMA_MAX_RANK] = {dst, m, full};
+            args[3] = LLVMBuildAdd(c->b, crd[0], cg_i32(c, 64 * b), "");
+            for (int d = 1; d < r; d++) args[3 + d] = crd[d];
+            args[3 + r] = LLVMBuildZExt(c->b, go, c->t_i32, "");
+            char cons[64] = "r,l,r";
+            for (int d = 0; d <= r; d++) strcat(cons, ",r");
+            strcat(cons, ",~{memory}");
+            cg_asm(c, c->t_void, t.data, cons, 4 + r, args, true);
+            sb_free(&t);
         }
     }
 }
@@ -509,13 +595,13 @@ void cg_tma_recipes(const CgTcState *tc, CgResult *res)
             r->base_param = p->base_param;
             r->elem_bytes = p->elem_bytes;
             r->is_bf16 = p->elem == IR_BF16;
-            for (int k = 0; k < 2; k++) {
+            r->rank = p->rank;
+            for (int k = 0; k < p->rank; k++) {
                 r->dim_param[k] = p->dims[k].param;
                 r->dim_k[k] = p->dims[k].k;
                 r->box[k] = p->box[k];
+                if (k) r->stride_param[k - 1] = p->strides[k - 1].param, r->stride_k[k - 1] = p->strides[k - 1].k;
             }
-            r->stride_param = p->stride.param;
-            r->stride_k = p->stride.k;
             r->nonneg_params = p->nonneg_params;
             if (l->tma_map + 1 > res->ntmaps) res->ntmaps = l->tma_map + 1;
         }

@@ -32,12 +32,12 @@ typedef struct CgResult {
     int ntmaps;
     struct CgTmaRecipe {
         int base_param;        /* runtime parameter holding the global address */
-        int elem_bytes, is_bf16;
-        int dim_param[2];      /* elements: (param >= 0 ? its value : 1) * dim_k */
-        long long dim_k[2];
-        int stride_param;      /* bytes between rows: (param >= 0 ? its value : 1) * stride_k */
-        long long stride_k;
-        int box[2];
+        int elem_bytes, is_bf16, rank;
+        int dim_param[5];      /* elements: (param >= 0 ? its value : 1) * dim_k */
+        long long dim_k[5];
+        int stride_param[4];   /* bytes of dims 1..: (param >= 0 ? its value : 1) * stride_k */
+        long long stride_k[4];
+        int box[5];
         unsigned long long nonneg_params;   /* bit i: parameter i must be >= 0 at launch */
     } tmaps[8];
 } CgResult;

@@ -4,8 +4,9 @@
  * whose bodies need CTA barriers anyway) and the stage slots are placed.
  *
  * What it decides. In a loop with pipeline.mbarrier, when EVERY pipelined
- * load is one a 2-D tiled tensor map reads exactly (cg_tma_plan, cg_tma.c:
- * pointer = kernel pointer parameter + I_inner + stride * I_outer, mask an AND
+ * load is one a tiled tensor map reads exactly (cg_tma_plan, cg_tma.c:
+ * pointer = kernel pointer parameter + I_inner + stride * I_outer (+ uniform
+ * offsets coordinate x stride parameter: more dims, attention's batch/head), mask an AND
  * of I_d < bound_d with bounds that are parameters or constants, indices
  * provably non-negative, a 128-byte-swizzled slot of f16/bf16 whose
  * contiguous extent is a multiple of 64 and rows a multiple of 8 up to 256),

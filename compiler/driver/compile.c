@@ -57,16 +57,16 @@ static void describe_tmaps(const CgResult *cr, KilnKernelInfo *k)
     for (int i = 0; i < k->ntmaps; i++) {
         const struct CgTmaRecipe *c = &cr->tmaps[i];
         KilnTensorMapInfo *m = &k->tmaps[i];
-        m->rank = 2;
+        m->rank = c->rank;
         m->base_param = c->base_param;
         m->elem_bytes = c->elem_bytes;
         m->is_bf16 = c->is_bf16;
         m->swizzle_bytes = 128;
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < c->rank && d < 5; d++) {
             m->dims[d] = (KilnTmapValue){c->dim_param[d], c->dim_k[d]};
             m->box[d] = c->box[d];
+            if (d) m->strides[d - 1] = (KilnTmapValue){c->stride_param[d - 1], c->stride_k[d - 1]};
         }
-        m->strides[0] = (KilnTmapValue){c->stride_param, c->stride_k};
         m->nonneg_params = c->nonneg_params;
     }
 }

@@ -10,9 +10,11 @@
  *     runtime parameter, K and N constants), row strides in bytes, boxes;
  *   - examples/matmul.tile with runtime strides (stride_ak = stride_bn = 1
  *     assumed): the row strides come from parameters;
- *   - off by default and where it cannot apply (sm_80, attention's K/V,
- *     whose batch and head offsets are no coordinates of a 2-D map): the PTX
- *     has no bulk copy and no map parameter;
+ *   - attention's K and V: 4-D maps (head dim, key, head, batch), the key
+ *     bound seqlen_k only in the masked loop; varlen (offsets read from
+ *     memory) stays cp.async;
+ *   - off by default and where it cannot apply (sm_80): the PTX has no bulk
+ *     copy and no map parameter;
  *   - ptxas assembles it without spills.
  * Results are checked on the GPU (tests/gpu/test_e2e_gpu_matmul.c with KILN_TEST_TMA=1). */
 #include "compiler/support/support.h"
@@ -145,22 +147,76 @@ START_TEST(off_by_default_and_where_it_cannot_apply)
     ck_assert_int_eq(count(&sm80, "cp.async.bulk"), 0);
     ck_assert_int_eq(sm80.kernels[0].ntmaps, 0);
     kiln_compile_result_free(&sm80);
-    /* attention's K/V: pointer K + b * stride_kb + h * stride_kh + n * stride_kn + d, a
-     * uniform offset that no 2-D map's coordinates express: they stay cp.async */
+}
+END_TEST
+
+/* attention_fwd.tile (d 128, 128x64 on 4 warps, 2 stages) with the flags of `o`. */
+static KilnCompileResult attention(const char *kernel, const char *causal, int tma, KilnEmit emit)
+{
     char *src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
-    KilnDefine defs[] = {{"HEAD_DIM", "128"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
+    ck_assert_ptr_nonnull(src);
+    KilnDefine defs[] = {{"HEAD_DIM", "128"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", causal},
                          {"PLAIN_SCORES", "true"}};
     KilnParamHint h[PU_ATTN_NHINTS];
     KilnCompileOptions o;
-    pu_attention_options(&o, defs, 5, "sm_90a", 4, 2, KILN_EMIT_PTX, h);
-    o.tma = 1;
+    pu_attention_options(&o, defs, 5, "sm_90a", 4, 2, emit, h);
+    o.kernel = kernel;
+    o.tma = tma;
+    static const KilnParamHint vh[] = {{"Q", 16, 0}, {"K", 16, 0}, {"V", 16, 0}, {"O", 16, 0}, {"stride_qh", 16, 0},
+                                       {"stride_qm", 16, 0}, {"stride_kh", 16, 0}, {"stride_kn", 16, 0},
+                                       {"stride_vh", 16, 0}, {"stride_vn", 16, 0}};
+    if (strstr(kernel, "varlen")) o.hints = vh, o.nhints = (int)(sizeof vh / sizeof vh[0]);   /* its own parameters */
     KilnCompileResult r;
-    ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r), KILN_OK);
-    ck_assert_int_eq(count(&r, "cp.async.bulk"), 0);
-    ck_assert_int_gt(count(&r, "cp.async.mbarrier.arrive.noinc"), 0);   /* tma implies mbarrier */
-    ck_assert_int_eq(r.kernels[0].ntmaps, 0);
-    kiln_compile_result_free(&r);
+    KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
+    ck_assert_msg(st == KILN_OK, "%s: %s", kernel, r.diagnostics ? r.diagnostics : "");
     free(src);
+    return r;
+}
+
+/* K + b * stride_kb + h_kv * stride_kh + n * stride_kn + d: 4-D maps (d, key, head, batch),
+ * the batch/head offsets as coordinates (never folded into the key coordinate: rows past
+ * seqlen_k of one head must read as zeros, not as the next head's rows). The unmasked key
+ * loop's maps have no key bound; the masked loop's have seqlen_k. */
+START_TEST(attention_k_v_through_4d_maps)
+{
+    const char *causal[2] = {"false", "true"};
+    for (int c = 0; c < 2; c++) {
+        KilnCompileResult r = attention("attn_fwd_f16", causal[c], 1, KILN_EMIT_PTX);
+        /* 2 key loops x (K, V) x 2 boxes of 64 head dims x 2 issue sites (prologue 1, loop 1) */
+        ck_assert_int_eq(count(&r, "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"), 16);
+        ck_assert_int_eq(count(&r, "cp.async.cg.shared.global"), 0);
+        ck_assert_int_eq(count(&r, "], 32768;"), 4);   /* K and V: 2 x 64 x 128 halves */
+        const KilnKernelInfo *k = &r.kernels[0];
+        ck_assert_int_eq(k->ntmaps, 4);
+        int bounded = 0;
+        for (int m = 0; m < 4; m++) {
+            const KilnTensorMapInfo *t = &k->tmaps[m];
+            ck_assert_int_eq(t->rank, 4);
+            ck_assert_int_eq(t->box[0], 64);
+            ck_assert_int_eq(t->box[1], 64);
+            ck_assert_int_eq(t->box[2], 1);
+            ck_assert_int_eq(t->box[3], 1);
+            ck_assert_int_eq(t->dims[0].param, -1);
+            ck_assert_int_eq(t->dims[0].k, 128);
+            bounded += t->dims[1].param == 20;   /* seqlen_k: the masked loop's */
+            /* (K, V): strides {stride_kn, stride_kh | stride_kb} or the V ones, in bytes */
+            int base = t->base_param == 1 ? 8 : 11;
+            ck_assert_int_eq(t->strides[0].param, base + 2);
+            ck_assert_int_eq(t->strides[0].k, 2);
+            ck_assert_int_eq(t->strides[1].param + t->strides[2].param, 2 * base + 1);
+            ck_assert_int_eq(t->dims[2].param, -1);
+            ck_assert_int_eq(t->dims[2].k, 1ll << 32);   /* no mask on head or batch: none reached */
+            ck_assert(t->nonneg_params & (1ull << 17));  /* heads: b = bh / heads */
+        }
+        ck_assert_int_eq(bounded, 2);
+        kiln_compile_result_free(&r);
+    }
+    /* varlen: the key offset is read from cu_seqlens_k (a load): no proof it is >= 0, cp.async */
+    KilnCompileResult v = attention("attn_fwd_varlen_f16", "false", 1, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&v, "cp.async.bulk"), 0);
+    ck_assert_int_gt(count(&v, "cp.async.mbarrier.arrive.noinc"), 0);   /* tma implies mbarrier */
+    ck_assert_int_eq(v.kernels[0].ntmaps, 0);
+    kiln_compile_result_free(&v);
 }
 END_TEST
 
@@ -169,6 +225,9 @@ START_TEST(ptxas_assembles_without_spills)
     KilnCompileResult r = matmul_tc("matmul_tc_f16", "sm_90a", 1, KILN_EMIT_CUBIN);
     pu_assert_no_spills(&r, "matmul_tc_f16 with tma");
     kiln_compile_result_free(&r);
+    KilnCompileResult a = attention("attn_fwd_f16", "false", 1, KILN_EMIT_CUBIN);
+    pu_assert_no_spills(&a, "attention d 128 with tma");
+    kiln_compile_result_free(&a);
 }
 END_TEST
 
@@ -180,6 +239,7 @@ static Suite *suite(void)
     tcase_add_test(tc, matmul_tc_copies_through_tma);
     tcase_add_test(tc, runtime_strides_come_from_parameters);
     tcase_add_test(tc, off_by_default_and_where_it_cannot_apply);
+    tcase_add_test(tc, attention_k_v_through_4d_maps);
     suite_add_tcase(s, tc);
     TCase *px = pu_ptxas_tcase(s, 600);
     tcase_add_test(px, ptxas_assembles_without_spills);

@@ -1,8 +1,9 @@
 /* test_tmap.c — the recipes of TMA tensor maps (KilnKernelInfo.tmaps) evaluated
  * from a launch's arguments (rt_tmap_eval, runtime/tmap.c), without a GPU:
  * dims and strides from parameters and constants, and the launches TMA
- * cannot serve (unaligned base, a stride not a multiple of 16 bytes, an empty
- * extent) refused with a message that names the kernel and the argument. */
+ * cannot serve (unaligned base, a stride not a multiple of 16 bytes, a negative
+ * argument the coordinates depend on) refused with a message that names the
+ * kernel and the argument; an empty extent marked (it reads zeros only). */
 #include "testutil.h"
 
 #include <string.h>
@@ -66,11 +67,15 @@ START_TEST(launches_tma_cannot_serve_are_errors)
     ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_ERR_ARGS);
     ck_assert_ptr_nonnull(strstr(kiln_last_error(), "row stride of 2002 bytes"));
     a[3] = kiln_arg_i32(1024);
-    a[2] = kiln_arg_i32(0);      /* M = 0: no extent TMA can encode */
-    ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_ERR_ARGS);
-    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "extent 0 along dim 1 (from argument M)"));
+    a[2] = kiln_arg_i32(0);      /* M = 0: every row masked off, the map reads zeros only */
+    ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_OK);
+    ck_assert_int_eq(t.empty, 1);
     a[2] = kiln_arg_i32(-5);
-    ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_ERR_ARGS);
+    ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_OK);
+    ck_assert_int_eq(t.empty, 1);
+    a[2] = kiln_arg_i32(1000);
+    ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_OK);
+    ck_assert_int_eq(t.empty, 0);
     a[2] = kiln_arg_i32(7);
     a[3] = kiln_arg_i32(-1024);  /* a negative stride */
     ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), KILN_ERR_ARGS);
@@ -96,6 +101,36 @@ START_TEST(bad_recipes_are_internal_errors)
 }
 END_TEST
 
+/* attention's K: (d, key, head, batch) with no bound on head and batch (2^32: no coordinate
+ * reaches it), strides from the three i64 stride arguments */
+START_TEST(rank_4_recipe)
+{
+    KilnParam p[5] = {{"K", KILN_PARAM_PTR, 16}, {"stride_kb", KILN_PARAM_I64, 0}, {"stride_kh", KILN_PARAM_I64, 0},
+                      {"stride_kn", KILN_PARAM_I64, 0}, {"seqlen_k", KILN_PARAM_I32, 0}};
+    KilnKernelInfo k;
+    memset(&k, 0, sizeof k);
+    strcpy(k.name, "attn");
+    k.params = p;
+    k.nparams = 5;
+    k.ntmaps = 1;
+    KilnTensorMapInfo *t = &k.tmaps[0];
+    *t = (KilnTensorMapInfo){.rank = 4, .base_param = 0, .elem_bytes = 2, .swizzle_bytes = 128,
+                             .dims = {{-1, 128}, {4, 1}, {-1, 1ll << 32}, {-1, 1ll << 32}},
+                             .strides = {{3, 2}, {2, 2}, {1, 2}}, .box = {64, 64, 1, 1}};
+    KilnArg a[5] = {kiln_arg_ptr(0x7000000000ull), kiln_arg_i64(8 * 1000 * 128), kiln_arg_i64(1000 * 128),
+                    kiln_arg_i64(128), kiln_arg_i32(1000)};
+    RtTmapArgs r;
+    ck_assert_int_eq(rt_tmap_eval(&k, 0, a, 5, &r), KILN_OK);
+    ck_assert_int_eq(r.rank, 4);
+    ck_assert_uint_eq(r.dims[1], 1000);
+    ck_assert_uint_eq(r.dims[2], 1ull << 32);
+    ck_assert_uint_eq(r.strides[0], 256);
+    ck_assert_uint_eq(r.strides[1], 256000);
+    ck_assert_uint_eq(r.strides[2], 2048000);
+    ck_assert_uint_eq(r.box[2], 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("runtime_tmap");
@@ -104,6 +139,7 @@ static Suite *suite(void)
     tcase_add_test(tc, recipe_evaluates_from_arguments);
     tcase_add_test(tc, launches_tma_cannot_serve_are_errors);
     tcase_add_test(tc, bad_recipes_are_internal_errors);
+    tcase_add_test(tc, rank_4_recipe);
     suite_add_tcase(s, tc);
     return s;
 }
