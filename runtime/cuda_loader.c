@@ -169,6 +169,8 @@ static KilnStatus load_locked(void)
         dlclose(lib);
         return kiln_set_error(KILN_ERR_NO_DRIVER, "no CUDA driver (%s lacks %s: too old?)", libname, missing);
     }
+    /* optional: absent before CUDA 12 (kernels compiled with tma then fail to launch, saying so) */
+    d.TensorMapEncodeTiled = (__typeof__(d.TensorMapEncodeTiled))dlsym(lib, "cuTensorMapEncodeTiled");
     CUresult r = d.Init(0);
     if (r != CUDA_SUCCESS) {
         KilnStatus st = init_failure(&d, r, libname);

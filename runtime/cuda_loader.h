@@ -50,7 +50,19 @@ typedef struct RtDriver {
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
     CUresult (*EventDestroy)(CUevent);
+    /* optional (CUDA 12+; NULL before): TMA tensor maps (tmap.c) */
+    CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
 } RtDriver;
+
+/* The last encoding of one tensor map of a kernel and what it was encoded from. */
+typedef struct RtTmapCache {
+    CUtensorMap map;              /* 64-byte aligned (the allocation is) */
+    RtTmapArgs in;
+    int valid;
+} RtTmapCache;
 
 /* The loaded and initialised driver (cuInit done), or NULL with the status in
  * *st and the message set: KILN_ERR_NO_DRIVER or KILN_ERR_NO_DEVICE. A failed
@@ -83,6 +95,8 @@ struct KilnKernel {
     const KilnKernelInfo *info;   /* in module->infos */
     int smem_ready;               /* dynamic SRAM limit raised (when above 48 KB) */
     int static_smem;              /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
+    RtTmapCache *tmap_cache;      /* info->ntmaps entries, allocated at the first launch (tmap.c) */
+    unsigned long long tmap_zero, tmap_zero_bytes;   /* zeroed device buffer for empty maps (tmap.c) */
 };
 
 struct KilnModule {

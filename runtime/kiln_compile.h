@@ -82,6 +82,11 @@ typedef struct KilnCompileOptions {
                                   (FlashAttention-3's intra-warpgroup overlap: the next key block's
                                   Q K^T during this block's softmax; docs/tensor_cores.md, section
                                   4c); kernels without such a loop are unchanged */
+    int tma;                   /* sm_90a: nonzero copies the pipelined loads that a 2-D tiled
+                                  tensor map reads exactly through TMA (cp.async.bulk.tensor, one
+                                  thread, expect-tx mbarriers); implies mbarrier; the maps are
+                                  extra kernel parameters the runtime encodes at launch
+                                  (docs/tensor_cores.md 5c, docs/runtime.md) */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -302,6 +307,10 @@ typedef struct KilnAttentionParams {
      * forward's key loops run rotated, each block's Q K^T in flight during the previous
      * block's softmax. Not with a block mask (ignored there). */
     int overlap;
+    /* TMA copies of K and V on sm_90a (KilnCompileOptions.tma, implies mbarrier): > 0 on,
+     * otherwise off (no table column until measured). 4-D tensor maps (d, key, head, batch)
+     * the runtime encodes at each launch; docs/tensor_cores.md 5c. */
+    int tma;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

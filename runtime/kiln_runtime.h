@@ -92,6 +92,30 @@ typedef struct KilnParam {
     int pointee_bits;          /* for pointers: bits of the element (16 for f16) */
 } KilnParam;
 
+/* A value known at launch: (param >= 0 ? the integer argument `param` : 1) * k. */
+typedef struct KilnTmapValue {
+    int param;
+    long long k;
+} KilnTmapValue;
+
+/* How to encode one TMA tensor map (cuTensorMapEncodeTiled) from a launch's
+ * arguments: the kernel takes it as an extra 128-byte parameter after its own
+ * (kiln_launch appends it; docs/runtime.md "Tensor-map parameters"). Dim 0 is
+ * the contiguous one; interleave none, out-of-bounds elements read as zero. */
+#define KILN_MAX_TMAPS 8
+typedef struct KilnTensorMapInfo {
+    int rank;                  /* 2 */
+    int base_param;            /* the pointer argument that is the global address */
+    int elem_bytes;            /* 2: f16 (is_bf16 = 0) or bf16 */
+    int is_bf16;
+    int swizzle_bytes;         /* 128: CU_TENSOR_MAP_SWIZZLE_128B */
+    KilnTmapValue dims[5];     /* elements */
+    KilnTmapValue strides[4];  /* bytes, of dims 1 .. rank-1 */
+    int box[5];                /* elements */
+    unsigned long long nonneg_params;  /* bit i: argument i must be >= 0 (the map's coordinates
+                                          are derived from it; a negative one is refused) */
+} KilnTensorMapInfo;
+
 typedef struct KilnKernelInfo {
     char name[128];
     KilnParam *params;         /* runtime (non-const) parameters, in order */
@@ -99,6 +123,8 @@ typedef struct KilnKernelInfo {
     int num_warps;
     int num_stages;
     int smem_bytes;            /* dynamic shared memory the kernel needs */
+    int ntmaps;                /* TMA tensor-map parameters after params (KilnCompileOptions.tma) */
+    KilnTensorMapInfo tmaps[KILN_MAX_TMAPS];
 } KilnKernelInfo;
 
 /* ---------------- devices ---------------- */

@@ -210,10 +210,12 @@ KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const Ki
                               k->info->name, warps, warps * 32, dev->info.max_threads_per_block, dev->info.name);
     if ((st = prepare_smem(k)) != KILN_OK) return st;
     uint64_t slots[RT_MAX_PARAMS];
-    void *ptrs[RT_MAX_PARAMS];
+    void *ptrs[RT_MAX_PARAMS + KILN_MAX_TMAPS];
     marshal(args, nargs, slots, ptrs);
+    /* compiled with tma: its tensor maps follow the arguments (tmap.c) */
+    if (k->info->ntmaps && (st = rt_tmap_params(k, args, nargs, ptrs)) != KILN_OK) return st;
     CUresult r = dev->drv->LaunchKernel(k->fn, g[0], g[1], g[2], (unsigned)warps * 32, 1, 1,
-                                        (unsigned)k->info->smem_bytes, rt_stream_handle(s), nargs ? ptrs : NULL, NULL);
+                                        (unsigned)k->info->smem_bytes, rt_stream_handle(s), nargs + k->info->ntmaps ? ptrs : NULL, NULL);
     if (r != CUDA_SUCCESS) {
         st = rt_driver_error("cuLaunchKernel", r);
         char where[192];

@@ -123,6 +123,7 @@ KilnStatus kiln_module_free(KilnModule *m)
     KilnStatus st = m->mod ? rt_bind(m->dev) : KILN_OK;
     CUresult r = st == KILN_OK && m->mod ? m->dev->drv->ModuleUnload(m->mod) : CUDA_SUCCESS;
     if (m->hooks) m->hooks->release(m->owner); /* e.g. jit's variants: modules of their own */
+    for (int i = 0; m->kernels && i < m->ninfos; i++) rt_tmap_free(&m->kernels[i]);
     rt_free_infos(m->infos, m->ninfos);
     free(m->kernels);
     free(m);

@@ -34,6 +34,25 @@ KilnStatus rt_check_args(const KilnKernelInfo *info, bool loose, const KilnArg *
 const char *rt_param_kind_name(KilnParamKind k);   /* "i32", "f16", "ptr" */
 int rt_param_kind_bytes(KilnParamKind k);          /* bytes the kernel parameter takes */
 
+/* ---- TMA tensor maps (tmap.c) ---- */
+
+/* One map's inputs to cuTensorMapEncodeTiled, evaluated from a launch's arguments. */
+typedef struct RtTmapArgs {
+    int rank, elem_bytes, is_bf16;
+    unsigned long long addr;
+    unsigned long long dims[5];     /* elements, dim 0 contiguous */
+    unsigned long long strides[4];  /* bytes, of dims 1 .. rank-1 */
+    unsigned box[5];
+    int empty;                      /* an extent <= 0: every element masked off (reads zeros) */
+} RtTmapArgs;
+/* Evaluate map `m` of `info` (KilnKernelInfo.tmaps) for `args` and check what
+ * TMA needs (16-byte aligned address, dims up to 2^32, strides multiples of 16
+ * below 2^40; an extent <= 0 sets `empty`): KILN_ERR_ARGS with a message naming the kernel and argument. */
+KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, int nargs, RtTmapArgs *out);
+/* ptrs[nargs + m] = kernel k's map m, encoded for `args` (launch.c). */
+KilnStatus rt_tmap_params(KilnKernel *k, const KilnArg *args, int nargs, void **ptrs);
+void rt_tmap_free(KilnKernel *k);
+
 /* ---- PTX signatures (ptx_sig.c) ---- */
 
 /* Read every .entry of `ptx`: name, parameters (loose kinds by size) and

@@ -50,6 +50,8 @@ static const char usage_text[] =
     "  --no-wgmma                 sm_90a: keep every dot on mma.sync (no warpgroup MMA)\n"
     "  --pingpong                 sm_90a: warpgroups take turns on the tensor cores (num_warps >= 8)\n"
     "  --mbarrier                 pipelined loops hand stages over through mbarriers, not a CTA barrier\n"
+    "  --tma                      sm_90a: pipelined loads a tensor map reads exactly go through TMA\n"
+    "                             (implies --mbarrier; the maps are extra kernel parameters)\n"
     "  --overlap                  sm_90a: a loop's first dot is computed one iteration early and stays\n"
     "                             in flight until the next dot (the next Q K^T during the softmax)\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
@@ -156,6 +158,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         else if (!strcmp(s, "--no-wgmma")) a->opts.no_wgmma = 1;
         else if (!strcmp(s, "--pingpong")) a->opts.pingpong = 1;
         else if (!strcmp(s, "--mbarrier")) a->opts.mbarrier = 1;
+        else if (!strcmp(s, "--tma")) a->opts.tma = 1;
         else if (!strcmp(s, "--overlap")) a->opts.overlap = 1;
         else if (!strcmp(s, "--cpu")) a->cpu = true;
         else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }

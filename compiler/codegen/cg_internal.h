@@ -212,6 +212,16 @@ void cg_mbar_arrive_copies(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot);
 void cg_mbar_wait_full(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
 void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl);
 void cg_mbar_drain(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef trips);
+LLVMValueRef cg_mbar_full_addr(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot);   /* i32 shared */
+
+/* ---- cg_tma.c: tensor-map parameters and TMA copies (pl->tma loops) ---- */
+void cg_tma_params(CgCtx *c, LLVMTypeRef *pt, int first);   /* the map params' types, after the program's */
+void cg_tma_annotate(CgCtx *c, int first);                  /* byval [128 x i8] align 64, grid_constant */
+void cg_tma_prefetch(CgCtx *c);                             /* prefetch.tensormap, thread 0 */
+/* Iteration's copies into `slot` (valid: it exists): thread 0 arrives on
+ * `full` with expect_tx and issues one cp.async.bulk.tensor per box. */
+void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full);
+void cg_tma_recipes(const CgTcState *tc, CgResult *res);     /* res->tmaps from the loops' plans */
 
 /* ---- cg_affine.c ---- */
 /* When the pointer tile `ptrs` is affine in its indices, set coef[d] (i64

@@ -88,7 +88,9 @@ void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl)
     sb_init(&t);
     sb_puts(&t, "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $1, 0;\n\t");
     for (int s = 0; s < 2 * pl->stages; s++)
-        sb_printf(&t, "@p mbarrier.init.shared::cta.b64 [$0+%d], %d;\n\t", 8 * s, threads(c));
+        /* full[s] of a TMA loop: one arrival, the elected thread's expect_tx (cg_tma.c) */
+        sb_printf(&t, "@p mbarrier.init.shared::cta.b64 [$0+%d], %d;\n\t", 8 * s,
+                  pl->tma && s < pl->stages ? 1 : threads(c));
     if (c->sm >= 90) sb_puts(&t, "fence.mbarrier_init.release.cluster;\n\t");
     sb_puts(&t, "}");
     LLVMValueRef args[2] = {mbar_addr(c, pl, false, cg_i32(c, 0)), c->tid};
@@ -100,7 +102,18 @@ void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl)
 
 void cg_mbar_wait_empty(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
 {
-    wait_parity(c, mbar_addr(c, pl, true, slot), phase_parity(c, pl, iter, 1));
+    LLVMValueRef addr = mbar_addr(c, pl, true, slot), parity = phase_parity(c, pl, iter, 1);
+    if (!pl->tma) {
+        wait_parity(c, addr, parity);
+        return;
+    }
+    /* TMA (cg_tma.c): thread 0 alone refills the slot, so it alone waits for it */
+    LLVMBasicBlockRef w = cg_block(c, "tma_empty_wait"), done = cg_block(c, "tma_empty_done");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32(c, 0), ""), w, done);
+    LLVMPositionBuilderAtEnd(c->b, w);
+    wait_parity(c, addr, parity);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 void cg_mbar_wait_full(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
@@ -113,6 +126,11 @@ void cg_mbar_arrive_copies(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot)
 {
     LLVMValueRef a = mbar_addr(c, pl, false, slot);
     cg_asm(c, c->t_void, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}", 1, &a, true);
+}
+
+LLVMValueRef cg_mbar_full_addr(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot)
+{
+    return mbar_addr(c, pl, false, slot);
 }
 
 void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl)

@@ -203,6 +203,26 @@ static void plan_mbarrier(CgPipeLoop *pl)
     if (!pl->pending_dot && pl->stages >= 3) pl->ahead = pl->stages - 2;
 }
 
+/* tma.map on the loads (pass_tma.c): all of them or none, each one's recipe
+ * re-derived by the function the pass asked (cg_tma_plan). */
+static bool plan_tma(IrFunc *f, CgPipeLoop *pl)
+{
+    int n = 0;
+    for (int j = 0; j < pl->nloads; j++) {
+        CgPipeLoad *l = &pl->loads[j];
+        l->tma_map = (int)ir_attr_int(&l->load->attrs, IR_ATTR_TMA_MAP, -1);
+        if (l->tma_map < 0) continue;
+        n++;
+        if (!pl->mbarrier || !cg_tma_plan(f, l->load, l->fast_dim, &l->tma)) {
+            INTERNAL_ERROR("codegen: %s:%d: tma.map on a load no tensor map serves", f->name, l->load->loc.line);
+            return false;
+        }
+    }
+    pl->tma = n > 0 && n == pl->nloads;
+    if (n && !pl->tma) INTERNAL_ERROR("codegen: %s: a loop mixes TMA and cp.async loads", f->name);
+    return n == 0 || pl->tma;
+}
+
 /* The loop's plan from its attributes; NULL (with an internal error) when
  * the IR does not hold a consistent plan. */
 static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
@@ -232,6 +252,7 @@ static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
         if (ir_attr_get(&x->attrs, IR_ATTR_MMA_PENDING)) pl->pending_dot = x;
     pl->ahead = pl->pending_dot ? pl->stages - 2 : pl->stages - 1;
     plan_mbarrier(pl);
+    if (!plan_tma(f, pl)) return NULL;
     int back = (int)ir_attr_int(&op->attrs, IR_ATTR_ISSUE, 0);
     pl->issue_at = op;
     for (int i = 0; i < back && pl->issue_at->prev; i++) pl->issue_at = pl->issue_at->prev;
@@ -408,12 +429,13 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     c->load_guard = NULL;
     if (sync_ahead) sync_slots(c, sync_ahead);
     if (pl->mbarrier && iter) cg_mbar_wait_empty(c, pl, slot, iter);   /* (the prologue's slots are fresh) */
-    for (int j = 0; j < pl->nloads; j++) {
+    for (int j = 0; j < pl->nloads && !pl->tma; j++) {
         const CgPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         issue_load(c, l, base, valid);
     }
-    if (pl->mbarrier) cg_mbar_arrive_copies(c, pl, slot);
+    if (pl->tma) cg_tma_issue(c, pl, slot, valid, cg_mbar_full_addr(c, pl, slot));   /* TMA: one thread, all loads */
+    else if (pl->mbarrier) cg_mbar_arrive_copies(c, pl, slot);
     else commit(c);
     c->vals[iv->id] = saved_iv;
     for (int i = 0; i < pl->nslice; i++) c->vals[pl->slice[i]->res[0]->id] = saved[i];

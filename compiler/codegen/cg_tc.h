@@ -37,6 +37,45 @@ bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
 
 /* ---- the pipeline plan (pass_pipeline.c decides, cg_pipeline.c reads and lowers) ---- */
 #define CG_PIPE_MAX_CONVERTS 4
+/* ---- cg_tma.c: which pipelined loads a 2-D tiled tensor map serves exactly ---- */
+#define CG_TMA_TERMS 24
+#define CG_TMA_ATOMS 4
+#define CG_TMA_MAX_MAPS 8
+/* k * at[0] * ... * at[nat-1] * (index along tile dim `dim`, or 1 when dim < 0) */
+typedef struct CgTmaTerm {
+    int64_t k;
+    int nat;
+    const IrValue *at[CG_TMA_ATOMS];   /* uniform scalars, sorted by id */
+    int dim;
+} CgTmaTerm;
+typedef struct CgTmaPoly {
+    int n;
+    CgTmaTerm t[CG_TMA_TERMS];
+} CgTmaPoly;
+/* A launch-time value: (param >= 0 ? the kernel's runtime parameter `param` : 1) * k. */
+typedef struct CgTmaVal {
+    int param;
+    int64_t k;
+} CgTmaVal;
+#define CG_TMA_MAX_RANK 5
+typedef struct CgTmaPlan {
+    int base_param;        /* the pointer parameter the map's global address is */
+    IrElem elem;
+    int elem_bytes;
+    int rank;              /* 2, plus one per uniform offset (batch, head: box 1) */
+    CgTmaVal dims[CG_TMA_MAX_RANK];         /* elements; [0] the contiguous dim, [1] the tile's rows */
+    CgTmaVal strides[CG_TMA_MAX_RANK - 1];  /* bytes, of dims 1 .. rank-1 */
+    int box[CG_TMA_MAX_RANK];               /* {64, rows, 1, ...}: 128 bytes x rows, SWIZZLE_128B */
+    int nboxes;            /* contiguous extent / 64: the slot's column blocks */
+    int box_bytes;
+    CgTmaPoly coord[CG_TMA_MAX_RANK];       /* the tile's origin in the map, uniform (i32) */
+    uint64_t nonneg_params;   /* parameters (bit i: param i) the coordinates are >= 0 only if they are */
+} CgTmaPlan;
+/* Whether a 2-D tiled tensor map reads exactly what load `ld` does into its
+ * pipelined slot (fast_dim: the slot's contiguous dim); the recipe in *out. */
+bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out);
+int  cg_tma_nmaps(const IrFunc *f);   /* kernel attribute tma.maps (0: none) */
+
 typedef struct CgPipeLoad {
     IrOp *load;
     /* Its convert_layouts to A/B-operand layouts: one (possibly through the
@@ -55,6 +94,8 @@ typedef struct CgPipeLoad {
     int fast_dim;          /* value dim contiguous in SRAM (the load layout's fastest) */
     int slot_bytes;        /* one stage */
     CgSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */
+    int tma_map;           /* tma.map: the kernel's tensor map that copies it (cg_tma.c), -1 none */
+    CgTmaPlan tma;
 } CgPipeLoad;
 
 typedef struct CgPipeLoop {
@@ -92,6 +133,8 @@ typedef struct CgPipeLoop {
     bool mbarrier;
     CgSmemBuf *mbar;
     IrOp *release_after;
+    bool tma;              /* every load has tma.map: one elected thread issues TMA copies and
+                              arrives on full with expect_tx (full counts 1 arrival) */
 } CgPipeLoop;
 
 /* Op positions of a region op (for, if): [start, end]. */
@@ -171,6 +214,7 @@ typedef struct CgPassCtx {
     bool pingpong;         /* schedule option: warpgroups take turns on the tensor cores (pass_pingpong.c) */
     bool mbarrier;         /* schedule option: mbarrier stage hand-off in pipelined loops (pass_pipeline.c) */
     bool overlap;          /* schedule option: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
+    bool tma;              /* schedule option: pipelined loads through TMA tensor maps (pass_tma.c) */
 } CgPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);
@@ -195,6 +239,7 @@ bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 
 /* ---- layout_mma.c: mma.sync m16n8k16 fragments, swizzled SRAM, ldmatrix ---- */
 typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;

@@ -1,7 +1,7 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
  * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
- * remove-convert, pipeline, dot-overlap, sram-alloc, pingpong: docs/tensor_cores.md; their result is the GPU IR, layouts
+ * remove-convert, pipeline, dot-overlap, sram-alloc, tma, pingpong: docs/tensor_cores.md; their result is the GPU IR, layouts
  * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
  * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
@@ -47,9 +47,11 @@ static void annotate_kernel(CgCtx *c)
 static void build_kernel(CgCtx *c)
 {
     IrFunc *f = c->f;
-    LLVMTypeRef *pt = ARENA_ARRAY(c->arena, LLVMTypeRef, f->nparams + 1);
+    int nmaps = cg_tma_nmaps(f);   /* TMA tensor maps: parameters after the program's (cg_tma.c) */
+    LLVMTypeRef *pt = ARENA_ARRAY(c->arena, LLVMTypeRef, f->nparams + nmaps + 1);
     for (int i = 0; i < f->nparams; i++) pt[i] = cg_type(c, (IrElem)f->params[i]->type.elem);
-    LLVMTypeRef ft = LLVMFunctionType(c->t_void, pt, (unsigned)f->nparams, 0);
+    cg_tma_params(c, pt, f->nparams);
+    LLVMTypeRef ft = LLVMFunctionType(c->t_void, pt, (unsigned)(f->nparams + nmaps), 0);
     c->fn = LLVMAddFunction(c->mod, f->name, ft);
     for (int i = 0; i < f->nparams; i++) {
         LLVMValueRef p = LLVMGetParam(c->fn, (unsigned)i);
@@ -57,6 +59,7 @@ static void build_kernel(CgCtx *c)
         cg_set(c, f->params[i], 1)->r[0] = p;
     }
     annotate_kernel(c);
+    cg_tma_annotate(c, f->nparams);
     c->smem = LLVMAddGlobalInAddressSpace(c->mod, LLVMArrayType2(c->t_i8, 0), "smem", 3);
     LLVMSetLinkage(c->smem, LLVMExternalLinkage);
     LLVMSetAlignment(c->smem, c->tc && c->tc->wgmma ? 1024 : 16); /* wgmma: swizzle atoms at 1024 */
@@ -66,6 +69,7 @@ static void build_kernel(CgCtx *c)
     c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32(c, 31), "lane");
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32(c, 5), "warp");
     cg_pingpong_entry(c);
+    cg_tma_prefetch(c);
 }
 
 static void write_stats(CgCtx *c, CgResult *res)
@@ -141,13 +145,15 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
     CgPassCtx pc = {.target = opts->target, .wgmma = opts->target->wgmma && !opts->no_wgmma, .axis = axis,
-                    .pingpong = opts->pingpong, .mbarrier = opts->mbarrier, .overlap = opts->overlap};
+                    .pingpong = opts->pingpong, .mbarrier = opts->mbarrier || opts->tma, .overlap = opts->overlap,
+                    .tma = opts->tma};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
     if (diag_flush_ice(d)) return false;
     double t_gpu = sup_now_ms() - t0;
     res->smem_bytes = tc->total;
+    cg_tma_recipes(tc, res);
     if (opts->stage == CG_STAGE_GPU_IR) {
         ir_print_func(&res->out, f);
         return true;

@@ -18,6 +18,7 @@ typedef struct CgOptions {
     bool pingpong;             /* sm_90a: warpgroups take turns on the tensor cores (pass_pingpong.c) */
     bool mbarrier;             /* pipelined loops hand stages over through mbarriers (pass_pipeline.c) */
     bool overlap;              /* sm_90a: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
+    bool tma;                  /* sm_90a: pipelined loads through TMA tensor maps (pass_tma.c; implies mbarrier) */
 } CgOptions;
 
 typedef struct CgResult {
@@ -26,6 +27,19 @@ typedef struct CgResult {
     StrBuf stats;              /* also "time <phase>: N ms" lines, one per backend phase */
     int smem_bytes;            /* dynamic shared memory needed at launch */
     int num_warps;
+    /* The kernel's TMA tensor maps (tma.maps), in parameter order after the
+     * program's: how the runtime encodes each at launch (cg_tma.c). */
+    int ntmaps;
+    struct CgTmaRecipe {
+        int base_param;        /* runtime parameter holding the global address */
+        int elem_bytes, is_bf16, rank;
+        int dim_param[5];      /* elements: (param >= 0 ? its value : 1) * dim_k */
+        long long dim_k[5];
+        int stride_param[4];   /* bytes of dims 1..: (param >= 0 ? its value : 1) * stride_k */
+        long long stride_k[4];
+        int box[5];
+        unsigned long long nonneg_params;   /* bit i: parameter i must be >= 0 at launch */
+    } tmaps[8];
 } CgResult;
 
 /* Lower one kernel (already through the target-independent passes). Returns

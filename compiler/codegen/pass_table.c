@@ -26,6 +26,7 @@ const CgPass cg_gpu_passes[] = {
     {"pipeline", cg_pass_pipeline},             /* cp.async plan: pipeline.* attributes */
     {"dot-overlap", cg_pass_dot_overlap},       /* sm_90a dot in flight across ops (schedule option): wgmma.overlap */
     {"sram-alloc", cg_pass_sram_alloc},         /* shared memory: smem.* attributes */
+    {"tma", cg_pass_tma},                       /* sm_90a TMA copies (schedule option): tma.map, tma.maps */
     {"pingpong", cg_pass_pingpong},             /* sm_90a warpgroup turns (schedule option): pingpong */
 };
 const int cg_ngpu_passes = (int)(sizeof cg_gpu_passes / sizeof cg_gpu_passes[0]);

@@ -49,6 +49,28 @@ static KilnParamKind param_kind(IrType t)
     }
 }
 
+/* The kernel's TMA tensor maps: the recipes the runtime encodes them from at
+ * launch (plain data in KilnKernelInfo: the runtime includes no compiler header). */
+static void describe_tmaps(const CgResult *cr, KilnKernelInfo *k)
+{
+    k->ntmaps = cr->ntmaps < KILN_MAX_TMAPS ? cr->ntmaps : KILN_MAX_TMAPS;
+    for (int i = 0; i < k->ntmaps; i++) {
+        const struct CgTmaRecipe *c = &cr->tmaps[i];
+        KilnTensorMapInfo *m = &k->tmaps[i];
+        m->rank = c->rank;
+        m->base_param = c->base_param;
+        m->elem_bytes = c->elem_bytes;
+        m->is_bf16 = c->is_bf16;
+        m->swizzle_bytes = 128;
+        for (int d = 0; d < c->rank && d < 5; d++) {
+            m->dims[d] = (KilnTmapValue){c->dim_param[d], c->dim_k[d]};
+            m->box[d] = c->box[d];
+            if (d) m->strides[d - 1] = (KilnTmapValue){c->stride_param[d - 1], c->stride_k[d - 1]};
+        }
+        m->nonneg_params = c->nonneg_params;
+    }
+}
+
 /* The signature the runtime checks launch arguments against (params malloc'd). */
 void kiln_describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
 {
@@ -102,7 +124,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
     };
     CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
                     .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0,
-                    .mbarrier = o->mbarrier != 0, .overlap = o->overlap != 0};
+                    .mbarrier = o->mbarrier != 0, .overlap = o->overlap != 0, .tma = o->tma != 0};
     sb_printf(&cr->stats, "time front-end: %.3f ms\n", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */
@@ -132,6 +154,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
             r->dumps = sb_steal(&all);
         }
         kiln_describe_kernel(f, cr->smem_bytes, &r->kernels[0]);
+        describe_tmaps(cr, &r->kernels[0]);
     }
     return st;
 }

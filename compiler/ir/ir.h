@@ -311,7 +311,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *           the loop),
  *           wgmma.overlap = 1 (its wgmma group stays in flight until the next
  *           dot of its loop body, whose wait retires it: the ops between them
- *           overlap it; pass_dot_overlap.c) */
+ *           overlap it; pass_dot_overlap.c)
+ *   kernel: tma.maps = N (N tensor-map parameters after the program's own);
+ *   load:   tma.map = k (a pipelined load of an mbarrier loop copied by TMA
+ *           through tensor map k; pass_tma.c) */
 #define IR_ATTR_SMEM          "smem"
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
@@ -326,6 +329,8 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_MMA_PENDING   "wgmma.pending"
 #define IR_ATTR_MMA_OVERLAP   "wgmma.overlap"
 #define IR_ATTR_SMEM_VIEW     "smem.view"
+#define IR_ATTR_TMA_MAP       "tma.map"
+#define IR_ATTR_TMA_MAPS      "tma.maps"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

@@ -562,6 +562,33 @@ static void check_mbarrier(Verifier *V, const IrOp *op)
             (long long)(16 * ir_attr_int(at, IR_ATTR_STAGES, 0)));
 }
 
+/* tma.map = k (pass_tma.c): a pipelined load of an mbarrier loop in a wgmma
+ * kernel with tma.maps > k; the loop's pipelined loads all have one (a full
+ * barrier counts one kind of arrival), each k once. */
+static void check_tma(Verifier *V, const IrOp *op, const IrBlock *b)
+{
+    if (!ir_attr_get(&op->attrs, IR_ATTR_TMA_MAP)) return;
+    int64_t maps = ir_attr_int(&V->f->attrs, IR_ATTR_TMA_MAPS, 0);
+    if (maps < 1) {
+        bad(V, op, "tma.map in a kernel without tma.maps");
+        return;
+    }
+    if (!attr_int_in(V, op, IR_ATTR_TMA_MAP, 0, maps - 1)) return;
+    const IrOp *loop = b->parent_op;
+    if (op->op != IR_LOAD || !ir_attr_get(&op->attrs, IR_ATTR_SLOT_BYTES) || !loop ||
+        ir_attr_int(&loop->attrs, IR_ATTR_MBARRIER, 0) != 1) {
+        bad(V, op, "tma.map on an op that is not a pipelined load of a pipeline.mbarrier loop");
+        return;
+    }
+    if (ir_attr_int(&V->f->attrs, IR_ATTR_WGMMA, 0) != 1) bad(V, op, "tma.map in a kernel without wgmma = 1");
+    int64_t k = ir_attr_int(&op->attrs, IR_ATTR_TMA_MAP, -1);
+    for (const IrOp *x = b->first; x; x = x->next) {
+        if (!ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES)) continue;
+        if (!ir_attr_get(&x->attrs, IR_ATTR_TMA_MAP)) bad(V, x, "a pipelined load without tma.map in a loop with TMA loads");
+        else if (x != op && ir_attr_int(&x->attrs, IR_ATTR_TMA_MAP, -1) == k) bad(V, x, "tma.map = %lld twice", (long long)k);
+    }
+}
+
 /* Whether `v` is defined outside loop body `b` (not one of its arguments, not
  * by one of its ops: SSA scoping leaves only values from enclosing blocks). */
 static bool outside_body(const IrValue *v, const IrBlock *b)
@@ -621,6 +648,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
         attr_int_in(V, op, IR_ATTR_ISSUE, 0, before);
     }
     check_mbarrier(V, op);
+    check_tma(V, op, b);
     if (ir_attr_get(at, IR_ATTR_SLOT_BYTES)) {
         const IrOp *loop = b->parent_op;
         if (op->op != IR_LOAD || !loop || loop->op != IR_FOR || !ir_attr_get(&loop->attrs, IR_ATTR_STAGES))

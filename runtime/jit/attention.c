@@ -282,6 +282,7 @@ typedef struct AttnKey {
     int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
     int mbarrier;                                  /* 1: mbarrier stage hand-off (KilnAttentionParams.mbarrier) */
     int overlap;                                   /* 1: Q K^T in flight during the softmax (KilnAttentionParams.overlap) */
+    int tma;                                       /* 1: TMA copies of K/V (KilnAttentionParams.tma) */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
@@ -341,6 +342,7 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     k.pingpong = p->pingpong > 0 || (!p->pingpong && !own_tiles && t->pingpong);
     k.mbarrier = p->mbarrier > 0 || (!p->mbarrier && !own_tiles && t->mbarrier);
     k.overlap = p->overlap > 0 || (!p->overlap && !own_tiles && t->overlap);
+    k.tma = p->tma > 0;   /* no table column until measured */
     return with_block_mask(p, k);
 }
 
@@ -351,9 +353,9 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
     for (int i = 0; i < v->ndefines && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
     if (used < n)
-        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s%s", v->num_warps, v->num_stages,
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s%s%s", v->num_warps, v->num_stages,
                  v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->mbarrier ? " mbarrier" : "",
-                 v->overlap ? " overlap" : "");
+                 v->overlap ? " overlap" : "", v->tma ? " tma" : "");
 }
 
 /* The cache key's text (malloc'd; NULL when out of memory). */
@@ -418,6 +420,7 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
     r->opts = (KilnCompileOptions){.kernel = v->kernel, .defines = r->defines, .ndefines = r->ndefines,
                                    .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
                                    .pingpong = v->pingpong, .mbarrier = v->mbarrier, .overlap = v->overlap,
+                                   .tma = v->tma,
                                    .include_dirs = vs ? vs->var->include_dirs : NULL,
                                    .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
     return KILN_OK;
@@ -534,6 +537,7 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
     v->pingpong = k->pingpong;
     v->mbarrier = k->mbarrier;
     v->overlap = k->overlap;
+    v->tma = k->tma;
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);

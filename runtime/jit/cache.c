@@ -1,9 +1,11 @@
 /* cache.c — the on-disk cache of compiled kernels.
  *
  * An entry is one file, <dir>/<sha256 key>.kc:
- *   "KILNCE01" | key (64 hex) | u32 emit | u32 num_warps | u32 num_stages |
+ *   "KILNCE02" | key (64 hex) | u32 emit | u32 num_warps | u32 num_stages |
  *   u32 smem_bytes | u32 nparams | name[128] | nparams x (name[64], u32 kind,
- *   u32 pointee_bits) | u64 payload_size | payload | u64 FNV-1a of all before
+ *   u32 pointee_bits) | u32 ntmaps | ntmaps x (5 u32: rank, base_param,
+ *   elem_bytes, is_bf16, swizzle_bytes; 5 dims and 4 strides as (i32 param,
+ *   i64 k); 5 u32 box; u64 nonneg_params) | u64 payload_size | payload | u64 FNV-1a of all before
  * (integers little-endian); emit KILN_EMIT_IR: a kernel's signature alone, no
  * payload (rt_module_compile_deferred). Writers fill a uniquely named temporary file in
  * the same directory and rename() it over the entry, which is atomic on POSIX
@@ -36,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC "KILNCE01"
+#define MAGIC "KILNCE02"
 #define MAX_PARAMS 4096
 
 /* ---------------- keys ---------------- */
@@ -128,6 +130,7 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     /* only when on: the keys of every other compile stay what they were */
     if (o->pingpong) put_field(&s, "pingpong", "1");
     if (o->mbarrier) put_field(&s, "mbarrier", "1");
+    if (o->tma) put_field(&s, "tma", "1");
     if (o->overlap) put_field(&s, "overlap", "1");
     KilnStatus st = put_hints(&s, o);
     if (st != KILN_OK) {
@@ -208,6 +211,34 @@ static uint64_t get_u64(const uint8_t *p)
 
 #define HEAD_BYTES (8 + 64 + 5 * 4 + 128)
 #define PARAM_BYTES (64 + 4 + 4)
+#define TMAP_BYTES (5 * 4 + 9 * 12 + 5 * 4 + 8)
+
+static uint8_t *put_tmap(uint8_t *p, const KilnTensorMapInfo *t)
+{
+    p = put_u32(p, (uint32_t)t->rank), p = put_u32(p, (uint32_t)t->base_param);
+    p = put_u32(p, (uint32_t)t->elem_bytes), p = put_u32(p, (uint32_t)t->is_bf16);
+    p = put_u32(p, (uint32_t)t->swizzle_bytes);
+    for (int i = 0; i < 9; i++) {
+        const KilnTmapValue *v = i < 5 ? &t->dims[i] : &t->strides[i - 5];
+        p = put_u32(p, (uint32_t)v->param), p = put_u64(p, (uint64_t)v->k);
+    }
+    for (int i = 0; i < 5; i++) p = put_u32(p, (uint32_t)t->box[i]);
+    return put_u64(p, (uint64_t)t->nonneg_params);
+}
+
+static const uint8_t *get_tmap(const uint8_t *p, KilnTensorMapInfo *t)
+{
+    t->rank = (int)get_u32(p), t->base_param = (int)get_u32(p + 4), t->elem_bytes = (int)get_u32(p + 8);
+    t->is_bf16 = (int)get_u32(p + 12), t->swizzle_bytes = (int)get_u32(p + 16);
+    p += 20;
+    for (int i = 0; i < 9; i++, p += 12) {
+        KilnTmapValue *v = i < 5 ? &t->dims[i] : &t->strides[i - 5];
+        v->param = (int)get_u32(p), v->k = (long long)get_u64(p + 4);
+    }
+    for (int i = 0; i < 5; i++, p += 4) t->box[i] = (int)get_u32(p);
+    t->nonneg_params = get_u64(p);
+    return p + 8;
+}
 
 KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t **out, size_t *size)
 {
@@ -217,7 +248,9 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
     if (!valid_key(key_hex) || ki->nparams < 0 || ki->nparams > MAX_PARAMS || (ki->nparams && !ki->params) ||
         (!e->payload && e->payload_size))
         return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_store: bad key or entry");
-    size_t n = HEAD_BYTES + (size_t)ki->nparams * PARAM_BYTES + 8 + e->payload_size + 8;
+    if (ki->ntmaps < 0 || ki->ntmaps > KILN_MAX_TMAPS) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_store: bad entry");
+    size_t n = HEAD_BYTES + (size_t)ki->nparams * PARAM_BYTES + 4 + (size_t)ki->ntmaps * TMAP_BYTES + 8 +
+               e->payload_size + 8;
     uint8_t *buf = calloc(1, n), *p = buf;
     if (!buf) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
     memcpy(p, MAGIC, 8), p += 8;
@@ -233,6 +266,8 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
         p = put_u32(p, (uint32_t)ki->params[i].kind);
         p = put_u32(p, (uint32_t)ki->params[i].pointee_bits);
     }
+    p = put_u32(p, (uint32_t)ki->ntmaps);
+    for (int i = 0; i < ki->ntmaps; i++) p = put_tmap(p, &ki->tmaps[i]);
     p = put_u64(p, e->payload_size);
     if (e->payload_size) memcpy(p, e->payload, e->payload_size), p += e->payload_size;
     p = put_u64(p, fnv1a(buf, (size_t)(p - buf)));
@@ -257,7 +292,11 @@ KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *d, size_t size, K
     bool emit_ok = emit == KILN_EMIT_PTX || emit == KILN_EMIT_CUBIN || emit == KILN_EMIT_IR;
     if (!emit_ok || np > MAX_PARAMS || warps > 64 || smem > (1u << 30))
         return corrupt("bad header fields");
-    size_t need = HEAD_BYTES + (size_t)np * PARAM_BYTES + 8;
+    size_t at_maps = HEAD_BYTES + (size_t)np * PARAM_BYTES;
+    if (at_maps + 4 + 16 > size) return corrupt("truncated");
+    uint32_t nmaps = get_u32(d + at_maps);
+    if (nmaps > KILN_MAX_TMAPS) return corrupt("bad tensor-map count");
+    size_t need = at_maps + 4 + (size_t)nmaps * TMAP_BYTES + 8;
     if (need + 8 > size) return corrupt("truncated");
     uint64_t psize = get_u64(d + need - 8);
     if (psize != size - need - 8) return corrupt("payload size mismatch");
@@ -281,6 +320,8 @@ KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *d, size_t size, K
             return corrupt("bad parameter kind");
         }
     }
+    ki->ntmaps = (int)nmaps;
+    for (uint32_t i = 0; i < nmaps; i++) get_tmap(d + at_maps + 4 + i * TMAP_BYTES, &ki->tmaps[i]);
     memcpy(out->payload, d + need, psize);
     out->payload[psize] = 0; /* PTX is used as a C string */
     out->payload_size = psize;

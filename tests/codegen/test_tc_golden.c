@@ -54,10 +54,10 @@ static bool run_pass(const char *path, const char *src, const char *pass, bool s
     IrFunc *f = parse_one(&a, path, src, err);
     bool ok = f != NULL;
     if (ok) {
-        /* the ping-pong / mbarrier / overlap schedule options are on for the cases named *pingpong* / *mbarrier* / *overlap* */
+        /* the ping-pong / mbarrier / overlap / tma schedule options are on for the cases named *pingpong* / *mbarrier* / *overlap* / *tma* */
         const char *name = strrchr(path, '/') ? strrchr(path, '/') : path;
         CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL,
-                         strstr(name, "mbarrier") != NULL, strstr(name, "overlap") != NULL};
+                         strstr(name, "mbarrier") != NULL, strstr(name, "overlap") != NULL, strstr(name, "tma") != NULL};
         Diag d;
         diag_init(&d, path, src);
         ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);

@@ -32,6 +32,9 @@
  * stage hand-off (KilnAttentionParams.mbarrier, docs/tensor_cores.md 0b); S >= 2 also
  * sets num_stages = S where the head dim is 128 or less (d 256 keeps its stages: SRAM).
  * Combines with KILN_TEST_PINGPONG.
+ * KILN_TEST_TMA=1: every case with TMA copies of K and V (KilnAttentionParams.tma,
+ * docs/tensor_cores.md 5c; implies the mbarrier hand-off): 4-D tensor maps encoded at
+ * each launch. Combines with the others.
  * KILN_TEST_OVERLAP=1 or BMxBN/WARPS (e.g. 128x64/8): every case with rotated key loops,
  * the next key block's Q K^T in flight during the softmax (KilnAttentionParams.overlap;
  * sm_90a, docs/tensor_cores.md 4c); with tiles, the cases without tiles of their own at
@@ -64,6 +67,7 @@ typedef struct Case {
     int pingpong;                       /* KilnAttentionParams.pingpong (KILN_TEST_PINGPONG) */
     int mbarrier, num_stages;           /* KilnAttentionParams.mbarrier, num_stages (KILN_TEST_MBARRIER) */
     int overlap;                        /* KilnAttentionParams.overlap (KILN_TEST_OVERLAP) */
+    int tma;                            /* KilnAttentionParams.tma (KILN_TEST_TMA) */
     int on_stream;
     /* host data (inputs, then the GPU's outputs) */
     AttnProblem p;
@@ -151,6 +155,15 @@ static void force_pingpong(void)
     }
     printf("KILN_TEST_PINGPONG: warpgroup ping-pong on; cases without tiles of their own at %dx%d, 8 warps\n", bm,
            bn);
+}
+
+/* KILN_TEST_TMA: TMA copies of K and V for every case. */
+static void force_tma(void)
+{
+    const char *e = getenv("KILN_TEST_TMA");
+    if (!e || !*e || !strcmp(e, "0")) return;
+    for (int i = 0; i < g_ncases; i++) g_cases[i].tma = 1;
+    printf("KILN_TEST_TMA: TMA copies of K and V on\n");
 }
 
 /* KILN_TEST_MBARRIER: the mbarrier hand-off on for every case, at S stages where d <= 128. */
@@ -245,7 +258,7 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
                              .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
                              .pingpong = c->pingpong, .mbarrier = c->mbarrier, .num_stages = c->num_stages,
-                             .overlap = c->overlap};
+                             .overlap = c->overlap, .tma = c->tma};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
@@ -512,6 +525,7 @@ int main(void)
     keep_head_dims();
     force_pingpong();
     force_mbarrier();
+    force_tma();
     force_overlap();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;

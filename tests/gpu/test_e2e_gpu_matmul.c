@@ -24,6 +24,9 @@
  * KILN_TEST_MBARRIER=1: every case compiles with the mbarrier stage hand-off
  * (KilnCompileOptions.mbarrier, docs/tensor_cores.md 0b); the pipelined ones then
  * wait on mbarriers instead of cp.async.wait_group + bar.sync.
+ * KILN_TEST_TMA=1: every case compiles with the tma schedule option
+ * (KilnCompileOptions.tma, docs/tensor_cores.md 5c): the pipelined loads a tensor
+ * map reads exactly become TMA copies (a line per case says how many).
  *
  * Without a GPU: "SKIP: no GPU (...)" and exit 77 (ctest: skipped).
  */
@@ -162,6 +165,9 @@ static void ptx_counts(const Prog *g, const char *src, const KilnCompileOptions 
     row->wgmma = pu_count(r.output, "wgmma.mma_async");
     row->ldm = pu_count(r.output, "ldmatrix");
     row->cpa = pu_count(r.output, "cp.async.cg");
+    if (o->tma)
+        printf("KILN_TEST_TMA: %s %s: %d TMA copies, %d tensor maps, %d cp.async\n", row->what, row->sched,
+               pu_count(r.output, "cp.async.bulk.tensor"), r.kernels[0].ntmaps, row->cpa);
     kiln_compile_result_free(&r);
 }
 
@@ -238,6 +244,8 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
                             .num_warps = s->warps, .num_stages = s->stages};
     const char *mb = getenv("KILN_TEST_MBARRIER");
     o.mbarrier = mb && *mb && strcmp(mb, "0");
+    const char *tma = getenv("KILN_TEST_TMA");
+    o.tma = tma && *tma && strcmp(tma, "0");
     ptx_counts(g, src, &o, row);
     KilnModule *m = NULL;
     KilnStatus st = kiln_module_compile(g_dev, g->file, src, &o, &m);

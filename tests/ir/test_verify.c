@@ -184,6 +184,26 @@ static const Case gpu_cases[] = {
      "  for %i = %0 to %n step %1 {pipeline.stages = 3, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
      "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
      "for at 5:3: its mbarriers (smem.bytes) need 16 x pipeline.stages = 48 bytes"},
+    /* TMA copies (pass_tma.c) */
+    {L0 GHEAD " attributes {wgmma = 1} {\n  %0 = const 0 {tma.map = 0} : i32\n  return\n}\n",
+     "const at 3:3: tma.map in a kernel without tma.maps"},
+    {L0 GHEAD " attributes {wgmma = 1, tma.maps = 1} {\n  %0 = const 0 {tma.map = 0} : i32\n  return\n}\n",
+     "const at 3:3: tma.map on an op that is not a pipelined load of a pipeline.mbarrier loop"},
+    {L0 GHEAD " attributes {wgmma = 1, tma.maps = 1} {\n  %0 = const 0 {tma.map = 1} : i32\n  return\n}\n",
+     "const at 3:3: attribute tma.map must be one integer in [0, 0]"},
+    {L0 GHEAD " attributes {wgmma = 1, tma.maps = 2} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  %2 = splat %p : tensor<64xptr<f16>, #L0>\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1} {\n"
+     "    %3 = load %2 {pipeline.slot_bytes = 128, tma.map = 0} : tensor<64xf16, #L0>\n"
+     "    %4 = load %2 {pipeline.slot_bytes = 128} : tensor<64xf16, #L0>\n"
+     "    yield\n  }\n  return\n}\n",
+     "load at 8:5: a pipelined load without tma.map in a loop with TMA loads"},
+    {L0 GHEAD " attributes {tma.maps = 1} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  %2 = splat %p : tensor<64xptr<f16>, #L0>\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1} {\n"
+     "    %3 = load %2 {pipeline.slot_bytes = 128, tma.map = 0} : tensor<64xf16, #L0>\n"
+     "    yield\n  }\n  return\n}\n",
+     "load at 7:5: tma.map in a kernel without wgmma = 1"},
     /* warpgroup ping-pong (pass_pingpong.c) */
     {GHEAD8 " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("{pingpong = 1}") "  %3 = const 0 {pingpong = 1} : i32\n  return\n}\n",
      "const at 6:3: pingpong on a non-dot"},

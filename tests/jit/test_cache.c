@@ -278,6 +278,42 @@ START_TEST(signature_only_entry)
 }
 END_TEST
 
+/* A kernel compiled with tma carries its tensor-map recipes: they round-trip. */
+START_TEST(tensor_map_recipes_round_trip)
+{
+    const char *key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    KilnCacheEntry e = fake_entry(2, 64), got;
+    e.info.ntmaps = 2;
+    e.info.tmaps[0] = (KilnTensorMapInfo){.rank = 2, .base_param = 0, .elem_bytes = 2, .swizzle_bytes = 128,
+                                          .dims = {{-1, 1024}, {1, 1}}, .strides = {{-1, 2048}}, .box = {64, 128}};
+    e.info.tmaps[1] = (KilnTensorMapInfo){.rank = 4, .base_param = 1, .elem_bytes = 2, .is_bf16 = 1, .swizzle_bytes = 128,
+                                          .dims = {{-1, 128}, {1, 1}, {-1, 1ll << 32}, {-1, 1ll << 32}},
+                                          .strides = {{1, 2}, {0, 2}, {1, 4}}, .box = {64, 64, 1, 1},
+                                          .nonneg_params = 3};
+    ck_assert_int_eq(kiln_cache_store(key, &e), KILN_OK);
+    ck_assert_int_eq(kiln_cache_lookup(key, &got), KILN_OK);
+    ck_assert_int_eq(got.info.ntmaps, 2);
+    for (int m = 0; m < 2; m++) {   /* field by field: the structs have padding */
+        const KilnTensorMapInfo *a = &e.info.tmaps[m], *b = &got.info.tmaps[m];
+        ck_assert_int_eq(a->rank, b->rank);
+        ck_assert_int_eq(a->base_param, b->base_param);
+        ck_assert_int_eq(a->elem_bytes, b->elem_bytes);
+        ck_assert_int_eq(a->is_bf16, b->is_bf16);
+        ck_assert_int_eq(a->swizzle_bytes, b->swizzle_bytes);
+        ck_assert_uint_eq(a->nonneg_params, b->nonneg_params);
+        for (int d = 0; d < 5; d++) {
+            ck_assert_int_eq(a->dims[d].param, b->dims[d].param);
+            ck_assert_int_eq(a->dims[d].k, b->dims[d].k);
+            ck_assert_int_eq(a->box[d], b->box[d]);
+            if (d < 4) ck_assert_int_eq(a->strides[d].param, b->strides[d].param);
+            if (d < 4) ck_assert_int_eq(a->strides[d].k, b->strides[d].k);
+        }
+    }
+    kiln_cache_entry_free(&got);
+    free(e.payload);
+}
+END_TEST
+
 static void write_file(const char *path, const uint8_t *d, size_t n)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -553,6 +589,7 @@ static Suite *suite(void)
     tcase_add_test(tc, rebuilt_compiler_misses_old_entries);
     tcase_add_test(tc, store_then_lookup);
     tcase_add_test(tc, signature_only_entry);
+    tcase_add_test(tc, tensor_map_recipes_round_trip);
     tcase_add_test(tc, corrupt_entries_are_ignored_and_rebuilt);
     tcase_add_test(tc, disable_bypasses);
     tcase_add_test(tc, default_dir_under_home);

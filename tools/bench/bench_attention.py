@@ -172,6 +172,8 @@ def mode_flags(sched):
             flags.append("--mbarrier")          # mbarrier stage hand-off (no bar.sync per key block)
         if mode == "ov":
             flags.append("--overlap")           # the next block's Q K^T in flight during the softmax (sm_90a)
+        if mode == "tma":
+            flags.append("--tma")               # TMA copies of K/V (implies the mbarrier hand-off; sm_90a)
     return flags
 
 
@@ -427,14 +429,14 @@ def parse_scheds(text):
     even where sm_90a's wgmma applies (kiln_bench_attn --no-wgmma); "/pp": warpgroup ping-pong
     (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp); "/mb": the mbarrier
     stage hand-off (--mbarrier); "/ppmb": both; "/ov": the next key block's Q K^T in flight
-    during the softmax (kiln_bench_attn --overlap, sm_90a); modes combine in any order
-    (128x64/8/2/pp/ov)"""
+    during the softmax (kiln_bench_attn --overlap, sm_90a); "/tma": TMA copies of K/V
+    (kiln_bench_attn --tma, sm_90a); modes combine in any order (128x64/8/2/pp/ov)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
             modes = []
-            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov"):
+            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma"):
                 modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")

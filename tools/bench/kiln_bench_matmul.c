@@ -123,6 +123,9 @@ static KilnStatus compile_kernel(KilnDevice *dev, const Opts *o, const char *src
      * a whole bench_matmul.py sweep can be repeated with it */
     const char *mb = getenv("KILN_BENCH_MBARRIER");
     co.mbarrier = mb && *mb && strcmp(mb, "0");
+    /* KILN_BENCH_TMA=1: the TMA copies (KilnCompileOptions.tma, implies the mbarrier hand-off) */
+    const char *tma = getenv("KILN_BENCH_TMA");
+    co.tma = tma && *tma && strcmp(tma, "0");
     KilnStatus st = kiln_module_compile(dev, o->src, src, &co, mod);
     return st != KILN_OK ? st : kiln_kernel_get(*mod, kname, k);
 }
