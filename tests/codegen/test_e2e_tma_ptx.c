@@ -173,42 +173,19 @@ static KilnCompileResult attention(const char *kernel, const char *causal, int t
     return r;
 }
 
-/* K + b * stride_kb + h_kv * stride_kh + n * stride_kn + d: 4-D maps (d, key, head, batch),
- * the batch/head offsets as coordinates (never folded into the key coordinate: rows past
- * seqlen_k of one head must read as zeros, not as the next head's rows). The unmasked key
- * loop's maps have no key bound; the masked loop's have seqlen_k. */
-START_TEST(attention_k_v_through_4d_maps)
+/* K + b * stride_kb + h_kv * stride_kh + n * stride_kn + d would need 4-D maps (d, key,
+ * head, batch); those faulted on the H200 (CUDA_ERROR_ILLEGAL_INSTRUCTION, cg_tma.c), so
+ * cg_tma_plan refuses maps of more than two dims: attention's K and V stay on cp.async
+ * (with the mbarrier hand-off that tma implies) and the kernel has no map parameters. */
+START_TEST(attention_k_v_stay_on_cp_async)
 {
     const char *causal[2] = {"false", "true"};
     for (int c = 0; c < 2; c++) {
         KilnCompileResult r = attention("attn_fwd_f16", causal[c], 1, KILN_EMIT_PTX);
-        /* 2 key loops x (K, V) x 2 boxes of 64 head dims x 2 issue sites (prologue 1, loop 1) */
-        ck_assert_int_eq(count(&r, "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"), 16);
-        ck_assert_int_eq(count(&r, "cp.async.cg.shared.global"), 0);
-        ck_assert_int_eq(count(&r, "], 32768;"), 4);   /* K and V: 2 x 64 x 128 halves */
-        const KilnKernelInfo *k = &r.kernels[0];
-        ck_assert_int_eq(k->ntmaps, 4);
-        int bounded = 0;
-        for (int m = 0; m < 4; m++) {
-            const KilnTensorMapInfo *t = &k->tmaps[m];
-            ck_assert_int_eq(t->rank, 4);
-            ck_assert_int_eq(t->box[0], 64);
-            ck_assert_int_eq(t->box[1], 64);
-            ck_assert_int_eq(t->box[2], 1);
-            ck_assert_int_eq(t->box[3], 1);
-            ck_assert_int_eq(t->dims[0].param, -1);
-            ck_assert_int_eq(t->dims[0].k, 128);
-            bounded += t->dims[1].param == 20;   /* seqlen_k: the masked loop's */
-            /* (K, V): strides {stride_kn, stride_kh | stride_kb} or the V ones, in bytes */
-            int base = t->base_param == 1 ? 8 : 11;
-            ck_assert_int_eq(t->strides[0].param, base + 2);
-            ck_assert_int_eq(t->strides[0].k, 2);
-            ck_assert_int_eq(t->strides[1].param + t->strides[2].param, 2 * base + 1);
-            ck_assert_int_eq(t->dims[2].param, -1);
-            ck_assert_int_eq(t->dims[2].k, 1ll << 32);   /* no mask on head or batch: none reached */
-            ck_assert(t->nonneg_params & (1ull << 17));  /* heads: b = bh / heads */
-        }
-        ck_assert_int_eq(bounded, 2);
+        ck_assert_int_eq(count(&r, "cp.async.bulk"), 0);
+        ck_assert_int_gt(count(&r, "cp.async.cg.shared.global"), 0);
+        ck_assert_int_gt(count(&r, "cp.async.mbarrier.arrive.noinc"), 0);   /* tma implies mbarrier */
+        ck_assert_int_eq(r.kernels[0].ntmaps, 0);
         kiln_compile_result_free(&r);
     }
     /* varlen: the key offset is read from cu_seqlens_k (a load): no proof it is >= 0, cp.async */
@@ -225,9 +202,6 @@ START_TEST(ptxas_assembles_without_spills)
     KilnCompileResult r = matmul_tc("matmul_tc_f16", "sm_90a", 1, KILN_EMIT_CUBIN);
     pu_assert_no_spills(&r, "matmul_tc_f16 with tma");
     kiln_compile_result_free(&r);
-    KilnCompileResult a = attention("attn_fwd_f16", "false", 1, KILN_EMIT_CUBIN);
-    pu_assert_no_spills(&a, "attention d 128 with tma");
-    kiln_compile_result_free(&a);
 }
 END_TEST
 
@@ -239,7 +213,7 @@ static Suite *suite(void)
     tcase_add_test(tc, matmul_tc_copies_through_tma);
     tcase_add_test(tc, runtime_strides_come_from_parameters);
     tcase_add_test(tc, off_by_default_and_where_it_cannot_apply);
-    tcase_add_test(tc, attention_k_v_through_4d_maps);
+    tcase_add_test(tc, attention_k_v_stay_on_cp_async);
     suite_add_tcase(s, tc);
     TCase *px = pu_ptxas_tcase(s, 600);
     tcase_add_test(px, ptxas_assembles_without_spills);
