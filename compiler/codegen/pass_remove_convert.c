@@ -16,6 +16,9 @@
  *      block-table entries, an index table — costs an L1 hit, where the
  *      conversion costs an SRAM round trip and two barriers per iteration,
  *      and would stand between the pipelined copies and their addresses.
+ *      The load read again stays where the program issued it (the rest of
+ *      the tree goes to the conversion): a program that reads a value early
+ *      to hide the latency keeps that.
  *   2. hoisting: a conversion inside a loop whose source is defined outside
  *      the loop moves before the loop (the loop-invariant Q tile of
  *      attention is staged for the tensor cores once, not every iteration).
@@ -107,6 +110,12 @@ static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
     if (v->layout == layout || cg_layouts_equivalent(c->f, v->layout, layout, v->type)) return v;
     IrOp *d = v->def;
     if (d->op == IR_CONVERT_LAYOUT) return remat(c, d->args[0], layout, pos);
+    /* A load read again is issued where the program issued it (its
+     * addresses are computed from values defined before it), not at the
+     * conversion: the program placed it to overlap what follows (the
+     * attention backward reads delta before dP^T's dot, whose result it
+     * meets). */
+    if (d->op == IR_LOAD) pos = d;
     IrValue *args[4];
     for (int i = 0; i < d->nargs && i < 4; i++) {
         int al = layout;

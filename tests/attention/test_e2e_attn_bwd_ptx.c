@@ -42,6 +42,24 @@ static int spec_hints(const char *src, const RtAttnVariant *v, KilnParamHint *h,
     return n;
 }
 
+/* The value of the integer define `name` of `v` (0 when absent). */
+static int define_of(const RtAttnVariant *v, const char *name)
+{
+    for (int i = 0; i < v->ndefines; i++)
+        if (!strcmp(v->defines[i].name, name)) return atoi(v->defines[i].value);
+    return 0;
+}
+
+/* The sm_90a PTX of `v` at its plan's schedule, with `nh` hints. */
+static void plan_ptx_sm90(const char *src, const RtAttnVariant *v, const KilnParamHint *hints, int nh,
+                          KilnCompileResult *r)
+{
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                            .arch = "sm_90a", .num_warps = v->num_warps, .num_stages = v->num_stages,
+                            .hints = hints, .nhints = nh, .emit = KILN_EMIT_PTX};
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, r) == KILN_OK, "%s", r->diagnostics);
+}
+
 START_TEST(plans_compile)
 {
     int d = k_dims[_i / 2];
@@ -178,20 +196,13 @@ START_TEST(wgmma_at_sm90_plan)
         const RtAttnVariant *v = &plan.k[k];
         bool dkdv = strstr(v->kernel, "dkdv") != NULL;
         if (!dkdv && !strstr(v->kernel, "_dq_f16") && !strstr(v->kernel, "_dq_bf16")) continue;
-        int bm = 0, bn = 0;
-        for (int i = 0; i < v->ndefines; i++) {
-            if (!strcmp(v->defines[i].name, "BLOCK_M")) bm = atoi(v->defines[i].value);
-            if (!strcmp(v->defines[i].name, "BLOCK_N")) bn = atoi(v->defines[i].value);
-        }
+        int bm = define_of(v, "BLOCK_M"), bn = define_of(v, "BLOCK_N");
         ck_assert_int_eq(dkdv ? bn : bm, 16 * v->num_warps);   /* one m64 block per warpgroup */
         ck_assert_int_eq(v->num_stages, 2);
         KilnParamHint hints[64];
         int nh = spec_hints(src, v, hints, 64);
-        KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
-                                .arch = "sm_90a", .num_warps = v->num_warps, .num_stages = v->num_stages,
-                                .hints = hints, .nhints = nh, .emit = KILN_EMIT_PTX};
         KilnCompileResult r;
-        ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+        plan_ptx_sm90(src, v, hints, nh, &r);
         const char *t = r.output;
         size_t n = r.output_size;
         int wg = pu_count_n(t, n, "wgmma.mma_async"), sync = pu_count_n(t, n, "mma.sync.aligned");
@@ -276,10 +287,14 @@ END_TEST
  * array is read once per step (not once per use: pass_remove_convert.c merges the two
  * conversions of LSE before rematerialising its load), each column once per thread
  * (cg_memory.c: copies take the first copy's registers), and, when seqlen_q is a multiple
- * of 16 (the launch-time hint: the mask `rows < seqlen_q` is then constant over pairs)
- * as ld.global.v2, one per pair: BLOCK_M / 8 per array and loop (two loops), where before
- * there were 3 x BLOCK_M / 2 scalar loads per loop. Without the hint: BLOCK_M / 4 scalar
- * loads per array and loop. The K and V loads before the loops are the only others. */
+ * of 16 (the launch-time hint: the mask `rows < seqlen_q` is then constant over pairs, and
+ * the rows' start 8-byte aligned) as ld.global.v2, one per pair: BLOCK_M / 8 per array and
+ * loop (two loops), where before there were 3 x BLOCK_M / 2 scalar loads per loop. Whole
+ * query blocks read them unmasked (plain loads, ld.global.v2.f32 off one address), the
+ * masked loop predicated (ld.global.v2.b32). Without the hint: BLOCK_M / 4 scalar loads per
+ * array and loop. Each is issued where the program reads it, LSE before S^T's wgmmas and
+ * delta before dP^T's (pass_remove_convert.c keeps a reloaded load at its place), so their
+ * latency overlaps the tensor cores. The K and V loads before the loops are the only others. */
 START_TEST(lse_delta_loads)
 {
     int d = _i / 2 ? 128 : 64;
@@ -291,26 +306,33 @@ START_TEST(lse_delta_loads)
     rt_attn_bwd_plan(90, &p, &plan);
     const RtAttnVariant *v = &plan.k[1];
     ck_assert_ptr_nonnull(strstr(v->kernel, "dkdv"));
-    int bm = 0;
-    for (int i = 0; i < v->ndefines; i++)
-        if (!strcmp(v->defines[i].name, "BLOCK_M")) bm = atoi(v->defines[i].value);
+    int bm = define_of(v, "BLOCK_M");
     KilnParamHint hints[64];
     int nh = spec_hints(src, v, hints, 64);
     for (int i = 0; !hinted && i < nh; i++)
         if (!strcmp(hints[i].name, "seqlen_q")) hints[i--] = hints[--nh];
-    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
-                            .arch = "sm_90a", .num_warps = v->num_warps, .num_stages = v->num_stages,
-                            .hints = hints, .nhints = nh, .emit = KILN_EMIT_PTX};
     KilnCompileResult r;
-    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    plan_ptx_sm90(src, v, hints, nh, &r);
     const char *t = r.output;
     size_t n = r.output_size;
-    int v2 = pu_count_n(t, n, "ld.global.v2.b32"), scalar = pu_count_n(t, n, "ld.global.b32");
+    int v2_masked = pu_count_n(t, n, "ld.global.v2.b32"), v2_plain = pu_count_n(t, n, "ld.global.v2.f32");
+    int scalar = pu_count_n(t, n, "ld.global.b32") + pu_count_n(t, n, "ld.global.f32");
     int kv = pu_count_n(t, n, "ld.global.v4.b32"), all = pu_count_n(t, n, "ld.global");
-    ck_assert_msg(v2 == (hinted ? 2 * 2 * bm / 8 : 0), "d%d: %d ld.global.v2", d, v2);
+    ck_assert_msg(v2_masked == (hinted ? 2 * bm / 8 : 0) && v2_plain == v2_masked, "d%d: %d + %d ld.global.v2", d,
+                  v2_masked, v2_plain);
     ck_assert_msg(scalar == (hinted ? 0 : 2 * 2 * bm / 4), "d%d: %d scalar ld.global", d, scalar);
-    ck_assert_int_eq(all, v2 + scalar + kv);
+    ck_assert_int_eq(all, v2_masked + v2_plain + scalar + kv);
     ck_assert_int_eq(kv, 2 * 64 * d / 128 / 8);   /* K and V: 16 bytes each, before the loops */
+    /* in each loop: LSE's loads before the first wgmma, delta's between the second dot's wait
+     * and the third dot (dP^T) */
+    const char *loop = strstr(t, "ld.global.v2.b32");
+    if (hinted) {
+        ck_assert_ptr_nonnull(loop);
+        const char *wg = strstr(loop, "wgmma.mma_async"), *w1 = strstr(wg, "wgmma.wait_group");
+        const char *w2 = strstr(w1 + 1, "wgmma.wait_group"), *delta = strstr(w2, "ld.global.v2.b32");
+        ck_assert_ptr_nonnull(delta);
+        ck_assert_msg(delta < strstr(w2, "wgmma.mma_async"), "d%d: delta read after dP^T's wgmma", d);
+    }
     kiln_compile_result_free(&r);
 }
 END_TEST
