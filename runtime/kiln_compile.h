@@ -82,6 +82,14 @@ typedef struct KilnCompileOptions {
                                   (FlashAttention-3's intra-warpgroup overlap: the next key block's
                                   Q K^T during this block's softmax; docs/tensor_cores.md, section
                                   4c); kernels without such a loop are unchanged */
+    int warp_specialize;       /* sm_90a: nonzero adds a producer warpgroup (4 warps on top of
+                                  num_warps) that issues every pipelined loop's copies while the
+                                  num_warps consumer warps compute, with setmaxnreg moving
+                                  registers to the consumers (docs/tensor_cores.md, section 5b);
+                                  implies mbarrier. A kernel that does not qualify (not wgmma,
+                                  num_warps not a multiple of 4, a pipelined loop nested in
+                                  another) compiles as with mbarrier alone; --stats says why.
+                                  The launch then needs the kernel's KilnKernelInfo.num_warps */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -302,6 +310,10 @@ typedef struct KilnAttentionParams {
      * forward's key loops run rotated, each block's Q K^T in flight during the previous
      * block's softmax. Not with a block mask (ignored there). */
     int overlap;
+    /* Warp specialisation on sm_90a (KilnCompileOptions.warp_specialize): > 0 on, < 0 off, 0
+     * the default table's choice (off with the caller's block_m/block_n). A producer
+     * warpgroup issues the K/V copies; implies mbarrier. */
+    int warp_specialize;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

@@ -18,6 +18,7 @@ typedef struct CgOptions {
     bool pingpong;             /* sm_90a: warpgroups take turns on the tensor cores (pass_pingpong.c) */
     bool mbarrier;             /* pipelined loops hand stages over through mbarriers (pass_pipeline.c) */
     bool overlap;              /* sm_90a: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
+    bool warp_specialize;      /* sm_90a: a producer warpgroup issues the copies; implies mbarrier (pass_warp_specialize.c) */
 } CgOptions;
 
 typedef struct CgResult {
@@ -25,7 +26,7 @@ typedef struct CgResult {
     StrBuf dumps;
     StrBuf stats;              /* also "time <phase>: N ms" lines, one per backend phase */
     int smem_bytes;            /* dynamic shared memory needed at launch */
-    int num_warps;
+    int num_warps;             /* warps to launch: the kernel's, + 4 with warp_spec (the producer) */
 } CgResult;
 
 /* Lower one kernel (already through the target-independent passes). Returns

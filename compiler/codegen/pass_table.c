@@ -27,6 +27,7 @@ const CgPass cg_gpu_passes[] = {
     {"dot-overlap", cg_pass_dot_overlap},       /* sm_90a dot in flight across ops (schedule option): wgmma.overlap */
     {"sram-alloc", cg_pass_sram_alloc},         /* shared memory: smem.* attributes */
     {"pingpong", cg_pass_pingpong},             /* sm_90a warpgroup turns (schedule option): pingpong */
+    {"warp-specialize", cg_pass_warp_specialize}, /* sm_90a producer warpgroup (schedule option): warp_spec */
 };
 const int cg_ngpu_passes = (int)(sizeof cg_gpu_passes / sizeof cg_gpu_passes[0]);
 

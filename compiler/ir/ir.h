@@ -311,7 +311,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *           the loop),
  *           wgmma.overlap = 1 (its wgmma group stays in flight until the next
  *           dot of its loop body, whose wait retires it: the ops between them
- *           overlap it; pass_dot_overlap.c) */
+ *           overlap it; pass_dot_overlap.c)
+ *   kernel: warp_spec = 1 (a producer warpgroup beyond num_warps issues the
+ *           pipelined loops' copies, the num_warps consumers compute;
+ *           pass_warp_specialize.c) */
 #define IR_ATTR_SMEM          "smem"
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
@@ -326,6 +329,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_MMA_PENDING   "wgmma.pending"
 #define IR_ATTR_MMA_OVERLAP   "wgmma.overlap"
 #define IR_ATTR_SMEM_VIEW     "smem.view"
+#define IR_ATTR_WARP_SPEC     "warp_spec"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

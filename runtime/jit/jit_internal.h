@@ -260,6 +260,7 @@ typedef struct RtAttnVariant {
     int pingpong;                          /* KilnCompileOptions.pingpong (the forward's) */
     int mbarrier;                          /* KilnCompileOptions.mbarrier (the forward's) */
     int overlap;                           /* KilnCompileOptions.overlap (the forward's) */
+    int warp_specialize;                   /* KilnCompileOptions.warp_specialize (the forward's) */
     char vals[RT_ATTN_MAX_DEFINES][24];    /* rt_attn_variant_define's values */
     /* With a variant (vs non-NULL and open): compiled from rt_attn_var_root with the
      * variant's defines after these. plain_scores: add PLAIN_SCORES=true unless the

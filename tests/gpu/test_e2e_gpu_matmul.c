@@ -24,6 +24,9 @@
  * KILN_TEST_MBARRIER=1: every case compiles with the mbarrier stage hand-off
  * (KilnCompileOptions.mbarrier, docs/tensor_cores.md 0b); the pipelined ones then
  * wait on mbarriers instead of cp.async.wait_group + bar.sync.
+ * KILN_TEST_WARP_SPEC=1: every case with warp specialisation (KilnCompileOptions.
+ * warp_specialize, docs/tensor_cores.md 5b): on sm_90a the wgmma cases with a top-level
+ * pipelined loop launch a producer warpgroup on top of their warps, which issues the copies.
  *
  * Without a GPU: "SKIP: no GPU (...)" and exit 77 (ctest: skipped).
  */
@@ -238,6 +241,8 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
                             .num_warps = s->warps, .num_stages = s->stages};
     const char *mb = getenv("KILN_TEST_MBARRIER");
     o.mbarrier = mb && *mb && strcmp(mb, "0");
+    const char *ws = getenv("KILN_TEST_WARP_SPEC");
+    o.warp_specialize = ws && *ws && strcmp(ws, "0");
     ptx_counts(g, src, &o, row);
     KilnModule *m = NULL;
     KilnStatus st = kiln_module_compile(g_dev, g->file, src, &o, &m);
