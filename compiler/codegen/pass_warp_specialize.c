@@ -29,9 +29,10 @@
  *
  * The protocol the attribute stands for (W = num_warps, G = W / 4; threads
  * 0 .. 32 W - 1 are the consumers, the last 128 the producer):
- *     entry:     warp >= W: setmaxnreg.dec 40, the producer below, exit
- *                else:      setmaxnreg.inc C (C * 32 W + 40 * 128 fits the
- *                           registers the CTA has at launch)
+ *     entry:     warp >= W: setmaxnreg.dec P, the producer below, exit
+ *                else:      setmaxnreg.inc C (C * 32 W + P * 128 fits the
+ *                           registers the CTA has at launch: 224 / 56 at
+ *                           W = 8, 256 / 96 at W = 4; cg_warp_spec.c)
  *     producer:  the needed ops of the body (each for the G consumer
  *                warpgroups whose layouts it stands in for: a producer thread
  *                t plays consumer threads t, t + 128, ...), and per pipelined
@@ -59,7 +60,7 @@
  * Example (attention, BLOCK_M = 128, 8 warps, sm_90a, --warp-specialize):
  *     kernel @attn_fwd_f16(...) num_warps = 8 ... attributes {wgmma = 1, smem = ..., warp_spec = 1}
  *       %k = for ... {pipeline.stages = 2, pipeline.issue = 3, pipeline.mbarrier = 1, smem.offset = ...}
- * launches 12 warps (.maxntid 384): 8 consumers at 232 registers, 4 producers at 40.
+ * launches 12 warps (.maxntid 384, .maxnreg 168): 8 consumers at 224 registers, 4 producers at 56.
  */
 #include "cg_tc.h"
 
@@ -70,7 +71,7 @@ typedef struct WsCheck {
     bool *need;            /* by value id: the producer computes it */
     const char *why;       /* the first reason to refuse, or NULL */
     char buf[160];
-    bool writes_before;    /* a memory write (or a region op) precedes the last pipelined loop */
+    bool writes_before;    /* a memory write precedes the last pipelined loop */
 } WsCheck;
 
 static void refuse(WsCheck *w, const IrOp *op, const char *why)
@@ -105,6 +106,8 @@ static void need_value(WsCheck *w, IrValue *v)
         return;   /* a parameter */
     }
     if (d->parent != w->f->body) refuse(w, d, "a copy reads a value defined inside another region");
+    else if (d->op == IR_LOAD && w->writes_before)
+        refuse(w, d, "a copy needs a load that follows a write to memory (the producer runs no writes)");
     else if (!producer_op(w, d)) refuse(w, d, "a copy needs a value the producer cannot compute (SRAM, a dot or a write)");
     for (int i = 0; i < d->nargs && !w->why; i++) need_value(w, d->args[i]);
 }
@@ -134,6 +137,16 @@ static void need_loop(WsCheck *w, IrOp *loop)
             for (int i = 0; i < o->nargs; i++) need_slice_value(w, body, o->args[i]);
 }
 
+/* Whether `op` or an op of its regions writes memory. */
+static bool writes(const IrOp *op)
+{
+    if (ir_op_info[op->op].flags & IRF_MEM_WRITE) return true;
+    for (int r = 0; r < op->nregions; r++)
+        for (const IrOp *x = op->regions[r]->first; x; x = x->next)
+            if (writes(x)) return true;
+    return false;
+}
+
 /* Pipelined loops below the kernel's own body. */
 static const IrOp *nested_pipelined(const IrBlock *b, bool top)
 {
@@ -159,8 +172,7 @@ static void ws_check(WsCheck *w)
     if (nested) refuse(w, nested, "a pipelined loop inside another loop or branch");
     if (!last) refuse(w, NULL, "no pipelined loop");
     if (w->why) return;
-    for (const IrOp *x = f->body->first; x != last; x = x->next)
-        w->writes_before |= (ir_op_info[x->op].flags & IRF_MEM_WRITE) || x->nregions;
+    for (const IrOp *x = f->body->first; x != last; x = x->next) w->writes_before |= writes(x);
     for (IrOp *x = f->body->first; x && !w->why; x = x->next) {
         if (!pipelined(x)) continue;
         if (ir_attr_int(&x->attrs, IR_ATTR_MBARRIER, 0) != 1)

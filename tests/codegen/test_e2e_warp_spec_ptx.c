@@ -191,6 +191,60 @@ START_TEST(falls_back_to_mbarrier)
 }
 END_TEST
 
+/* A load on the copies' path is the producer's to run too (varlen's cu_seqlens), unless a write
+ * to memory comes before it: the producer runs no writes. */
+START_TEST(producer_loads_only_before_writes)
+{
+    static const char *src_fmt =
+        "kernel mm(A: *f16, B: *f16, C: *f32, P: *i32) with (num_warps = 4, num_stages = 3)\n"
+        "{\n"
+        "    %s\n"
+        "    let base = load(P + 1) * 64;\n"
+        "    let offs_m = arange(64);\n"
+        "    let offs_n = arange(64);\n"
+        "    let offs_k = arange(32);\n"
+        "    var acc = zeros([64, 64], f32);\n"
+        "    for k0 in range(0, 256, 32) {\n"
+        "        let a = load(A + base.to(i64) + offs_m.to(i64)[:, None] * 256 + (k0 + offs_k)[None, :]);\n"
+        "        let b = load(B + (k0 + offs_k).to(i64)[:, None] * 64 + offs_n[None, :]);\n"
+        "        acc = dot(a, b, acc);\n"
+        "    }\n"
+        "    store(C + offs_m[:, None] * 64 + offs_n[None, :], acc);\n"
+        "}\n";
+    static const char *first[2] = {"let unused = 0;", "store(P, 7);"};
+    for (int i = 0; i < 2; i++) {
+        char src[1400];
+        snprintf(src, sizeof src, src_fmt, first[i]);
+        KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
+        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_PTX, .hints = h, .nhints = 3, .warp_specialize = 1};
+        KilnCompileResult r;
+        ck_assert_int_eq(kiln_compile("w.tile", src, &o, &r), KILN_OK);
+        if (i == 0) {
+            check_split(&r, 4, 1, 3, 1, "load, no write");
+        } else {
+            ck_assert_msg(strstr(r.stats, "warp-specialize: not applied: a copy needs a load that follows a write "
+                                          "to memory (the producer runs no writes) (line 4)"), "%s", r.stats);
+            ck_assert_int_eq(pu_count_n(r.output, r.output_size, "setmaxnreg"), 0);
+        }
+        kiln_compile_result_free(&r);
+    }
+    /* varlen: the sequence bounds are loads before any write */
+    static char *attn;
+    if (!attn) attn = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    KilnDefine defs[] = {{"HEAD_DIM", "128"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"PLAIN_SCORES", "true"}};
+    static const char *const aligned[] = {"Q", "K", "V", "O", "LSE", "stride_qh", "stride_qm", "stride_kh",
+                                          "stride_kn", "stride_vh", "stride_vn", "stride_oh", "stride_om"};
+    KilnParamHint vh[13];
+    for (int i = 0; i < 13; i++) vh[i] = (KilnParamHint){aligned[i], 16, 0};
+    KilnCompileOptions o = {.kernel = "attn_fwd_varlen_f16", .defines = defs, .ndefines = 4, .arch = "sm_90a",
+                            .num_warps = 8, .emit = KILN_EMIT_PTX, .hints = vh, .nhints = 13, .warp_specialize = 1};
+    KilnCompileResult r;
+    ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", attn, &o, &r), KILN_OK);
+    ck_assert_msg(strstr(r.stats, "warp-specialize: 4 producer warps"), "%s", r.stats);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(decision_is_on_the_ir)
 {
     Attn a = {"64", "128", "64", 8, 0};
@@ -259,6 +313,7 @@ static Suite *suite(void)
     tcase_add_test(tc, pingpong_keeps_its_barriers);
     tcase_add_test(tc, matmul_splits);
     tcase_add_test(tc, falls_back_to_mbarrier);
+    tcase_add_test(tc, producer_loads_only_before_writes);
     tcase_add_test(tc, decision_is_on_the_ir);
     tcase_add_test(tc, runtime_passes_it_on);
     suite_add_tcase(s, tc);
