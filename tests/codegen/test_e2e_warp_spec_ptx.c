@@ -17,14 +17,14 @@
  *   - a kernel that does not qualify compiles as with --mbarrier alone
  *     (sm_80, the persistent matmul's nested loop), --stats says why;
  *   - the decision is on the GPU IR (warp_spec = 1);
- *   - KilnAttentionParams.warp_specialize reaches the runtime's compile request;
+ *   - (KilnAttentionParams.warp_specialize reaching the runtime's compile request:
+ *     test_e2e_pingpong_ptx.c, with the other schedule options);
  *   - ptxas assembles the benchmark's schedules without spills.
  * With the option off every kernel's PTX is what it was (test_e2e_ptx_hashes.c).
  * Whether it runs right and fast is for the GPU (tests/gpu/test_e2e_gpu_attention.c
  * with KILN_TEST_WARP_SPEC=1, test_e2e_gpu_matmul.c likewise; bench_attention.py .../ws). */
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
-#include "jit_internal.h"   /* rt_attn_fwd_request: what the runtime compiles */
 
 #include <stdlib.h>
 #include <string.h>
@@ -256,33 +256,6 @@ START_TEST(decision_is_on_the_ir)
 }
 END_TEST
 
-/* KilnAttentionParams.warp_specialize: > 0 on, < 0 off, 0 the table's column (off in every row). */
-START_TEST(runtime_passes_it_on)
-{
-    KilnAttentionParams p = {.dtype = KILN_F16, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 4096,
-                             .seqlen_k = 4096, .head_dim = 128, .block_m = 128, .block_n = 64, .num_warps = 8};
-    static const int asked[] = {1, 0, -1};
-    for (int i = 0; i < 3; i++) {
-        p.warp_specialize = asked[i];
-        RtAttnVariant v;
-        RtAttnRequest r;
-        ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.warp_specialize, asked[i] > 0);
-        free(r.owned);
-    }
-    p.block_m = p.block_n = p.num_warps = 0;
-    p.warp_specialize = 0;
-    for (int d = 64; d <= 256; d *= 2) {
-        p.head_dim = d;
-        RtAttnVariant v;
-        RtAttnRequest r;
-        ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.warp_specialize, 0);
-        free(r.owned);
-    }
-}
-END_TEST
-
 /* ptxas: the schedules the benchmark compares assemble without spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -315,7 +288,6 @@ static Suite *suite(void)
     tcase_add_test(tc, falls_back_to_mbarrier);
     tcase_add_test(tc, producer_loads_only_before_writes);
     tcase_add_test(tc, decision_is_on_the_ir);
-    tcase_add_test(tc, runtime_passes_it_on);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);
