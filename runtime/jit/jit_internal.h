@@ -103,7 +103,9 @@ KilnStatus rt_spec_hints(const KilnKernelInfo *info, const RtSpecKey *key, const
  * NAME==1. KILN_ERR_ARGS naming it if not. */
 KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
                           int nargs);
-/* Same name, parameters, warps and stages (smem may differ per variant). */
+/* Same name, parameters and stages (smem and num_warps may differ per variant: a variant
+ * with warp specialisation launches a producer warpgroup on top; kiln_launch launches each
+ * variant with its own info's num_warps). */
 bool rt_infos_match(const KilnKernelInfo *a, const KilnKernelInfo *b);
 /* A new spec owning copies of path, src and opts (NULL on out of memory). */
 /* kiln_module_compile without the up-front code: a module of the kernel's
