@@ -19,6 +19,9 @@
  *   - the decision is on the GPU IR (warp_spec = 1);
  *   - (KilnAttentionParams.warp_specialize reaching the runtime's compile request:
  *     test_e2e_pingpong_ptx.c, with the other schedule options);
+ *   - the protocol, with the stages and release read off the PTX, runs on a model
+ *     of mbarriers and async copies: no early read, no overwrite before the
+ *     release, no deadlock, nothing in flight at the drain;
  *   - ptxas assembles the benchmark's schedules without spills.
  * With the option off every kernel's PTX is what it was (test_e2e_ptx_hashes.c).
  * Whether it runs right and fast is for the GPU (tests/gpu/test_e2e_gpu_attention.c
@@ -256,6 +259,119 @@ START_TEST(decision_is_on_the_ir)
 }
 END_TEST
 
+/* ---- the protocol on a model of mbarriers and async copies ----
+ * NP producer threads and NC consumer threads run one pipelined loop of T iterations as the
+ * PTX does: full[s] counts NP (each producer's noinc arrival, when its copies have landed),
+ * empty[s] counts NC; a producer waits for parity (j/S + 1) & 1 of empty[j % S], issues, arrives;
+ * a consumer waits for parity (i/S) & 1 of full[i % S], reads, and releases its slot (or, with a
+ * wgmma group in flight, the previous iteration's: `prev`, read off the PTX's predicated
+ * arrive). Copies land later, in order, at random steps; everyone runs in random order.
+ * Checked: a slot is read only when every producer's copy of that iteration is in it and is
+ * not overwritten before its release, no deadlock, nothing in flight at the end (the drain's
+ * bar.sync 0 then inval is safe), for S from the PTX and trip counts 0..9. (Waiting for the
+ * wrong empty parity, (j/S) & 1, deadlocks here.) */
+enum { NP = 2, NC = 3, MAXS = 8 };
+
+typedef struct Bar { int phase, pending, count; } Bar;
+typedef struct Model {
+    int S, T;
+    bool prev;
+    Bar full[MAXS], empty[MAXS];
+    int slot[MAXS][NP];                  /* the iteration whose copy of producer p is in the slot */
+    int inflight[NP][64], nin[NP];
+    int j[NP], i[NC];                    /* next iteration to issue / to read */
+    unsigned rng;
+} Model;
+
+static void arrive(Bar *b)
+{
+    if (--b->pending == 0) b->phase++, b->pending = b->count;
+}
+
+/* try_wait.parity: the phase of that parity has completed (the current one has the other). */
+static bool waited(const Bar *b, int parity) { return (b->phase & 1) != parity; }
+
+static void release(Model *m, int r)
+{
+    for (int p = 0; p < NP; p++)
+        ck_assert_msg(m->slot[r % m->S][p] == r, "S %d T %d: slot %d overwritten (%d) before iteration %d's release",
+                      m->S, m->T, r % m->S, m->slot[r % m->S][p], r);
+    arrive(&m->empty[r % m->S]);
+}
+
+/* One step of actor a (producers, consumers, then the producers' landings); false when it
+ * cannot move. */
+static bool step(Model *m, int a)
+{
+    int S = m->S;
+    if (a < NP) {   /* producer: wait empty, issue (the arrival comes when the copy lands) */
+        int j = m->j[a];
+        if (j >= m->T || !waited(&m->empty[j % S], (j / S + 1) & 1)) return false;
+        m->inflight[a][m->nin[a]++] = j;
+        m->j[a]++;
+        return true;
+    }
+    if (a < NP + NC) {   /* consumer: wait full, read, release */
+        int c = a - NP, i = m->i[c];
+        if (i >= m->T || !waited(&m->full[i % S], (i / S) & 1)) return false;
+        for (int p = 0; p < NP; p++)
+            ck_assert_msg(m->slot[i % S][p] == i, "S %d T %d: iteration %d read before producer %d's copy landed",
+                          S, m->T, i, p);
+        if (!m->prev) release(m, i);
+        else if (i > 0) release(m, i - 1);   /* the group just retired read the previous slot */
+        m->i[c]++;
+        return true;
+    }
+    int p = a - NP - NC;   /* the oldest copy of producer p lands, then its noinc arrival */
+    if (!m->nin[p]) return false;
+    int j = m->inflight[p][0];
+    memmove(m->inflight[p], m->inflight[p] + 1, sizeof(int) * (size_t)--m->nin[p]);
+    m->slot[j % S][p] = j;
+    arrive(&m->full[j % S]);
+    return true;
+}
+
+static void run_model(int S, bool prev, int T, unsigned seed)
+{
+    Model m = {.S = S, .T = T, .prev = prev, .rng = seed};
+    for (int s = 0; s < S; s++) {
+        m.full[s] = (Bar){0, NP, NP};
+        m.empty[s] = (Bar){0, NC, NC};
+        for (int p = 0; p < NP; p++) m.slot[s][p] = -1;
+    }
+    for (;;) {   /* a random actor that can move, until none can */
+        int moved = 0, start = (int)((m.rng = m.rng * 1103515245u + 12345u) >> 16);
+        for (int k = 0; k < 2 * NP + NC && !moved; k++) moved = step(&m, (start + k) % (2 * NP + NC));
+        if (!moved) break;
+    }
+    for (int c = 0; c < NC; c++) ck_assert_msg(m.i[c] == T, "S %d T %d: deadlock, consumer %d at %d", S, T, c, m.i[c]);
+    for (int p = 0; p < NP; p++) {
+        ck_assert_msg(m.j[p] == T, "S %d T %d: deadlock, producer %d at %d", S, T, p, m.j[p]);
+        ck_assert_int_eq(m.nin[p], 0);
+    }
+}
+
+START_TEST(protocol_runs_on_an_mbarrier_model)
+{
+    KilnCompileResult a = matmul(0, "sm_90a", 1, KILN_EMIT_PTX);   /* 4 stages, a wgmma group in flight */
+    Attn at = {"128", "128", "64", 8, 0};
+    KilnCompileResult b = attention(&at, "sm_90a", 1, 0, KILN_EMIT_PTX);   /* 2 stages, 2 loops */
+    const KilnCompileResult *rs[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        const char *ptx = rs[k]->output, *end = ptx + rs[k]->output_size;
+        const char *inc = strstr(ptx, "setmaxnreg.inc");
+        int loops = k == 0 ? 1 : 2, S = inits_of(inc, end, 128) / loops;   /* full inits per loop */
+        bool prev = strstr(inc, "@p mbarrier.arrive.shared") != NULL;
+        ck_assert_int_eq(S, k == 0 ? 4 : 2);
+        ck_assert(prev == (k == 0));
+        for (int T = 0; T < 10; T++)
+            for (unsigned seed = 1; seed <= 200; seed++) run_model(S, prev, T, seed * 7919u + (unsigned)T);
+    }
+    kiln_compile_result_free(&a);
+    kiln_compile_result_free(&b);
+}
+END_TEST
+
 /* ptxas: the schedules the benchmark compares assemble without spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -288,6 +404,7 @@ static Suite *suite(void)
     tcase_add_test(tc, falls_back_to_mbarrier);
     tcase_add_test(tc, producer_loads_only_before_writes);
     tcase_add_test(tc, decision_is_on_the_ir);
+    tcase_add_test(tc, protocol_runs_on_an_mbarrier_model);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);
