@@ -413,12 +413,8 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         issue_load(c, l, base, valid);
     }
-    if (c->ws_producer) {   /* cg_pipeline_issue: the producer waits and arrives per iteration */
-    } else if (pl->mbarrier) {
-        cg_mbar_arrive_copies(c, pl, slot);
-    } else {
-        commit(c);
-    }
+    if (pl->mbarrier && !c->ws_producer) cg_mbar_arrive_copies(c, pl, slot);   /* (the producer: once per iteration) */
+    else if (!pl->mbarrier) commit(c);
     c->vals[iv->id] = saved_iv;
     for (int i = 0; i < pl->nslice; i++) c->vals[pl->slice[i]->res[0]->id] = saved[i];
     return true;
