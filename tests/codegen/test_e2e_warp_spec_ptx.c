@@ -134,19 +134,32 @@ static void check_split(const KilnCompileResult *r, int W, int loops, int S, int
     if (32 * W != 128) ck_assert_int_eq(inits_of(inc, end, 32 * W), S * loops);
 }
 
+/* Each schedule of cfg compiled with the option (sm_90a, `emit`), handed to `check`. */
+static void each_schedule(const Attn *cfg, size_t n, KilnEmit emit,
+                          void (*check)(const KilnCompileResult *r, const Attn *a, const char *what))
+{
+    for (size_t i = 0; i < n; i++) {
+        KilnCompileResult r = attention(&cfg[i], "sm_90a", 1, 0, emit);
+        char what[64];
+        snprintf(what, sizeof what, "d %s %sx%s/%d%s", cfg[i].d, cfg[i].bm, cfg[i].bn, cfg[i].warps,
+                 cfg[i].pingpong ? "/pp" : "");
+        check(&r, &cfg[i], what);
+        kiln_compile_result_free(&r);
+    }
+}
+
+static void check_attention_split(const KilnCompileResult *r, const Attn *a, const char *what)
+{
+    check_split(r, a->warps, 2, 2, 1, what);
+}
+
 START_TEST(attention_splits_producer_and_consumers)
 {
     static const Attn cfg[] = {
         {"64", "128", "64", 8, 0}, {"128", "128", "64", 8, 0}, {"128", "128", "128", 8, 0},
         {"256", "128", "64", 8, 0}, {"128", "128", "64", 4, 0}, {"64", "64", "128", 4, 0},
     };
-    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        KilnCompileResult r = attention(&cfg[i], "sm_90a", 1, 0, KILN_EMIT_PTX);
-        char what[64];
-        snprintf(what, sizeof what, "d %s %sx%s/%d", cfg[i].d, cfg[i].bm, cfg[i].bn, cfg[i].warps);
-        check_split(&r, cfg[i].warps, 2, 2, 1, what);
-        kiln_compile_result_free(&r);
-    }
+    each_schedule(cfg, sizeof cfg / sizeof cfg[0], KILN_EMIT_PTX, check_attention_split);
 }
 END_TEST
 
@@ -372,6 +385,12 @@ START_TEST(protocol_runs_on_an_mbarrier_model)
 }
 END_TEST
 
+static void no_spills(const KilnCompileResult *r, const Attn *a, const char *what)
+{
+    (void)a;
+    pu_assert_no_spills(r, what);
+}
+
 /* ptxas: the schedules the benchmark compares assemble without spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -379,14 +398,7 @@ START_TEST(ptxas_no_spills)
         {"64", "128", "64", 8, 0}, {"128", "128", "64", 8, 0}, {"128", "128", "128", 8, 0},
         {"256", "128", "64", 8, 0}, {"64", "64", "128", 4, 0}, {"128", "128", "64", 8, 1},
     };
-    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        KilnCompileResult r = attention(&cfg[i], "sm_90a", 1, 0, KILN_EMIT_CUBIN);
-        char what[64];
-        snprintf(what, sizeof what, "d %s %sx%s/%d%s", cfg[i].d, cfg[i].bm, cfg[i].bn, cfg[i].warps,
-                 cfg[i].pingpong ? "/pp" : "");
-        pu_assert_no_spills(&r, what);
-        kiln_compile_result_free(&r);
-    }
+    each_schedule(cfg, sizeof cfg / sizeof cfg[0], KILN_EMIT_CUBIN, no_spills);
     KilnCompileResult r = matmul(0, "sm_90a", 1, KILN_EMIT_CUBIN);
     pu_assert_no_spills(&r, "matmul");
     kiln_compile_result_free(&r);
