@@ -87,6 +87,14 @@ typedef struct KilnCompileOptions {
                                   thread, expect-tx mbarriers); implies mbarrier; the maps are
                                   extra kernel parameters the runtime encodes at launch
                                   (docs/tensor_cores.md 5c, docs/runtime.md) */
+    int warp_specialize;       /* sm_90a: nonzero adds a producer warpgroup (4 warps on top of
+                                  num_warps) that issues every pipelined loop's copies while the
+                                  num_warps consumer warps compute, with setmaxnreg moving
+                                  registers to the consumers (docs/tensor_cores.md, section 5b);
+                                  implies mbarrier. A kernel that does not qualify (not wgmma,
+                                  num_warps not a multiple of 4, a pipelined loop nested in
+                                  another) compiles as with mbarrier alone; --stats says why.
+                                  The launch then needs the kernel's KilnKernelInfo.num_warps */
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -308,9 +316,13 @@ typedef struct KilnAttentionParams {
      * block's softmax. Not with a block mask (ignored there). */
     int overlap;
     /* TMA copies of K and V on sm_90a (KilnCompileOptions.tma, implies mbarrier): > 0 on,
-     * otherwise off (no table column until measured). 4-D tensor maps (d, key, head, batch)
-     * the runtime encodes at each launch; docs/tensor_cores.md 5c. */
+     * otherwise off (no table column). The 4-D maps K/V need are refused for now (they
+     * faulted on the H200): the option gives the mbarrier hand-off; docs/tensor_cores.md 5c. */
     int tma;
+    /* Warp specialisation on sm_90a (KilnCompileOptions.warp_specialize): > 0 on, < 0 off, 0
+     * the default table's choice (off with the caller's block_m/block_n). A producer
+     * warpgroup issues the K/V copies; implies mbarrier. */
+    int warp_specialize;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix

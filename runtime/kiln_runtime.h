@@ -242,7 +242,10 @@ static inline KilnArg kiln_arg_f16_bits(uint16_t bits) { KilnArg a = {KILN_PARAM
 static inline KilnArg kiln_arg_bf16_bits(uint16_t bits) { KilnArg a = {KILN_PARAM_BF16, {.u = bits}}; return a; }
 
 /* Launch `k` on grid[0] x grid[1] x grid[2] programs (0 counts as 1) with
- * 32 * num_warps threads each and info.smem_bytes of dynamic shared memory
+ * 32 * num_warps threads each and info.smem_bytes of dynamic shared memory (both those
+ * of the variant that runs: a compiled module's launch may pick one specialised on the
+ * arguments, whose num_warps can exceed the generic kernel's by the 4 warps of warp
+ * specialisation's producer, docs/tensor_cores.md 5b)
  * (above 48 KB the kernel's limit is raised first; above the device's limit
  * the launch is refused with a message). Arguments are checked BEFORE the
  * launch: count ("kernel vec_add takes 4 arguments, got 3"), kind per

@@ -200,7 +200,8 @@ static inline void pu_compile_matmul(const char *file, const char *kernel, const
     pu_compile_matmul_opt(file, kernel, s, N, K, arch, no_wgmma, 0, emit, r);
 }
 
-/* The same with the mbarrier schedule option (KilnCompileOptions.mbarrier). */
+/* The same with the mbarrier schedule option (KilnCompileOptions.mbarrier): mbarrier 1, or
+ * 2 for warp specialisation too (KilnCompileOptions.warp_specialize, which implies it). */
 static inline void pu_compile_matmul_opt(const char *file, const char *kernel, const PuSched *s, int N, int K,
                                          const char *arch, int no_wgmma, int mbarrier, KilnEmit emit,
                                          KilnCompileResult *r)
@@ -224,7 +225,8 @@ static inline void pu_compile_matmul_opt(const char *file, const char *kernel, c
     o.hints = h;
     o.nhints = 3;
     o.no_wgmma = no_wgmma;
-    o.mbarrier = mbarrier;
+    o.mbarrier = mbarrier != 0;
+    o.warp_specialize = mbarrier == 2;
     KilnStatus st = kiln_compile(file, src, &o, r);
     ck_assert_msg(st == KILN_OK, "%s %dx%dx%d w%d s%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, s->stages, arch,
                   r->diagnostics ? r->diagnostics : kiln_status_name(st));

@@ -54,6 +54,8 @@ static const char usage_text[] =
     "                             (implies --mbarrier; the maps are extra kernel parameters)\n"
     "  --overlap                  sm_90a: a loop's first dot is computed one iteration early and stays\n"
     "                             in flight until the next dot (the next Q K^T during the softmax)\n"
+    "  --warp-specialize          sm_90a: a producer warpgroup (4 more warps) issues the pipelined loops'\n"
+    "                             copies, the kernel's warps compute (implies --mbarrier)\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
     "\n"
     "run options:\n"
@@ -160,6 +162,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         else if (!strcmp(s, "--mbarrier")) a->opts.mbarrier = 1;
         else if (!strcmp(s, "--tma")) a->opts.tma = 1;
         else if (!strcmp(s, "--overlap")) a->opts.overlap = 1;
+        else if (!strcmp(s, "--warp-specialize")) a->opts.warp_specialize = 1;
         else if (!strcmp(s, "--cpu")) a->cpu = true;
         else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }
         else if (!strcmp(s, "--grid")) {

@@ -207,9 +207,20 @@ void cg_smem_pending_add(CgCtx *c, int lo, int hi)
     c->pending[c->npending++] = (CgRange){lo, hi};
 }
 
-void cg_barrier(CgCtx *c)
+void cg_barrier_cta(CgCtx *c)
 {
     cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL);
+    c->npending = 0;
+    if (c->cur.lo >= 0) cg_smem_pending_add(c, c->cur.lo, c->cur.hi);
+}
+
+void cg_barrier(CgCtx *c)
+{
+    if (!c->ws_warps) {
+        cg_barrier_cta(c);
+        return;
+    }
+    cg_ws_barrier(c);   /* warp_spec: the consumers only (cg_warp_spec.c) */
     c->npending = 0;
     if (c->cur.lo >= 0) cg_smem_pending_add(c, c->cur.lo, c->cur.hi);
 }

@@ -85,6 +85,11 @@ typedef struct CgCtx {
     /* cg_dot_wgmma.c: the result of a dot whose wgmma group is in flight
      * (wgmma.overlap) until the next dot's wait retires it, or NULL */
     const IrValue *wg_inflight;
+    /* cg_warp_spec.c (kernel attribute warp_spec): the consumer warps (num_warps; 0: not
+     * specialised), whose CTA barriers become a named barrier of 32 ws_warps threads; and
+     * whether the producer warpgroup's code is being lowered (it issues copies, no waits) */
+    int ws_warps;
+    bool ws_producer;
 } CgCtx;
 
 LLVMTypeRef  cg_type(CgCtx *c, IrElem e);       /* register type of an element */
@@ -95,7 +100,8 @@ LLVMValueRef cg_call(CgCtx *c, const char *name, LLVMTypeRef ret, int n, LLVMTyp
                      LLVMValueRef *args);
 LLVMValueRef cg_asm(CgCtx *c, LLVMTypeRef ret, const char *text, const char *cons,
                     int n, LLVMValueRef *args, bool side_effects);
-void         cg_barrier(CgCtx *c);
+void         cg_barrier(CgCtx *c);      /* every thread that runs the kernel's body (warp_spec: the consumers) */
+void         cg_barrier_cta(CgCtx *c);  /* bar.sync 0: every thread of the CTA (the producer warpgroup too) */
 LLVMBasicBlockRef cg_block(CgCtx *c, const char *what);
 CgTile      *cg_get(CgCtx *c, const IrValue *v);
 CgTile      *cg_set(CgCtx *c, const IrValue *v, int n);
@@ -222,6 +228,19 @@ void cg_tma_prefetch(CgCtx *c);                             /* prefetch.tensorma
  * `full` with expect_tx and issues one cp.async.bulk.tensor per box. */
 void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full);
 void cg_tma_recipes(const CgTcState *tc, CgResult *res);     /* res->tmaps from the loops' plans */
+/* The copies of iteration ivv into `slot` (the slice evaluated with the iv = ivv), no wait,
+ * commit or arrival: the producer warpgroup's issue (cg_warp_spec.c). */
+bool cg_pipeline_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot);
+/* Warp specialisation (cg_warp_spec.c; the kernel's `warp_spec` attribute, pass_warp_specialize.c):
+ * the role split at the kernel's entry (the producer's whole program is emitted there), the
+ * consumers' named CTA barrier, the threads the full mbarriers count. */
+#define CG_WS_PRODUCER_REGS 56   /* setmaxnreg.dec: the producer needs few (addresses, copies) */
+void cg_ws_entry(CgCtx *c);
+void cg_ws_barrier(CgCtx *c);
+int  cg_ws_full_count(const CgCtx *c);
+int  cg_ws_consumer_regs(int num_warps);
+int  cg_ws_producer_regs(int num_warps);
+int  cg_ws_entry_regs(int num_warps);   /* .maxnreg: registers per thread at launch */
 
 /* ---- cg_affine.c ---- */
 /* When the pointer tile `ptrs` is affine in its indices, set coef[d] (i64

@@ -88,15 +88,16 @@ void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl)
     sb_init(&t);
     sb_puts(&t, "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $1, 0;\n\t");
     for (int s = 0; s < 2 * pl->stages; s++)
-        /* full[s] of a TMA loop: one arrival, the elected thread's expect_tx (cg_tma.c) */
+        /* full[s]: a TMA loop's one arrival (the elected thread's expect_tx, cg_tma.c), else
+         * every issuing thread's (the producer warpgroup's with warp_spec, cg_warp_spec.c) */
         sb_printf(&t, "@p mbarrier.init.shared::cta.b64 [$0+%d], %d;\n\t", 8 * s,
-                  pl->tma && s < pl->stages ? 1 : threads(c));
+                  s < pl->stages ? (pl->tma ? 1 : cg_ws_full_count(c)) : threads(c));
     if (c->sm >= 90) sb_puts(&t, "fence.mbarrier_init.release.cluster;\n\t");
     sb_puts(&t, "}");
     LLVMValueRef args[2] = {mbar_addr(c, pl, false, cg_i32(c, 0)), c->tid};
     cg_asm(c, c->t_void, t.data, "r,r,~{memory}", 2, args, true);
     sb_free(&t);
-    cg_barrier(c);
+    cg_barrier_cta(c);   /* warp_spec: the producer warpgroup's too (cg_warp_spec.c) */
     cg_smem_pending_add(c, lo, hi);
 }
 
@@ -153,12 +154,12 @@ void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl)
 
 void cg_mbar_drain(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef trips)
 {
-    for (int k = 0; k < pl->ahead; k++) {
+    for (int k = 0; k < (c->ws_warps ? 0 : pl->ahead); k++) {   /* warp_spec: none past the end */
         LLVMValueRef j = LLVMBuildAdd(c->b, trips, cg_i32(c, k), "");
         LLVMValueRef slot = LLVMBuildURem(c->b, j, cg_i32(c, pl->stages), "");
         wait_parity(c, mbar_addr(c, pl, false, slot), phase_parity(c, pl, j, 0));
     }
-    cg_barrier(c);   /* nobody waits on them any more */
+    cg_barrier_cta(c);   /* nobody waits on them any more (warp_spec: the producer is done with them) */
     StrBuf t;
     sb_init(&t);
     sb_puts(&t, "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $1, 0;\n\t");

@@ -428,18 +428,23 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     c->slice_eval = false;
     c->load_guard = NULL;
     if (sync_ahead) sync_slots(c, sync_ahead);
-    if (pl->mbarrier && iter) cg_mbar_wait_empty(c, pl, slot, iter);   /* (the prologue's slots are fresh) */
+    if (pl->mbarrier && iter && !c->ws_producer) cg_mbar_wait_empty(c, pl, slot, iter);   /* (the prologue's slots are fresh) */
     for (int j = 0; j < pl->nloads && !pl->tma; j++) {
         const CgPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         issue_load(c, l, base, valid);
     }
     if (pl->tma) cg_tma_issue(c, pl, slot, valid, cg_mbar_full_addr(c, pl, slot));   /* TMA: one thread, all loads */
-    else if (pl->mbarrier) cg_mbar_arrive_copies(c, pl, slot);
-    else commit(c);
+    else if (pl->mbarrier && !c->ws_producer) cg_mbar_arrive_copies(c, pl, slot);   /* (the producer: once per iteration) */
+    else if (!pl->mbarrier) commit(c);
     c->vals[iv->id] = saved_iv;
     for (int i = 0; i < pl->nslice; i++) c->vals[pl->slice[i]->res[0]->id] = saved[i];
     return true;
+}
+
+bool cg_pipeline_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot)
+{
+    return issue_all(c, pl, ivv, valid, slot, 0, NULL);
 }
 
 bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
@@ -463,7 +468,7 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
     }
     if (pl->mbarrier) cg_mbar_init(c, pl);
     /* iterations 0 .. ahead - 1 (S - 2, or S - 3 with a wgmma.pending dot) */
-    for (int j = 0; j < pl->ahead; j++) {
+    for (int j = 0; j < pl->ahead && !c->ws_warps; j++) {   /* warp_spec: the producer's copies */
         LLVMValueRef ivj = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)j, 0), ""), "");
         if (!issue_all(c, pl, ivj, icmp_lt(c, ie, ivj, hi), cg_i32(c, j), 0, NULL)) return false;
     }
@@ -501,8 +506,8 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     LLVMValueRef ivn = LLVMBuildAdd(c->b, iv, LLVMBuildMul(c->b, step, LLVMConstInt(it, (unsigned long long)D, 0), ""), "");
     LLVMValueRef cntn = LLVMBuildAdd(c->b, cnt, cg_i32(c, D), "");
     LLVMValueRef slotn = LLVMBuildURem(c->b, cntn, cg_i32(c, S), "");
-    if (!issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads && !pl->mbarrier ? D : 0, cntn))
-        return false;
+    if (!c->ws_warps && !issue_all(c, pl, ivn, icmp_lt(c, ie, ivn, hi), slotn, pl->slice_loads && !pl->mbarrier ? D : 0, cntn))
+        return false;   /* (warp_spec: the producer warpgroup issues them) */
     c->pipe_slot = LLVMBuildURem(c->b, cnt, cg_i32(c, S), "slot");
     c->pipe_iter = cnt;
     if (pl->mbarrier) cg_mbar_wait_full(c, pl, c->pipe_slot, cnt);

@@ -215,6 +215,7 @@ typedef struct CgPassCtx {
     bool mbarrier;         /* schedule option: mbarrier stage hand-off in pipelined loops (pass_pipeline.c) */
     bool overlap;          /* schedule option: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
     bool tma;              /* schedule option: pipelined loads through TMA tensor maps (pass_tma.c) */
+    bool warp_specialize;  /* schedule option: a producer warpgroup issues the copies (pass_warp_specialize.c) */
 } CgPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);
@@ -240,6 +241,13 @@ bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+/* Why warp specialisation does not apply to `f` (the text in buf), or NULL
+ * when it does (pass_warp_specialize.c; --stats reports it). */
+const char *cg_ws_refusal(IrFunc *f, char *buf, int n);
+/* The kernel-body values the producer warpgroup computes (need[id], the
+ * copy slices' body values too); false where the kernel does not qualify. */
+bool cg_ws_needed(IrFunc *f, bool *need);
 
 /* ---- layout_mma.c: mma.sync m16n8k16 fragments, swizzled SRAM, ldmatrix ---- */
 typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;

@@ -1,13 +1,14 @@
 /* codegen.c — cg_compile: Tile IR -> GPU IR -> LLVM IR -> PTX -> cubin.
  *
  * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
- * remove-convert, pipeline, dot-overlap, sram-alloc, tma, pingpong: docs/tensor_cores.md; their result is the GPU IR, layouts
+ * remove-convert, pipeline, dot-overlap, sram-alloc, tma, pingpong, warp-specialize: docs/tensor_cores.md; their result is the GPU IR, layouts
  * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
  * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
  * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
  * The kernel is `void @name(params...)` marked as a kernel through
- * !nvvm.annotations with maxntidx = 32 * num_warps; tile ops never see the
+ * !nvvm.annotations with maxntidx = 32 * num_warps (+ 128 for warp_spec's producer
+ * warpgroup, cg_warp_spec.c); tile ops never see the
  * thread index except through the layout arithmetic in cg_context.c.
  */
 #include "cg_internal.h"
@@ -34,9 +35,12 @@ static void init_types(CgCtx *c)
 static void annotate_kernel(CgCtx *c)
 {
     LLVMMetadataRef fn = LLVMValueAsMetadata(c->fn);
-    const char *keys[2] = {"kernel", "maxntidx"};
-    int vals[2] = {1, 32 * c->f->sched.num_warps};
-    for (int i = 0; i < 2; i++) {
+    /* warp_spec: + the producer warpgroup, and the registers a thread holds at launch pinned
+     * (.maxnreg), which setmaxnreg then moves between the roles (else ptxas may launch with
+     * fewer than the consumers' setmaxnreg.inc asks for: cg_warp_spec.c) */
+    const char *keys[3] = {"kernel", "maxntidx", "maxnreg"};
+    int vals[3] = {1, 32 * (c->f->sched.num_warps + (c->ws_warps ? 4 : 0)), cg_ws_entry_regs(c->ws_warps)};
+    for (int i = 0; i < (c->ws_warps ? 3 : 2); i++) {
         LLVMMetadataRef ops[3] = {fn, LLVMMDStringInContext2(c->ctx, keys[i], strlen(keys[i])),
                                   LLVMValueAsMetadata(cg_i32(c, vals[i]))};
         LLVMMetadataRef node = LLVMMDNodeInContext2(c->ctx, ops, 3);
@@ -58,6 +62,7 @@ static void build_kernel(CgCtx *c)
         if (f->params[i]->name) LLVMSetValueName2(p, f->params[i]->name, strlen(f->params[i]->name));
         cg_set(c, f->params[i], 1)->r[0] = p;
     }
+    c->ws_warps = ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0) ? f->sched.num_warps : 0;
     annotate_kernel(c);
     cg_tma_annotate(c, f->nparams);
     c->smem = LLVMAddGlobalInAddressSpace(c->mod, LLVMArrayType2(c->t_i8, 0), "smem", 3);
@@ -68,6 +73,7 @@ static void build_kernel(CgCtx *c)
     c->tid = cg_call(c, "llvm.nvvm.read.ptx.sreg.tid.x", c->t_i32, 0, NULL, NULL);
     c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32(c, 31), "lane");
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32(c, 5), "warp");
+    cg_ws_entry(c);   /* warp_spec: the producer warpgroup's program, then the consumers go on */
     cg_pingpong_entry(c);
     cg_tma_prefetch(c);
 }
@@ -76,6 +82,14 @@ static void write_stats(CgCtx *c, CgResult *res)
 {
     res->smem_bytes = c->tc->total;
     sb_printf(&res->stats, "warps: %d\nstages: %d\n", c->f->sched.num_warps, c->f->sched.num_stages);
+    if (c->ws_warps)
+        sb_printf(&res->stats, "warp-specialize: 4 producer warps (setmaxnreg %d), %d consumer warps (setmaxnreg %d)\n",
+                  cg_ws_producer_regs(c->ws_warps), c->ws_warps, cg_ws_consumer_regs(c->ws_warps));
+    else if (c->opts->warp_specialize) {
+        char why[160];
+        sb_printf(&res->stats, "warp-specialize: not applied: %s\n",
+                  cg_ws_refusal(c->f, why, (int)sizeof why) ? why : "the kernel as given has no warp_spec");
+    }
     cg_sram_stats(c->tc, &res->stats);
 }
 
@@ -145,8 +159,10 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
     CgPassCtx pc = {.target = opts->target, .wgmma = opts->target->wgmma && !opts->no_wgmma, .axis = axis,
-                    .pingpong = opts->pingpong, .mbarrier = opts->mbarrier || opts->tma, .overlap = opts->overlap,
-                    .tma = opts->tma};
+                    .pingpong = opts->pingpong, .mbarrier = opts->mbarrier || opts->tma || opts->warp_specialize,
+                    .overlap = opts->overlap, .warp_specialize = opts->warp_specialize,
+                    /* not both yet: the producer warpgroup issues cp.async (untested with TMA) */
+                    .tma = opts->tma && !opts->warp_specialize};
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
@@ -154,6 +170,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     double t_gpu = sup_now_ms() - t0;
     res->smem_bytes = tc->total;
     cg_tma_recipes(tc, res);
+    if (ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0)) res->num_warps = W + 4;   /* the producer warpgroup */
     if (opts->stage == CG_STAGE_GPU_IR) {
         ir_print_func(&res->out, f);
         return true;

@@ -19,6 +19,7 @@ typedef struct CgOptions {
     bool mbarrier;             /* pipelined loops hand stages over through mbarriers (pass_pipeline.c) */
     bool overlap;              /* sm_90a: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
     bool tma;                  /* sm_90a: pipelined loads through TMA tensor maps (pass_tma.c; implies mbarrier) */
+    bool warp_specialize;      /* sm_90a: a producer warpgroup issues the copies; implies mbarrier (pass_warp_specialize.c) */
 } CgOptions;
 
 typedef struct CgResult {
@@ -26,7 +27,7 @@ typedef struct CgResult {
     StrBuf dumps;
     StrBuf stats;              /* also "time <phase>: N ms" lines, one per backend phase */
     int smem_bytes;            /* dynamic shared memory needed at launch */
-    int num_warps;
+    int num_warps;             /* warps to launch: the kernel's, + 4 with warp_spec (the producer) */
     /* The kernel's TMA tensor maps (tma.maps), in parameter order after the
      * program's: how the runtime encodes each at launch (cg_tma.c). */
     int ntmaps;

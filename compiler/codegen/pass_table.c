@@ -28,6 +28,7 @@ const CgPass cg_gpu_passes[] = {
     {"sram-alloc", cg_pass_sram_alloc},         /* shared memory: smem.* attributes */
     {"tma", cg_pass_tma},                       /* sm_90a TMA copies (schedule option): tma.map, tma.maps */
     {"pingpong", cg_pass_pingpong},             /* sm_90a warpgroup turns (schedule option): pingpong */
+    {"warp-specialize", cg_pass_warp_specialize}, /* sm_90a producer warpgroup (schedule option): warp_spec */
 };
 const int cg_ngpu_passes = (int)(sizeof cg_gpu_passes / sizeof cg_gpu_passes[0]);
 

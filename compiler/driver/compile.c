@@ -124,7 +124,8 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
     };
     CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
                     .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0,
-                    .mbarrier = o->mbarrier != 0, .overlap = o->overlap != 0, .tma = o->tma != 0};
+                    .mbarrier = o->mbarrier != 0, .overlap = o->overlap != 0, .tma = o->tma != 0,
+                    .warp_specialize = o->warp_specialize != 0};
     sb_printf(&cr->stats, "time front-end: %.3f ms\n", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */
@@ -155,6 +156,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
         }
         kiln_describe_kernel(f, cr->smem_bytes, &r->kernels[0]);
         describe_tmaps(cr, &r->kernels[0]);
+        if (cr->num_warps > 0) r->kernels[0].num_warps = cr->num_warps;   /* warp_spec: + the producer */
     }
     return st;
 }

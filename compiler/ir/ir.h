@@ -314,7 +314,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *           overlap it; pass_dot_overlap.c)
  *   kernel: tma.maps = N (N tensor-map parameters after the program's own);
  *   load:   tma.map = k (a pipelined load of an mbarrier loop copied by TMA
- *           through tensor map k; pass_tma.c) */
+ *           through tensor map k; pass_tma.c)
+ *   kernel: warp_spec = 1 (a producer warpgroup beyond num_warps issues the
+ *           pipelined loops' copies, the num_warps consumers compute;
+ *           pass_warp_specialize.c) */
 #define IR_ATTR_SMEM          "smem"
 #define IR_ATTR_WGMMA         "wgmma"
 #define IR_ATTR_STAGES        "pipeline.stages"
@@ -331,6 +334,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_SMEM_VIEW     "smem.view"
 #define IR_ATTR_TMA_MAP       "tma.map"
 #define IR_ATTR_TMA_MAPS      "tma.maps"
+#define IR_ATTR_WARP_SPEC     "warp_spec"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

@@ -743,6 +743,42 @@ static void check_pingpong(Verifier *V)
     if (!V->npingpong) bad(V, NULL, "attribute pingpong but no dot with pingpong = 1");
 }
 
+/* Pipelined loops in regions below the kernel's body. */
+static const IrOp *nested_pipelined(const IrBlock *b, bool top)
+{
+    for (const IrOp *x = b->first; x; x = x->next) {
+        if (!top && x->op == IR_FOR && ir_attr_get(&x->attrs, IR_ATTR_STAGES)) return x;
+        for (int r = 0; r < x->nregions; r++) {
+            const IrOp *n = nested_pipelined(x->regions[r], false);
+            if (n) return n;
+        }
+    }
+    return NULL;
+}
+
+/* Warp specialisation (pass_warp_specialize.c): on wgmma kernels of whole consumer
+ * warpgroups plus the producer's (num_warps + 4 <= 32); every pipelined loop is an op of
+ * the kernel's body, runs once per CTA in program order on both sides, and hands its
+ * stages over through mbarriers (the producer's only way to the consumers), and there is
+ * at least one. */
+static void check_warp_spec(Verifier *V)
+{
+    const IrAttr *p = ir_attr_get(&V->f->attrs, IR_ATTR_WARP_SPEC);
+    if (!p) return;
+    int W = V->f->sched.num_warps, loops = 0;
+    if (p->n != 1 || p->list || p->v[0] != 1) bad(V, NULL, "attribute warp_spec must be 1");
+    if (W % 4 || W + 4 > 32) bad(V, NULL, "attribute warp_spec needs num_warps a multiple of 4 up to 28 (num_warps = %d)", W);
+    if (ir_attr_int(&V->f->attrs, IR_ATTR_WGMMA, 0) != 1) bad(V, NULL, "attribute warp_spec needs wgmma = 1");
+    const IrOp *n = V->f->body ? nested_pipelined(V->f->body, true) : NULL;
+    if (n) bad(V, n, "warp_spec with a pipelined loop that is not an op of the kernel's body");
+    for (const IrOp *x = V->f->body ? V->f->body->first : NULL; x; x = x->next) {
+        if (x->op != IR_FOR || !ir_attr_get(&x->attrs, IR_ATTR_STAGES)) continue;
+        loops++;
+        if (!ir_attr_get(&x->attrs, IR_ATTR_MBARRIER)) bad(V, x, "warp_spec with a pipelined loop without pipeline.mbarrier");
+    }
+    if (!loops) bad(V, NULL, "attribute warp_spec but no pipelined loop");
+}
+
 /* ---- structure ---- */
 static void check_block(Verifier *V, const IrBlock *b, const IrOp *owner);
 
@@ -846,6 +882,7 @@ static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
     check_layout_table(&V);
     check_sram(&V);
     check_pingpong(&V);
+    check_warp_spec(&V);
     if (V.nerr > MAX_ERRORS) sb_printf(err, "internal error: verifier: %d more problems not shown\n", V.nerr - MAX_ERRORS);
     sup_oom_pop(&oom);
     arena_free(&scratch_arena);

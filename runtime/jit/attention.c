@@ -64,33 +64,34 @@ typedef struct AttnTune {
     int pingpong;   /* 1: warpgroup ping-pong (8 warps, sm_90a; off everywhere until measured) */
     int mbarrier;   /* 1: mbarrier stage hand-off in the key loop (off everywhere until measured) */
     int overlap;    /* 1: the next block's Q K^T in flight during the softmax (sm_90a; off until measured) */
+    int ws;         /* 1: warp specialisation, a producer warpgroup (sm_90a; off until measured) */
 } AttnTune;
 
 static const AttnTune k_tune[] = {
-    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier overlap */
-    {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
-    {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
+    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier overlap ws */
+    {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
+    {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
     /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
      * f16, TFLOP/s at N = 512 / 1024 / 4096 / 16384, docs/performance.md). One
      * warpgroup per CTA throughout: 4 warps, so two CTAs share an SM and one's
      * softmax overlaps the other's wgmma. d = 64: 64-row blocks (16 rows per warp,
      * small register files); 128 keys per block without the mask, 64 with it up
      * to N = 2048 (the diagonal blocks cost less). */
-    {90,  64,  -1, 0,    64, 128, 4, 2, 0, 0, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
-    {90,  64,   1, 2048, 64,  64, 4, 2, 0, 0, 0},   /* causal 209/286 (64x128: 181/260) */
-    {0,   96,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
-    {0,  128,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
+    {90,  64,  -1, 0,    64, 128, 4, 2, 0, 0, 0, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
+    {90,  64,   1, 2048, 64,  64, 4, 2, 0, 0, 0, 0},   /* causal 209/286 (64x128: 181/260) */
+    {0,   96,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
+    {0,  128,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
     /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
      * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
-    {90, 128,  -1, 0,   128,  64, 4, 2, 0, 0, 0},   /* 326/418/526/566; causal 170/268/442/517 */
-    {90, 128,   1, 1024, 64,  64, 4, 2, 0, 0, 0},   /* causal 196/278 */
-    {0,  256,  -1, 0,  64, 32, 4, 2, 0, 0, 0},
+    {90, 128,  -1, 0,   128,  64, 4, 2, 0, 0, 0, 0},   /* 326/418/526/566; causal 170/268/442/517 */
+    {90, 128,   1, 1024, 64,  64, 4, 2, 0, 0, 0, 0},   /* causal 196/278 */
+    {0,  256,  -1, 0,  64, 32, 4, 2, 0, 0, 0, 0},
     /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
      * warpgroups of 64 rows each beat one CTA of 64 x 64 on 4 warps by 1.6x (574/604
      * against 359/376 TFLOP/s; causal 396/434 against 306/338), and ping-pong adds 6-7%
      * causal (418/462) while it costs 14% without the mask (494/519). */
-    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0, 0},
-    {90, 256,   1, 0, 128, 64, 8, 2, 1, 0, 0},
+    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
+    {90, 256,   1, 0, 128, 64, 8, 2, 1, 0, 0, 0},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
@@ -283,6 +284,7 @@ typedef struct AttnKey {
     int mbarrier;                                  /* 1: mbarrier stage hand-off (KilnAttentionParams.mbarrier) */
     int overlap;                                   /* 1: Q K^T in flight during the softmax (KilnAttentionParams.overlap) */
     int tma;                                       /* 1: TMA copies of K/V (KilnAttentionParams.tma) */
+    int warp_specialize;                           /* 1: a producer warpgroup (KilnAttentionParams.warp_specialize) */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
@@ -316,6 +318,7 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
         k.num_stages = p->num_stages;
         k.pingpong = p->pingpong > 0;   /* the table's choice belonged to its tiles too */
         k.mbarrier = p->mbarrier > 0;
+        k.warp_specialize = p->warp_specialize > 0;
     }
     k.overlap = 0;   /* the block-mask loops read an index list: dot-rotate leaves them alone anyway */
     return k;
@@ -343,6 +346,7 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     k.mbarrier = p->mbarrier > 0 || (!p->mbarrier && !own_tiles && t->mbarrier);
     k.overlap = p->overlap > 0 || (!p->overlap && !own_tiles && t->overlap);
     k.tma = p->tma > 0;   /* no table column until measured */
+    k.warp_specialize = p->warp_specialize > 0 || (!p->warp_specialize && !own_tiles && t->ws);
     return with_block_mask(p, k);
 }
 
@@ -353,9 +357,9 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
     for (int i = 0; i < v->ndefines && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
     if (used < n)
-        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s%s%s", v->num_warps, v->num_stages,
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s%s%s%s", v->num_warps, v->num_stages,
                  v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->mbarrier ? " mbarrier" : "",
-                 v->overlap ? " overlap" : "", v->tma ? " tma" : "");
+                 v->overlap ? " overlap" : "", v->tma ? " tma" : "", v->warp_specialize ? " warp_specialize" : "");
 }
 
 /* The cache key's text (malloc'd; NULL when out of memory). */
@@ -421,6 +425,7 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
                                    .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
                                    .pingpong = v->pingpong, .mbarrier = v->mbarrier, .overlap = v->overlap,
                                    .tma = v->tma,
+                                   .warp_specialize = v->warp_specialize,
                                    .include_dirs = vs ? vs->var->include_dirs : NULL,
                                    .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
     return KILN_OK;
@@ -538,6 +543,7 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
     v->mbarrier = k->mbarrier;
     v->overlap = k->overlap;
     v->tma = k->tma;
+    v->warp_specialize = k->warp_specialize;
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);

@@ -132,6 +132,7 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
     if (o->mbarrier) put_field(&s, "mbarrier", "1");
     if (o->tma) put_field(&s, "tma", "1");
     if (o->overlap) put_field(&s, "overlap", "1");
+    if (o->warp_specialize) put_field(&s, "warp_specialize", "1");
     KilnStatus st = put_hints(&s, o);
     if (st != KILN_OK) {
         free(defs);

@@ -103,7 +103,9 @@ KilnStatus rt_spec_hints(const KilnKernelInfo *info, const RtSpecKey *key, const
  * NAME==1. KILN_ERR_ARGS naming it if not. */
 KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints, int nhints, const KilnArg *args,
                           int nargs);
-/* Same name, parameters, warps and stages (smem may differ per variant). */
+/* Same name, parameters and stages (smem and num_warps may differ per variant: a variant
+ * with warp specialisation launches a producer warpgroup on top; kiln_launch launches each
+ * variant with its own info's num_warps). */
 bool rt_infos_match(const KilnKernelInfo *a, const KilnKernelInfo *b);
 /* A new spec owning copies of path, src and opts (NULL on out of memory). */
 /* kiln_module_compile without the up-front code: a module of the kernel's
@@ -261,6 +263,7 @@ typedef struct RtAttnVariant {
     int mbarrier;                          /* KilnCompileOptions.mbarrier (the forward's) */
     int overlap;                           /* KilnCompileOptions.overlap (the forward's) */
     int tma;                               /* KilnCompileOptions.tma (the forward's) */
+    int warp_specialize;                   /* KilnCompileOptions.warp_specialize (the forward's) */
     char vals[RT_ATTN_MAX_DEFINES][24];    /* rt_attn_variant_define's values */
     /* With a variant (vs non-NULL and open): compiled from rt_attn_var_root with the
      * variant's defines after these. plain_scores: add PLAIN_SCORES=true unless the

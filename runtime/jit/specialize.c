@@ -163,10 +163,12 @@ KilnStatus rt_check_hints(const KilnKernelInfo *info, const KilnParamHint *hints
     return KILN_OK;
 }
 
+/* Not num_warps: a variant may launch more warps than the generic kernel (warp
+ * specialisation's producer warpgroup comes with the pipelined loops, which need the
+ * alignment a specialisation proves), and each launch takes its own variant's count. */
 bool rt_infos_match(const KilnKernelInfo *a, const KilnKernelInfo *b)
 {
-    if (strcmp(a->name, b->name) || a->nparams != b->nparams || a->num_warps != b->num_warps ||
-        a->num_stages != b->num_stages)
+    if (strcmp(a->name, b->name) || a->nparams != b->nparams || a->num_stages != b->num_stages)
         return false;
     for (int i = 0; i < a->nparams; i++)
         if (strcmp(a->params[i].name, b->params[i].name) || a->params[i].kind != b->params[i].kind ||

@@ -310,26 +310,27 @@ START_TEST(protocol_runs_on_a_barrier_model)
 }
 END_TEST
 
-/* KilnAttentionParams.pingpong and .mbarrier (test_e2e_mbarrier_ptx.c): > 0 on, < 0 off, 0 the
- * table's column (off in every row). */
+/* KilnAttentionParams.pingpong, .mbarrier (test_e2e_mbarrier_ptx.c) and .warp_specialize
+ * (test_e2e_warp_spec_ptx.c): > 0 on, < 0 off, 0 the table's column (off in every row). */
 START_TEST(runtime_passes_it_on)
 {
     KilnAttentionParams p = {.dtype = KILN_F16, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 4096,
                              .seqlen_k = 4096, .head_dim = 128, .block_m = 128, .block_n = 64, .num_warps = 8};
     static const int asked[] = {1, 0, -1};
     for (int i = 0; i < 3; i++) {
-        p.pingpong = p.mbarrier = asked[i];
+        p.pingpong = p.mbarrier = p.warp_specialize = asked[i];
         RtAttnVariant v;
         RtAttnRequest r;
         ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
         ck_assert_int_eq(r.opts.pingpong, asked[i] > 0);
         ck_assert_int_eq(r.opts.mbarrier, asked[i] > 0);
+        ck_assert_int_eq(r.opts.warp_specialize, asked[i] > 0);
         ck_assert_int_eq(r.opts.num_warps, 8);
         free(r.owned);
     }
     /* the table's own sm_90 rows (4 warps) have it off too */
     p.block_m = p.block_n = p.num_warps = 0;
-    p.pingpong = p.mbarrier = 0;
+    p.pingpong = p.mbarrier = p.warp_specialize = 0;
     for (int d = 64; d <= 256; d *= 2) {
         p.head_dim = d;
         RtAttnVariant v;
@@ -337,6 +338,7 @@ START_TEST(runtime_passes_it_on)
         ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
         ck_assert_int_eq(r.opts.pingpong, 0);
         ck_assert_int_eq(r.opts.mbarrier, 0);
+        ck_assert_int_eq(r.opts.warp_specialize, 0);
         free(r.owned);
     }
 }

@@ -10,7 +10,7 @@
  * sm_80 unless the case name ends in _sm90 (sm_90a with wgmma); the ping-pong
  * schedule option is on for cases whose name has "pingpong", the mbarrier one
  * for "mbarrier", the overlap option (pass_dot_overlap.c) for those whose name
- * has "overlap". Every folder
+ * has "overlap", warp specialisation for "warp_spec". Every folder
  * named after a GPU pass is visited and must hold at least one case.
  * Besides the text, each output parses back and prints the same (the GPU IR
  * round trip), each input compiles on to PTX from that pass on
@@ -54,10 +54,12 @@ static bool run_pass(const char *path, const char *src, const char *pass, bool s
     IrFunc *f = parse_one(&a, path, src, err);
     bool ok = f != NULL;
     if (ok) {
-        /* the ping-pong / mbarrier / overlap / tma schedule options are on for the cases named *pingpong* / *mbarrier* / *overlap* / *tma* */
+        /* the ping-pong / mbarrier / overlap / tma / warp-specialize schedule options are on for
+         * the cases named *pingpong* / *mbarrier* / *overlap* / *tma* / *warp_spec* */
         const char *name = strrchr(path, '/') ? strrchr(path, '/') : path;
         CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL,
-                         strstr(name, "mbarrier") != NULL, strstr(name, "overlap") != NULL, strstr(name, "tma") != NULL};
+                         strstr(name, "mbarrier") != NULL, strstr(name, "overlap") != NULL, strstr(name, "tma") != NULL,
+                         strstr(name, "warp_spec") != NULL};
         Diag d;
         diag_init(&d, path, src);
         ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);

@@ -27,7 +27,7 @@ START_TEST(unknown_pass_is_a_usage_error)
     ck_assert_ptr_nonnull(r.diagnostics);
     ck_assert_msg(strstr(r.diagnostics, "k.tile: error: unknown pass 'nosuchpass' for --dump-after (expected all, "
                                         "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, "
-                                        "dot-rotate, pipeline, dot-overlap, sram-alloc, tma, pingpong, lower)"),
+                                        "dot-rotate, pipeline, dot-overlap, sram-alloc, tma, pingpong, warp-specialize, lower)"),
                   "%s", r.diagnostics);
     ck_assert_ptr_null(r.output);
     kiln_compile_result_free(&r);

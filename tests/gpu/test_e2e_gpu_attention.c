@@ -39,6 +39,9 @@
  * the next key block's Q K^T in flight during the softmax (KilnAttentionParams.overlap;
  * sm_90a, docs/tensor_cores.md 4c); with tiles, the cases without tiles of their own at
  * those (head dim 256: BN <= 64). Combines with KILN_TEST_PINGPONG (applied first).
+ * KILN_TEST_WARP_SPEC=1 or BMxBN/WARPS: the same for warp specialisation, a producer
+ * warpgroup issuing the K/V copies (KilnAttentionParams.warp_specialize, implies the mbarrier
+ * hand-off; sm_90a, docs/tensor_cores.md 5b).
  * ATTN_HEAD_DIMS=64,128 keeps the cases of those head dims only (a quicker run).
  *
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
@@ -51,6 +54,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +72,7 @@ typedef struct Case {
     int mbarrier, num_stages;           /* KilnAttentionParams.mbarrier, num_stages (KILN_TEST_MBARRIER) */
     int overlap;                        /* KilnAttentionParams.overlap (KILN_TEST_OVERLAP) */
     int tma;                            /* KilnAttentionParams.tma (KILN_TEST_TMA) */
+    int warp_spec;                      /* KilnAttentionParams.warp_specialize (KILN_TEST_WARP_SPEC) */
     int on_stream;
     /* host data (inputs, then the GPU's outputs) */
     AttnProblem p;
@@ -157,15 +162,6 @@ static void force_pingpong(void)
            bn);
 }
 
-/* KILN_TEST_TMA: TMA copies of K and V for every case. */
-static void force_tma(void)
-{
-    const char *e = getenv("KILN_TEST_TMA");
-    if (!e || !*e || !strcmp(e, "0")) return;
-    for (int i = 0; i < g_ncases; i++) g_cases[i].tma = 1;
-    printf("KILN_TEST_TMA: TMA copies of K and V on\n");
-}
-
 /* KILN_TEST_MBARRIER: the mbarrier hand-off on for every case, at S stages where d <= 128. */
 static void force_mbarrier(void)
 {
@@ -200,28 +196,27 @@ static void keep_head_dims(void)
     g_ncases = n;
 }
 
-/* KILN_TEST_OVERLAP: the rotated key loop for every case; with BMxBN/WARPS, at those tiles
- * where a case has none. */
-static void force_overlap(void)
+/* KILN_TEST_OVERLAP / KILN_TEST_WARP_SPEC / KILN_TEST_TMA: the Case's flag at `field` on for every case, with
+ * BMxBN/WARPS also those tiles for the cases without tiles of their own. */
+static void force_option(const char *var, size_t field, const char *what)
 {
-    const char *e = getenv("KILN_TEST_OVERLAP");
+    const char *e = getenv(var);
     if (!e || !*e || !strcmp(e, "0")) return;
     int bm = 0, bn = 0, w = 0;
     if (strcmp(e, "1") && (sscanf(e, "%dx%d/%d", &bm, &bn, &w) != 3 || bm < 16 || bn < 16 || w < 1)) {
-        printf("KILN_TEST_OVERLAP='%s': expected 1 or BMxBN/WARPS (e.g. 128x64/8); using 1\n", e);
+        printf("%s='%s': expected 1 or BMxBN/WARPS (e.g. 128x64/8); using 1\n", var, e);
         bm = bn = w = 0;
     }
     for (int i = 0; i < g_ncases; i++) {
         Case *c = &g_cases[i];
-        c->overlap = 1;
+        *(int *)((char *)c + field) = 1;
         if (bm && !c->block_m && !c->block_n)
             c->block_m = bm, c->block_n = c->d == 256 && bn > 64 ? 64 : bn, c->num_warps = w;
     }
     if (bm)
-        printf("KILN_TEST_OVERLAP: rotated key loop on; cases without tiles of their own at %dx%d, %d warps\n", bm,
-               bn, w);
+        printf("%s: %s on; cases without tiles of their own at %dx%d, %d warps\n", var, what, bm, bn, w);
     else
-        printf("KILN_TEST_OVERLAP: rotated key loop on, at every case's own tiles\n");
+        printf("%s: %s on, at every case's own tiles\n", var, what);
 }
 
 static void host_setup(Case *c, uint64_t seed)
@@ -258,7 +253,7 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
                              .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
                              .pingpong = c->pingpong, .mbarrier = c->mbarrier, .num_stages = c->num_stages,
-                             .overlap = c->overlap, .tma = c->tma};
+                             .overlap = c->overlap, .tma = c->tma, .warp_specialize = c->warp_spec};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
@@ -525,8 +520,9 @@ int main(void)
     keep_head_dims();
     force_pingpong();
     force_mbarrier();
-    force_tma();
-    force_overlap();
+    force_option("KILN_TEST_TMA", offsetof(Case, tma), "TMA copies of K and V");
+    force_option("KILN_TEST_OVERLAP", offsetof(Case, overlap), "rotated key loop");
+    force_option("KILN_TEST_WARP_SPEC", offsetof(Case, warp_spec), "warp specialisation (a producer warpgroup)");
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;
     pthread_t th[32];

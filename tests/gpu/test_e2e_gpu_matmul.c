@@ -27,6 +27,9 @@
  * KILN_TEST_TMA=1: every case compiles with the tma schedule option
  * (KilnCompileOptions.tma, docs/tensor_cores.md 5c): the pipelined loads a tensor
  * map reads exactly become TMA copies (a line per case says how many).
+ * KILN_TEST_WARP_SPEC=1: every case with warp specialisation (KilnCompileOptions.
+ * warp_specialize, docs/tensor_cores.md 5b): on sm_90a the wgmma cases with a top-level
+ * pipelined loop launch a producer warpgroup on top of their warps, which issues the copies.
  *
  * Without a GPU: "SKIP: no GPU (...)" and exit 77 (ctest: skipped).
  */
@@ -246,6 +249,8 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
     o.mbarrier = mb && *mb && strcmp(mb, "0");
     const char *tma = getenv("KILN_TEST_TMA");
     o.tma = tma && *tma && strcmp(tma, "0");
+    const char *ws = getenv("KILN_TEST_WARP_SPEC");
+    o.warp_specialize = ws && *ws && strcmp(ws, "0");
     ptx_counts(g, src, &o, row);
     KilnModule *m = NULL;
     KilnStatus st = kiln_module_compile(g_dev, g->file, src, &o, &m);

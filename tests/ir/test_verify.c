@@ -219,6 +219,29 @@ static const Case gpu_cases[] = {
      "attribute pingpong needs wgmma = 1"},
     {GHEAD8 " attributes {wgmma = 1, pingpong = 2} {\n" DOT8("") "  return\n}\n",
      "attribute pingpong but no dot with pingpong = 1"},
+    /* warp specialisation (pass_warp_specialize.c) */
+    {GHEAD8 " attributes {wgmma = 1, warp_spec = 1} {\n  return\n}\n", "attribute warp_spec but no pipelined loop"},
+    {L0 GHEAD8 " attributes {smem = 64, warp_spec = 1} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
+     "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
+     "attribute warp_spec needs wgmma = 1"},
+    {L0 GHEAD8 " attributes {wgmma = 1, warp_spec = 1} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2} {\n    yield\n  }\n  return\n}\n",
+     "for at 5:3: warp_spec with a pipelined loop without pipeline.mbarrier"},
+    {L0 GHEAD8 " attributes {wgmma = 1, smem = 64, warp_spec = 1} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %j = %0 to %n step %1 {\n"
+     "    for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
+     "smem.live = [3, 5]} {\n      yield\n    }\n    yield\n  }\n  return\n}\n",
+     "for at 6:5: warp_spec with a pipelined loop that is not an op of the kernel's body"},
+    {L0 "kernel @g(%p: ptr<f16>, %n: i32) num_warps = 2 num_stages = 2 attributes {wgmma = 1, smem = 64, warp_spec = 1} {\n"
+     "  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
+     "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
+     "attribute warp_spec needs num_warps a multiple of 4 up to 28 (num_warps = 2)"},
+    {L0 GHEAD8 " attributes {wgmma = 1, smem = 64, warp_spec = 2} {\n  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
+     "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
+     "attribute warp_spec must be 1"},
 };
 
 START_TEST(gpu_text_cases)

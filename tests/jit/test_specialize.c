@@ -247,9 +247,11 @@ START_TEST(infos_match)
     p2[1].pointee_bits = 32;
     ck_assert(!rt_infos_match(&info, &b));
     p2[1].pointee_bits = 16;
-    b.num_warps = 8;
+    b.num_warps = 8;   /* a variant may add warp specialisation's producer warpgroup */
+    ck_assert(rt_infos_match(&info, &b));
+    b.num_stages = info.num_stages + 1;
     ck_assert(!rt_infos_match(&info, &b));
-    b.num_warps = 4;
+    b.num_stages = info.num_stages;
     b.nparams = 7;
     ck_assert(!rt_infos_match(&info, &b));
 }
@@ -685,6 +687,40 @@ START_TEST(ir_signature_matches_code)
 }
 END_TEST
 
+/* With warp specialisation a variant may launch more warps than the generic kernel: the
+ * alignment a launch proves pipelines the key loops, and that brings the producer warpgroup
+ * (num_warps + 4). rt_infos_match accepts it (each launch takes its variant's own count); it
+ * refused it once ("the specialised variant has another signature" on the GPU). */
+START_TEST(variant_may_add_the_producer_warpgroup)
+{
+    const char *src = kiln_lib_source("lang/lib/attention_fwd.tile");
+    ck_assert_ptr_nonnull(src);
+    KilnDefine fwd[] = {{"HEAD_DIM", "128"}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", "false"},
+                        {"PLAIN_SCORES", "true"}};
+    static const char *const aligned[] = {"Q", "K", "V", "stride_qb", "stride_qh", "stride_qm", "stride_kb",
+                                          "stride_kh", "stride_kn", "stride_vb", "stride_vh", "stride_vn"};
+    KilnParamHint h[12];
+    for (int i = 0; i < 12; i++) h[i] = (KilnParamHint){aligned[i], 16, 0};
+    KilnCompileOptions o = {.kernel = "attn_fwd_f16", .defines = fwd, .ndefines = 5, .arch = "sm_90a",
+                            .num_warps = 8, .emit = KILN_EMIT_IR, .warp_specialize = 1};
+    KilnCompileResult ir, generic, variant;
+    ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", src, &o, &ir), KILN_OK);
+    o.emit = KILN_EMIT_PTX;
+    ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", src, &o, &generic), KILN_OK);
+    o.hints = h;
+    o.nhints = 12;
+    ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", src, &o, &variant), KILN_OK);
+    ck_assert_int_eq(ir.kernels[0].num_warps, 8);
+    ck_assert_int_eq(generic.kernels[0].num_warps, 8);   /* nothing pipelined: no producer */
+    ck_assert_int_eq(variant.kernels[0].num_warps, 12);
+    ck_assert(rt_infos_match(&generic.kernels[0], &variant.kernels[0]));
+    ck_assert(rt_infos_match(&ir.kernels[0], &variant.kernels[0]));   /* a deferred module's first launch */
+    kiln_compile_result_free(&ir);
+    kiln_compile_result_free(&generic);
+    kiln_compile_result_free(&variant);
+}
+END_TEST
+
 /* rt_spec_pending says whether a launch would compile first, without compiling. */
 START_TEST(pending_says_what_a_launch_compiles)
 {
@@ -1001,6 +1037,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, select_deferred_off_and_failure);
     tcase_add_test(tc, select_deferred_is_thread_safe);
     tcase_add_test(tc, ir_signature_matches_code);
+    tcase_add_test(tc, variant_may_add_the_producer_warpgroup);
     tcase_add_test(tc, pending_says_what_a_launch_compiles);
     tcase_add_test(tc, ready_is_the_compiled_kernel);
     tcase_add_test(tc, prepare_compiles_kernels_at_once);

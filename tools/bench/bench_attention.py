@@ -174,6 +174,8 @@ def mode_flags(sched):
             flags.append("--overlap")           # the next block's Q K^T in flight during the softmax (sm_90a)
         if mode == "tma":
             flags.append("--tma")               # TMA copies of K/V (implies the mbarrier hand-off; sm_90a)
+        if mode == "ws":
+            flags.append("--warp-specialize")   # a producer warpgroup issues the K/V copies (sm_90a)
     return flags
 
 
@@ -430,13 +432,15 @@ def parse_scheds(text):
     (kiln_bench_attn --pingpong; 8 warps on sm_90a, e.g. 128x128/8/2/pp); "/mb": the mbarrier
     stage hand-off (--mbarrier); "/ppmb": both; "/ov": the next key block's Q K^T in flight
     during the softmax (kiln_bench_attn --overlap, sm_90a); "/tma": TMA copies of K/V
-    (kiln_bench_attn --tma, sm_90a); modes combine in any order (128x64/8/2/pp/ov)"""
+    (kiln_bench_attn --tma, sm_90a); "/ws": warp specialisation, a producer warpgroup on
+    top of the warps (--warp-specialize, sm_90a, implies /mb); modes combine in any order
+    (128x64/8/2/pp/ov, 128x128/8/2/ws)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
             modes = []
-            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma"):
+            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws"):
                 modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
@@ -638,8 +642,9 @@ def sweep_markdown(res):
             pp = int(any(m in ("pp", "ppmb") for m in p[4:]))   # the row's pingpong column
             mb = int(any(m in ("mb", "ppmb") for m in p[4:]))   # its mbarrier column
             ov = int("ov" in p[4:])                             # its overlap column
+            ws = int("ws" in p[4:])                             # its ws column
             note = "  (mma.sync: not a table row)" if "sync" in p[4:] else ""
-            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}, {ov}}},   /* {score[sc]:.0f} TFLOP/s "
+            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}, {ov}, {ws}}},   /* {score[sc]:.0f} TFLOP/s "
                          f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()

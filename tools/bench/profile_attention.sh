@@ -26,10 +26,10 @@ report() {  # name: turn the .ncu-rep into text
   rm -f "$out/$1.ncu-rep"
 }
 for s in $scheds; do
-  IFS=x/ read -r bm bn w st m1 m2 <<<"$s"   # modes: bench_attention.py's suffixes (pp, mb, ppmb, ov, sync)
+  IFS=x/ read -r bm bn w st m1 m2 <<<"$s"   # modes: bench_attention.py's suffixes (pp, mb, ppmb, ov, ws, sync)
   flags=()
   for m in $m1 $m2; do
-    case $m in ov) flags+=(--overlap) ;; sync) flags+=(--no-wgmma) ;; esac
+    case $m in ov) flags+=(--overlap) ;; sync) flags+=(--no-wgmma) ;; ws) flags+=(--warp-specialize) ;; esac
     case $m in *pp*) flags+=(--pingpong) ;; esac
     case $m in *mb) flags+=(--mbarrier) ;; esac
   done
