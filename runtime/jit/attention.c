@@ -89,9 +89,13 @@ static const AttnTune k_tune[] = {
     /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
      * warpgroups of 64 rows each beat one CTA of 64 x 64 on 4 warps by 1.6x (574/604
      * against 359/376 TFLOP/s; causal 396/434 against 306/338), and ping-pong adds 6-7%
-     * causal (418/462) while it costs 14% without the mask (494/519). */
-    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
-    {90, 256,   1, 0, 128, 64, 8, 2, 1, 0, 0, 0},
+     * causal (418/462) while it costs 14% without the mask (494/519). Warp
+     * specialisation (a producer warpgroup on top of the 8 warps, setmaxnreg; sweep of
+     * 2026-11-24 late night, docs/performance.md) beats both: 626/656 against 562/590,
+     * causal 497/552 against 402/440 (and ping-pong's 418/462); it loses at d 64 and 128
+     * (1 consumer warpgroup, or 8 warps against 128x64/4), so only these rows take it. */
+    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 1},
+    {90, 256,   1, 0, 128, 64, 8, 2, 0, 0, 0, 1},
 };
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
