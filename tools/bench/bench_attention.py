@@ -401,7 +401,7 @@ DEFAULT_SCHED = (128, 64, 8, 2)
 # rows that apply up to a query length: (head dim, causal, max N) -> schedule
 API_SCHED = {(64, False): (64, 128, 4, 2), (64, True): (64, 128, 4, 2),
              (128, False): (128, 64, 4, 2), (128, True): (128, 64, 4, 2),
-             (256, False): (128, 64, 8, 2), (256, True): (128, 64, 8, 2, "pp")}
+             (256, False): (128, 64, 8, 2, "ws"), (256, True): (128, 64, 8, 2, "ws")}
 API_SCHED_SHORT = {(64, True, 2048): (64, 64, 4, 2), (128, True, 1024): (64, 64, 4, 2)}
 
 
