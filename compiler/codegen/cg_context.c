@@ -207,22 +207,24 @@ void cg_smem_pending_add(CgCtx *c, int lo, int hi)
     c->pending[c->npending++] = (CgRange){lo, hi};
 }
 
-void cg_barrier_cta(CgCtx *c)
+/* After a barrier only the current op's own buffer is still being accessed. */
+static void barrier_passed(CgCtx *c)
 {
-    cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL);
     c->npending = 0;
     if (c->cur.lo >= 0) cg_smem_pending_add(c, c->cur.lo, c->cur.hi);
 }
 
+void cg_barrier_cta(CgCtx *c)
+{
+    cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL);
+    barrier_passed(c);
+}
+
 void cg_barrier(CgCtx *c)
 {
-    if (!c->ws_warps) {
-        cg_barrier_cta(c);
-        return;
-    }
-    cg_ws_barrier(c);   /* warp_spec: the consumers only (cg_warp_spec.c) */
-    c->npending = 0;
-    if (c->cur.lo >= 0) cg_smem_pending_add(c, c->cur.lo, c->cur.hi);
+    if (c->ws_warps) cg_ws_barrier(c);   /* warp_spec: the consumers only (cg_warp_spec.c) */
+    else cg_call(c, "llvm.nvvm.barrier0", c->t_void, 0, NULL, NULL);
+    barrier_passed(c);
 }
 
 void cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages)

@@ -23,7 +23,7 @@
  * the producer's 128 threads issue all the copies. Each producer thread
  * arrives once per iteration: full counts 128 (cg_ws_full_count).
  *
- * Registers: the CTA holds R x 32 (num_warps + 4) registers at launch, R the
+ * Registers: the CTA holds R x 32 (num_warps + CG_WS_PRODUCER_WARPS) registers at launch, R the
  * most the thread count allows (65536 / threads, in 8s, at most 248), pinned
  * by .maxnreg R (codegen.c: with .maxntid alone ptxas may give the kernel
  * fewer, 129 at d = 64, and a setmaxnreg.inc past the CTA's pool never
@@ -41,11 +41,11 @@
 
 #include <stdio.h>
 
-#define WS_PRODUCER_THREADS 128
+#define WS_PRODUCER_THREADS (32 * CG_WS_PRODUCER_WARPS)
 
 int cg_ws_entry_regs(int num_warps)
 {
-    int r = 65536 / (32 * (num_warps + 4));
+    int r = 65536 / (32 * (num_warps + CG_WS_PRODUCER_WARPS));
     if (r > 255) r = 255;
     return r / 8 * 8;
 }
@@ -54,7 +54,7 @@ int cg_ws_entry_regs(int num_warps)
  * CG_WS_PRODUCER_REGS, at most setmaxnreg's 256 (a thread addresses 255). */
 int cg_ws_consumer_regs(int num_warps)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + 4) - CG_WS_PRODUCER_REGS * WS_PRODUCER_THREADS;
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - CG_WS_PRODUCER_REGS * WS_PRODUCER_THREADS;
     int r = pool / (32 * num_warps) / 8 * 8;
     return r > 256 ? 256 : r;
 }
@@ -63,7 +63,7 @@ int cg_ws_consumer_regs(int num_warps)
  * it needs: at most 96). */
 int cg_ws_producer_regs(int num_warps)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + 4) - cg_ws_consumer_regs(num_warps) * 32 * num_warps;
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - cg_ws_consumer_regs(num_warps) * 32 * num_warps;
     int r = pool / WS_PRODUCER_THREADS / 8 * 8;
     return r > 96 ? 96 : r;
 }
@@ -184,9 +184,8 @@ static bool producer(CgCtx *c)
 
 void cg_ws_entry(CgCtx *c)
 {
-    int W = c->f->sched.num_warps;
-    if (!ir_attr_int(&c->f->attrs, IR_ATTR_WARP_SPEC, 0)) return;
-    c->ws_warps = W;
+    int W = c->ws_warps;   /* build_kernel read the kernel's warp_spec */
+    if (!W) return;
     LLVMBasicBlockRef prod = cg_block(c, "ws_producer"), cons = cg_block(c, "ws_consumer");
     LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->warp, cg_i32(c, W), ""), prod, cons);
     LLVMPositionBuilderAtEnd(c->b, prod);

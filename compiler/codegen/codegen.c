@@ -39,7 +39,7 @@ static void annotate_kernel(CgCtx *c)
      * (.maxnreg), which setmaxnreg then moves between the roles (else ptxas may launch with
      * fewer than the consumers' setmaxnreg.inc asks for: cg_warp_spec.c) */
     const char *keys[3] = {"kernel", "maxntidx", "maxnreg"};
-    int vals[3] = {1, 32 * (c->f->sched.num_warps + (c->ws_warps ? 4 : 0)), cg_ws_entry_regs(c->ws_warps)};
+    int vals[3] = {1, 32 * (c->f->sched.num_warps + (c->ws_warps ? CG_WS_PRODUCER_WARPS : 0)), cg_ws_entry_regs(c->ws_warps)};
     for (int i = 0; i < (c->ws_warps ? 3 : 2); i++) {
         LLVMMetadataRef ops[3] = {fn, LLVMMDStringInContext2(c->ctx, keys[i], strlen(keys[i])),
                                   LLVMValueAsMetadata(cg_i32(c, vals[i]))};
@@ -170,7 +170,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     double t_gpu = sup_now_ms() - t0;
     res->smem_bytes = tc->total;
     cg_tma_recipes(tc, res);
-    if (ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0)) res->num_warps = W + 4;   /* the producer warpgroup */
+    if (ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0)) res->num_warps = W + CG_WS_PRODUCER_WARPS;   /* the producer warpgroup */
     if (opts->stage == CG_STAGE_GPU_IR) {
         ir_print_func(&res->out, f);
         return true;

@@ -168,7 +168,7 @@ static void ws_check(WsCheck *w)
     for (const IrOp *x = f->body->first; x; x = x->next)
         if (pipelined(x)) last = x;
     if (ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1) refuse(w, NULL, "not an sm_90a wgmma kernel");
-    if (W % 4 || W + 4 > 32) refuse(w, NULL, "num_warps is not a multiple of 4 up to 28");
+    if (W % 4 || W + CG_WS_PRODUCER_WARPS > 32) refuse(w, NULL, "num_warps is not a multiple of 4 up to 28");
     if (nested) refuse(w, nested, "a pipelined loop inside another loop or branch");
     if (!last) refuse(w, NULL, "no pipelined loop");
     if (w->why) return;
