@@ -6,7 +6,7 @@
 # "relative path + SHA-256 of its contents" for every file, sorted: any edit to
 # a compiler, front-end, runtime or lang/lib file, or any change of flags or
 # LLVM, gives another identity; a rebuild of identical sources the same one.
-# The on-disk kernel cache keys on it (runtime/jit/cache.c), so a rebuilt compiler
+# The on-disk kernel cache keys on it (jit/cache.c), so a rebuilt compiler
 # never serves kernels an older one compiled.
 file(STRINGS "${INPUTS}" lines)
 set(settings "")

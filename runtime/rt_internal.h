@@ -1,10 +1,10 @@
 /* rt_internal.h — the runtime core's internal pieces that need no CUDA header:
  * argument checking, PTX signature parsing, errors, and the two points where
- * a higher layer (runtime/jit) attaches to the core without the core knowing
+ * a higher layer (jit/) attaches to the core without the core knowing
  * it: module hooks and device-teardown callbacks. They are separate from the
  * driver calls so CPU tests can exercise them. Not part of the public API
  * (tests/runtime include it directly). The jit layer's own internals are in
- * runtime/jit/jit_internal.h.
+ * jit/jit_internal.h.
  */
 #ifndef KILN_RT_INTERNAL_H
 #define KILN_RT_INTERNAL_H

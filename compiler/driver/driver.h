@@ -5,7 +5,7 @@
 #include "kiln.h"
 #include "ir/ir.h"
 #include "support/diag.h"
-#include "lang/ast.h"
+#include "compiler/lang/ast.h"
 
 /* Steps 1-3 of kiln_compile (parse, sema + lowering, target-independent passes).
  * For emit == KILN_EMIT_AST the AST text goes to `out` and *mod_out stays NULL.

@@ -1,5 +1,5 @@
 /* host.c — run docs/snippets/softmax.tile and the shipped FlashAttention from C.
- * Build: cc -std=c17 host.c -I<kiln>/runtime -L<build> -lkiln ... (see docs/runtime.md, "Linking").
+ * Build: cc -std=c17 host.c -I<kiln>/include/kiln -L<build> -lkiln ... (see docs/runtime.md, "Linking").
  * Run from the repository root. */
 #include "kiln.h"
 #include <math.h>

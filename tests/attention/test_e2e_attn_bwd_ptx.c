@@ -1,6 +1,6 @@
 /* test_e2e_attn_bwd_ptx.c — every kernel kiln_attention_bwd launches compiles for
  * sm_80 and sm_90a at the schedules the runtime picks (rt_attn_bwd_plan: the
- * tuning table of runtime/jit/attention_bwd.c), with the hints launch-time
+ * tuning table of jit/attention_bwd.c), with the hints launch-time
  * specialisation adds for aligned tensors and strides that are multiples of 16,
  * to a cubin ptxas accepts (to PTX with an .entry when there is no ptxas).
  *

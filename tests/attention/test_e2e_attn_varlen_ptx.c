@@ -3,7 +3,7 @@
  * the hints launch-time specialisation adds for aligned tensors and strides that are
  * multiples of 16, to a cubin ptxas accepts (PTX with an .entry when there is no ptxas).
  *
- * Forward: the tuning table's rows of runtime/jit/attention.c (sm_80 and sm_90 defaults for
+ * Forward: the tuning table's rows of jit/attention.c (sm_80 and sm_90 defaults for
  * head dims 64, 128, 256, causal and not, PLAIN_SCORES as the API compiles it); the varlen
  * kernel must keep the fixed-length kernel's fast path: as many tensor-core instructions
  * (mma.sync / wgmma) and cp.async copies as it. Backward: rt_attn_bwd_plan for a packed
@@ -66,7 +66,7 @@ static void assemble(const char *file, const RtAttnVariant *v, const char *arch)
     kiln_compile_result_free(&r);
 }
 
-/* The forward's table rows (runtime/jit/attention.c, k_tune): sm, d, causal, tiles, warps. */
+/* The forward's table rows (jit/attention.c, k_tune): sm, d, causal, tiles, warps. */
 typedef struct FwdRow { int sm, d, causal, bm, bn, warps; } FwdRow;
 static const FwdRow k_fwd[] = {
     {80, 64, 0, 128, 64, 8},  {80, 128, 1, 128, 64, 8}, {80, 256, 0, 64, 32, 4},

@@ -329,7 +329,7 @@ START_TEST(runtime_passes_it_on)
         free(r.owned);
     }
     /* the table's own sm_90 rows: ping-pong and the mbarrier hand-off off; warp
-     * specialisation on the d 256 rows only (measured, runtime/jit/attention.c k_tune) */
+     * specialisation on the d 256 rows only (measured, jit/attention.c k_tune) */
     p.block_m = p.block_n = p.num_warps = 0;
     p.pingpong = p.mbarrier = p.warp_specialize = 0;
     for (int d = 64; d <= 256; d *= 2) {

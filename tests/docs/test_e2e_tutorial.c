@@ -352,7 +352,7 @@ START_TEST(host_program_compiles)
     const char *cc = getenv("KILN_CC");
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' -std=c17 -Wall -Wextra -Werror -fsyntax-only -I'%s' '%s'", cc && *cc ? cc : "cc",
-             tu_src_path("runtime"), tu_src_path("docs/snippets/host.c"));
+             tu_src_path("include/kiln"), tu_src_path("docs/snippets/host.c"));
     ck_assert_msg(system(cmd) == 0, "docs/snippets/host.c does not compile: %s", cmd);
 }
 END_TEST

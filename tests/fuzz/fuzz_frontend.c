@@ -17,7 +17,7 @@
 #endif
 #endif
 #ifdef KILN_HAVE_SEMA
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 #include "compiler/passes/passes.h"
 #endif
 

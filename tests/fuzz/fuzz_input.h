@@ -7,7 +7,7 @@
 #ifndef KILN_FUZZ_INPUT_H
 #define KILN_FUZZ_INPUT_H
 
-#include "lang/ast.h"
+#include "compiler/lang/ast.h"
 #include "compiler/support/diag.h"
 
 #include <stdbool.h>

@@ -128,7 +128,7 @@ static inline int gu_main(KilnDevice **dev, KilnDeviceInfo *info, Suite *(*suite
 #ifndef GPU_UTIL_RUNTIME_ONLY
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 /* The kernel as the interpreter runs it: parsed, lowered with the defines,
  * through the pass pipeline (the GPU's input). Diag *d is initialised here;

@@ -11,7 +11,7 @@
 #include "tests/testutil.h"
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 #include <string.h>
 

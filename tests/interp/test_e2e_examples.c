@@ -12,7 +12,7 @@
 #include "tests/testutil.h"
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 #include "examples/ref.c"
 
 #include <math.h>

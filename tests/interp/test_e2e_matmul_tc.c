@@ -18,7 +18,7 @@
  * The GPU runs the same kernels: tests/gpu/test_e2e_gpu_matmul.c. */
 #include "tests/testutil.h"
 #include "compiler/interp/interp.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
 #include "compiler/interp/interp.h"
 #include "compiler/ir/eval.h"
 #include "compiler/passes/passes.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #    another (a rebuilt compiler misses every old cache entry).
 file(READ "${INPUTS}" real)
 foreach(want "compiler/codegen/cg_emit.c" "compiler/support/target.c" "lang/parser.y" "lang/lib/attention_fwd.tile"
-        "runtime/jit/cache.c" "compiler/driver/compile.c" "llvm 19." "-Wall" "--files--")
+        "jit/cache.c" "compiler/driver/compile.c" "llvm 19." "-Wall" "--files--")
   string(FIND "${real}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the build identity's inputs lack '${want}'")

@@ -4,7 +4,7 @@
  * condition's source text, or "assertion failed" when that text spans lines),
  * and axis / mask / other / acc = None meaning "not given". */
 #include "tests/testutil.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -15,18 +15,10 @@
  */
 #include "testutil.h"
 
-#include "lang/ast.h"
+#include "compiler/lang/ast.h"
 #include "compiler/support/diag.h"
 
-/* Sema (lang_compile) lives in lang/sema*.c; run it when it is there. */
-#if !defined(KILN_HAVE_SEMA) && !defined(KILN_NO_SEMA) && defined(__has_include)
-#if __has_include("lang/sema.h")
-#define KILN_HAVE_SEMA 1
-#endif
-#endif
-#ifdef KILN_HAVE_SEMA
-#include "lang/lang.h"
-#endif
+#include "compiler/lang/lang.h"
 
 #include <dirent.h>
 #include <string.h>
@@ -57,7 +49,6 @@ static void find_cases(void)
     qsort(case_names, (size_t)ncases, sizeof case_names[0], cmp_str);
 }
 
-#ifdef KILN_HAVE_SEMA
 /* Parse "// defines: A=1 B=bf16" from the first line into `defs`. */
 static int parse_defines(Arena *a, const char *src, LangDefine *defs, int max)
 {
@@ -77,7 +68,6 @@ static int parse_defines(Arena *a, const char *src, LangDefine *defs, int max)
     }
     return n;
 }
-#endif
 
 /* Run one source through the front end; returns the malloc'd diagnostics. */
 static char *run_frontend(const char *path, const char *src)
@@ -87,7 +77,6 @@ static char *run_frontend(const char *path, const char *src)
     Diag diag;
     diag_init(&diag, path, src);
     AstFile *file = ast_parse(&arena, &diag, path, src);
-#ifdef KILN_HAVE_SEMA
     if (file && diag.nerrors == 0) {
         LangDefine defs[32];
         LangOptions opts;
@@ -96,9 +85,6 @@ static char *run_frontend(const char *path, const char *src)
         opts.ndefines = parse_defines(&arena, src, defs, 32);
         lang_compile(&arena, &diag, file, &opts);
     }
-#else
-    (void)file;
-#endif
     diag_flush_ice(&diag);
     char *out = strdup(diag.out.data ? diag.out.data : "");
     diag_free(&diag);

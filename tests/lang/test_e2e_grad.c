@@ -19,7 +19,7 @@
 #include "tests/testutil.h"
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  */
 #include "testutil.h"
 
-#include "lang/lang.h"
+#include "compiler/lang/lang.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * robustness on hostile inputs. */
 #include "testutil.h"
 
-#include "lang/ast.h"
+#include "compiler/lang/ast.h"
 #include "compiler/support/diag.h"
 
 #include <string.h>

@@ -5,7 +5,7 @@
  */
 #include "testutil.h"
 
-#include "lang/sema.h"
+#include "compiler/lang/sema.h"
 
 #include <math.h>
 #include <string.h>

@@ -8,7 +8,7 @@ Two checks, both must pass:
 1. Includes: every #include "..." of a library, application, example or tool
    source resolves (same directory first, then the build's include path) to a
    file of its own layer, of a layer below, or to a public header
-   (runtime/kiln.h, kiln_compile.h, kiln_runtime.h). Examples and tools may
+   (include/kiln/: kiln.h, kiln_runtime.h, kiln_compile.h, kiln_attention.h). Examples and tools may
    include public headers and their own folders only.
 2. Symbols (given the layer archives): every symbol a layer's objects leave
    undefined and that some Kiln layer defines is defined by the layer itself
@@ -41,9 +41,10 @@ BELOW = {
     "examples": {"examples", "tools"},
     "tools": {"examples", "tools"},
 }
-PUBLIC = {"runtime/kiln.h", "runtime/kiln_compile.h", "runtime/kiln_runtime.h"}
+PUBLIC = {"include/kiln/kiln.h", "include/kiln/kiln_compile.h", "include/kiln/kiln_runtime.h",
+          "include/kiln/kiln_attention.h"}
 # The build's include path, relative to the source dir (CMakeLists.txt).
-INCLUDE_PATH = ["", "runtime", "runtime/jit", "compiler", "compiler/driver"]
+INCLUDE_PATH = ["", "include/kiln", "runtime", "jit", "compiler", "compiler/driver"]
 GENERATED = {"parser.tab.h", "lexer.yy.h"}  # flex/bison output, part of lang
 
 
@@ -54,7 +55,7 @@ def layer_of(rel):
     for prefix, layer in (("compiler/support/", "support"), ("compiler/ir/", "ir"),
                           ("compiler/passes/", "passes"), ("compiler/interp/", "interp"),
                           ("compiler/codegen/", "codegen"), ("compiler/driver/", "driver"),
-                          ("runtime/jit/", "jit"), ("runtime/", "runtime"), ("lang/", "lang"),
+                          ("compiler/lang/", "lang"), ("jit/", "jit"), ("runtime/", "runtime"),
                           ("apps/", "apps"), ("examples/", "examples"), ("tools/", "tools")):
         if rel.startswith(prefix):
             return layer
@@ -63,7 +64,7 @@ def layer_of(rel):
 
 def check_includes(src):
     bad = []
-    for top in ("compiler", "lang", "runtime", "apps", "examples", "tools"):
+    for top in ("compiler", "runtime", "jit", "apps", "examples", "tools"):
         for root, _, files in os.walk(os.path.join(src, top)):
             for name in sorted(files):
                 if not name.endswith((".c", ".h", ".y", ".l")):

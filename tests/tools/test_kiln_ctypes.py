@@ -2,7 +2,7 @@
 """test_kiln_ctypes.py — tools/bench/kiln_ctypes.py, the Python mirror of Kiln's attention
 API that the backward benchmark calls libkiln.so through, is the C API.
 
-1. Layout: every field of the structs it reads from runtime/kiln_compile.h has the offset,
+1. Layout: every field of the structs it reads from include/kiln/kiln_attention.h has the offset,
    and every struct the size, that the C compiler gives (a generated C program prints
    offsetof/sizeof; compiled with the compiler the build uses). A field the header gains
    that the parser cannot read fails here, naming it.
@@ -56,7 +56,7 @@ def fields_of(ct, prefix=""):
 
 
 # ---- 1. layout against the C compiler
-types = kiln_ctypes.parse_structs(os.path.join(src_dir, "runtime", "kiln_compile.h"))
+types = kiln_ctypes.parse_structs(os.path.join(src_dir, "include", "kiln", "kiln_attention.h"))
 lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "kiln.h"', "int main(void) {"]
 expected = []
 # the parsed structs, then the hand-written ones of the variant API
@@ -79,7 +79,7 @@ with tempfile.TemporaryDirectory() as tmp:
     c_file, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
     with open(c_file, "w") as f:
         f.write("\n".join(lines) + "\n")
-    subprocess.run([cc, "-std=c17", "-I", os.path.join(src_dir, "runtime"), c_file, "-o", exe], check=True)
+    subprocess.run([cc, "-std=c17", "-I", os.path.join(src_dir, "include", "kiln"), c_file, "-o", exe], check=True)
     got = subprocess.run([exe], capture_output=True, text=True, check=True).stdout.splitlines()
 expect(len(expected) > 60, f"only {len(expected)} layout facts: the parser missed fields")
 for e, g in zip(expected, got):
@@ -87,7 +87,7 @@ for e, g in zip(expected, got):
 expect(len(expected) == len(got), "layout: different number of lines")
 
 # ---- 2. calls through libkiln.so (no device needed)
-k = kiln_ctypes.Kiln(lib_path, header=os.path.join(src_dir, "runtime", "kiln_compile.h"))
+k = kiln_ctypes.Kiln(lib_path, header=os.path.join(src_dir, "include", "kiln", "kiln_attention.h"))
 expect(k.fn.kiln_version().decode().count(".") == 2, "kiln_version")
 
 

@@ -35,7 +35,7 @@ What it measures, per variant:
   3.5 x for both; Kiln's ratio to Flex; the variant's overhead against Kiln's plain kernel
   (no variant; causal flag as the variant's, the plain causal kernel for causal.tile).
 - cold compile, seconds: each variant's first Kiln call (forward, then backward) in a fresh
-  KILN_CACHE_DIR (the on-disk cache, runtime/jit/cache.c) after kiln_attention_cache_clear,
+  KILN_CACHE_DIR (the on-disk cache, jit/cache.c) after kiln_attention_cache_clear,
   and Flex's first calls (torch.compile: the forward, then its backward) with fresh
   TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR for the process; plus
   a probe: a variant text never seen (an ALiBi-like bias with a random constant) on both.

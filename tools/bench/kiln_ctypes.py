@@ -7,7 +7,7 @@ runtime does), and a NULL KilnStream is the legacy default stream, which torch's
 stream also is, so Kiln's launches are ordered with torch's and torch.cuda.Event times them.
 
 The parameter structs are not written out here: they are read from the public header
-(runtime/kiln_compile.h) when the module loads, so a field added to the C API changes
+(include/kiln/kiln_attention.h) when the module loads, so a field added to the C API changes
 the Python mirror with it. tests/tools/test_kiln_ctypes.py checks every offset against
 the C compiler's offsetof.
 
@@ -26,7 +26,7 @@ import os
 import re
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-HEADER = os.path.join(ROOT, "runtime", "kiln_compile.h")
+HEADER = os.path.join(ROOT, "include", "kiln", "kiln_attention.h")
 STRUCTS = ("KilnBlockMask", "KilnAttentionParams", "KilnAttentionBwdParams", "KilnAttentionDecodeParams")
 SCALARS = {
     "int": ctypes.c_int, "unsigned": ctypes.c_uint, "float": ctypes.c_float, "double": ctypes.c_double,

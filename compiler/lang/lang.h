@@ -8,8 +8,8 @@
 #define KILN_LANG_H
 
 #include "ast.h"
-#include "../compiler/support/diag.h"
-#include "../compiler/ir/ir.h"
+#include "../support/diag.h"
+#include "../ir/ir.h"
 
 typedef struct LangDefine {
     const char *name;     /* a const parameter of the kernel (or file-level const) */

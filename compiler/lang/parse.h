@@ -16,7 +16,7 @@
 #define KILN_PARSE_H
 
 #include "ast.h"
-#include "../compiler/support/diag.h"
+#include "../support/diag.h"
 
 #include <setjmp.h>
 

@@ -9,7 +9,7 @@
 #ifndef KILN_AST_H
 #define KILN_AST_H
 
-#include "../compiler/support/support.h"
+#include "../support/support.h"
 
 typedef struct AstExpr AstExpr;
 typedef struct AstStmt AstStmt;

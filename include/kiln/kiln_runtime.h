@@ -6,7 +6,7 @@
  * elsewhere needs this header alone, and the code behind it (runtime/, the
  * library kiln_runtime) contains no compiler. Compiling .tile programs —
  * offline, on the CPU interpreter or straight onto a device — is in
- * kiln_compile.h; kiln.h includes both.
+ * kiln_compile.h, attention in kiln_attention.h; kiln.h includes all three.
  *
  * The CUDA driver (libcuda.so.1) is loaded with dlopen at the first kiln_init:
  * a program built against Kiln runs (and reports KILN_ERR_NO_DRIVER) on a

@@ -1,7 +1,7 @@
 /* attention_block_mask.c — FlexAttention-style block masks: kiln_attention_block_mask_size,
  * _create, _create_cpu, and what the forward needs to read one.
  *
- * What: a KilnBlockMask is one i32 buffer of nine arrays (kiln_compile.h lists them) that
+ * What: a KilnBlockMask is one i32 buffer of nine arrays (kiln_attention.h lists them) that
  * lang/lib/block_mask.tile fills: attn_block_mask evaluates the call's variant mask_mod
  * (with kv_start, the causal diagonal and the bounds) on every element of every
  * (query block, key block) pair of each mask row (b, h) and writes the dense class and the

@@ -1,4 +1,4 @@
-/* jit_internal.h — the jit layer's internal pieces (runtime/jit): hashing,
+/* jit_internal.h — the jit layer's internal pieces (jit/): hashing,
  * the cache file format, launch-time specialisation and the embedded library
  * programs. The jit layer sits on the compile driver and the runtime core; it
  * reaches the core's internals through rt_internal.h. Not part of the public
@@ -7,7 +7,7 @@
 #ifndef KILN_JIT_INTERNAL_H
 #define KILN_JIT_INTERNAL_H
 
-#include "kiln_compile.h"
+#include "kiln_attention.h"
 #include "rt_internal.h"
 
 #include <pthread.h>

@@ -32,7 +32,7 @@
 %parse-param {void *scanner} {ParseCtx *p}
 
 %code requires {
-#include "lang/parse.h"
+#include "compiler/lang/parse.h"
 }
 
 %code provides {

@@ -24,7 +24,7 @@
  *
  * Invariants: validation never reads *dev; the lengths and page indices are
  * device data and never read here (the caller's contract, documented in
- * kiln_compile.h). The scratch of a device only grows; growing it synchronises
+ * kiln_attention.h). The scratch of a device only grows; growing it synchronises
  * the device first, since work queued earlier may still use the old buffer.
  *
  * Example: heads_q 32, heads_kv 8, one token, batch 4, max_seqlen_k 32768, d 128
