@@ -29,12 +29,6 @@ LLVMTypeRef cg_type(CgCtx *c, IrElem e)
 
 LLVMTypeRef cg_mem_type(CgCtx *c, IrElem e) { return e == IR_I1 ? c->t_i8 : cg_type(c, e); }
 
-int cg_elem_bytes(IrElem e)
-{
-    int bits = ir_elem_bits(e);
-    return bits < 8 ? 1 : bits / 8;
-}
-
 LLVMValueRef cg_i32(CgCtx *c, int64_t v) { return LLVMConstInt(c->t_i32, (unsigned long long)v, 1); }
 LLVMValueRef cg_i64(CgCtx *c, int64_t v) { return LLVMConstInt(c->t_i64, (unsigned long long)v, 1); }
 

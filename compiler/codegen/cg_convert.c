@@ -43,12 +43,6 @@ static LLVMValueRef tile_offset(CgCtx *c, IrType type, LLVMValueRef *idx, int eb
     return LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, row, cg_i32(c, row_pad), ""), "");
 }
 
-static int row_pad_of(const IrOp *op, IrType t)
-{
-    if (op->op != IR_CONVERT_LAYOUT || t.rank < 2) return 0;
-    return t.shape[t.rank - 1] * cg_elem_bytes((IrElem)t.elem) >= 64 ? 16 : 0;
-}
-
 /* How many registers from `reg` on go to SRAM as one vector: registers
  * reg.. reg + n - 1 hold consecutive elements of one row (the value's last
  * dim), starting at a multiple of n, so the row-major tile has them side by
@@ -188,29 +182,6 @@ static void stmatrix_to_smem(CgCtx *c, const IrValue *src, const CgTile *in, con
     }
 }
 
-int cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
-{
-    const IrValue *src = op->args[0], *res = op->res[0];
-    if (op->op == IR_CONVERT_LAYOUT) {
-        if (src->type.rank == 0 || cg_layouts_equivalent(f, src->layout, res->layout, res->type)) return 0;
-        CgMmaFrag frag;
-        int wm, wn;
-        IrElem e = (IrElem)res->type.elem;
-        if ((e == IR_F16 || e == IR_BF16) && cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != CG_MMA_C) {
-            *what = frag == CG_MMA_A ? "mma operand A" : "mma operand B";
-            return (int)ir_type_numel(res->type) * 2;
-        }
-        *what = "convert_layout";
-    } else {
-        if (src->type.rank == 0) return 0;
-        *what = "reshape";
-    }
-    int eb = cg_elem_bytes((IrElem)res->type.elem);
-    int64_t n = res->type.rank ? ir_type_numel(res->type) : 1;
-    int pad = row_pad_of(op, res->type);
-    return (int)(n * eb + (pad ? n / res->type.shape[res->type.rank - 1] * pad : 0));
-}
-
 bool cg_lower_convert(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
@@ -232,7 +203,7 @@ bool cg_lower_convert(CgCtx *c, IrOp *op)
     int bytes = cg_convert_scratch_bytes(c->f, op, &what);
     if (what[0] == 'm') return cg_lower_convert_mma_operand(c, op);
     cg_smem_begin(c, what, res, bytes);
-    int pad = row_pad_of(op, res->type);
+    int pad = cg_convert_row_pad(op, res->type);
     CgGeom sg;
     CgStmatrix sp;
     if (op->op == IR_CONVERT_LAYOUT && stmatrix_fits(c, src, in, pad, &sg, &sp))

@@ -26,7 +26,7 @@
  * k32 x n8).
  */
 #include "cg_internal.h"
-#include "cg_tc.h"
+#include "../gpuir/gpuir.h"
 
 #include <stdio.h>
 #include <string.h>

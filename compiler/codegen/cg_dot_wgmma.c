@@ -45,7 +45,7 @@
  *   O += P V:   2 x 4 wgmma.m64n128k16, P from registers, V N-major (trans-b)
  */
 #include "cg_internal.h"
-#include "cg_tc.h"
+#include "../gpuir/gpuir.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* cg_internal.h — shared declarations of the GPU backend (compiler/codegen/).
  *
  * The backend works in three steps:
- *   1. axis info (cg_axis_info.c): divisibility / contiguity / constancy of
+ *   1. axis info (axis_info.c): divisibility / contiguity / constancy of
  *      integer and pointer tiles, used to vectorise memory accesses;
  *   2. the GPU passes (docs/tensor_cores.md):
  *      accelerate-dot (tensor-core layouts for eligible dots), layout
@@ -13,13 +13,13 @@
  *      with layouts and the decisions as attributes (ir_print_func);
  *   3. lowering to per-thread LLVM IR (cg_*.c) and emission (cg_emit.c).
  *
- * Layouts and axis info are declared in cg_layout.h (no LLVM there).
+ * Layouts and axis info are declared in layout.h (no LLVM there).
  */
 #ifndef KILN_CG_INTERNAL_H
 #define KILN_CG_INTERNAL_H
 
-#include "cg_layout.h"
-#include "cg_tc.h"
+#include "codegen.h"
+#include "../gpuir/gpuir.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
@@ -145,12 +145,6 @@ bool cg_lower_control(CgCtx *c, IrOp *op);                   /* cg_control.c */
  * barriers). owners_only: replicas do not write. */
 void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only, int row_pad);
 void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_pad);
-
-/* Scratch bytes each op family's lowering will ask for (0: none), for the
- * allocator; `what` names the buffer in --stats. */
-int  cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what);  /* cg_convert.c */
-int  cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op);                      /* cg_reduce.c */
-int  cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses);     /* cg_memory.c */
 
 /* ---- tensor cores (cg_dot_mma.c) and pipelining (cg_pipeline.c) ---- */
 LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col);

@@ -41,7 +41,7 @@
  *     QK^T, softmax, PV; mbarrier.arrive [empty + 8*(i%2)]
  */
 #include "cg_internal.h"
-#include "cg_tc.h"
+#include "../gpuir/gpuir.h"
 
 #include <stdio.h>
 

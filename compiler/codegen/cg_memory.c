@@ -36,45 +36,6 @@
  * (lower_store); no shipped kernel stores more than 128 a thread. */
 #define CG_ASM_STORE_REGS 256
 
-/* The vector width of a load/store/atomic: what the pointer layout's
- * registers per thread, 16 bytes, the pointers' contiguity and alignment and
- * the mask's constancy allow (the layout pass and the pipeline plan ask too). */
-static int mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
-{
-    const IrValue *p = op->args[0];
-    if (p->type.rank == 0) return 1;
-    IrElem pe = (IrElem)p->type.pointee;
-    CgGeom g;
-    if (pe == IR_I1 || !cg_geom(f, p->layout, p->type, &g)) return 1;
-    /* The fastest base dim as a value dim (the axis facts are per value dim).
-     * A slice (the per-column vector of an MMA accumulator: pairs of adjacent
-     * columns per thread) vectorises like its parent; a slice that removed
-     * the fastest dim has copies, not neighbours, in consecutive registers. */
-    int fd = g.order[0], vd = -1;
-    for (int i = 0; i < g.vrank; i++)
-        if (g.vdims[i] == fd) vd = i;
-    if (vd < 0) return 1;
-    int eb = cg_elem_bytes(pe);
-    const CgAxis *ax = cg_axis_get(axis, p);
-    int64_t vec = g.eff_spt[fd];
-    if (16 / eb < vec) vec = 16 / eb;
-    if (ax->contig[vd] < vec) vec = ax->contig[vd];
-    if (ax->div[vd] / eb < vec) vec = ax->div[vd] / eb;
-    int mask_idx = op->op == IR_LOAD ? 1 : 2;
-    if (op->nargs > mask_idx && op->args[mask_idx]->type.rank > 0) {
-        const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
-        if (mx->constancy[vd] < vec) vec = mx->constancy[vd];
-    }
-    return vec < 1 ? 1 : (int)vec;
-}
-
-/* Atomics are one element at a time here (the vector red of lower_atomic
- * depends on the target and on the result being unused). */
-int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
-{
-    return op->op == IR_ATOMIC_ADD ? 1 : mem_vec(f, axis, op);
-}
-
 /* Integer/float type a register is kept as in memory (i1 -> i8, ptr -> i64). */
 static LLVMTypeRef word_elem_type(CgCtx *c, IrElem e)
 {
@@ -391,7 +352,7 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
     if (ptrs->type.rank) cg_thread_base(c, &g, base);
     CgTile *t = cg_set(c, res, g.nregs);
     /* sm_90: an f32 red takes as many elements as a store would (16 bytes at most) */
-    int vec = !want && c->sm >= 90 && e == IR_F32 && ptrs->type.rank ? mem_vec(c->f, c->axis, op) : 1;
+    int vec = !want && c->sm >= 90 && e == IR_F32 && ptrs->type.rank ? cg_mem_vec_width(c->f, c->axis, op) : 1;
     for (int i = 0; i < g.nregs; i += vec) {
         LLVMValueRef p = write_pred(c, op, 2, &g, base, i);
         if (!p) p = LLVMConstInt(c->t_i1, 1, 0);
@@ -437,17 +398,6 @@ static bool lower_fence(CgCtx *c)
     cg_asm(c, c->t_void, "fence.acq_rel.gpu;", "~{memory}", 0, NULL, true);
     cg_barrier(c);
     return true;
-}
-
-int cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses)
-{
-    const IrValue *ptrs = op->args[0], *res = op->res[0];
-    if (op->op != IR_ATOMIC_ADD || uses[res->id] == 0) return 0;
-    CgGeom g;
-    bool shared = ptrs->type.rank == 0 || (cg_geom(f, res->layout, res->type, &g) && cg_geom_replicated(&g));
-    if (!shared) return 0;
-    int eb = cg_elem_bytes((IrElem)res->type.elem);
-    return (int)(ptrs->type.rank ? ir_type_numel(res->type) : 1) * eb + eb; /* + the replicas' slot */
 }
 
 bool cg_lower_memory(CgCtx *c, IrOp *op)

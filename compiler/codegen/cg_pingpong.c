@@ -19,7 +19,7 @@
  * conditions are warp-uniform (warp / 4), as bar.sync/bar.arrive need.
  */
 #include "cg_internal.h"
-#include "cg_tc.h"
+#include "../gpuir/gpuir.h"
 
 #include <stdio.h>
 

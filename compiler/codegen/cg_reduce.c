@@ -28,14 +28,6 @@ typedef struct Red {
 
 typedef struct Pair { LLVMValueRef v, i; } Pair;
 
-static IrElem work_elem(IrElem e)
-{
-    if (e == IR_F16 || e == IR_BF16) return IR_F32;
-    if (e == IR_I1 || e == IR_U8 || e == IR_U16) return IR_U32;
-    if (e == IR_I8 || e == IR_I16) return IR_I32;
-    return e;
-}
-
 static LLVMValueRef better(CgCtx *c, const Red *r, LLVMValueRef a, LLVMValueRef b, bool max)
 {
     if (ir_elem_is_float(r->we)) return LLVMBuildFCmp(c->b, max ? LLVMRealOGT : LLVMRealOLT, b, a, "");
@@ -151,44 +143,12 @@ static void across_warps(CgCtx *c, const Red *r, const CgGeom *gr, IrType rt, in
     }
 }
 
-/* Distinct warps along the reduced dim (step 3 runs when > 1). */
-static int warps_along(const CgGeom *gs, int k)
-{
-    int distinct = gs->shape[k] / (gs->spt[k] * gs->tpw[k] * gs->rpw[k]);
-    return distinct < 1 ? 1 : distinct > gs->wpc[k] ? gs->wpc[k] : distinct;
-}
-
-int cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op)
-{
-    const IrValue *src = op->args[0];
-    CgGeom gs;
-    if (!cg_geom(f, src->layout, src->type, &gs)) return 0;
-    int nw = warps_along(&gs, gs.vdims[op->attr[0]]);
-    if (nw <= 1) return 0;
-    IrType kept = src->type;
-    kept.shape[op->attr[0]] = 1;
-    int64_t n = ir_type_numel(kept);
-    bool arg = op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN;
-    return (int)(n * nw * cg_elem_bytes(work_elem((IrElem)src->type.elem)) + (arg ? n * nw * 4 : 0));
-}
-
-int64_t cg_reduce_work(const IrFunc *f, const IrOp *op)
-{
-    const IrValue *src = op->args[0];
-    CgGeom gs, gr;
-    if (op->op != IR_REDUCE || !cg_geom(f, src->layout, src->type, &gs)) return 0;
-    IrType kept = src->type;
-    kept.shape[op->attr[0]] = 1;
-    if (!cg_geom(f, src->layout, kept, &gr)) return 0;
-    return (int64_t)gr.nregs * warps_along(&gs, gs.vdims[op->attr[0]]);
-}
-
 bool cg_lower_reduce(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
     int axis = op->attr[0];
     IrElem e = (IrElem)src->type.elem;
-    Red r = {(IrReduce)op->attr[1], work_elem(e), op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN};
+    Red r = {(IrReduce)op->attr[1], cg_reduce_work_elem(e), op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN};
     CgGeom gs, gr;
     if (!cg_geom_of(c, src, &gs)) return false;
     IrType kept = src->type; /* the source shape with the axis kept as size 1 */
@@ -220,7 +180,7 @@ bool cg_lower_reduce(CgCtx *c, IrOp *op)
             acc[j] = combine(c, &r, acc[j], o);
         }
     }
-    int nw = warps_along(&gs, k);
+    int nw = cg_reduce_warps_along(&gs, k);
     if (nw > 1) across_warps(c, &r, &gr, kept, k, nw, acc, res);
     CgTile *t = cg_set(c, res, gr.nregs);
     IrElem re = (IrElem)res->type.elem;

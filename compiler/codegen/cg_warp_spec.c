@@ -37,7 +37,7 @@
  * instructions are warpgroup-uniform (num_warps is a multiple of 4).
  */
 #include "cg_internal.h"
-#include "cg_tc.h"
+#include "../gpuir/gpuir.h"
 
 #include <stdio.h>
 

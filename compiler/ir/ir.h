@@ -264,7 +264,7 @@ typedef struct IrModule {
  * mma.sync layouts of a warp grid mma_wm x mma_wn, whose fields are fixed by
  * the fragment (ir_layout_mma). A *slice* layout is its parent (an index in
  * IrFunc.layouts) with dimension `dim` removed.
- * The codegen layer owns the meaning (geometry, cg_layout.h); the IR holds,
+ * The codegen layer owns the meaning (geometry, layout.h); the IR holds,
  * prints, parses and verifies the description.
  * Text: `#L3 = #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>`,
  * `#mma<C, wm=2, wn=2>`, `#slice<dim=1, parent=#L2>` before the kernel,

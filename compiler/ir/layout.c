@@ -3,7 +3,7 @@
  *
  * What it does: holds the *description* of layouts (ir.h, IrLayout); what a
  * layout means (which thread holds which element) is the codegen layer's
- * geometry (compiler/codegen/layout.c). Layouts are interned: one index per
+ * geometry (compiler/gpuir/layout.c). Layouts are interned: one index per
  * distinct description, so two values have the same layout exactly when
  * their indices are equal.
  *

@@ -1,5 +1,5 @@
 /* test_e2e_attn_overlap_interp.c — the forward's key loops as the dot-rotate
- * pass leaves them (compiler/codegen/pass_dot_rotate.c: each loop's Q K^T
+ * pass leaves them (compiler/gpuir/pass_dot_rotate.c: each loop's Q K^T
  * computed one iteration early and carried, the first one peeled before the
  * loop; on sm_90a the dot-overlap pass then leaves it in flight during the
  * softmax), run on the CPU interpreter.
@@ -19,7 +19,7 @@
  *     lengths, causal and not, GQA, empty rows, strides wider than dense).
  */
 #include "attn_harness.h"
-#include "compiler/codegen/cg_tc.h"
+#include "compiler/gpuir/gpuir.h"
 #include "compiler/support/diag.h"
 
 static const Case cases[] = {

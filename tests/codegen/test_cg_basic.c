@@ -4,7 +4,8 @@
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
 #include "tests/codegen/cg_build.h"
-#include "compiler/codegen/cg_layout.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/gpuir/layout.h"
 
 #include <unistd.h>
 

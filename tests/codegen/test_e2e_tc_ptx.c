@@ -33,7 +33,7 @@
 #include "tests/ptx_util.h"
 #include "kiln.h"
 #include "compiler/support/support.h"
-#include "compiler/codegen/cg_tc.h"
+#include "compiler/gpuir/gpuir.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -17,7 +17,7 @@
  * when wn = 1; cg_geom_first_copy finds the registers of one thread that repeat
  * an element (slices of the accumulator, wrapped tiles). */
 #include "tests/testutil.h"
-#include "compiler/codegen/cg_tc.h"
+#include "compiler/gpuir/gpuir.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * interference and against the lower bound (the largest sum of sizes live at
  * one position). */
 #include "tests/testutil.h"
-#include "compiler/codegen/cg_tc.h"
+#include "compiler/gpuir/gpuir.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* test_tc_golden.c — golden tests of the GPU passes, each run ALONE
- * (docs/tensor_cores.md, compiler/codegen/pass_table.c).
+ * (docs/tensor_cores.md, compiler/gpuir/pass_table.c).
  *
  * tests/codegen/golden/<pass>/<case>.ir is the pass's input as IR text:
  * Tile IR for accelerate-dot (after the target-independent passes;
@@ -21,7 +21,8 @@
  * KILN_UPDATE_GOLDEN=1 rewrites the expected files (review every change).
  */
 #include "tests/testutil.h"
-#include "compiler/codegen/cg_tc.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/gpuir/gpuir.h"
 #include "compiler/support/diag.h"
 
 #include "tests/golden.h"

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """check_layers.py — the layers of Kiln form a DAG, and this keeps it true.
 
-    support <- ir <- {lang, passes, interp, codegen} <- driver <- jit <- apps
+    support <- ir <- {lang, passes, interp, gpuir <- codegen} <- driver <- jit <- apps
     runtime (core: no compiler code) <- jit
+
+gpuir holds the GPU passes, layouts and plans (IR in, IR out); codegen the
+LLVM lowering and emission. Only codegen may use LLVM: no other layer
+includes an llvm-c header, and no other layer's archive leaves an LLVM
+symbol undefined.
 
 Two checks, both must pass:
 1. Includes: every #include "..." of a library, application, example or tool
@@ -30,13 +35,14 @@ BELOW = {
     "lang": {"support", "ir", "lang"},
     "passes": {"support", "ir", "passes"},
     "interp": {"support", "ir", "interp"},
-    "codegen": {"support", "ir", "codegen"},
-    "driver": {"support", "ir", "lang", "passes", "interp", "codegen", "driver"},
+    "gpuir": {"support", "ir", "gpuir"},
+    "codegen": {"support", "ir", "gpuir", "codegen"},
+    "driver": {"support", "ir", "lang", "passes", "interp", "gpuir", "codegen", "driver"},
     # The runtime core uses no compiler code at all (the f16 helpers its
     # header declares are support's; the core itself never calls them).
     "runtime": {"runtime"},
-    "jit": {"support", "ir", "lang", "passes", "interp", "codegen", "driver", "runtime", "jit"},
-    "apps": {"support", "ir", "lang", "passes", "interp", "codegen", "driver", "runtime", "jit", "apps"},
+    "jit": {"support", "ir", "lang", "passes", "interp", "gpuir", "codegen", "driver", "runtime", "jit"},
+    "apps": {"support", "ir", "lang", "passes", "interp", "gpuir", "codegen", "driver", "runtime", "jit", "apps"},
     # Examples and tools are what users write: public headers only.
     "examples": {"examples", "tools"},
     "tools": {"examples", "tools"},
@@ -54,7 +60,7 @@ def layer_of(rel):
         return "public"
     for prefix, layer in (("compiler/support/", "support"), ("compiler/ir/", "ir"),
                           ("compiler/passes/", "passes"), ("compiler/interp/", "interp"),
-                          ("compiler/codegen/", "codegen"), ("compiler/driver/", "driver"),
+                          ("compiler/gpuir/", "gpuir"), ("compiler/codegen/", "codegen"), ("compiler/driver/", "driver"),
                           ("compiler/lang/", "lang"), ("jit/", "jit"), ("runtime/", "runtime"),
                           ("apps/", "apps"), ("examples/", "examples"), ("tools/", "tools")):
         if rel.startswith(prefix):
@@ -76,6 +82,9 @@ def check_includes(src):
                     continue
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for lineno, line in enumerate(f, 1):
+                        if layer != "codegen" and re.match(r'\s*#\s*include\s+<llvm-c/', line):
+                            bad.append(f"{rel}:{lineno}: layer {layer} includes an LLVM header (only codegen may)")
+                            continue
                         m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
                         if not m or m.group(1) in GENERATED:
                             continue
@@ -128,6 +137,9 @@ def check_symbols(nm, archives):
                 bad.append(f"{sym} is defined by both layer {owner[sym]} and layer {layer}")
             owner[sym] = layer
     for layer, (_, undefined, _) in tables.items():
+        llvm = sorted(sym for sym in undefined if sym.startswith("LLVM"))
+        if llvm and layer != "codegen":
+            bad.append(f"layer {layer} uses LLVM ({llvm[0]}, ...): only codegen lowers to LLVM")
         for sym in sorted(undefined):
             o = owner.get(sym)
             if o is not None and o not in BELOW[layer]:

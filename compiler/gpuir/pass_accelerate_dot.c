@@ -38,8 +38,7 @@
  *     %s = dot %q, %kt, %zero : tensor<128x64xf32, #L0>   after
  *     #L0 = #mma<C, wm=4, wn=1>
  */
-#include "cg_internal.h"
-#include "cg_tc.h"
+#include "gpuir.h"
 
 bool cg_mma_choose_warps(int M, int N, int K, int W, bool rows_in_warp, int *wm, int *wn)
 {

@@ -39,7 +39,7 @@
  *     %o = dot %p, %v, %acc : tensor<128x64xf32, #L0>      (its wait retires %s1 too)
  *     yield %s1, %o, ...
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 /* In wgmma's warp grid: MMA C layout, every warp along M. */
 static bool grid_dot(const IrFunc *f, const IrOp *op)

@@ -27,7 +27,7 @@
  * and the kernel {wgmma = 1, smem = ..., tma.maps = 2}: A through boxes of
  * 64 x 128 (one per stage), B through 4 boxes of 64 x 64.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <string.h>
 

@@ -1,18 +1,19 @@
-/* cg_tc.h — the GPU passes (one table, one signature), tensor cores, SRAM
- * allocation and async-copy pipelining: the declarations shared by the
- * pass_*.c files, layout_mma.c, cg_tc_state.c, cg_pipeline.c and cg_dot_mma.c
- * (and their tests). See docs/tensor_cores.md for the design; each file's
- * header comment has the details of its part. LLVM-free, so the CPU unit
- * tests can include it.
+/* gpuir.h — the GPU IR layer (compiler/gpuir): the GPU passes (one table, one
+ * signature), layouts (layout.h), tensor cores, SRAM allocation, async-copy
+ * pipelining and TMA plans, and the readers of those plans that the LLVM
+ * lowering (compiler/codegen) uses. The layer's one internal header (with
+ * layout.h, which it includes). See docs/tensor_cores.md for the design; each
+ * file's header comment has the details of its part. LLVM-free by rule
+ * (tests/layers/check_layers.py), so passes run and are tested without LLVM.
  *
  * The passes write their decisions on the IR (layouts in IrValue.layout,
  * pipeline and SRAM attributes: ir.h's IR_ATTR_*); the lowering reads them
  * back through CgTcState, a cache built from the IR (cg_tc_from_ir).
  */
-#ifndef KILN_CG_TC_H
-#define KILN_CG_TC_H
+#ifndef KILN_GPUIR_H
+#define KILN_GPUIR_H
 
-#include "cg_layout.h"
+#include "layout.h"
 
 /* ---- pass_sram_alloc.c: placement of shared-memory buffers ----
  * A buffer lives over the inclusive interval [start, end] of op positions
@@ -35,9 +36,9 @@ int64_t cg_sram_place(CgSmemBuf **bufs, int n);
 /* True when no two buffers interfere; else names the first pair in `why`. */
 bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
 
-/* ---- the pipeline plan (pass_pipeline.c decides, cg_pipeline.c reads and lowers) ---- */
+/* ---- the pipeline plan (pass_pipeline.c decides, pipeline_plan.c reads it back, codegen/cg_pipeline.c lowers) ---- */
 #define CG_PIPE_MAX_CONVERTS 4
-/* ---- cg_tma.c: which pipelined loads a 2-D tiled tensor map serves exactly ---- */
+/* ---- tma_plan.c: which pipelined loads a tiled tensor map serves exactly ---- */
 #define CG_TMA_TERMS 24
 #define CG_TMA_ATOMS 4
 #define CG_TMA_MAX_MAPS 8
@@ -94,7 +95,7 @@ typedef struct CgPipeLoad {
     int fast_dim;          /* value dim contiguous in SRAM (the load layout's fastest) */
     int slot_bytes;        /* one stage */
     CgSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */
-    int tma_map;           /* tma.map: the kernel's tensor map that copies it (cg_tma.c), -1 none */
+    int tma_map;           /* tma.map: the kernel's tensor map that copies it (tma_plan.c), -1 none */
     CgTmaPlan tma;
 } CgPipeLoad;
 
@@ -164,7 +165,7 @@ typedef struct CgTcState {
                               1024-byte aligned */
 } CgTcState;
 
-/* ---- cg_tc_state.c: the cache, op positions, scratch sizes ---- */
+/* ---- tc_state.c: the cache, op positions, scratch sizes ---- */
 CgTcState *cg_tc_from_ir(IrFunc *f);
 /* Op positions: pre-order over the function; a region op takes one position
  * before its regions and one after them. `at` sees each op, `after` each
@@ -182,7 +183,7 @@ void cg_sram_stats(const CgTcState *tc, StrBuf *out);
 /* The scratch bytes `op`'s lowering asks for (0: none) and what it is. */
 int  cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const int *uses, const char **what);
 
-/* ---- cg_pipeline.c: the plan read from the IR ---- */
+/* ---- pipeline_plan.c: the plan read from the IR ---- */
 void        cg_pipeline_loops(IrFunc *f, PtrVec *loops);     /* CgPipeLoop* of every planned loop */
 CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *loop);
 /* The pipelined load that `op` is (or whose cast or one of whose convert_layouts `op` is). */
@@ -210,7 +211,7 @@ bool  cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *
 typedef struct CgPassCtx {
     const Target *target;  /* the --arch the driver parsed (SM version, SRAM limit) */
     bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
-    CgAxisMap *axis;       /* facts of the values (cg_axis_info.c); passes alias new values */
+    CgAxisMap *axis;       /* facts of the values (axis_info.c); passes alias new values */
     bool pingpong;         /* schedule option: warpgroups take turns on the tensor cores (pass_pingpong.c) */
     bool mbarrier;         /* schedule option: mbarrier stage hand-off in pipelined loops (pass_pipeline.c) */
     bool overlap;          /* schedule option: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
@@ -232,6 +233,10 @@ const CgPass *cg_gpu_pass(const char *name);                 /* NULL when unknow
 bool cg_run_gpu_passes(IrFunc *f, const CgPassCtx *ctx, const char *first, const char *last, const char *dump,
                        StrBuf *dumps, Diag *d);
 bool cg_verify_gpu_ir(IrFunc *f, Diag *d);                   /* ir_verify, message as the runner's */
+/* The schedule attributes the GPU passes write (verify.c): each on an op it
+ * fits, the SRAM buffers placed without overlap, the kernel-level pingpong,
+ * warp_spec and tma rules. Run after ir_verify(_gpu), which it relies on. */
+bool cg_verify_schedule(const IrFunc *f, StrBuf *err);
 bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d);

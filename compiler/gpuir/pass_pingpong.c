@@ -39,7 +39,7 @@
  *       %s = dot %30, %46, %23 {pingpong = 1} : tensor<128x64xf32, #L0>     #L0 = #mma<C, wm=8, wn=1>
  *       %68 = dot %66, %67, %23 {pingpong = 1} : tensor<128x128xf32, #L0>
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 typedef struct PpCtx {
     IrFunc *f;

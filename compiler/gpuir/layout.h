@@ -1,5 +1,5 @@
-/* cg_layout.h — layouts, axis info and layout assignment of the GPU backend:
- * the LLVM-free part of compiler/codegen, usable by unit tests.
+/* layout.h — layouts, axis info and layout assignment of the GPU IR layer
+ * (compiler/gpuir; gpuir.h includes it): LLVM-free, usable by unit tests.
  *
  * Layout model. A *blocked* layout distributes a tile over the threads of a CTA
  * like Triton's #blocked: per dimension d, each thread holds sizePerThread[d]
@@ -13,10 +13,12 @@
  * size-1 dimension inserted. So every layout resolves to a blocked *base*
  * layout on a *base shape* (CgGeom), and all lowering works on the base.
  */
-#ifndef KILN_CG_LAYOUT_H
-#define KILN_CG_LAYOUT_H
+#ifndef KILN_GPUIR_LAYOUT_H
+#define KILN_GPUIR_LAYOUT_H
 
-#include "codegen.h"
+#include "../ir/ir.h"
+#include "../support/diag.h"
+#include "../support/target.h"
 
 #define CG_MAX_RANK IR_MAX_RANK
 
@@ -84,13 +86,13 @@ bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t);
 bool cg_check_thread_regs(IrFunc *f, Diag *d);
 /* A reduce across warps has every thread combine, for each of its result
  * registers, the partials of every warp along the axis: that many loads and
- * combines (cg_reduce_work, cg_reduce.c). Bounded like the registers, and
+ * combines (cg_reduce_work, scratch.c). Bounded like the registers, and
  * checked with them: a [1024, 1024] row reduce on 32 warps would be 32768
  * (35 s of LLVM). */
 #define CG_MAX_REDUCE_WORK 2048
 int64_t cg_reduce_work(const IrFunc *f, const IrOp *op);
 
-/* ---- cg_axis_info.c ---- */
+/* ---- axis_info.c ---- */
 typedef struct CgAxis {
     int64_t div[CG_MAX_RANK];      /* first element of each contiguous run divisible by (bytes for ptrs) */
     int64_t contig[CG_MAX_RANK];   /* length of runs of +1 steps */
@@ -113,7 +115,24 @@ void          cg_axis_uniform(CgAxisMap *m, const IrValue *nv);
 /* ---- pass_layout_assign.c ---- */
 int  cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k); /* opnd 0 = A, 1 = B */
 
-/* ---- cg_memory.c ---- */
-int  cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op); /* vector width of a load/store */
+/* ---- scratch.c: what an op needs beyond its registers ---- */
+/* The vector width of a load/store (atomics: 1): what the pointer layout's
+ * registers per thread, 16 bytes, the pointers' contiguity and alignment and
+ * the mask's constancy allow; cg_mem_vec_width without the atomics' rule. */
+int  cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op);
+int  cg_mem_vec_width(const IrFunc *f, const CgAxisMap *axis, const IrOp *op);
+/* Scratch bytes each op family's lowering will ask for (0: none), for the
+ * allocator; `what` names the buffer in --stats. */
+int  cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what);
+int  cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op);
+int  cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses);
+/* Bytes of padding after each row of a convert_layout's scratch tile (rows of
+ * >= 64 bytes get 16: no bank conflicts on the column reads), 0 for others. */
+int  cg_convert_row_pad(const IrOp *op, IrType t);
+/* The element a reduction combines in (f16/bf16 in f32, small ints in 32
+ * bits) and the distinct warps along the reduced base dim k (> 1: partials
+ * go through SRAM). */
+IrElem cg_reduce_work_elem(IrElem e);
+int    cg_reduce_warps_along(const CgGeom *gs, int k);
 
 #endif

@@ -34,7 +34,7 @@
  *     %3 = load %2 : tensor<128xf32, #L0>
  *     %4 = reduce sum 0 %3 : f32
  */
-#include "cg_internal.h"
+#include "gpuir.h"
 
 #include <string.h>
 

@@ -84,7 +84,7 @@
  * wait_group(1); bar.sync; 2 + 2 cp.async per thread; commit; 8 ldmatrix.x4
  * + 16 mma.sync per warp.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <string.h>
 

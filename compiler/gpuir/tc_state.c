@@ -1,4 +1,4 @@
-/* cg_tc_state.c — the lowering's view of the GPU passes' decisions: CgTcState
+/* tc_state.c — the lowering's view of the GPU passes' decisions: CgTcState
  * built from the IR (cg_tc_from_ir), the op numbering the SRAM live ranges
  * are written in, and the scratch each op's lowering asks for.
  *
@@ -20,7 +20,7 @@
  * {mma.deferred = 1, smem.view = 0}` (%t = trans %x) gets view[id of %z] and
  * buf_of = the buffer at offset 0 live at its position (%y's).
  */
-#include "cg_internal.h"
+#include "gpuir.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
  * Example: cg_run_gpu_passes(f, &ctx, "pipeline", "pipeline", NULL, NULL, diag)
  * runs the pipeline pass alone on GPU IR parsed after remove-convert.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <string.h>
 
@@ -53,7 +53,7 @@ static bool verify(IrFunc *f, const char *pass, Diag *d)
     StrBuf why;
     sb_init(&why);
     bool all_layouts = !pass || strcmp(pass, cg_gpu_passes[0].name) != 0;
-    bool ok = all_layouts ? ir_verify_gpu(f, &why) : ir_verify(f, &why);
+    bool ok = (all_layouts ? ir_verify_gpu(f, &why) : ir_verify(f, &why)) && cg_verify_schedule(f, &why);
     if (!ok) diag_report(d, DIAG_INTERNAL, f->loc, "the GPU IR of '%s' %s%s fails the verifier:\n%s", f->name,
                          pass ? "after " : "as given", pass ? pass : "", why.data ? why.data : "");
     sb_free(&why);

@@ -62,7 +62,7 @@
  *       %k = for ... {pipeline.stages = 2, pipeline.issue = 3, pipeline.mbarrier = 1, smem.offset = ...}
  * launches 12 warps (.maxntid 384, .maxnreg 168): 8 consumers at 224 registers, 4 producers at 56.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <stdio.h>
 

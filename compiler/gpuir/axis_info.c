@@ -1,4 +1,4 @@
-/* cg_axis_info.c — an analysis, not a pass (it changes nothing): divisibility,
+/* axis_info.c — an analysis, not a pass (it changes nothing): divisibility,
  * contiguity and constancy of integer and pointer values (Triton's AxisInfo, simplified).
  *
  * For a value and each dimension d (scalars use d = 0):
@@ -24,7 +24,7 @@
  *                                                         has divisibility 16, else 4
  *     %m = cmp lt %o (splat %n)                            constancy min(128, div(n))
  */
-#include "cg_internal.h"
+#include "gpuir.h"
 
 #include <string.h>
 

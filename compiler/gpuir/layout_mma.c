@@ -36,7 +36,7 @@
  * every 8 rows x 128 bytes form one 128-byte swizzle atom of wgmma (1024-byte
  * aligned by pass_sram_alloc.c); the bank arithmetic is the same.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <string.h>
 

@@ -47,7 +47,7 @@
  *     %61 = splat %31 : tensor<32xi32, #L9>                  tile recomputed
  *     %62 = add %61, %60 : tensor<32xi32, #L9>               in #L9
  */
-#include "cg_internal.h"
+#include "gpuir.h"
 
 #include <string.h>
 

@@ -56,7 +56,7 @@
  * tile) is an error at its op. Sizes are 64-bit and stages x slot bytes is
  * checked, so no size wraps past the check (issue 12).
  */
-#include "cg_internal.h"
+#include "gpuir.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -35,7 +35,7 @@
  * after: the same loop with a fourth carried value (the scores of block %it),
  * its load of block %it + 64 masked by %it + 64 < %n_full.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <string.h>
 

@@ -36,10 +36,16 @@
  * The same arithmetic is emitted as LLVM IR by cg_context.c; the unit tests
  * check it here on the CPU for every layout the examples use.
  */
-#include "cg_tc.h"
+#include "gpuir.h"
 
 #include <stdio.h>
 #include <string.h>
+
+int cg_elem_bytes(IrElem e)
+{
+    int bits = ir_elem_bits(e);
+    return bits < 8 ? 1 : bits / 8;
+}
 
 void cg_default_order(int rank, int *order)
 {
