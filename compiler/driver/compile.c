@@ -17,6 +17,7 @@
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "support/ptxas.h"
 #include "support/target.h"
 #include "../lang/lang.h"
 #include "driver.h"
@@ -286,7 +287,17 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     if (!r) return KILN_ERR_USAGE;
     memset(r, 0, sizeof *r);
     if (!src || !opts) return KILN_ERR_USAGE;
-    if (opts->emit < KILN_EMIT_AST || opts->emit > KILN_EMIT_CUBIN) return KILN_ERR_USAGE;
+    if (opts->emit < KILN_EMIT_AUTO || opts->emit > KILN_EMIT_CUBIN) return KILN_ERR_USAGE;
+    /* 0 (a zeroed KilnCompileOptions) means what kiln_module_compile makes of it:
+     * the code a device loads, a cubin when ptxas is found, else PTX. */
+    KilnCompileOptions resolved;
+    if (opts->emit == KILN_EMIT_AUTO) {
+        char *ptxas = ptxas_find(NULL);
+        resolved = *opts;
+        resolved.emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX;
+        free(ptxas);
+        opts = &resolved;
+    }
     Diag d;
     diag_init(&d, path ? path : "<input>", src);
     KilnStatus st = KILN_OK;

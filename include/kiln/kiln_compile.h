@@ -24,7 +24,14 @@ extern "C" {
 
 /* ---------------- compiling ---------------- */
 
+/* What to compile to. 0, what a zero-initialised KilnCompileOptions holds, is
+ * KILN_EMIT_AUTO and means the same in kiln_compile and kiln_module_compile:
+ * the code a device loads, a cubin when ptxas is found (KILN_PTXAS,
+ * /usr/local/cuda/bin, PATH) and PTX otherwise; a cubin is an ELF image (it starts
+ * with "\x7fELF"), PTX is text. The `kiln compile` command defaults to
+ * --emit ir. */
 typedef enum KilnEmit {
+    KILN_EMIT_AUTO = 0,  /* a cubin when ptxas is found, else PTX (see above) */
     KILN_EMIT_AST,       /* the parsed AST, as text */
     KILN_EMIT_IR,        /* Tile IR after the target-independent passes */
     KILN_EMIT_GPU_IR,    /* GPU IR: tile values with layouts */
@@ -149,8 +156,8 @@ KILN_API KilnStatus kiln_run_cpu(const char *path, const char *src, const KilnCo
 
 /* Compile a .tile source (text `src`, named `path` in diagnostics) with
  * kiln_compile and load it, going through the on-disk cache (below).
- * opts->emit: KILN_EMIT_PTX or KILN_EMIT_CUBIN are honoured; anything else
- * means "auto": a cubin when ptxas is available, else PTX. opts->arch NULL
+ * opts->emit: KILN_EMIT_PTX or KILN_EMIT_CUBIN are honoured; KILN_EMIT_AUTO
+ * (0) and the stages before PTX mean a cubin when ptxas is available, else PTX. opts->arch NULL
  * means the device's arch (KilnDeviceInfo.arch). On KILN_ERR_COMPILE the
  * diagnostics are in kiln_last_error() (truncated to a few KB). */
 KILN_API KilnStatus kiln_module_compile(KilnDevice *dev, const char *path, const char *src,

@@ -2,7 +2,9 @@
  * installed prefix through pkg-config (public headers and libkiln only).
  *
  * It finds the shipped attention program through kiln_data_path (which must
- * point into the installed share/kiln, argv[1]), compiles it to PTX through
+ * point into the installed share/kiln, argv[1]), and a variant in its
+ * subfolder (lib/variants/alibi.tile: the install keeps lang/lib/'s folders,
+ * and a file found in the source tree instead is refused), compiles it to PTX through
  * the public API, checks the PTX against the embedded copy's, runs
  * examples/vec_add.tile on the CPU interpreter, and reports "no GPU" cleanly
  * through kiln_init (or, on a GPU machine, that one is there). Exit 0 when all
@@ -97,6 +99,20 @@ static int run_vec_add(const char *share)
     return 0;
 }
 
+/* A variant in lib/variants/, found in the prefix, is the embedded copy. */
+static int find_variant(const char *share)
+{
+    char path[4096];
+    char *src = shipped(share, "lib/variants/alibi.tile", path, sizeof path);
+    if (!src) return fail("lib/variants/alibi.tile");
+    const char *embedded = kiln_lib_source("lang/lib/variants/alibi.tile");
+    int rc = !embedded || strcmp(embedded, src);
+    if (rc) fprintf(stderr, "consumer: the installed %s is not the embedded lang/lib/variants/alibi.tile\n", path);
+    else printf("found the variant %s\n", path);
+    free(src);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -104,7 +120,7 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("Kiln %s\n", kiln_version());
-    if (compile_attention(argv[1]) || run_vec_add(argv[1])) return 1;
+    if (compile_attention(argv[1]) || find_variant(argv[1]) || run_vec_add(argv[1])) return 1;
     KilnDevice *dev = NULL;
     KilnStatus st = kiln_init(&dev, 0);
     if (st == KILN_OK) {

@@ -5,7 +5,8 @@
 # with no source tree in sight (KILN_SOURCE_DIR unset, the working directory
 # elsewhere): builds tests/install/consumer.c with
 # `cc $(pkg-config --cflags --libs kiln)` and runs it (it compiles the shipped
-# attention program to PTX, runs vec_add on the CPU interpreter, reports "no
+# attention program to PTX, finds lib/variants/alibi.tile in the prefix
+# through kiln_data_path, runs vec_add on the CPU interpreter, reports "no
 # GPU" cleanly); builds it again through find_package(Kiln), on the shared and
 # on the static library; runs the installed
 # `kiln check` on a shipped program by its short name and the installed
@@ -25,7 +26,8 @@ unset KILN_SOURCE_DIR KILN_DATA_DIR
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/kiln bin/kiln-examples lib/libkiln.a lib/libkiln.so include/kiln/kiln.h include/kiln/kiln_compile.h include/kiln/kiln_attention.h \
-         include/kiln/kiln_runtime.h share/kiln/lib/attention_fwd.tile share/kiln/examples/vec_add.tile \
+         include/kiln/kiln_runtime.h share/kiln/lib/attention_fwd.tile share/kiln/lib/variants/alibi.tile \
+         share/kiln/examples/vec_add.tile \
          lib/pkgconfig/kiln.pc lib/cmake/Kiln/KilnConfig.cmake lib/cmake/Kiln/KilnConfigVersion.cmake; do
   [ -e "$prefix/$f" ] || { echo "install: missing $f"; exit 1; }
 done
