@@ -243,6 +243,7 @@ class Lib:
             "kiln_module_free": (i, [vp]), "kiln_kernel_get": (i, [vp, cp, P(vp)]),
             "kiln_kernel_info": (P(T["KilnKernelInfo"]), [vp]),
             "kiln_launch": (i, [vp, P(c.c_int * 3), vp, P(T["KilnArg"]), i]),
+            "kiln_f32_to_f16": (c.c_uint16, [c.c_float]), "kiln_f32_to_bf16": (c.c_uint16, [c.c_float]),
             "kiln_lib_source": (cp, [cp]), "kiln_data_path": (i, [cp, cp, sz]),
             "kiln_attention_check": (i, [P(T["KilnAttentionParams"])]),
             "kiln_attention_fwd": (i, [vp, P(T["KilnAttentionParams"]), vp]),
