@@ -175,12 +175,17 @@ class Kernel:
             raise TypeError(f"kernel {self.name} takes {len(params)} runtime arguments "
                             f"({', '.join(p[0] for p in params)}), got {len(args)}")
         ptr = lib.consts["KILN_PARAM_PTR"]
+        for (name, kind, bits), a in zip(params, args):
+            if kind != ptr:
+                continue
+            if not hasattr(a, "data_ptr"):
+                raise TypeError(f"argument '{name}': a pointer parameter wants a tensor, got {type(a).__name__}")
+            if bits and a.element_size() * 8 != bits:
+                raise TypeError(f"argument '{name}': the kernel reads {bits}-bit elements, the tensor is {a.dtype}")
         if on_cuda:
             arr = (lib.types["KilnArg"] * max(len(params), 1))()
             for i, ((name, kind, _), a) in enumerate(zip(params, args)):
                 if kind == ptr:
-                    if not hasattr(a, "data_ptr"):
-                        raise TypeError(f"argument '{name}': a pointer parameter wants a tensor, got {type(a).__name__}")
                     arr[i].kind, arr[i].v.ptr = ptr, a.data_ptr()
                 else:
                     arr[i] = _device.kiln_arg(lib, kind, a, name)
@@ -191,8 +196,6 @@ class Kernel:
         arr = (H * max(len(params), 1))()
         for i, ((name, kind, _), a) in enumerate(zip(params, args)):
             if kind == ptr:
-                if not hasattr(a, "data_ptr"):
-                    raise TypeError(f"argument '{name}': a pointer parameter wants a tensor, got {type(a).__name__}")
                 arr[i].value.kind = ptr
                 arr[i].host = a.data_ptr()
                 arr[i].bytes = max(_device.span_bytes(a), 1)
