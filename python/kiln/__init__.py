@@ -8,13 +8,13 @@ attention ops (kiln.attention, kiln.flash_attn_*) import torch on first use.
 from ._capi import CompileError, KilnError, version  # noqa: F401
 from ._launch import Kernel, Module, data_path, load  # noqa: F401
 
-__version__ = "0.1.0"
-
 _TORCH_NAMES = ("attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
                 "Variant", "BlockMask", "create_block_mask")
 
 
 def __getattr__(name):
+    if name == "__version__":   # the library's (kiln_version), so the two never disagree
+        return version()
     # the torch parts load on first use, so `import kiln` works without torch
     if name in _TORCH_NAMES:
         from . import _attention
