@@ -18,7 +18,9 @@ def __getattr__(name):
     # the torch parts load on first use, so `import kiln` works without torch
     if name in _TORCH_NAMES:
         from . import _attention
-        return getattr(_attention, name)
+        for n in _TORCH_NAMES:   # bound here once: later lookups skip this hook
+            globals()[n] = getattr(_attention, n)
+        return globals()[name]
     raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 
