@@ -190,8 +190,8 @@ def _strides(t, varlen):
 def _aligned(t):
     """t itself when the C API takes it as it is (head dim contiguous, 16-byte aligned address
     and strides), else a dense copy."""
-    ok = t.stride(-1) == 1 and all(s % 8 == 0 or n <= 1 for s, n in zip(t.stride()[:-1], t.shape[:-1]))
-    if ok and t.data_ptr() % 16 == 0:
+    st = t.stride()
+    if st[-1] == 1 and t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in st[:-1]):
         return t
     return t.clone(memory_format=torch.contiguous_format)
 
@@ -217,7 +217,30 @@ def _lse_shape(q, varlen):
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[1], q.shape[2])
 
 
+_templates = {}   # shapes, strides and flags -> a filled KilnAttentionParams (the host path's cost)
+
+
 def _fwd_params(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
+    """The KilnAttentionParams of a call: copied from a template per shape class, the pointers
+    set (a struct filled field by field costs more than the rest of the call)."""
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), o.stride(), q.dtype, cu_q is not None, max_q, max_k,
+           causal, scale)
+    t = _templates.get(key)
+    if t is None:
+        if len(_templates) > 512:
+            _templates.clear()
+        t = _templates[key] = _fill_fwd_params(q, k, v, o, cu_q, max_q, max_k, causal, scale)
+    p = _ParamsType.from_buffer_copy(t)
+    p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    if cu_q is not None:
+        p.cu_seqlens_q, p.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
+    return p
+
+
+_ParamsType = _T["KilnAttentionParams"]
+
+
+def _fill_fwd_params(q, k, v, o, cu_q, max_q, max_k, causal, scale):
     varlen = cu_q is not None
     p = _lib.new("KilnAttentionParams")
     p.dtype = _DTYPES[q.dtype]
@@ -225,10 +248,8 @@ def _fwd_params(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
     if varlen:
         p.batch, p.seqlen_q, p.seqlen_k = cu_q.shape[0] - 1, max_q, max_k
         p.total_q, p.total_k = q.shape[0], k.shape[0]
-        p.cu_seqlens_q, p.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
     else:
         p.batch, p.seqlen_q, p.seqlen_k = q.shape[0], q.shape[2], k.shape[2]
-    p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
     p.q_stride[:], p.k_stride[:] = _strides(q, varlen), _strides(k, varlen)
     p.v_stride[:], p.o_stride[:] = _strides(v, varlen), _strides(o, varlen)
     p.softmax_scale, p.causal = scale, int(causal)
