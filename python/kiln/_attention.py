@@ -267,8 +267,7 @@ def _run(q, name_cpu, name_gpu, params, what):
         raise NotImplementedError(f"{what}: tensors on {q.device.type} (Kiln runs on CPU and CUDA)")
 
 
-@torch.library.custom_op("kiln::fwd", mutates_args=())
-def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
+def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
             cu_seqlens_k: Optional[torch.Tensor], max_seqlen_q: int, max_seqlen_k: int, causal: bool,
             scale: float, deterministic: bool, variant: int, variant_tensors: List[torch.Tensor],
             bm_data: Optional[torch.Tensor], bm_meta: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -286,6 +285,9 @@ def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Opt
         p.block_mask = ctypes.addressof(bm)
     _run(q, "kiln_attention_fwd_cpu", "kiln_attention_fwd", p, "kiln.attention")
     return o, lse
+
+
+_fwd_op = torch.library.custom_op("kiln::fwd", mutates_args=())(_fwd_impl)
 
 
 @_fwd_op.register_fake
@@ -351,8 +353,7 @@ _fwd_op.register_autograd(_backward_fwd, setup_context=_setup_fwd)
 
 # ---------------- decoding ----------------
 
-@torch.library.custom_op("kiln::decode", mutates_args=())
-def _decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
+def _decode_impl(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
                block_table: Optional[torch.Tensor], causal: bool, scale: float, num_splits: int, variant: int,
                variant_tensors: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     q, k_cache, v_cache = _aligned(q), _aligned(k_cache), _aligned(v_cache)
@@ -389,6 +390,29 @@ def _decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, ca
             p.workspace, p.workspace_size = keep.data_ptr(), n
     _run(q, "kiln_attention_decode_cpu", "kiln_attention_decode", p, "kiln.flash_attn_with_kvcache")
     return o, lse
+
+
+_decode_op = torch.library.custom_op("kiln::decode", mutates_args=())(_decode_impl)
+
+
+def _eager(tensors):
+    """True when a call may skip torch's dispatcher and run the op's implementation directly:
+    eager mode (not tracing, no dispatch mode such as FakeTensorMode active), plain tensors, and
+    nothing to differentiate. The op is what runs otherwise (torch.compile, autograd,
+    opcheck). Saves the custom-op machinery's host cost (~30 us a call) in inference loops."""
+    if torch.compiler.is_compiling() or _dispatch_mode() is not None or _functorch():
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if type(t) is not torch.Tensor or (grad and t.requires_grad):
+            return False
+    return True
+
+
+_functorch = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode  # noqa: E402
 
 
 @_decode_op.register_fake
@@ -503,8 +527,10 @@ def attention(q, k, v, causal=False, scale=None, variant=None, block_mask=None, 
         raise ValueError(f"k: {k.shape[1]} heads do not divide q's {hq} (GQA needs heads_q % heads_kv == 0)")
     vid, vts = _variant_args(variant, q.device)
     bm_data, bm_meta = _bm_args(block_mask, q, bool(causal), sq, k.shape[2])
-    out, lse = torch.ops.kiln.fwd(_row(q), _row(k), _row(v), None, None, 0, 0, bool(causal), _scale(scale, d),
-                                  bool(deterministic), vid, vts, bm_data, bm_meta)
+    args = (_row(q), _row(k), _row(v), None, None, 0, 0, bool(causal), _scale(scale, d), bool(deterministic), vid,
+            vts, bm_data, bm_meta)
+    fn = _fwd_impl if _eager((q, k, v, *vts)) else torch.ops.kiln.fwd
+    out, lse = fn(*args)
     return (out, lse) if return_lse else out
 
 
@@ -623,8 +649,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens = cache_seqlens + k.shape[1]
     var = _flash_variant(window_size, softcap, alibi_slopes, q.device)
     vid, vts = _variant_args(var, q.device)
-    out, lse = torch.ops.kiln.decode(_row(q), k_cache, v_cache, cache_seqlens.to(torch.int32).contiguous(),
-                                     block_table, bool(causal), _scale(softmax_scale, d), int(num_splits), vid, vts)
+    args = (_row(q), k_cache, v_cache, cache_seqlens.to(torch.int32).contiguous(), block_table, bool(causal),
+            _scale(softmax_scale, d), int(num_splits), vid, vts)
+    fn = _decode_impl if _eager((q, k_cache, v_cache, *vts)) else torch.ops.kiln.decode
+    out, lse = fn(*args)
     return (out, lse) if return_softmax_lse else out
 
 
