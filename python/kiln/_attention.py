@@ -21,10 +21,11 @@ list of their tensor params (which torch.compile sees as inputs); block masks as
 tensor plus the integers of the C descriptor.
 """
 import ctypes
+import itertools
 import math
 import os
 import re
-import threading
+import weakref
 from typing import List, Optional, Tuple
 
 import torch
@@ -40,8 +41,10 @@ _DTYPES = {torch.float16: _C["KILN_F16"], torch.bfloat16: _C["KILN_BF16"]}
 
 _PARAM_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
                  "i64": torch.int64, "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16}
-_variants = []
-_variants_lock = threading.Lock()
+# id -> Variant, weakly: a Variant lives as long as its caller keeps it (and an autograd graph
+# that used it: setup_context holds it for the backward), its tensors with it
+_variants = weakref.WeakValueDictionary()
+_variant_ids = itertools.count(1)      # 0 is "no variant"
 
 
 def _variant_text(source_or_path):
@@ -106,9 +109,8 @@ class Variant:
                     raise TypeError(f"kiln.Variant: param '{name}' is {ty}: pass an int, got {value!r}")
                 self.scalars[name] = value
         self.tensor_names = sorted(self.tensors)
-        with _variants_lock:
-            _variants.append(self)
-            self.id = len(_variants)       # 0 is "no variant"
+        self.id = next(_variant_ids)
+        _variants[self.id] = self
 
     def tensor_list(self):
         return [self.tensors[n] for n in self.tensor_names]
@@ -122,12 +124,13 @@ def _variant_struct(vid, tensors):
     tensor_names order, as the op received them); None for vid 0."""
     if vid == 0:
         return None
-    var = _variants[vid - 1]
+    var = _variants.get(vid)
+    if var is None:
+        raise RuntimeError(f"kiln: variant {vid} was freed while a call still used it (keep the kiln.Variant alive)")
     args = dict(var.scalars)
     for name, t in zip(var.tensor_names, tensors):
         args[name] = _capi.Ptr(t.data_ptr(), max(_device.span_bytes(t), 1))
-    return _capi.build_variant(_T, _C, path=var.path if var.source is None else var.path,
-                               source=var.source, args=args)
+    return _capi.build_variant(_T, _C, path=var.path, source=var.source, args=args)
 
 
 def _variant_args(variant, device, what="variant"):
@@ -336,6 +339,7 @@ def _setup_fwd(ctx, inputs, output):
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, bm_data, *vts)
     ctx.args = (max_q, max_k, causal, scale, deterministic, variant, list(bm_meta))
+    ctx.variant = _variants.get(variant)   # alive until the backward has run
 
 
 def _backward_fwd(ctx, dout, dlse):
@@ -550,9 +554,13 @@ def _flash_variant(window_size, softcap, alibi_slopes, device):
                                   "with both hooks for more)")
     if not wanted:
         return None
-    key = (wanted[0][0], tuple((k, v if not isinstance(v, torch.Tensor) else id(v)) for k, v in wanted[0][1].items()))
+    # one Variant per setting (and slopes tensor), so torch.compile sees the same one call after call
+    key = (wanted[0][0], tuple(sorted(wanted[0][1].items())) if alibi_slopes is None else
+           (id(alibi_slopes), alibi_slopes.data_ptr(), alibi_slopes._version))
     hit = _flash_variants.get(key)
-    if hit is None or (alibi_slopes is not None and hit.tensors["alibi_slopes"] is not wanted[0][1]["alibi_slopes"]):
+    if hit is None:
+        if len(_flash_variants) > 64:
+            _flash_variants.clear()
         hit = _flash_variants[key] = Variant(wanted[0][0], **wanted[0][1])
     return hit
 
