@@ -115,7 +115,8 @@ static KilnHostArg dec_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
     /* K, V: [batch, heads_kv, max_seqlen_k] contiguous, or [num_pages, heads_kv, page_size] pages */
     int kb = paged ? p->num_pages : p->batch, ks = paged ? p->page_size : p->max_seqlen_k;
     size_t pages_per_row = paged ? (size_t)((p->max_seqlen_k + p->page_size - 1) / p->page_size) : 0;
-    size_t table = paged && p->batch > 0 ? ((size_t)(p->batch - 1) * (size_t)p->block_table_stride + pages_per_row) * 4 : 0;
+    size_t table =
+        paged && p->batch > 0 ? ((size_t)(p->batch - 1) * (size_t)p->block_table_stride + pages_per_row) * 4 : 0;
     static float unused[4];   /* DIRECT never touches the split scratch: a stand-in, never read or written */
     CpuBuf t[] = {
         {"Q", p->q, rt_attn_span_bytes(p->q_stride, p->batch, hq, p->seqlen_q, d, 2), KILN_HOST_IN},

@@ -608,9 +608,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise ValueError(f"k: {k.shape[1]} heads do not divide q's {q.shape[1]}")
     var = _flash_variant(window_size, softcap, alibi_slopes, q.device)
     vid, vts = _variant_args(var, q.device)
-    out, lse = torch.ops.kiln.fwd(_row(q), _row(k), _row(v), cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),
-                                  int(max_seqlen_q), int(max_seqlen_k), bool(causal),
-                                  _scale(softmax_scale, q.shape[-1]), bool(deterministic), vid, vts, None, [])
+    args = (_row(q), _row(k), _row(v), cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(), int(max_seqlen_q),
+            int(max_seqlen_k), bool(causal), _scale(softmax_scale, q.shape[-1]), bool(deterministic), vid, vts,
+            None, [])
+    fn = _fwd_impl if _eager((q, k, v, *vts)) else torch.ops.kiln.fwd
+    out, lse = fn(*args)
     return (out, lse, None) if return_attn_probs else out
 
 
