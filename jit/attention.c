@@ -855,7 +855,7 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
 /* ---------------- the same call on the CPU interpreter ---------------- */
 
 /* Bytes a tensor of nb x nh x ns x d elements spans under its strides (0 when empty). */
-static size_t span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, int elem)
+size_t rt_attn_span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, int elem)
 {
     if (nb <= 0 || nh <= 0 || ns <= 0) return 0;
     return (size_t)(st[0] * (nb - 1) + st[1] * (nh - 1) + st[2] * (ns - 1) + d) * (size_t)elem;
@@ -870,10 +870,10 @@ static KilnHostArg cpu_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
     int nb = vl ? 1 : p->batch, sq = vl ? p->total_q : p->seqlen_q, sk = vl ? p->total_k : p->seqlen_k;
     size_t cu = vl ? (size_t)(p->batch + 1) * 4 : 0;
     struct { const char *name; KilnDevPtr ptr; size_t bytes; KilnHostDir dir; } t[] = {
-        {"Q", p->q, span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_IN},
-        {"K", p->k, span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
-        {"V", p->v, span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
-        {"O", p->o, span_bytes(p->o_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_OUT},
+        {"Q", p->q, rt_attn_span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_IN},
+        {"K", p->k, rt_attn_span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
+        {"V", p->v, rt_attn_span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
+        {"O", p->o, rt_attn_span_bytes(p->o_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_OUT},
         {"LSE", p->lse, (size_t)nb * p->heads_q * sq * 4, KILN_HOST_OUT},
         {"cu_seqlens_q", p->cu_seqlens_q, cu, KILN_HOST_IN}, {"cu_seqlens_k", p->cu_seqlens_k, cu, KILN_HOST_IN}};
     for (size_t i = 0; i < COUNT(t); i++)

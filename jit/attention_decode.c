@@ -110,7 +110,10 @@ static int block_m_of(const KilnAttentionDecodeParams *p)
 }
 
 /* Programs on grid axis 2: blocks of packed rows per (batch, KV head). */
-static int row_blocks(const KilnAttentionDecodeParams *p) { return (packed_rows(p) + block_m_of(p) - 1) / block_m_of(p); }
+int rt_attn_decode_row_blocks(const KilnAttentionDecodeParams *p)
+{
+    return (packed_rows(p) + block_m_of(p) - 1) / block_m_of(p);
+}
 
 /* Whether more than one split combines in the split kernel (FUSED) rather than in a
  * second kernel: asked for, or by default when the tickets are the runtime's own. */
@@ -127,7 +130,7 @@ static bool fused_combine(const KilnAttentionDecodeParams *p)
  * different split count does not move them). */
 static size_t ticket_bytes(const KilnAttentionDecodeParams *p)
 {
-    return ((size_t)p->batch * p->heads_kv * row_blocks(p) * 4 + 15) & ~(size_t)15;
+    return ((size_t)p->batch * p->heads_kv * rt_attn_decode_row_blocks(p) * 4 + 15) & ~(size_t)15;
 }
 
 /* ---------------- validation (never touches a device) ---------------- */
@@ -264,7 +267,7 @@ int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_coun
 {
     if (!p || p->heads_kv <= 0 || p->seqlen_q <= 0) return 1;
     if (p->num_splits > 0) return p->num_splits;
-    int64_t ctas = (int64_t)p->batch * p->heads_kv * row_blocks(p);
+    int64_t ctas = (int64_t)p->batch * p->heads_kv * rt_attn_decode_row_blocks(p);
     int64_t bn = block_n_of(p), blocks = ((int64_t)p->max_seqlen_k + bn - 1) / bn;
     int64_t block_bytes = 2 * bn * p->head_dim * 2;                    /* a K and a V block */
     int64_t min_blocks = (DEC_MIN_SPLIT_BYTES + block_bytes - 1) / block_bytes;
@@ -399,30 +402,43 @@ static KilnStatus bind_arg(const void *ctx, const KilnParam *prm, KilnArg *a) { 
 
 /* ---------------- the call ---------------- */
 
+KilnStatus rt_attn_decode_direct_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
+{
+    DecCall c = {.p = ctx, .splits = 1};
+    return make_arg(&c, prm, a);
+}
+
+void rt_attn_decode_split_variant(const KilnAttentionDecodeParams *p, int splits, bool fused, const RtAttnVarSrc *vs,
+                                  RtAttnVariant *v)
+{
+    const DecTune *t = tune_of(p->head_dim);
+    bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
+    const KilnBlockMask *m = p->block_mask;
+    const char *name = m ? (bf ? "attn_decode_bm_bf16" : "attn_decode_bm_f16") : bf ? "attn_decode_bf16"
+                                                                                   : "attn_decode_f16";
+    rt_attn_variant_init(v, DEC_PROGRAM, name,
+                         p->num_warps ? p->num_warps : own ? 0 : t->num_warps,
+                         p->num_stages ? p->num_stages : own ? 0 : t->num_stages, 0);
+    rt_attn_variant_define(v, "HEAD_DIM", p->head_dim, false);
+    rt_attn_variant_define(v, "BLOCK_M", block_m_of(p), false);
+    rt_attn_variant_define(v, "BLOCK_N", block_n_of(p), false);
+    rt_attn_variant_define(v, "CAUSAL", p->causal != 0, true);
+    rt_attn_variant_define(v, "PAGED", p->block_table != 0, true);
+    if (p->block_table) rt_attn_variant_define(v, "PAGE_SIZE", p->page_size, false);
+    rt_attn_variant_define(v, "DIRECT", splits == 1, true);
+    rt_attn_variant_define(v, "FUSED", splits > 1 && fused, true);
+    if (m) rt_attn_variant_define(v, "MASK_BLOCK_Q", m->block_q, false);
+    if (m) rt_attn_variant_define(v, "MASK_BLOCK_N", m->block_kv, false);
+    if (vs->var) v->vs = vs;   /* the hooks run in the split kernel only */
+}
+
 static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *p, const DecCall *c,
                               const RtAttnVarSrc *vs, KilnKernel **split, KilnKernel **combine)
 {
     int splits = c->splits;
-    const DecTune *t = tune_of(p->head_dim);
-    bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
+    bool bf = p->dtype == KILN_BF16;
     RtAttnVariant v;
-    const KilnBlockMask *m = p->block_mask;
-    const char *name = m ? (bf ? "attn_decode_bm_bf16" : "attn_decode_bm_f16") : bf ? "attn_decode_bf16"
-                                                                                   : "attn_decode_f16";
-    rt_attn_variant_init(&v, DEC_PROGRAM, name,
-                         p->num_warps ? p->num_warps : own ? 0 : t->num_warps,
-                         p->num_stages ? p->num_stages : own ? 0 : t->num_stages, 0);
-    rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
-    rt_attn_variant_define(&v, "BLOCK_M", block_m_of(p), false);
-    rt_attn_variant_define(&v, "BLOCK_N", block_n_of(p), false);
-    rt_attn_variant_define(&v, "CAUSAL", p->causal != 0, true);
-    rt_attn_variant_define(&v, "PAGED", p->block_table != 0, true);
-    if (p->block_table) rt_attn_variant_define(&v, "PAGE_SIZE", p->page_size, false);
-    rt_attn_variant_define(&v, "DIRECT", splits == 1, true);
-    rt_attn_variant_define(&v, "FUSED", splits > 1 && c->fused, true);
-    if (m) rt_attn_variant_define(&v, "MASK_BLOCK_Q", m->block_q, false);
-    if (m) rt_attn_variant_define(&v, "MASK_BLOCK_N", m->block_kv, false);
-    if (vs->var) v.vs = vs;   /* the hooks run in the split kernel only */
+    rt_attn_decode_split_variant(p, splits, c->fused, vs, &v);
     KilnStatus st = rt_attn_get_kernel(dev, WHO, &v, split);
     if (st == KILN_OK) {
         const KilnKernelInfo *info = kiln_kernel_info(*split);
@@ -468,7 +484,7 @@ KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParam
     KilnKernel *ks[2] = {split, combine};
     RtAttnCall call;
     if ((st = rt_attn_prepare(WHO, ks, combine ? 2 : 1, bind_arg, &c, &call)) != KILN_OK) return st;
-    int grid[3] = {p->batch * p->heads_kv, c.splits, row_blocks(p)};
+    int grid[3] = {p->batch * p->heads_kv, c.splits, rt_attn_decode_row_blocks(p)};
     if ((st = rt_attn_launch_call(&call, 0, grid, stream)) != KILN_OK || !combine) return st;
     int64_t rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
     int cgrid[3] = {(int)((rows + DEC_COMBINE_ROWS - 1) / DEC_COMBINE_ROWS), 1, 1};

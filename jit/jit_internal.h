@@ -348,4 +348,17 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
  * *(const KilnAttentionBwdParams *)ctx: what kiln_attention_bwd passes (tests check it). */
 KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a);
 
+/* The decode's split kernel for `splits` splits (attention_decode.c): DIRECT for one, FUSED
+ * when asked; `vs` (open) the variant's hooks. Filled in place (its defines point into it). */
+void rt_attn_decode_split_variant(const KilnAttentionDecodeParams *p, int splits, bool fused, const RtAttnVarSrc *vs,
+                                  RtAttnVariant *v);
+/* The argument of the one-split (DIRECT) decode kernel's parameter `prm` for the call
+ * *(const KilnAttentionDecodeParams *)ctx; the scratch pointers it never reads get stand-ins. */
+KilnStatus rt_attn_decode_direct_arg(const void *ctx, const KilnParam *prm, KilnArg *a);
+/* Programs of the decode's grid axis 2: the packed rows (query heads per KV head x tokens) in BLOCK_M tiles. */
+int rt_attn_decode_row_blocks(const KilnAttentionDecodeParams *p);
+/* Bytes a tensor of nb x nh x ns rows of d elements of `elem` bytes spans under its
+ * (b, h, s) strides; 0 when empty (attention.c). */
+size_t rt_attn_span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, int elem);
+
 #endif

@@ -19,6 +19,7 @@
 struct KilnStream {
     KilnDevice *dev;
     CUstream s;
+    bool borrowed;   /* kiln_stream_wrap: the caller's stream, never destroyed here */
 };
 
 struct KilnEvent {
@@ -275,6 +276,17 @@ KilnStatus kiln_stream_create(KilnDevice *dev, KilnStream **out)
     return KILN_OK;
 }
 
+KilnStatus kiln_stream_wrap(KilnDevice *dev, void *cu_stream, KilnStream **out)
+{
+    NEED(dev && out, "NULL argument");
+    *out = NULL;
+    KilnStream *s = calloc(1, sizeof *s);
+    if (!s) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
+    *s = (KilnStream){.dev = dev, .s = (CUstream)cu_stream, .borrowed = true};
+    *out = s;
+    return KILN_OK;
+}
+
 KilnStatus kiln_stream_synchronize(KilnStream *s)
 {
     NEED(s, "s is NULL (use kiln_synchronize for the default stream)");
@@ -286,6 +298,10 @@ KilnStatus kiln_stream_synchronize(KilnStream *s)
 KilnStatus kiln_stream_destroy(KilnStream *s)
 {
     if (!s) return KILN_OK;
+    if (s->borrowed) {   /* the caller's stream: only the handle is ours */
+        free(s);
+        return KILN_OK;
+    }
     KilnStatus st = rt_bind(s->dev);
     CUresult r = st == KILN_OK ? s->dev->drv->StreamDestroy(s->s) : CUDA_SUCCESS;
     free(s);

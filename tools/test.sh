@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's, .ci/run): build and run every test, twice —
 # a normal build (build-test/, RelWithDebInfo), and an AddressSanitizer +
-# UndefinedBehaviorSanitizer build (build-asan/, Debug).
+# UndefinedBehaviorSanitizer build (build-asan/, Debug) — and the Python package's
+# pytest suite (python/tests) against the first build's libkiln.so, in the venv of
+# tools/pyenv.sh (torch from PyPI, ~5 GB, made once per machine and kept).
 # What it costs: two full builds from scratch, ~17 minutes on 2 cores (most of it the
 # ASan build and its test run) and ~7.5 GB of build trees. Each phase prints its wall
 # time. KILN_KEEP_BUILD=0 removes both trees at the end (CI=true makes that the
@@ -29,6 +31,10 @@ cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-test -j"$jobs"
 phase "tests"
 ctest --test-dir build-test --output-on-failure -j"$jobs"
+phase "the Python package (pytest, against build-test/libkiln.so: no third LLVM build)"
+py=$(bash tools/pyenv.sh | tail -n 1)
+# pytest exits 5 when it collects no test: under set -e that fails the run like any other error
+KILN_LIBRARY="$PWD/build-test/libkiln.so" "$py" -m pytest -q -p no:cacheprovider python/tests
 phase "build (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"

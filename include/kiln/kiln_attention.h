@@ -2,8 +2,8 @@
  * flash-decoding (paged KV caches), on packed variable-length batches too,
  * with attention variants (hooks in a .tile file, runtime params) and block
  * masks. Each call validates everything before it touches the device; each
- * has a `_check` form that touches no device, and the forward a `_cpu` form
- * on the interpreter. See docs/attention_api.md.
+ * has a `_check` form that touches no device, and a `_cpu` form on the
+ * interpreter. See docs/attention_api.md.
  *
  * Self-contained: it includes kiln_compile.h (and through it kiln_runtime.h).
  * The code behind it is jit/attention*.c over the programs in lang/lib/.
@@ -248,6 +248,14 @@ KILN_API KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p);
  * launches in stream order. Variants are compiled on first use and kept per device like
  * the forward's (kiln_attention_cache_clear / _size cover both). */
 KILN_API KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream);
+/* The backward on the CPU interpreter (no device): the same validation, programs, variant,
+ * block mask and argument binding as kiln_attention_bwd, with HOST addresses in p's pointer
+ * fields (fwd.q, fwd.k, fwd.v, fwd.o, fwd.lse, dout read; dq, dk, dv written in place, the
+ * bytes between strided rows untouched; scratch, kiln_attention_bwd_scratch_size(p) bytes,
+ * overwritten). Tiles: p's block_m/block_n, else 64 x 64 (a block mask's blocks when
+ * smaller). Slow (an interpreter): for tests and autograd where no GPU is. KILN_ERR_KERNEL:
+ * an access outside the buffers. */
+KILN_API KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p);
 /* ---------------- attention: decoding ---------------- */
 /* Flash-decoding (lang/lib/attention_decode.tile): a few new query tokens per
  * sequence against a long KV cache, the keys split across CTAs and the partial
@@ -335,6 +343,12 @@ KILN_API size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams 
 /* Run the decode on `stream` (NULL: default); asynchronous like kiln_launch: the split
  * kernel and, with more than one split and the two-kernel combine, the combine. */
 KILN_API KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParams *p, KilnStream *stream);
+/* The decode on the CPU interpreter (no device): the same validation, program, variant and
+ * block mask as kiln_attention_decode, with HOST addresses in p's pointer fields (q, k, v,
+ * cache_seqlens, block_table read; o and lse written in place). It runs one split (the
+ * program's DIRECT form) whatever num_splits says, so workspace and combine are not used.
+ * Slow (an interpreter). */
+KILN_API KilnStatus kiln_attention_decode_cpu(const KilnAttentionDecodeParams *p);
 
 #ifdef __cplusplus
 }

@@ -181,6 +181,12 @@ KILN_API KilnStatus kiln_memset(KilnDevice *dev, KilnDevPtr dst, uint8_t value, 
 
 /* A NULL KilnStream * anywhere means the device's default (legacy) stream. */
 KILN_API KilnStatus kiln_stream_create(KilnDevice *dev, KilnStream **out);
+/* A KilnStream for a CUDA stream made by someone else on dev's context (the primary
+ * context, which the CUDA runtime and PyTorch use too): `cu_stream` is a CUstream
+ * (torch.cuda.current_stream().cuda_stream; NULL: the legacy default stream). Launches on it
+ * are ordered with the caller's work and are captured when the caller captures the stream
+ * into a CUDA graph. kiln_stream_destroy frees the handle only, never the stream. */
+KILN_API KilnStatus kiln_stream_wrap(KilnDevice *dev, void *cu_stream, KilnStream **out);
 KILN_API KilnStatus kiln_stream_synchronize(KilnStream *s);
 KILN_API KilnStatus kiln_stream_destroy(KilnStream *s);             /* NULL is allowed */
 

@@ -160,6 +160,12 @@ START_TEST(null_arguments_are_usage_errors)
     ck_assert_int_eq(kiln_module_free(NULL), KILN_OK);
     ck_assert_int_eq(kiln_stream_destroy(NULL), KILN_OK);
     ck_assert_int_eq(kiln_event_destroy(NULL), KILN_OK);
+    KilnStream *ws = (KilnStream *)0x1;
+    ck_assert_int_eq(kiln_stream_wrap(NULL, NULL, &ws), KILN_ERR_USAGE);
+    /* a wrapped stream is the caller's: destroying the handle never touches the device (a
+     * bad KilnDevice here would fault if it did) */
+    ck_assert_int_eq(kiln_stream_wrap((KilnDevice *)0x18, (void *)0x1234, &ws), KILN_OK);
+    ck_assert_int_eq(kiln_stream_destroy(ws), KILN_OK);
     KilnDevPtr p = 0;
     ck_assert_int_eq(kiln_malloc(NULL, 16, &p), KILN_ERR_USAGE);
     ck_assert_msg(strstr(kiln_last_error(), "kiln_malloc"), "message: %s", kiln_last_error());

@@ -12,7 +12,7 @@ API that the backward benchmark calls libkiln.so through, is the C API.
    Python wrote them; kiln_attention_bwd_check accepts a complete call and names the field
    that is wrong in a broken one (fields after the embedded forward struct, too);
    kiln_attention_check names a bad head_dim.
-3. Variants (kiln_ctypes.variant, the hand-written KilnAttentionVariant / KilnVariantArg /
+3. Variants (kiln_ctypes.variant, the header-read KilnAttentionVariant / KilnVariantArg /
    KilnArg, in the layout check of 1. too): the forward on the CPU interpreter
    (kiln_attention_fwd_cpu) with document.tile (a pointer and two integer arguments) and
    softcap.tile (a float) matches float64 attention in Python and differs from plain
@@ -61,7 +61,11 @@ lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "kiln.h"', "int 
 expected = []
 # the parsed structs, then the hand-written ones of the variant API
 hand = (kiln_ctypes.KilnArg, kiln_ctypes.KilnVariantArg, kiln_ctypes.KilnDefine, kiln_ctypes.KilnAttentionVariant)
-for sname, ct in list(types.items()) + [(ct.__name__, ct) for ct in hand]:
+# and every struct of the three public headers as the kiln package reads them (nested structs
+# and unions included)
+every = kiln_ctypes._header(os.path.join(src_dir, "include", "kiln", "kiln_attention.h"))
+pkg = [(n, every.types[n]) for n in every.structs if not n.startswith("_")]
+for sname, ct in list(types.items()) + [(ct.__name__, ct) for ct in hand] + pkg:
     lines.append(f'    printf("{sname} sizeof %zu\\n", sizeof({sname}));')
     expected.append(f"{sname} sizeof {ctypes.sizeof(ct)}")
     for path, off, size in fields_of(ct):

@@ -1,0 +1,149 @@
+/* attention_cpu.c — the backward and the decode on the CPU interpreter:
+ * kiln_attention_bwd_cpu and kiln_attention_decode_cpu, the _cpu forms that
+ * kiln_attention_fwd_cpu (attention.c) has for the forward.
+ *
+ * Each runs exactly what its device call would: the same validation
+ * (kiln_attention_bwd_check / kiln_attention_decode_check), the same programs of
+ * lang/lib/ with the same variant and block mask, the arguments bound by the
+ * parameter names through the device call's own binder (rt_attn_bwd_arg,
+ * rt_attn_decode_direct_arg), each kernel through rt_attn_run_cpu. What differs:
+ *   - pointers are HOST addresses, and every pointer argument becomes a host
+ *     buffer of the bytes its tensor spans under its strides (the interpreter
+ *     bounds every access by them: a variant reading past its tensor fails with
+ *     KILN_ERR_KERNEL instead of reading other memory);
+ *   - outputs are bound in place (KILN_HOST_INOUT), so the bytes between a strided
+ *     output's rows are never written, as on the device;
+ *   - tiles: the caller's, else 64 x 64 (shrunk to a block mask's blocks), like the
+ *     forward's _cpu call; the backward's dQ comes from the atomic accumulator
+ *     unless `deterministic`; the decode runs one split (DIRECT), whatever num_splits
+ *     says, so it needs no workspace.
+ *
+ * Invariant: the scratch the backward's kernels hand each other (delta, the dQ
+ * accumulator) is the caller's `scratch`, bound in place between the runs.
+ *
+ * Example: a causal f16 backward of batch 1, 2 heads, 100 x 100, d 64, not
+ * deterministic: attn_bwd_pre_f16 (2 x 2 programs), attn_bwd_dkdv_f16 with
+ * COMPUTE_DQ=true (2 x 2), attn_bwd_dq_cvt_f16 (2 x 2), all 64 x 64 tiles.
+ */
+#include "jit_internal.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef struct CpuBuf { const char *name; KilnDevPtr ptr; size_t bytes; KilnHostDir dir; } CpuBuf;
+
+/* The host buffer of `name` in t[0..n), else a block mask's array, else a variant's argument. */
+static KilnHostArg find_buffer(const CpuBuf *t, size_t n, const KilnBlockMask *m, const KilnAttentionVariant *var,
+                               const char *name, KilnDevPtr ptr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, t[i].name))   /* an empty tensor still gets a (never read) buffer */
+            return kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].bytes ? t[i].bytes : 16, t[i].dir);
+    size_t bm = m ? rt_attn_bm_array_bytes(m, name) : 0;
+    if (bm) return kiln_host_buf((void *)(uintptr_t)ptr, bm, KILN_HOST_IN);
+    return rt_attn_var_buffer(var, name, ptr);
+}
+
+/* ---------------- the backward ---------------- */
+
+#define BWD "kiln_attention_bwd_cpu"
+
+static KilnHostArg bwd_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
+{
+    const KilnAttentionBwdParams *p = ctx;
+    const KilnAttentionParams *f = &p->fwd;
+    bool vl = rt_attn_varlen(f);   /* packed: one "batch" of total_q / total_k tokens */
+    int nb = vl ? 1 : f->batch, sq = vl ? f->total_q : f->seqlen_q, sk = vl ? f->total_k : f->seqlen_k;
+    int hq = f->heads_q, hk = f->heads_kv, d = f->head_dim;
+    size_t rows = (size_t)nb * hq * sq, cu = vl ? (size_t)(f->batch + 1) * 4 : 0;
+    /* the scratch as rt_attn_bwd_arg splits it: delta, then (unless deterministic) the f32 dQ
+     * accumulator at the end of the delta's rounded share */
+    size_t total = kiln_attention_bwd_scratch_size(p), acc = p->deterministic ? 0 : rows * (size_t)d * 4;
+    CpuBuf t[] = {
+        {"Q", f->q, rt_attn_span_bytes(f->q_stride, nb, hq, sq, d, 2), KILN_HOST_IN},
+        {"K", f->k, rt_attn_span_bytes(f->k_stride, nb, hk, sk, d, 2), KILN_HOST_IN},
+        {"V", f->v, rt_attn_span_bytes(f->v_stride, nb, hk, sk, d, 2), KILN_HOST_IN},
+        {"O", f->o, rt_attn_span_bytes(f->o_stride, nb, hq, sq, d, 2), KILN_HOST_IN},
+        {"DO", p->dout, rt_attn_span_bytes(p->dout_stride, nb, hq, sq, d, 2), KILN_HOST_IN},
+        {"LSE", f->lse, rows * 4, KILN_HOST_IN},
+        {"DQ", p->dq, rt_attn_span_bytes(p->dq_stride, nb, hq, sq, d, 2), KILN_HOST_INOUT},
+        {"DK", p->dk, rt_attn_span_bytes(p->dk_stride, nb, hk, sk, d, 2), KILN_HOST_INOUT},
+        {"DV", p->dv, rt_attn_span_bytes(p->dv_stride, nb, hk, sk, d, 2), KILN_HOST_INOUT},
+        {"DELTA", p->scratch, total - acc, KILN_HOST_INOUT},
+        {"DQ_ACC", ptr, acc, KILN_HOST_INOUT},
+        {"cu_seqlens_q", f->cu_seqlens_q, cu, KILN_HOST_IN}, {"cu_seqlens_k", f->cu_seqlens_k, cu, KILN_HOST_IN}};
+    return find_buffer(t, COUNT(t), f->block_mask, f->variant, name, ptr);
+}
+
+KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p)
+{
+    KilnStatus st = kiln_attention_bwd_check(p);
+    if (st != KILN_OK) return st;
+    if ((st = rt_attn_var_check_bytes(BWD, p->fwd.variant)) != KILN_OK) return st;
+    /* the interpreter's tiles: the caller's, else 64 x 64 (no larger than a mask's blocks,
+     * which the check requires the caller's tiles to divide) */
+    KilnAttentionBwdParams q = *p;
+    const KilnBlockMask *m = p->fwd.block_mask;
+    if (!q.block_m) q.block_m = m && m->block_q < 64 ? m->block_q : 64;
+    if (!q.block_n) q.block_n = m && m->block_kv < 64 ? m->block_kv : 64;
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(0, &q, &plan);
+    RtAttnVarSrc vs;
+    if ((st = rt_attn_var_open(BWD, p->fwd.variant, &vs)) != KILN_OK) return st;
+    for (int i = 0; i < plan.n && st == KILN_OK; i++) {
+        if (vs.var) plan.k[i].vs = &vs;
+        /* the device call checks the variant's arguments against the three kernels together;
+         * each kernel here is compiled alone, so none checks (the forward's call has, for
+         * the same variant) */
+        st = rt_attn_run_cpu(BWD, &plan.k[i], plan.grid[i], rt_attn_bwd_arg, bwd_buffer, &q, NULL);
+    }
+    rt_attn_var_close(&vs);
+    return st;
+}
+
+/* ---------------- the decode ---------------- */
+
+#define DEC "kiln_attention_decode_cpu"
+
+static KilnHostArg dec_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
+{
+    const KilnAttentionDecodeParams *p = ctx;
+    int hq = p->heads_q, hk = p->heads_kv, d = p->head_dim;
+    bool paged = p->block_table != 0;
+    /* K, V: [batch, heads_kv, max_seqlen_k] contiguous, or [num_pages, heads_kv, page_size] pages */
+    int kb = paged ? p->num_pages : p->batch, ks = paged ? p->page_size : p->max_seqlen_k;
+    size_t pages_per_row = paged ? (size_t)((p->max_seqlen_k + p->page_size - 1) / p->page_size) : 0;
+    size_t table =
+        paged && p->batch > 0 ? ((size_t)(p->batch - 1) * (size_t)p->block_table_stride + pages_per_row) * 4 : 0;
+    static float unused[4];   /* DIRECT never touches the split scratch: a stand-in, never read or written */
+    CpuBuf t[] = {
+        {"Q", p->q, rt_attn_span_bytes(p->q_stride, p->batch, hq, p->seqlen_q, d, 2), KILN_HOST_IN},
+        {"O", p->o, rt_attn_span_bytes(p->o_stride, p->batch, hq, p->seqlen_q, d, 2), KILN_HOST_INOUT},
+        {"LSE", p->lse, (size_t)p->batch * hq * p->seqlen_q * 4, KILN_HOST_INOUT},
+        {"K", p->k, rt_attn_span_bytes(p->k_stride, kb, hk, ks, d, 2), KILN_HOST_IN},
+        {"V", p->v, rt_attn_span_bytes(p->v_stride, kb, hk, ks, d, 2), KILN_HOST_IN},
+        {"cache_seqlens", p->cache_seqlens, (size_t)p->batch * 4, KILN_HOST_IN},
+        {"block_table", paged ? p->block_table : p->cache_seqlens, paged ? table : (size_t)p->batch * 4, KILN_HOST_IN},
+        {"O_part", (KilnDevPtr)(uintptr_t)unused, sizeof unused, KILN_HOST_IN},
+        {"LSE_part", (KilnDevPtr)(uintptr_t)unused, sizeof unused, KILN_HOST_IN},
+        {"counters", (KilnDevPtr)(uintptr_t)unused, sizeof unused, KILN_HOST_IN}};
+    return find_buffer(t, COUNT(t), p->block_mask, p->variant, name, ptr);
+}
+
+KilnStatus kiln_attention_decode_cpu(const KilnAttentionDecodeParams *p)
+{
+    KilnStatus st = kiln_attention_decode_check(p);
+    if (st != KILN_OK || p->seqlen_q == 0) return st;
+    if ((st = rt_attn_var_check_bytes(DEC, p->variant)) != KILN_OK) return st;
+    RtAttnVarSrc vs;
+    if ((st = rt_attn_var_open(DEC, p->variant, &vs)) != KILN_OK) return st;
+    RtAttnVariant v;
+    rt_attn_decode_split_variant(p, 1, false, &vs, &v);
+    /* the device call's grid with one split: (batch, KV head) x 1 x row blocks */
+    int grid[3] = {p->batch * p->heads_kv, 1, rt_attn_decode_row_blocks(p)};
+    st = rt_attn_run_cpu(DEC, &v, grid, rt_attn_decode_direct_arg, dec_buffer, p, p->variant);
+    rt_attn_var_close(&vs);
+    return st;
+}
