@@ -27,7 +27,8 @@ import re
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HEADER = os.path.join(ROOT, "include", "kiln", "kiln_attention.h")
-STRUCTS = ("KilnBlockMask", "KilnAttentionParams", "KilnAttentionBwdParams", "KilnAttentionDecodeParams")
+STRUCTS = ("KilnSchedule", "KilnBlockMask", "KilnAttentionParams", "KilnAttentionBwdParams",
+           "KilnAttentionDecodeParams")
 SCALARS = {
     "int": ctypes.c_int, "unsigned": ctypes.c_uint, "float": ctypes.c_float, "double": ctypes.c_double,
     "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint32_t": ctypes.c_uint32,
@@ -43,10 +44,16 @@ def _strip_comments(text):
 
 
 def parse_structs(header=HEADER, names=STRUCTS):
-    """{name: [(field, ctype), ...]} for the typedef'd structs `names` of a C header, in
-    declaration order. Fields: scalar types of SCALARS, pointers (c_void_p), fixed arrays,
+    """{name: [(field, ctype), ...]} for the typedef'd structs `names` of a C header (and of
+    the headers it includes from its folder), in declaration order. Fields: scalar types of SCALARS, pointers (c_void_p), fixed arrays,
     and structs parsed before. Anything else raises ValueError naming the declaration."""
-    text = _strip_comments(open(header).read())
+    text = open(header).read()
+    # the headers it includes from its own folder too (KilnSchedule is kiln_compile.h's)
+    for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+        path = os.path.join(os.path.dirname(header), inc)
+        if os.path.isfile(path):
+            text += "\n" + open(path).read()
+    text = _strip_comments(text)
     out = {}
     for name in names:
         m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), text, re.S)
