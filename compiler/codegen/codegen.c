@@ -84,7 +84,7 @@ static void write_stats(CgCtx *c, CgResult *res)
     sb_printf(&res->stats, "warps: %d\nstages: %d\n", c->f->sched.num_warps, c->f->sched.num_stages);
     char on[256];
     sched_names(&c->opts->sched, " ", on, sizeof on);
-    sb_printf(&res->stats, "schedule: %s\n", on[0] ? on : "(default)");
+    if (on[0]) sb_printf(&res->stats, "schedule: %s\n", on);   /* the options on, resolved */
     if (c->ws_warps)
         sb_printf(&res->stats, "warp-specialize: 4 producer warps (setmaxnreg %d), %d consumer warps (setmaxnreg %d)\n",
                   cg_ws_producer_regs(c->ws_warps), c->ws_warps, cg_ws_consumer_regs(c->ws_warps));

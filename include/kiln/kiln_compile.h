@@ -180,7 +180,8 @@ KILN_API KilnStatus kiln_module_set_specialize(KilnModule *m, int on);
 /* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
  * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
  * A key is the SHA-256 (hex) of the source text, kernel name, defines (sorted
- * by name), arch, num_warps, num_stages, emit, hints (sorted by name),
+ * by name), arch, num_warps, num_stages, emit, the schedule options as the
+ * compile resolves them, hints (sorted by name),
  * kiln_version() and the compiler's build identity (a hash of its sources,
  * flags and LLVM version made at build time: a rebuilt compiler never reuses
  * an older build's entries). Entries are
@@ -196,7 +197,8 @@ typedef struct KilnCacheEntry {
 } KilnCacheEntry;
 
 /* key_hex receives 64 hex digits and a NUL. `opts` as given to kiln_compile
- * (emit and arch as they will be used: resolve "auto" first). */
+ * (emit and arch as they will be used: resolve "auto" first). KILN_ERR_USAGE for
+ * schedule options that cannot be combined (kiln_compile refuses them too). */
 KILN_API KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *opts, char key_hex[65]);
 /* The directory in use (not created). KILN_ERR_IO when neither variable is set. */
 KILN_API KilnStatus kiln_cache_dir(char *buf, size_t size);
