@@ -39,7 +39,7 @@
     X(mbarrier, "--mbarrier", "mbarrier", "pipeline", 0, 0, NULL,                                                \
       "pipelined loops hand stages over through mbarriers, not a CTA barrier")                                   \
     X(overlap, "--overlap", "overlap", "dot-rotate, dot-overlap", 0, 0, NULL,                                    \
-      "sm_90a: a loop's first dot is computed one iteration early and stays in flight until the next dot")      \
+      "sm_90a: a loop's first dot one iteration early, in flight until the next dot (FA3's overlap)")           \
     X(tma, "--tma", "tma", "tma", SCHED_BIT(mbarrier), SCHED_BIT(warp_specialize),                               \
       "the producer warpgroup issues cp.async copies, not TMA",                                                  \
       "sm_90a: pipelined loads a tensor map reads exactly go through TMA (implies --mbarrier)")                  \
