@@ -4,9 +4,9 @@
  *   1. validate the parameters (check_shape, check_tensors) WITHOUT touching a
  *      device: a bad call returns KILN_ERR_USAGE / KILN_ERR_UNSUPPORTED with a
  *      message naming the field, and nothing is compiled or launched;
- *   2. resolve the variant: dtype, head dim, causal and the tile sizes (the
- *      caller's, else the defaults table below for the head dim and the
- *      device's compute capability) form an AttnKey;
+ *   2. resolve the variant: dtype, head dim, causal, the tile sizes and the
+ *      schedule options (the caller's, else the defaults of attention_tune.c for
+ *      the head dim and the device's compute capability) form an AttnKey;
  *   3. find the key's kernel in the in-process cache (a small chained hash map
  *      under one mutex), else compile lang/lib/attention_fwd.tile (embedded in
  *      the library by CMake: kiln_lib_files) with -D HEAD_DIM/BLOCK_M/BLOCK_N/
@@ -47,56 +47,6 @@
 #define ATTN_MAX_GRID_Y 65535    /* grid axis 1 carries batch * heads_q */
 #define ATTN_BUCKETS 64
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---------------- defaults: the one table to tune ---------------- */
-
-/* The last row matching the head dim, the masking (causal -1: either) and the
- * query length (max_n 0: any, else seqlen_q <= max_n) with min_sm <= the
- * device's sm_version wins. The min_sm 0 rows are the program's
- * own defaults (BLOCK_M 128, BLOCK_N 64, 8 warps, 2 stages), except head dim
- * 256, whose 128-row tiles would not fit the shared memory of pre-Hopper parts
- * and spill registers everywhere; the sm_90 rows come from H200 sweeps
- * (bench_attention.py --sweep, docs/performance.md). Retune after GPU
- * benchmarks (tools/bench/). */
-typedef struct AttnTune {
-    int min_sm, head_dim, causal, max_n;
-    int block_m, block_n, num_warps, num_stages;
-    int pingpong;   /* 1: warpgroup ping-pong (8 warps, sm_90a; off everywhere until measured) */
-    int mbarrier;   /* 1: mbarrier stage hand-off in the key loop (off everywhere until measured) */
-    int overlap;    /* 1: the next block's Q K^T in flight during the softmax (sm_90a; off until measured) */
-    int ws;         /* 1: warp specialisation, a producer warpgroup (sm_90a; off until measured) */
-} AttnTune;
-
-static const AttnTune k_tune[] = {
-    /* min_sm  d  causal max_n  BM   BN  warps stages pingpong mbarrier overlap ws */
-    {0,   32,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
-    {0,   64,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
-    /* sm_90 rows: H200 sweep with wgmma (commit c29f6bd; bench_attention.py --sweep,
-     * f16, TFLOP/s at N = 512 / 1024 / 4096 / 16384, docs/performance.md). One
-     * warpgroup per CTA throughout: 4 warps, so two CTAs share an SM and one's
-     * softmax overlaps the other's wgmma. d = 64: 64-row blocks (16 rows per warp,
-     * small register files); 128 keys per block without the mask, 64 with it up
-     * to N = 2048 (the diagonal blocks cost less). */
-    {90,  64,  -1, 0,    64, 128, 4, 2, 0, 0, 0, 0},   /* 308/377/450/472; causal N = 16384: 453 (64x64: 431) */
-    {90,  64,   1, 2048, 64,  64, 4, 2, 0, 0, 0, 0},   /* causal 209/286 (64x128: 181/260) */
-    {0,   96,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
-    {0,  128,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 0},
-    /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
-     * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
-    {90, 128,  -1, 0,   128,  64, 4, 2, 0, 0, 0, 0},   /* 326/418/526/566; causal 170/268/442/517 */
-    {90, 128,   1, 1024, 64,  64, 4, 2, 0, 0, 0, 0},   /* causal 196/278 */
-    {0,  256,  -1, 0,  64, 32, 4, 2, 0, 0, 0, 0},
-    /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
-     * warpgroups of 64 rows each beat one CTA of 64 x 64 on 4 warps by 1.6x (574/604
-     * against 359/376 TFLOP/s; causal 396/434 against 306/338), and ping-pong adds 6-7%
-     * causal (418/462) while it costs 14% without the mask (494/519). Warp
-     * specialisation (a producer warpgroup on top of the 8 warps, setmaxnreg; sweep of
-     * 2026-11-24 late night, docs/performance.md) beats both: 626/656 against 562/590,
-     * causal 497/552 against 402/440 (and ping-pong's 418/462); it loses at d 64 and 128
-     * (1 consumer warpgroup, or 8 warps against 128x64/4), so only these rows take it. */
-    {90, 256,  -1, 0, 128, 64, 8, 2, 0, 0, 0, 1},
-    {90, 256,   1, 0, 128, 64, 8, 2, 0, 0, 0, 1},
-};
 
 static const int k_head_dims[] = {32, 64, 96, 128, 256};
 
@@ -191,6 +141,9 @@ KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
                    p->head_dim);
     KilnStatus st = rt_attn_check_tuning(api, p->block_m, p->block_n, p->num_warps, p->num_stages);
     if (st != KILN_OK) return st;
+    char why[256];   /* the caller's schedule options, by the schedule table's rules */
+    if (!sched_resolve(&p->schedule, NULL, NULL, why, sizeof why))
+        return rt_attn_error(api, KILN_ERR_USAGE, "schedule: %s", why);
     /* The kernel indexes rows in i32: row + block and seqlen_k + block must not wrap. */
     int64_t lim = INT32_MAX - 2 * 256;
     if (p->seqlen_q > lim || p->seqlen_k > lim)
@@ -283,17 +236,12 @@ KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 typedef struct AttnKey {
     int dtype, head_dim, causal;
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
-    int no_wgmma;
-    int pingpong;                                  /* 1: warpgroup ping-pong (KilnAttentionParams.pingpong) */
-    int mbarrier;                                  /* 1: mbarrier stage hand-off (KilnAttentionParams.mbarrier) */
-    int overlap;                                   /* 1: Q K^T in flight during the softmax (KilnAttentionParams.overlap) */
-    int tma;                                       /* 1: TMA copies of K/V (KilnAttentionParams.tma) */
-    int warp_specialize;                           /* 1: a producer warpgroup (KilnAttentionParams.warp_specialize) */
+    KilnSchedule schedule;                         /* resolved: p->schedule over the table's row */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
 } AttnKey;
 
 /* A cache entry: one compiled kernel of one device, found by its variant's text
- * ("program|kernel|NAME=VALUE ...|num_warps|num_stages|no_wgmma|pingpong"). */
+ * ("program|kernel NAME=VALUE ... num_warps=W num_stages=S OPTION ...", describe). */
 typedef struct AttnEntry {
     const KilnDevice *dev;
     char *text;
@@ -320,37 +268,29 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
         k.block_n = k.block_n > m->block_kv ? m->block_kv : k.block_n;
         k.num_warps = p->num_warps;
         k.num_stages = p->num_stages;
-        k.pingpong = p->pingpong > 0;   /* the table's choice belonged to its tiles too */
-        k.mbarrier = p->mbarrier > 0;
-        k.warp_specialize = p->warp_specialize > 0;
+        /* the table's options belonged to its tiles too: only the caller's (resolved
+         * before, so they combine) */
+        sched_resolve(&p->schedule, NULL, &k.schedule, NULL, 0);
     }
-    k.overlap = 0;   /* the block-mask loops read an index list: dot-rotate leaves them alone anyway */
+    k.schedule.overlap = 0;   /* the block-mask loops read an index list: dot-rotate leaves them alone anyway */
     return k;
 }
 
 static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
-    const AttnTune *t = NULL;
-    for (size_t i = 0; i < COUNT(k_tune); i++)
-        if (k_tune[i].head_dim == p->head_dim && k_tune[i].min_sm <= sm_version &&
-            (k_tune[i].causal < 0 || k_tune[i].causal == (p->causal != 0)) &&
-            (!k_tune[i].max_n || p->seqlen_q <= k_tune[i].max_n))
-            t = &k_tune[i];
+    const RtTuneRow *t = rt_attn_tune(RT_TUNE_FWD, sm_version, p->head_dim, p->causal, p->seqlen_q);
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
-    if (!t) t = &k_tune[0];
+    if (!t) t = rt_attn_tune(RT_TUNE_FWD, 0, 32, 0, 0);
     bool own_tiles = p->block_m || p->block_n;
-    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0, .no_wgmma = p->no_wgmma != 0};
+    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0};
     k.block_m = p->block_m ? p->block_m : t->block_m;
     k.block_n = p->block_n ? p->block_n : t->block_n;
     /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
     k.num_warps = p->num_warps ? p->num_warps : own_tiles ? 0 : t->num_warps;
     k.num_stages = p->num_stages ? p->num_stages : own_tiles ? 0 : t->num_stages;
-    /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off) */
-    k.pingpong = p->pingpong > 0 || (!p->pingpong && !own_tiles && t->pingpong);
-    k.mbarrier = p->mbarrier > 0 || (!p->mbarrier && !own_tiles && t->mbarrier);
-    k.overlap = p->overlap > 0 || (!p->overlap && !own_tiles && t->overlap);
-    k.tma = p->tma > 0;   /* no table column until measured */
-    k.warp_specialize = p->warp_specialize > 0 || (!p->warp_specialize && !own_tiles && t->ws);
+    /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off); the caller's
+     * refused combinations were refused by kiln_attention_check */
+    sched_resolve(&p->schedule, own_tiles ? NULL : &t->schedule, &k.schedule, NULL, 0);
     return with_block_mask(p, k);
 }
 
@@ -360,10 +300,11 @@ static void describe(const RtAttnVariant *v, char *buf, size_t n)
     size_t used = (size_t)snprintf(buf, n, "%s", v->kernel);
     for (int i = 0; i < v->ndefines && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, " %s=%s", v->defines[i].name, v->defines[i].value);
+    char sched[256];
+    sched_names(&v->schedule, " ", sched, sizeof sched);   /* the options on, by the schedule table's names */
     if (used < n)
-        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s%s%s%s%s", v->num_warps, v->num_stages,
-                 v->no_wgmma ? " no_wgmma" : "", v->pingpong ? " pingpong" : "", v->mbarrier ? " mbarrier" : "",
-                 v->overlap ? " overlap" : "", v->tma ? " tma" : "", v->warp_specialize ? " warp_specialize" : "");
+        snprintf(buf + used, n - used, " num_warps=%d num_stages=%d%s%s", v->num_warps, v->num_stages,
+                 sched[0] ? " " : "", sched);
 }
 
 /* The cache key's text (malloc'd; NULL when out of memory). */
@@ -426,10 +367,7 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
         r->path = vs->path;
     }
     r->opts = (KilnCompileOptions){.kernel = v->kernel, .defines = r->defines, .ndefines = r->ndefines,
-                                   .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
-                                   .pingpong = v->pingpong, .mbarrier = v->mbarrier, .overlap = v->overlap,
-                                   .tma = v->tma,
-                                   .warp_specialize = v->warp_specialize,
+                                   .num_warps = v->num_warps, .num_stages = v->num_stages, .schedule = v->schedule,
                                    .include_dirs = vs ? vs->var->include_dirs : NULL,
                                    .ninclude_dirs = vs ? vs->var->ninclude_dirs : 0};
     return KILN_OK;
@@ -472,14 +410,14 @@ static KilnStatus build_variant(KilnDevice *dev, const char *api, const RtAttnVa
 static void teardown(KilnDevice *dev) { kiln_attention_cache_clear(dev); }
 
 void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *kernel, int num_warps,
-                          int num_stages, int no_wgmma)
+                          int num_stages, const KilnSchedule *schedule)
 {
     memset(v, 0, sizeof *v);
     v->program = program;
     v->kernel = kernel;
     v->num_warps = num_warps;
     v->num_stages = num_stages;
-    v->no_wgmma = no_wgmma;
+    if (schedule) v->schedule = *schedule;
 }
 
 void rt_attn_variant_define(RtAttnVariant *v, const char *name, int value, bool is_bool)
@@ -542,12 +480,7 @@ static const char *kernel_name(int dtype, bool varlen, bool block_mask)
 static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, RtAttnVariant *v)
 {
     rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen, k->mask_block_m > 0), k->num_warps,
-                         k->num_stages, k->no_wgmma);
-    v->pingpong = k->pingpong;
-    v->mbarrier = k->mbarrier;
-    v->overlap = k->overlap;
-    v->tma = k->tma;
-    v->warp_specialize = k->warp_specialize;
+                         k->num_stages, &k->schedule);
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
     rt_attn_variant_define(v, "BLOCK_N", k->block_n, false);

@@ -231,12 +231,12 @@ static KilnStatus bm_bind(const void *ctx, const KilnParam *prm, KilnArg *a)
 /* The two kernels' compile requests (the classification with the variant, if any). */
 static void bm_variants(const KilnBlockMask *m, const RtAttnVarSrc *vs, RtAttnVariant v[2])
 {
-    rt_attn_variant_init(&v[0], BM_PROGRAM, "attn_block_mask", 0, 0, 0);
+    rt_attn_variant_init(&v[0], BM_PROGRAM, "attn_block_mask", 0, 0, NULL);
     rt_attn_variant_define(&v[0], "BLOCK_Q", m->block_q, false);
     rt_attn_variant_define(&v[0], "BLOCK_KV", m->block_kv, false);
     rt_attn_variant_define(&v[0], "CAUSAL", m->causal, true);
     v[0].vs = vs && vs->var ? vs : NULL;
-    rt_attn_variant_init(&v[1], BM_PROGRAM, "attn_block_mask_t", 0, 0, 0);
+    rt_attn_variant_init(&v[1], BM_PROGRAM, "attn_block_mask_t", 0, 0, NULL);
 }
 
 static KilnHostArg bm_buffer(const void *ctx, const char *name, KilnDevPtr ptr)

@@ -5,8 +5,8 @@
  *      the forward's shape checks (shared with attention.c), the backward's
  *      tuning, every tensor (q, k, v, o, dout inputs; dq, dk, dv outputs; lse
  *      and the caller's scratch), naming the bad field;
- *   2. plan the launches (rt_attn_bwd_plan): the tile sizes from the table
- *      below (or the caller's) and up to three kernels of
+ *   2. plan the launches (rt_attn_bwd_plan): the tile sizes from the tuning
+ *      table (attention_tune.c; or the caller's) and up to three kernels of
  *      lang/lib/attention_bwd.tile, in stream order:
  *        attn_bwd_pre_*   delta = rowsum(dO * O) into scratch (and zero the f32
  *                         dQ accumulator unless deterministic);
@@ -41,48 +41,6 @@
 #define BWD_PROGRAM "lang/lib/attention_bwd.tile"
 #define SCRATCH_ALIGN 256          /* the dQ accumulator starts on its own 256-byte boundary */
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---------------- defaults: the table to tune ----------------
- * The last row matching the head dim with min_sm <= the device's sm_version wins.
- * dK/dV programs keep dK, dV (f32) for BLOCK_N keys in registers and K, V in SRAM while
- * they walk the query rows BLOCK_M at a time (the keys are every dot's M: FlashAttention-2/3's
- * transposed step); the dQ programs keep dQ for BLOCK_M rows and Q, dO in SRAM while they
- * walk the keys BLOCK_N at a time. 8 warps halve each thread's share of the accumulators.
- * sm_90 rows: every dot of both programs on wgmma (BLOCK_N keys = 16 x warps, BLOCK_M rows
- * of the dQ pass likewise; head dim 256 stays on mma.sync, its dK and dV alone would fill
- * the registers at 64 keys) and Q/dO (K/V in the dQ pass) copied by cp.async, 2 stages.
- * Chosen by ptxas -v (sm_90a, f16): no spill in the dQ pass and in the dK/dV kernel without
- * the atomic dQ; with it (COMPUTE_DQ) up to 148 bytes at d 96/128 (the extra dS^T K dot).
- * tests/attention/test_e2e_attn_bwd_ptx.c compiles every row and checks the wgmma counts.
- * kv_stages/q_stages 0: the program's own (1).
- * Timed on the H200 (bench_attention_bwd.py --quick --schedules, f16, N 1k-16k, docs/performance.md):
- * 64 x 64 on 4 warps with the separate dQ pass beat every other schedule at d 64 and 128
- * (d 128: 313-340 TFLOP/s against 241-304 at 32 x 128 / 8 warps, and 96-110 with the atomic
- * dQ at 64 x 64), so the sm_90 rows take it, and `dq_pass` = 1: the separate dQ pass also for
- * non-deterministic calls (the atomic dQ, an extra dS^T K dot plus f32 atomics per step, is
- * the slower algorithm there; the caller allowed nondeterminism, it did not ask for it). Still
- * so once dS K is a wgmma added from its accumulator by red.global.add.v2.f32 (the atomic dQ
- * at 64 x 64 / 4 / 2 went from 96-122 to 117-249 TFLOP/s: 0.55-0.88x of the dQ pass,
- * docs/performance.md "The atomic dQ from the accumulator"). d 96 takes d 128's row (checked by
- * the GPU backward test, not timed). */
-typedef struct BwdTune {
-    int min_sm, head_dim;
-    int kv_block_m, kv_block_n, kv_warps, kv_stages;   /* attn_bwd_dkdv */
-    int q_block_m, q_block_n, q_warps, q_stages;       /* attn_bwd_dq (deterministic); pre and cvt use q_block_m */
-    int dq_pass;                                       /* 1: the dQ pass even when not deterministic */
-} BwdTune;
-
-static const BwdTune k_bwd_tune[] = {
-    /* min_sm  d   dkdv: BM  BN warps st   dq: BM  BN warps st */
-    {0,  32,   32, 128, 8, 0,    64, 32, 4, 0, 0},
-    {0,  64,   32, 128, 8, 0,   128, 32, 8, 0, 0},
-    {0,  96,   16,  64, 8, 0,    64, 32, 8, 0, 0},
-    {0, 128,   16,  64, 8, 0,    64, 32, 8, 0, 0},
-    {0, 256,   16,  32, 8, 0,    32, 16, 8, 0, 0},
-    {90, 64,   64,  64, 4, 2,    64, 64, 4, 2, 1},
-    {90, 96,   64,  64, 4, 2,    64, 64, 4, 2, 1},
-    {90, 128,  64,  64, 4, 2,    64, 64, 4, 2, 1},
-};
 
 /* ---------------- validation (never touches a device) ---------------- */
 
@@ -149,14 +107,6 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
 
 /* ---------------- the plan ---------------- */
 
-static const BwdTune *tune_row(int sm_version, int head_dim)
-{
-    const BwdTune *t = &k_bwd_tune[0];
-    for (size_t i = 0; i < COUNT(k_bwd_tune); i++)
-        if (k_bwd_tune[i].head_dim == head_dim && k_bwd_tune[i].min_sm <= sm_version) t = &k_bwd_tune[i];
-    return t;
-}
-
 /* One kernel of the plan: name "<base>_<dtype>", the given defines (values copied into
  * plan storage), the schedule, the grid (axis 0 over `len` in blocks of `block`). */
 static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttentionBwdParams *p, int len, int block,
@@ -166,8 +116,10 @@ static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttention
     RtAttnVariant *v = &pl->k[i];
     snprintf(pl->name[i], sizeof pl->name[i], "%s%s_%s", base, rt_attn_varlen(&p->fwd) ? "_varlen" : "",
              p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
+    /* of the forward's schedule options, the backward takes no_wgmma */
     *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
-                         .num_stages = p->num_stages ? p->num_stages : stages, .no_wgmma = p->fwd.no_wgmma != 0};
+                         .num_stages = p->num_stages ? p->num_stages : stages,
+                         .schedule = {.no_wgmma = p->fwd.schedule.no_wgmma > 0}};
     for (int j = 0; j < ndefs; j++) {
         snprintf(pl->value[i][j], sizeof pl->value[i][j], "%s", defs[2 * j + 1]);
         v->defines[j] = (KilnDefine){defs[2 * j], pl->value[i][j]};
@@ -193,10 +145,14 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
 {
     const KilnAttentionParams *f = &p->fwd;
     const KilnBlockMask *m = f->block_mask;
-    const BwdTune *t = tune_row(sm_version, f->head_dim);
+    /* the tables' rows (attention_tune.c); check_shape accepted the head dim, which has min_sm 0 rows */
+    const RtTuneRow *tk = rt_attn_tune(RT_TUNE_BWD_DKDV, sm_version, f->head_dim, f->causal, f->seqlen_q);
+    const RtTuneRow *tq = rt_attn_tune(RT_TUNE_BWD_DQ, sm_version, f->head_dim, f->causal, f->seqlen_q);
+    if (!tk) tk = rt_attn_tune(RT_TUNE_BWD_DKDV, 0, 32, 0, 0);
+    if (!tq) tq = rt_attn_tune(RT_TUNE_BWD_DQ, 0, 32, 0, 0);
     bool own = p->block_m || p->block_n;   /* the caller's tiles: the program's own warps */
-    int kv_bm = p->block_m ? p->block_m : t->kv_block_m, kv_bn = p->block_n ? p->block_n : t->kv_block_n;
-    int q_bm = p->block_m ? p->block_m : t->q_block_m, q_bn = p->block_n ? p->block_n : t->q_block_n;
+    int kv_bm = p->block_m ? p->block_m : tk->block_m, kv_bn = p->block_n ? p->block_n : tk->block_n;
+    int q_bm = p->block_m ? p->block_m : tq->block_m, q_bn = p->block_n ? p->block_n : tq->block_n;
     bool kv_shrunk = false, q_shrunk = false;
     if (m) {
         kv_bm = fit_tile(kv_bm, m->block_q, &kv_shrunk);
@@ -214,7 +170,7 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     snprintf(qbn, sizeof qbn, "%d", q_bn);
     const char *causal = f->causal ? "true" : "false";
     /* the separate dQ pass: asked for, or the faster algorithm here (the table's tiles only) */
-    bool dq_pass = p->deterministic || (!own && t->dq_pass);
+    bool dq_pass = p->deterministic || (!own && tq->dq_pass);
     const char *atomic = dq_pass ? "false" : "true";
     memset(pl, 0, sizeof *pl);
     /* the row-wise kernels take the dQ pass's row blocks */
@@ -232,11 +188,11 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
     bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
     if (sk > 0)
-        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? t->kv_warps : 0,
-                    kv_table ? t->kv_stages : 0, kv, m ? 7 : 5);
+        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? tk->num_warps : 0,
+                    kv_table ? tk->num_stages : 0, kv, m ? 7 : 5);
     if (sq > 0 && dq_pass)
-        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? t->q_warps : 0,
-                    q_table ? t->q_stages : 0, dq, m ? 6 : 4);
+        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? tq->num_warps : 0,
+                    q_table ? tq->num_stages : 0, dq, m ? 6 : 4);
     else if (sq > 0)
         plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, cvt, 2);
 }

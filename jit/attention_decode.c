@@ -3,7 +3,7 @@
  * What it does, in order:
  *   1. validate the parameters (check_shape, check_tensors) WITHOUT touching a
  *      device, messages naming the field, like kiln_attention_fwd;
- *   2. pick the schedule: BLOCK_N by head dim (k_dec_tune), BLOCK_M the power of
+ *   2. pick the schedule: BLOCK_N by head dim (attention_tune.c), BLOCK_M the power of
  *      two >= 16 that holds the packed rows (the group's query heads x the new
  *      tokens) up to 64 (more rows take more programs on grid axis 2), and the
  *      split count (kiln_attention_decode_splits: from the shape and the SM count);
@@ -73,28 +73,16 @@
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define bad(...) rt_attn_error(WHO, __VA_ARGS__)
 
-/* ---------------- defaults: the one table to tune ---------------- */
+/* ---------------- defaults: the tuning table's rows (attention_tune.c) ---------------- */
 
-/* Keys per block by head dim: the tiles stay small (K and V blocks of 8 KB in
- * f16) so two stages fit beside each other; one warpgroup per CTA. Retune after
- * GPU benchmarks (tools/bench/). */
-typedef struct DecTune { int head_dim, block_n, num_warps, num_stages; } DecTune;
-static const DecTune k_dec_tune[] = {
-    {32, 64, 4, 2}, {64, 64, 4, 2}, {96, 64, 4, 2}, {128, 64, 4, 2}, {256, 32, 4, 2},
-};
-
-static const DecTune *tune_of(int head_dim)
-{
-    for (size_t i = 0; i < COUNT(k_dec_tune); i++)
-        if (k_dec_tune[i].head_dim == head_dim) return &k_dec_tune[i];
-    return NULL;
-}
+/* The split kernel's row for the head dim (NULL: a head dim the program lacks). */
+static const RtTuneRow *tune_of(int head_dim) { return rt_attn_tune(RT_TUNE_DECODE, 0, head_dim, 0, 0); }
 
 /* With a block mask the default tile shrinks to the mask's key block when that is smaller
  * (a mask block is a whole number of tiles). */
 static int block_n_of(const KilnAttentionDecodeParams *p)
 {
-    const DecTune *t = tune_of(p->head_dim);
+    const RtTuneRow *t = tune_of(p->head_dim);
     int bn = p->block_n ? p->block_n : t ? t->block_n : 64;
     const KilnBlockMask *m = p->block_mask;
     return !p->block_n && m && m->block_kv > 0 && m->block_kv < bn ? m->block_kv : bn;
@@ -411,14 +399,14 @@ KilnStatus rt_attn_decode_direct_arg(const void *ctx, const KilnParam *prm, Kiln
 void rt_attn_decode_split_variant(const KilnAttentionDecodeParams *p, int splits, bool fused, const RtAttnVarSrc *vs,
                                   RtAttnVariant *v)
 {
-    const DecTune *t = tune_of(p->head_dim);
+    const RtTuneRow *t = tune_of(p->head_dim);
     bool bf = p->dtype == KILN_BF16, own = p->block_n != 0;
     const KilnBlockMask *m = p->block_mask;
     const char *name = m ? (bf ? "attn_decode_bm_bf16" : "attn_decode_bm_f16") : bf ? "attn_decode_bf16"
                                                                                    : "attn_decode_f16";
     rt_attn_variant_init(v, DEC_PROGRAM, name,
                          p->num_warps ? p->num_warps : own ? 0 : t->num_warps,
-                         p->num_stages ? p->num_stages : own ? 0 : t->num_stages, 0);
+                         p->num_stages ? p->num_stages : own ? 0 : t->num_stages, NULL);
     rt_attn_variant_define(v, "HEAD_DIM", p->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", block_m_of(p), false);
     rt_attn_variant_define(v, "BLOCK_N", block_n_of(p), false);
@@ -445,7 +433,7 @@ static KilnStatus get_kernels(KilnDevice *dev, const KilnAttentionDecodeParams *
         st = rt_attn_var_check_used(WHO, p->variant, &info, 1);
     }
     if (st != KILN_OK || splits == 1 || c->fused) return st;
-    rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, 0);
+    rt_attn_variant_init(&v, DEC_PROGRAM, bf ? "attn_decode_combine_bf16" : "attn_decode_combine_f16", 0, 0, NULL);
     rt_attn_variant_define(&v, "HEAD_DIM", p->head_dim, false);
     rt_attn_variant_define(&v, "BLOCK_R", DEC_COMBINE_ROWS, false);
     return rt_attn_get_kernel(dev, WHO, &v, combine);

@@ -113,8 +113,9 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
      * format 3: equals-one hints are part of the key (a format-2 key ignored
      * them, so a NAME==1 compile could have been stored under the generic
      * key: such entries must not be reused); format 4: the compiler's build
-     * identity is part of the key */
-    put_field(&s, "format", "kiln-cache-4");
+     * identity is part of the key; format 5: the schedule options resolved, each
+     * under its key of the schedule table (no_wgmma left the "sched" field) */
+    put_field(&s, "format", "kiln-cache-5");
     put_field(&s, "version", kiln_version());
     put_field(&s, "build", rt_build_id());
     put_field(&s, "src", src);
@@ -124,15 +125,18 @@ KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *o, char key
         put_field(&s, "dvalue", defs[i]->value);
     }
     put_field(&s, "arch", o->arch ? o->arch : "");
-    snprintf(num, sizeof num, "%d/%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt,
-             o->no_wgmma != 0);
+    snprintf(num, sizeof num, "%d/%d/%d/%d", o->num_warps, o->num_stages, (int)o->emit, o->no_opt);
     put_field(&s, "sched", num);
-    /* only when on: the keys of every other compile stay what they were */
-    if (o->pingpong) put_field(&s, "pingpong", "1");
-    if (o->mbarrier) put_field(&s, "mbarrier", "1");
-    if (o->tma) put_field(&s, "tma", "1");
-    if (o->overlap) put_field(&s, "overlap", "1");
-    if (o->warp_specialize) put_field(&s, "warp_specialize", "1");
+    /* the schedule options as the compile resolves them (tma: with mbarrier), each
+     * under its table's key when on */
+    KilnSchedule sched;
+    char why[256];
+    if (!sched_resolve(&o->schedule, NULL, &sched, why, sizeof why)) {
+        free(defs);
+        return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_key: %s", why);
+    }
+    for (int i = 0; i < SCHED_COUNT; i++)
+        if (sched_get(&sched, i)) put_field(&s, sched_options[i].key, "1");
     KilnStatus st = put_hints(&s, o);
     if (st != KILN_OK) {
         free(defs);

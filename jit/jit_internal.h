@@ -9,6 +9,7 @@
 
 #include "kiln_attention.h"
 #include "rt_internal.h"
+#include "compiler/support/schedule.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -253,17 +254,28 @@ char *rt_attn_var_root(const RtAttnVarSrc *vs, const char *program);
  * or a helper of that name in its modules. */
 bool rt_attn_var_binds(const RtAttnVarSrc *vs, const char *program, const char *name);
 
+/* ---- the attention calls' default schedules (attention_tune.c: one table) ---- */
+typedef enum RtTuneCall { RT_TUNE_FWD, RT_TUNE_BWD_DKDV, RT_TUNE_BWD_DQ, RT_TUNE_DECODE } RtTuneCall;
+typedef struct RtTuneRow {
+    RtTuneCall call;
+    int min_sm, head_dim, causal, max_n;   /* matches: see rt_attn_tune */
+    int block_m, block_n, num_warps, num_stages;
+    KilnSchedule schedule;                 /* the default options (> 0 on), resolved with the call's */
+    int dq_pass;                           /* RT_TUNE_BWD_DQ: 1: the dQ pass even when not deterministic */
+} RtTuneRow;
+/* The last row of `call` with this head dim, min_sm <= sm_version, causal -1 or the
+ * call's, max_n 0 or >= seqlen_q; NULL when none. */
+const RtTuneRow *rt_attn_tune(RtTuneCall call, int sm_version, int head_dim, int causal, int seqlen_q);
+/* Row i of the table, NULL past the last (tests walk it). */
+const RtTuneRow *rt_attn_tune_row(int i);
+
 typedef struct RtAttnVariant {
     const char *program;      /* "lang/lib/attention_bwd.tile" (embedded) */
     const char *kernel;
     KilnDefine defines[RT_ATTN_MAX_DEFINES];
     int ndefines;
-    int num_warps, num_stages, no_wgmma;   /* 0: the program's own setting */
-    int pingpong;                          /* KilnCompileOptions.pingpong (the forward's) */
-    int mbarrier;                          /* KilnCompileOptions.mbarrier (the forward's) */
-    int overlap;                           /* KilnCompileOptions.overlap (the forward's) */
-    int tma;                               /* KilnCompileOptions.tma (the forward's) */
-    int warp_specialize;                   /* KilnCompileOptions.warp_specialize (the forward's) */
+    int num_warps, num_stages;             /* 0: the program's own setting */
+    KilnSchedule schedule;                 /* resolved (each 0 or 1): KilnCompileOptions.schedule */
     char vals[RT_ATTN_MAX_DEFINES][24];    /* rt_attn_variant_define's values */
     /* With a variant (vs non-NULL and open): compiled from rt_attn_var_root with the
      * variant's defines after these. plain_scores: add PLAIN_SCORES=true unless the
@@ -273,7 +285,7 @@ typedef struct RtAttnVariant {
     bool plain_scores;
 } RtAttnVariant;
 void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *kernel, int num_warps,
-                          int num_stages, int no_wgmma);
+                          int num_stages, const KilnSchedule *schedule);
 /* Append -D name=value (an int, or true/false when is_bool). */
 void rt_attn_variant_define(RtAttnVariant *v, const char *name, int value, bool is_bool);
 KilnStatus rt_attn_get_kernel(KilnDevice *dev, const char *api, const RtAttnVariant *v, KilnKernel **out);

@@ -139,9 +139,9 @@ static inline KilnCompileResult pu_attention_fwd_kernel(const char *kernel, cons
     KilnCompileOptions o;
     pu_attention_options(&o, defs, 5, arch, warps, 2, emit, h);
     o.kernel = kernel;
-    o.pingpong = pingpong;
-    o.overlap = overlap;
-    o.no_wgmma = no_wgmma;
+    o.schedule.pingpong = pingpong;
+    o.schedule.overlap = overlap;
+    o.schedule.no_wgmma = no_wgmma;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
     ck_assert_msg(st == KILN_OK, "%s d %s %sx%s/%d %s: %s", kernel, d, bm, bn, warps, arch,
@@ -224,9 +224,9 @@ static inline void pu_compile_matmul_opt(const char *file, const char *kernel, c
     o.emit = emit;
     o.hints = h;
     o.nhints = 3;
-    o.no_wgmma = no_wgmma;
-    o.mbarrier = mbarrier != 0;
-    o.warp_specialize = mbarrier == 2;
+    o.schedule.no_wgmma = no_wgmma;
+    o.schedule.mbarrier = mbarrier != 0;
+    o.schedule.warp_specialize = mbarrier == 2;
     KilnStatus st = kiln_compile(file, src, &o, r);
     ck_assert_msg(st == KILN_OK, "%s %dx%dx%d w%d s%d %s: %s", kernel, s->bm, s->bn, s->bk, s->warps, s->stages, arch,
                   r->diagnostics ? r->diagnostics : kiln_status_name(st));

@@ -13,6 +13,7 @@
 
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interp.h"
+#include "compiler/support/schedule.h"
 #include "cli.h"
 
 #define EXIT_USER 1
@@ -47,16 +48,10 @@ static const char usage_text[] =
     "  --stats                    print warps and SRAM use (to stderr)\n"
     "  --time                     print each compiler phase's wall time in ms (to stderr)\n"
     "  -O0                        skip the target-independent passes\n"
-    "  --no-wgmma                 sm_90a: keep every dot on mma.sync (no warpgroup MMA)\n"
-    "  --pingpong                 sm_90a: warpgroups take turns on the tensor cores (num_warps >= 8)\n"
-    "  --mbarrier                 pipelined loops hand stages over through mbarriers, not a CTA barrier\n"
-    "  --tma                      sm_90a: pipelined loads a tensor map reads exactly go through TMA\n"
-    "                             (implies --mbarrier; the maps are extra kernel parameters)\n"
-    "  --overlap                  sm_90a: a loop's first dot is computed one iteration early and stays\n"
-    "                             in flight until the next dot (the next Q K^T during the softmax)\n"
-    "  --warp-specialize          sm_90a: a producer warpgroup (4 more warps) issues the pipelined loops'\n"
-    "                             copies, the kernel's warps compute (implies --mbarrier)\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
+    "\n"
+    "schedule options (compile and run; --tma and --warp-specialize cannot be combined):\n"
+    "%s"
     "\n"
     "run options:\n"
     "  --grid X[,Y[,Z]]           programs per axis (default 1)\n"
@@ -65,6 +60,18 @@ static const char usage_text[] =
     "  --show N                   print the first N elements of each buffer (default 8)\n"
     "  ARG=SPEC                   a kernel argument: a number for scalars; for pointers\n"
     "                             rand:N (uniform in [-1,1)), randn:N, zeros:N, ones:N, iota:N\n";
+
+/* The usage text with the schedule options' lines, one per row of the table. */
+static void print_usage(FILE *out)
+{
+    char opts[2048];
+    size_t used = 0;
+    opts[0] = 0;
+    for (int i = 0; i < SCHED_COUNT && used < sizeof opts; i++)
+        used += (size_t)snprintf(opts + used, sizeof opts - used, "  %-26s %s\n", sched_options[i].flag,
+                                 sched_options[i].help);
+    fprintf(out, usage_text, opts);
+}
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -157,12 +164,7 @@ static int parse_args(int argc, char **argv, KilnCliArgs *a)
         else if (!strcmp(s, "--stats")) a->stats = true;
         else if (!strcmp(s, "--time")) a->time = true;
         else if (!strcmp(s, "-O0")) a->opts.no_opt = 1;
-        else if (!strcmp(s, "--no-wgmma")) a->opts.no_wgmma = 1;
-        else if (!strcmp(s, "--pingpong")) a->opts.pingpong = 1;
-        else if (!strcmp(s, "--mbarrier")) a->opts.mbarrier = 1;
-        else if (!strcmp(s, "--tma")) a->opts.tma = 1;
-        else if (!strcmp(s, "--overlap")) a->opts.overlap = 1;
-        else if (!strcmp(s, "--warp-specialize")) a->opts.warp_specialize = 1;
+        else if (sched_find_flag(s) >= 0) sched_set(&a->opts.schedule, sched_find_flag(s), 1);
         else if (!strcmp(s, "--cpu")) a->cpu = true;
         else if (!strcmp(s, "-o")) { NEED_VALUE(); a->out_path = v; }
         else if (!strcmp(s, "--grid")) {
@@ -320,12 +322,12 @@ int main(int argc, char **argv)
      * like any other (finish_stdout), not a death by SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        print_usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        fputs(usage_text, stdout);
+        print_usage(stdout);
         return finish_stdout(0);
     }
     if (!strcmp(cmd, "--version")) {

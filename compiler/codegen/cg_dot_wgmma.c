@@ -255,8 +255,14 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
     }
     int n;
     LLVMValueRef *v = all_regs(c, &w, false, &n), wg;
-    /* ping-pong: wait for this warpgroup's turn; `release` hands it on ($2n: wg) */
-    const char *release = cg_pingpong_acquire(c, op, 2 * n, &wg);
+    /* wgmma.overlap (pass_dot_overlap.c): no wait at all; the next dot's
+     * wait retires this group, the registers tied through it (below). */
+    bool overlap = ir_attr_int(&op->attrs, IR_ATTR_MMA_OVERLAP, 0) == 1;
+    CgTile *prev = c->wg_inflight && !overlap ? cg_get(c, c->wg_inflight) : NULL;
+    /* ping-pong: wait for this warpgroup's turn; `release` hands it on in the commit's asm,
+     * whose operands are the tied registers (this dot's and the retired group's, outputs
+     * then inputs) and then wg: $2(n + retired) */
+    const char *release = cg_pingpong_acquire(c, op, 2 * (n + (prev ? prev->n : 0)), &wg);
     v = all_regs(c, &w, true, &n);
     tied_asm(c, "wgmma.fence.sync.aligned;", v, n, NULL, 0);
     scatter_regs(&w, v, true);
@@ -268,12 +274,8 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
      * one group completes the previous iteration's, whose stage slot the
      * next copies refill. The loop's exit waits for the last one. */
     bool pending = ir_attr_int(&op->attrs, IR_ATTR_MMA_PENDING, 0) == 1;
-    /* wgmma.overlap (pass_dot_overlap.c): no wait at all; the next dot's
-     * wait retires this group, the registers tied through it (below). */
-    bool overlap = ir_attr_int(&op->attrs, IR_ATTR_MMA_OVERLAP, 0) == 1;
     v = all_regs(c, &w, false, &n);
     int nown = n;
-    CgTile *prev = c->wg_inflight && !overlap ? cg_get(c, c->wg_inflight) : NULL;
     if (prev) { /* one list: this dot's registers, then those of the group it retires */
         LLVMValueRef *both = ARENA_ARRAY(c->arena, LLVMValueRef, n + prev->n + 1);
         memcpy(both, v, sizeof(LLVMValueRef) * (size_t)n);

@@ -82,10 +82,13 @@ static void write_stats(CgCtx *c, CgResult *res)
 {
     res->smem_bytes = c->tc->total;
     sb_printf(&res->stats, "warps: %d\nstages: %d\n", c->f->sched.num_warps, c->f->sched.num_stages);
+    char on[256];
+    sched_names(&c->opts->sched, " ", on, sizeof on);
+    if (on[0]) sb_printf(&res->stats, "schedule: %s\n", on);   /* the options on, resolved */
     if (c->ws_warps)
         sb_printf(&res->stats, "warp-specialize: 4 producer warps (setmaxnreg %d), %d consumer warps (setmaxnreg %d)\n",
                   cg_ws_producer_regs(c->ws_warps), c->ws_warps, cg_ws_consumer_regs(c->ws_warps));
-    else if (c->opts->warp_specialize) {
+    else if (c->opts->sched.warp_specialize) {
         char why[160];
         sb_printf(&res->stats, "warp-specialize: not applied: %s\n",
                   cg_ws_refusal(c->f, why, (int)sizeof why) ? why : "the kernel as given has no warp_spec");
@@ -158,11 +161,17 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     res->num_warps = W;
     double t0 = sup_now_ms();
     CgAxisMap *axis = cg_axis_info(f);
-    CgPassCtx pc = {.target = opts->target, .wgmma = opts->target->wgmma && !opts->no_wgmma, .axis = axis,
-                    .pingpong = opts->pingpong, .mbarrier = opts->mbarrier || opts->tma || opts->warp_specialize,
-                    .overlap = opts->overlap, .warp_specialize = opts->warp_specialize,
-                    /* not both yet: the producer warpgroup issues cp.async (untested with TMA) */
-                    .tma = opts->tma && !opts->warp_specialize};
+    CgPassCtx pc = {.target = opts->target, .axis = axis};
+    char why[256];
+    /* the driver resolved them already; here for callers that build CgOptions themselves */
+    if (!sched_resolve(&opts->sched, NULL, &pc.sched, why, sizeof why)) {
+        diag_report(d, DIAG_USER, f->loc, "%s", why);
+        return false;
+    }
+    pc.wgmma = opts->target->wgmma && !pc.sched.no_wgmma;
+    CgOptions resolved = *opts;   /* the lowering and --stats see the resolved options too */
+    resolved.sched = pc.sched;
+    c.opts = &resolved;
     if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */

@@ -6,6 +6,7 @@
 
 #include "../ir/ir.h"
 #include "../support/diag.h"
+#include "../support/schedule.h"
 #include "../support/target.h"
 
 typedef enum CgStage { CG_STAGE_GPU_IR, CG_STAGE_LLVM, CG_STAGE_PTX, CG_STAGE_CUBIN } CgStage;
@@ -14,12 +15,8 @@ typedef struct CgOptions {
     const Target *target;      /* tgt_parse("sm_90a"), ...: never NULL */
     CgStage stage;
     const char *dump_after;    /* GPU passes to dump after (NULL, "all" or a name) */
-    bool no_wgmma;             /* sm_90a: keep every dot on mma.sync */
-    bool pingpong;             /* sm_90a: warpgroups take turns on the tensor cores (pass_pingpong.c) */
-    bool mbarrier;             /* pipelined loops hand stages over through mbarriers (pass_pipeline.c) */
-    bool overlap;              /* sm_90a: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
-    bool tma;                  /* sm_90a: pipelined loads through TMA tensor maps (pass_tma.c; implies mbarrier) */
-    bool warp_specialize;      /* sm_90a: a producer warpgroup issues the copies; implies mbarrier (pass_warp_specialize.c) */
+    KilnSchedule sched;        /* the schedule options, resolved (sched_resolve: each 0 or 1); cg_compile
+                                  resolves again, refusing a combination with a user error */
 } CgOptions;
 
 typedef struct CgResult {

@@ -18,6 +18,7 @@
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "support/ptxas.h"
+#include "support/schedule.h"
 #include "support/target.h"
 #include "../lang/lang.h"
 #include "driver.h"
@@ -123,10 +124,7 @@ static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptio
         [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
         [KILN_EMIT_PTX] = CG_STAGE_PTX, [KILN_EMIT_CUBIN] = CG_STAGE_CUBIN,
     };
-    CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after,
-                    .no_wgmma = o->no_wgmma != 0, .pingpong = o->pingpong != 0,
-                    .mbarrier = o->mbarrier != 0, .overlap = o->overlap != 0, .tma = o->tma != 0,
-                    .warp_specialize = o->warp_specialize != 0};
+    CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after, .sched = o->schedule};
     sb_printf(&cr->stats, "time front-end: %.3f ms\n", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */
@@ -309,6 +307,14 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
         tgt_list_names(&names);
         diag_error(&d, (SrcLoc){0}, "unknown architecture '%s' (expected %s)", opts->arch, names.data);
         sb_free(&names);
+        st = finish(KILN_ERR_USAGE, &d, r);
+        diag_free(&d);
+        return st;
+    }
+    /* The schedule options' rules (schedule.h): a refused combination names both options. */
+    char why[256];
+    if (!sched_resolve(&opts->schedule, NULL, NULL, why, sizeof why)) {
+        diag_error(&d, (SrcLoc){0}, "%s", why);
         st = finish(KILN_ERR_USAGE, &d, r);
         diag_free(&d);
         return st;

@@ -14,6 +14,7 @@
 #define KILN_GPUIR_H
 
 #include "layout.h"
+#include "../support/schedule.h"
 
 /* ---- pass_sram_alloc.c: placement of shared-memory buffers ----
  * A buffer lives over the inclusive interval [start, end] of op positions
@@ -212,11 +213,7 @@ typedef struct CgPassCtx {
     const Target *target;  /* the --arch the driver parsed (SM version, SRAM limit) */
     bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
     CgAxisMap *axis;       /* facts of the values (axis_info.c); passes alias new values */
-    bool pingpong;         /* schedule option: warpgroups take turns on the tensor cores (pass_pingpong.c) */
-    bool mbarrier;         /* schedule option: mbarrier stage hand-off in pipelined loops (pass_pipeline.c) */
-    bool overlap;          /* schedule option: a dot's wgmma group in flight until the next dot (pass_dot_overlap.c) */
-    bool tma;              /* schedule option: pipelined loads through TMA tensor maps (pass_tma.c) */
-    bool warp_specialize;  /* schedule option: a producer warpgroup issues the copies (pass_warp_specialize.c) */
+    KilnSchedule sched;    /* the schedule options, resolved (each 0 or 1; schedule.h): a pass reads its own */
 } CgPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
 typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);

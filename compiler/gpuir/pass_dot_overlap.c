@@ -98,7 +98,7 @@ static void visit(IrOp *loop, void *vctx)
 bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
-    if (!ctx->overlap || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0)) return true;
+    if (!ctx->sched.overlap || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0)) return true;
     ir_walk(f, visit, f);
     return true;
 }

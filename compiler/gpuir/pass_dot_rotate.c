@@ -241,7 +241,7 @@ static void visit(IrOp *loop, void *vctx)
 bool cg_pass_dot_rotate(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
-    if (!ctx->overlap || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0)) return true;
+    if (!ctx->sched.overlap || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0)) return true;
     Rot r = {f, ctx->axis, NULL, NULL, NULL, NULL, NULL, 0};
     ir_walk(f, visit, &r);
     return true;

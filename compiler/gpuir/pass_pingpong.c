@@ -68,7 +68,7 @@ bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
     int W = f->sched.num_warps;
-    if (!ctx->pingpong || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) || W % 4 || W / 4 < 2) return true;
+    if (!ctx->sched.pingpong || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) || W % 4 || W / 4 < 2) return true;
     PpCtx c = {f, false, 0};
     ir_walk(f, visit, &c);
     if (!c.n) return true;

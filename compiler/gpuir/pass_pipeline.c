@@ -270,7 +270,7 @@ static void plan_loop(IrOp *op, void *vctx)
 
 bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
-    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false, ctx->mbarrier};
+    PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false, ctx->sched.mbarrier};
     ir_walk(f, plan_loop, &p);
     return !p.failed;
 }

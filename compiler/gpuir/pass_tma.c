@@ -56,7 +56,7 @@ static void mark_loop(IrOp *op, void *vctx)
 bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
-    if (!ctx->tma || ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1) return true;
+    if (!ctx->sched.tma || ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1) return true;
     TmaCtx t = {f, 0};
     ir_walk(f, mark_loop, &t);
     if (t.nmaps) ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_TMA_MAPS, t.nmaps);

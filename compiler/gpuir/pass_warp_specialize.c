@@ -201,7 +201,7 @@ bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
     char buf[160];
-    if (!ctx->warp_specialize || cg_ws_refusal(f, buf, (int)sizeof buf)) return true;
+    if (!ctx->sched.warp_specialize || cg_ws_refusal(f, buf, (int)sizeof buf)) return true;
     ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WARP_SPEC, 1);
     return true;
 }

@@ -125,27 +125,17 @@ typedef struct KilnAttentionParams {
      * num_stages: [1, 8]. Setting block_m or block_n alone leaves num_warps/num_stages
      * to the program's own rule for those tiles. */
     int block_m, block_n, num_warps, num_stages;
-    int no_wgmma;                      /* nonzero: mma.sync even where sm_90a's wgmma applies */
-    /* Warpgroup ping-pong on sm_90a (KilnCompileOptions.pingpong): > 0 on, < 0 off, 0 the
-     * default table's choice for the head dim (off with the caller's block_m/block_n). Only
-     * kernels of 8 or more warps take turns; others compile as without it. */
-    int pingpong;
-    /* mbarrier stage hand-off in the key loop (KilnCompileOptions.mbarrier): > 0 on, < 0 off,
-     * 0 the default table's choice (off with the caller's block_m/block_n). */
-    int mbarrier;
-    /* FlashAttention-3's intra-warpgroup overlap on sm_90a (KilnCompileOptions.overlap): > 0
-     * on, < 0 off, 0 the default table's choice (off with the caller's block_m/block_n). The
-     * forward's key loops run rotated, each block's Q K^T in flight during the previous
-     * block's softmax. Not with a block mask (ignored there). */
-    int overlap;
-    /* TMA copies of K and V on sm_90a (KilnCompileOptions.tma, implies mbarrier): > 0 on,
-     * otherwise off (no table column). The 4-D maps K/V need are refused for now (they
-     * faulted on the H200): the option gives the mbarrier hand-off; docs/tensor_cores.md 5c. */
-    int tma;
-    /* Warp specialisation on sm_90a (KilnCompileOptions.warp_specialize): > 0 on, < 0 off, 0
-     * the default table's choice (off with the caller's block_m/block_n). A producer
-     * warpgroup issues the K/V copies; implies mbarrier. */
-    int warp_specialize;
+    /* Schedule options (KilnSchedule, kiln_compile.h): each > 0 on, < 0 off, 0 the default
+     * table's choice for the head dim (jit/attention_tune.c; off with the caller's block_m /
+     * block_n). A default gives way to an option set here that it conflicts with; two
+     * options set here that conflict (tma and warp_specialize) are KILN_ERR_USAGE naming
+     * both. pingpong: only kernels of 8 or more warps take turns. overlap: the forward's key
+     * loops run rotated, each block's Q K^T in flight during the previous block's softmax;
+     * not with a block mask (ignored there). tma: the 4-D maps K/V need are refused for now
+     * (they faulted on the H200), so it gives the mbarrier hand-off (docs/tensor_cores.md 5c).
+     * warp_specialize: a producer warpgroup issues the K/V copies. The backward takes
+     * schedule.no_wgmma from its fwd; the other options are the forward's. */
+    KilnSchedule schedule;
     /* Packed variable-length batches (FlashAttention's flash_attn_varlen_func); both 0: the
      * fixed-length layout above. Sequence b owns query tokens [cu_seqlens_q[b],
      * cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]): int32 prefix
@@ -217,7 +207,7 @@ KILN_API int kiln_attention_cache_size(const KilnDevice *dev);
  * add nothing to dK, dV. See docs/attention_api.md. */
 typedef struct KilnAttentionBwdParams {
     /* The forward call as made: shapes, dtype, q, k, v, o, lse (all inputs here), their
-     * strides, softmax_scale, causal, no_wgmma. Its block_m/block_n/num_warps/num_stages
+     * strides, softmax_scale, causal, schedule.no_wgmma. Its block_m/block_n/num_warps/num_stages
      * are the forward's: validated, not used. */
     KilnAttentionParams fwd;
     KilnDevPtr dout;                   /* dO, like O: [batch, heads_q, seqlen_q, head_dim] (varlen: [total_q, ...]) */

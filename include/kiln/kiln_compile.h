@@ -63,6 +63,40 @@ typedef struct KilnParamHint {
     int equals_one;            /* 0: no claim; else the value is exactly 1 */
 } KilnParamHint;
 
+/* Schedule options: how a kernel runs on the GPU, never what it computes (the PTX
+ * changes, the results do not). Each field: > 0 on, < 0 off, 0 the default (off for
+ * kiln_compile; the tuning table's choice for the attention calls). The rules between
+ * them: tma and warp_specialize imply mbarrier; tma and warp_specialize cannot be
+ * combined (refused with KILN_ERR_USAGE naming both, never dropped). One table in the
+ * compiler (compiler/support/schedule.h) gives each its `kiln compile` flag, its
+ * cache-key field and the GPU pass that implements it; docs/passes.md says how to add one.
+ * A kernel that does not qualify for an option compiles as without it (--stats says why
+ * where it can). Sections below: docs/tensor_cores.md. */
+typedef struct KilnSchedule {
+    int no_wgmma;          /* sm_90a: every dot on mma.sync (else dots that qualify use wgmma,
+                              docs/tensor_cores.md) */
+    int pingpong;          /* sm_90a, num_warps >= 8: the warpgroups take turns on the tensor
+                              cores, one's softmax overlapping another's wgmmas (section 4b) */
+    int mbarrier;          /* software-pipelined loops hand their stages over through mbarriers
+                              (full/empty per stage) instead of cp.async.wait_group + a CTA
+                              barrier each iteration, so warps may drift apart (section 0b) */
+    int overlap;           /* sm_90a: a loop's first dot is computed one iteration early and
+                              left in flight until the next dot of the body (FlashAttention-3's
+                              intra-warpgroup overlap: the next key block's Q K^T during this
+                              block's softmax; section 4c) */
+    int tma;               /* sm_90a: the pipelined loads that a 2-D tiled tensor map reads
+                              exactly go through TMA (cp.async.bulk.tensor, one thread,
+                              expect-tx mbarriers); implies mbarrier; the maps are extra kernel
+                              parameters the runtime encodes at launch (section 5c) */
+    int warp_specialize;   /* sm_90a: a producer warpgroup (4 warps on top of num_warps) issues
+                              every pipelined loop's copies while the num_warps consumer warps
+                              compute, with setmaxnreg moving registers to the consumers
+                              (section 5b); implies mbarrier. A kernel that does not qualify
+                              (not wgmma, num_warps not a multiple of 4, a pipelined loop nested
+                              in another) compiles as with mbarrier alone; --stats says why.
+                              The launch then needs the kernel's KilnKernelInfo.num_warps */
+} KilnSchedule;
+
 typedef struct KilnCompileOptions {
     const char *kernel;        /* NULL: the only kernel of the file (error if several for GPU stages) */
     const KilnDefine *defines;
@@ -75,34 +109,9 @@ typedef struct KilnCompileOptions {
     int no_opt;                /* skip the target-independent passes */
     const KilnParamHint *hints;  /* divisibility / alignment facts (see KilnParamHint) */
     int nhints;
-    int no_wgmma;              /* sm_90a: nonzero keeps every dot on mma.sync (else dots that
-                                  qualify use wgmma, docs/tensor_cores.md) */
-    int pingpong;              /* sm_90a, num_warps >= 8: nonzero lets the warpgroups take turns on
-                                  the tensor cores, one's softmax overlapping another's wgmmas
-                                  (docs/tensor_cores.md, section 4b); kernels that do not qualify
-                                  are unchanged */
-    int mbarrier;              /* nonzero: software-pipelined loops hand their stages over through
-                                  mbarriers (full/empty per stage) instead of cp.async.wait_group
-                                  + a CTA barrier each iteration, so warps may drift apart
-                                  (docs/tensor_cores.md, section 0b); other kernels are unchanged */
-    int overlap;               /* sm_90a: nonzero computes a loop's first dot one iteration early
-                                  and leaves it in flight until the next dot of the body
-                                  (FlashAttention-3's intra-warpgroup overlap: the next key block's
-                                  Q K^T during this block's softmax; docs/tensor_cores.md, section
-                                  4c); kernels without such a loop are unchanged */
-    int tma;                   /* sm_90a: nonzero copies the pipelined loads that a 2-D tiled
-                                  tensor map reads exactly through TMA (cp.async.bulk.tensor, one
-                                  thread, expect-tx mbarriers); implies mbarrier; the maps are
-                                  extra kernel parameters the runtime encodes at launch
-                                  (docs/tensor_cores.md 5c, docs/runtime.md) */
-    int warp_specialize;       /* sm_90a: nonzero adds a producer warpgroup (4 warps on top of
-                                  num_warps) that issues every pipelined loop's copies while the
-                                  num_warps consumer warps compute, with setmaxnreg moving
-                                  registers to the consumers (docs/tensor_cores.md, section 5b);
-                                  implies mbarrier. A kernel that does not qualify (not wgmma,
-                                  num_warps not a multiple of 4, a pipelined loop nested in
-                                  another) compiles as with mbarrier alone; --stats says why.
-                                  The launch then needs the kernel's KilnKernelInfo.num_warps */
+    /* Schedule options (KilnSchedule above): > 0 on; 0 and < 0 off here. A combination
+     * the options refuse (tma with warp_specialize) is KILN_ERR_USAGE naming both. */
+    KilnSchedule schedule;
     /* Where `import NAME;` looks after the importing file's own directory and before
      * the library embedded in libkiln (`kiln -I DIR`); see docs/language.md, "Modules". */
     const char *const *include_dirs;
@@ -178,7 +187,8 @@ KILN_API KilnStatus kiln_module_set_specialize(KilnModule *m, int on);
 /* Entries live in $KILN_CACHE_DIR, else $HOME/.cache/kiln (created on first
  * store). KILN_CACHE_DISABLE=1 bypasses it (lookups miss, stores do nothing).
  * A key is the SHA-256 (hex) of the source text, kernel name, defines (sorted
- * by name), arch, num_warps, num_stages, emit, hints (sorted by name),
+ * by name), arch, num_warps, num_stages, emit, the schedule options as the
+ * compile resolves them, hints (sorted by name),
  * kiln_version() and the compiler's build identity (a hash of its sources,
  * flags and LLVM version made at build time: a rebuilt compiler never reuses
  * an older build's entries). Entries are
@@ -194,7 +204,8 @@ typedef struct KilnCacheEntry {
 } KilnCacheEntry;
 
 /* key_hex receives 64 hex digits and a NUL. `opts` as given to kiln_compile
- * (emit and arch as they will be used: resolve "auto" first). */
+ * (emit and arch as they will be used: resolve "auto" first). KILN_ERR_USAGE for
+ * schedule options that cannot be combined (kiln_compile refuses them too). */
 KILN_API KilnStatus kiln_cache_key(const char *src, const KilnCompileOptions *opts, char key_hex[65]);
 /* The directory in use (not created). KILN_ERR_IO when neither variable is set. */
 KILN_API KilnStatus kiln_cache_dir(char *buf, size_t size);

@@ -81,7 +81,7 @@ START_TEST(plans_compile)
             int nh = spec_hints(src, v, hints, 64);
             KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
                                     .arch = sm90 ? "sm_90a" : "sm_80", .num_warps = v->num_warps,
-                                    .num_stages = v->num_stages, .no_wgmma = v->no_wgmma, .hints = hints,
+                                    .num_stages = v->num_stages, .schedule = v->schedule, .hints = hints,
                                     .nhints = nh, .emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX};
             KilnCompileResult r;
             KilnStatus st = kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r);

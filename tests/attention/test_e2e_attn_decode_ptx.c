@@ -1,6 +1,6 @@
 /* test_e2e_attn_decode_ptx.c — the flash-decoding program (lang/lib/attention_decode.tile)
  * at the schedules kiln_attention_decode picks (jit/attention_decode.c's
- * k_dec_tune: BLOCK_N by head dim, BLOCK_M 16/32/64 by packed rows, contiguous
+ * the decode rows of jit/attention_tune.c: BLOCK_N by head dim, BLOCK_M 16/32/64 by packed rows, contiguous
  * and paged caches of every page size, DIRECT, the combine), compiled for sm_80
  * and sm_90a with the hints the runtime's launch specialisation derives for
  * aligned tensors (every pointer and stride a multiple of 16):

@@ -45,7 +45,7 @@ static KilnCompileResult compile_variant(const char *file, const RtAttnVariant *
     KilnParamHint h[64];
     int nh = hints_for(file, src, v, h);
     KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines, .arch = arch,
-                            .num_warps = v->num_warps, .num_stages = v->num_stages, .no_wgmma = v->no_wgmma,
+                            .num_warps = v->num_warps, .num_stages = v->num_stages, .schedule = v->schedule,
                             .hints = h, .nhints = nh, .emit = emit};
     KilnCompileResult r;
     KilnStatus st = kiln_compile(file, src, &o, &r);
@@ -66,7 +66,7 @@ static void assemble(const char *file, const RtAttnVariant *v, const char *arch)
     kiln_compile_result_free(&r);
 }
 
-/* The forward's table rows (jit/attention.c, k_tune): sm, d, causal, tiles, warps. */
+/* The forward's table rows (jit/attention_tune.c, k_tune): sm, d, causal, tiles, warps. */
 typedef struct FwdRow { int sm, d, causal, bm, bn, warps; } FwdRow;
 static const FwdRow k_fwd[] = {
     {80, 64, 0, 128, 64, 8},  {80, 128, 1, 128, 64, 8}, {80, 256, 0, 64, 32, 4},

@@ -49,8 +49,8 @@ static KilnCompileResult attention(const Attn *a, const char *arch, int mbarrier
     KilnParamHint h[PU_ATTN_NHINTS];
     KilnCompileOptions o;
     pu_attention_options(&o, defs, 5, arch, a->warps, a->stages, emit, h);
-    o.pingpong = a->pingpong;
-    o.mbarrier = mbarrier;
+    o.schedule.pingpong = a->pingpong;
+    o.schedule.mbarrier = mbarrier;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
     ck_assert_msg(st == KILN_OK, "d %s %sx%s/%d/%d %s: %s", a->d, a->bm, a->bn, a->warps, a->stages, arch,

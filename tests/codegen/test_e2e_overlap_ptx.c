@@ -132,22 +132,22 @@ START_TEST(runtime_passes_it_on)
                              .seqlen_k = 4096, .head_dim = 128, .block_m = 128, .block_n = 64, .num_warps = 8};
     static const int asked[] = {1, 0, -1};
     for (int i = 0; i < 3; i++) {
-        p.overlap = asked[i];
+        p.schedule.overlap = asked[i];
         RtAttnVariant v;
         RtAttnRequest r;
         ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.overlap, asked[i] > 0);
+        ck_assert_int_eq(r.opts.schedule.overlap, asked[i] > 0);
         ck_assert(!has_define(&r, "OVERLAP", "true"));   /* the compiler rotates: the program is the same */
         free(r.owned);
     }
     p.block_m = p.block_n = p.num_warps = 0;
-    p.overlap = 0;
+    p.schedule.overlap = 0;
     for (int d = 64; d <= 256; d *= 2) {
         p.head_dim = d;
         RtAttnVariant v;
         RtAttnRequest r;
         ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.overlap, 0);
+        ck_assert_int_eq(r.opts.schedule.overlap, 0);
         free(r.owned);
     }
 }

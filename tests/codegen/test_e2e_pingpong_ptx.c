@@ -318,28 +318,28 @@ START_TEST(runtime_passes_it_on)
                              .seqlen_k = 4096, .head_dim = 128, .block_m = 128, .block_n = 64, .num_warps = 8};
     static const int asked[] = {1, 0, -1};
     for (int i = 0; i < 3; i++) {
-        p.pingpong = p.mbarrier = p.warp_specialize = asked[i];
+        p.schedule.pingpong = p.schedule.mbarrier = p.schedule.warp_specialize = asked[i];
         RtAttnVariant v;
         RtAttnRequest r;
         ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.pingpong, asked[i] > 0);
-        ck_assert_int_eq(r.opts.mbarrier, asked[i] > 0);
-        ck_assert_int_eq(r.opts.warp_specialize, asked[i] > 0);
+        ck_assert_int_eq(r.opts.schedule.pingpong, asked[i] > 0);
+        ck_assert_int_eq(r.opts.schedule.mbarrier, asked[i] > 0);
+        ck_assert_int_eq(r.opts.schedule.warp_specialize, asked[i] > 0);
         ck_assert_int_eq(r.opts.num_warps, 8);
         free(r.owned);
     }
-    /* the table's own sm_90 rows: ping-pong and the mbarrier hand-off off; warp
-     * specialisation on the d 256 rows only (measured, jit/attention.c k_tune) */
+    /* the table's own sm_90 rows: ping-pong off; warp specialisation (and the mbarrier
+     * hand-off it implies) on the d 256 rows only (measured, jit/attention_tune.c) */
     p.block_m = p.block_n = p.num_warps = 0;
-    p.pingpong = p.mbarrier = p.warp_specialize = 0;
+    p.schedule.pingpong = p.schedule.mbarrier = p.schedule.warp_specialize = 0;
     for (int d = 64; d <= 256; d *= 2) {
         p.head_dim = d;
         RtAttnVariant v;
         RtAttnRequest r;
         ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
-        ck_assert_int_eq(r.opts.pingpong, 0);
-        ck_assert_int_eq(r.opts.mbarrier, 0);
-        ck_assert_int_eq(r.opts.warp_specialize, d == 256);
+        ck_assert_int_eq(r.opts.schedule.pingpong, 0);
+        ck_assert_int_eq(r.opts.schedule.mbarrier, d == 256);
+        ck_assert_int_eq(r.opts.schedule.warp_specialize, d == 256);
         ck_assert_int_eq(r.opts.num_warps, d == 256 ? 8 : 4);
         free(r.owned);
     }

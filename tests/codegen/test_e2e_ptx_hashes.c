@@ -70,7 +70,7 @@ static void hash_case(const Case *c, StrBuf *out)
     pu_attention_options(&o, c->defs, c->ndefs, c->arch, c->warps, c->stages, KILN_EMIT_PTX,
                          c->attn_hints ? h : NULL);
     o.kernel = c->kernel;
-    o.no_wgmma = c->no_wgmma;
+    o.schedule.no_wgmma = c->no_wgmma;
     KilnCompileResult r;
     KilnStatus st = kiln_compile(c->file, src, &o, &r);
     ck_assert_msg(st == KILN_OK, "%s: %s\n%s", c->name, kiln_status_name(st), r.diagnostics ? r.diagnostics : "");

@@ -38,7 +38,7 @@ static KilnCompileResult matmul_tc(const char *kernel, const char *arch, int tma
     o.emit = emit;
     o.hints = h;
     o.nhints = 3;
-    o.tma = tma;
+    o.schedule.tma = tma;
     o.num_stages = strcmp(arch, "sm_80") ? 0 : 3;   /* 4 stages of 128x256x64 pass sm_80's SRAM */
     KilnCompileResult r;
     KilnStatus st = kiln_compile("tools/bench/matmul_tc.tile", src, &o, &r);
@@ -112,7 +112,7 @@ START_TEST(runtime_strides_come_from_parameters)
     o.ndefines = 3;
     o.hints = h;
     o.nhints = (int)(sizeof h / sizeof h[0]);
-    o.tma = 1;
+    o.schedule.tma = 1;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("examples/matmul.tile", src, &o, &r);
     ck_assert_msg(st == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
@@ -161,7 +161,7 @@ static KilnCompileResult attention(const char *kernel, const char *causal, int t
     KilnCompileOptions o;
     pu_attention_options(&o, defs, 5, "sm_90a", 4, 2, emit, h);
     o.kernel = kernel;
-    o.tma = tma;
+    o.schedule.tma = tma;
     static const KilnParamHint vh[] = {{"Q", 16, 0}, {"K", 16, 0}, {"V", 16, 0}, {"O", 16, 0}, {"stride_qh", 16, 0},
                                        {"stride_qm", 16, 0}, {"stride_kh", 16, 0}, {"stride_kn", 16, 0},
                                        {"stride_vh", 16, 0}, {"stride_vn", 16, 0}};

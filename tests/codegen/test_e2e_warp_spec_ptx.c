@@ -48,9 +48,9 @@ static KilnCompileResult attention(const Attn *a, const char *arch, int ws, int 
     KilnParamHint h[PU_ATTN_NHINTS];
     KilnCompileOptions o;
     pu_attention_options(&o, defs, 5, arch, a->warps, 2, emit, h);
-    o.pingpong = a->pingpong;
-    o.mbarrier = mbarrier;
-    o.warp_specialize = ws;
+    o.schedule.pingpong = a->pingpong;
+    o.schedule.mbarrier = mbarrier;
+    o.schedule.warp_specialize = ws;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
     ck_assert_msg(st == KILN_OK, "d %s %sx%s/%d %s: %s", a->d, a->bm, a->bn, a->warps, arch,
@@ -72,7 +72,7 @@ static KilnCompileResult matmul(int persistent, const char *arch, int ws, KilnEm
     KilnDefine d[] = {{"BLOCK_M", "128"}, {"BLOCK_N", "128"}, {"N", "1024"}, {"K", "1024"}, {"PERSISTENT", "true"}};
     KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
     KilnCompileOptions o = {.kernel = "matmul_tc_f16_f16", .defines = d, .ndefines = 5, .arch = arch, .emit = emit,
-                            .hints = h, .nhints = 3, .mbarrier = 1, .warp_specialize = ws};
+                            .hints = h, .nhints = 3, .schedule.mbarrier = 1, .schedule.warp_specialize = ws};
     ck_assert_int_eq(kiln_compile("tools/bench/matmul_tc.tile", src, &o, &r), KILN_OK);
     free(src);
     return r;
@@ -232,7 +232,7 @@ START_TEST(producer_loads_only_before_writes)
         char src[1400];
         snprintf(src, sizeof src, src_fmt, first[i]);
         KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
-        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_PTX, .hints = h, .nhints = 3, .warp_specialize = 1};
+        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_PTX, .hints = h, .nhints = 3, .schedule.warp_specialize = 1};
         KilnCompileResult r;
         ck_assert_int_eq(kiln_compile("w.tile", src, &o, &r), KILN_OK);
         if (i == 0) {
@@ -253,7 +253,7 @@ START_TEST(producer_loads_only_before_writes)
     KilnParamHint vh[13];
     for (int i = 0; i < 13; i++) vh[i] = (KilnParamHint){aligned[i], 16, 0};
     KilnCompileOptions o = {.kernel = "attn_fwd_varlen_f16", .defines = defs, .ndefines = 4, .arch = "sm_90a",
-                            .num_warps = 8, .emit = KILN_EMIT_PTX, .hints = vh, .nhints = 13, .warp_specialize = 1};
+                            .num_warps = 8, .emit = KILN_EMIT_PTX, .hints = vh, .nhints = 13, .schedule.warp_specialize = 1};
     KilnCompileResult r;
     ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", attn, &o, &r), KILN_OK);
     ck_assert_msg(strstr(r.stats, "warp-specialize: 4 producer warps"), "%s", r.stats);

@@ -24,7 +24,7 @@ static KilnCompileResult compile_attention(const char *kernel, const char *d, co
     KilnCompileOptions o;
     pu_attention_options(&o, defs, 5, arch, warps, 2, emit, h);
     o.kernel = kernel;
-    o.no_wgmma = no_wgmma;
+    o.schedule.no_wgmma = no_wgmma;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", attn_src, &o, &r);
     ck_assert_msg(st == KILN_OK, "d %s %sx%s %s: %s", d, bm, bn, arch, r.diagnostics ? r.diagnostics : "");

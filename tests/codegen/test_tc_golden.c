@@ -6,11 +6,11 @@
  * parameters may carry {div = N}), for every later pass the GPU IR the pass
  * before it produces (layouts, attributes). <case>.expected is the exact IR
  * text after running that one pass on it (cg_run_gpu_passes from <pass> to
- * <pass>, ir_verify included), or for *_toolarge cases the error it reports.
- * sm_80 unless the case name ends in _sm90 (sm_90a with wgmma); the ping-pong
- * schedule option is on for cases whose name has "pingpong", the mbarrier one
- * for "mbarrier", the overlap option (pass_dot_overlap.c) for those whose name
- * has "overlap", warp specialisation for "warp_spec". Every folder
+ * <pass>, ir_verify included), or for --expect-error cases the error it reports.
+ * The first line of every input says how it runs, as lit's RUN lines do:
+ *   // RUN: <pass> --arch sm_80|sm_90a [schedule flags of `kiln compile`] [--expect-error]
+ * (<pass> must be the folder's; sm_90a runs with wgmma; the schedule flags are resolved
+ * as a compile resolves them: schedule.h). A case without it fails. Every folder
  * named after a GPU pass is visited and must hold at least one case.
  * Besides the text, each output parses back and prints the same (the GPU IR
  * round trip), each input compiles on to PTX from that pass on
@@ -24,16 +24,11 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/gpuir/gpuir.h"
 #include "compiler/support/diag.h"
+#include "compiler/support/schedule.h"
 
 #include "tests/golden.h"
 
 #include <string.h>
-
-static bool ends_with(const char *s, const char *t)
-{
-    size_t a = strlen(s), b = strlen(t);
-    return a >= b && strcmp(s + a - b, t) == 0;
-}
 
 /* The one kernel of `src`, or NULL with the diagnostics in err. */
 static IrFunc *parse_one(Arena *a, const char *path, const char *src, StrBuf *err)
@@ -47,20 +42,55 @@ static IrFunc *parse_one(Arena *a, const char *path, const char *src, StrBuf *er
     return f;
 }
 
+/* A case's RUN line: the pass, the target, the schedule options (resolved), whether
+ * the case expects an error. */
+typedef struct RunLine {
+    char pass[64];
+    const Target *target;
+    KilnSchedule sched;
+    bool expect_error;
+} RunLine;
+
+/* Parse the first line of `src`; false with the reason in err. */
+static bool parse_run_line(const char *path, const char *src, RunLine *run, StrBuf *err)
+{
+    memset(run, 0, sizeof *run);
+    if (strncmp(src, "// RUN: ", 8) != 0) {
+        sb_printf(err, "%s: the first line is not '// RUN: <pass> --arch ARCH [options]'\n", path);
+        return false;
+    }
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(src + 8, "\n"), src + 8);
+    char *save = NULL;
+    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (!run->pass[0]) snprintf(run->pass, sizeof run->pass, "%s", t);
+        else if (!strcmp(t, "--arch")) run->target = tgt_parse(strtok_r(NULL, " ", &save));
+        else if (!strcmp(t, "--expect-error")) run->expect_error = true;
+        else if (sched_find_flag(t) >= 0) sched_set(&run->sched, sched_find_flag(t), 1);
+        else {
+            sb_printf(err, "%s: RUN line: unknown option '%s'\n", path, t);
+            return false;
+        }
+    }
+    char why[256];
+    if (!run->target || !sched_resolve(&run->sched, NULL, &run->sched, why, sizeof why)) {
+        sb_printf(err, "%s: RUN line: %s\n", path, run->target ? why : "no known --arch");
+        return false;
+    }
+    return true;
+}
+
 /* Run `pass` alone on the kernel of `src`; the IR after it (or the error) in out. */
-static bool run_pass(const char *path, const char *src, const char *pass, bool sm90, StrBuf *out, StrBuf *err)
+static bool run_pass(const char *path, const char *src, const RunLine *run, StrBuf *out, StrBuf *err)
 {
     Arena a;
     arena_init(&a);
     IrFunc *f = parse_one(&a, path, src, err);
     bool ok = f != NULL;
     if (ok) {
-        /* the ping-pong / mbarrier / overlap / tma / warp-specialize schedule options are on for
-         * the cases named *pingpong* / *mbarrier* / *overlap* / *tma* / *warp_spec* */
-        const char *name = strrchr(path, '/') ? strrchr(path, '/') : path;
-        CgPassCtx ctx = {tgt_parse(sm90 ? "sm_90a" : "sm_80"), sm90, cg_axis_info(f), strstr(name, "pingpong") != NULL,
-                         strstr(name, "mbarrier") != NULL, strstr(name, "overlap") != NULL, strstr(name, "tma") != NULL,
-                         strstr(name, "warp_spec") != NULL};
+        CgPassCtx ctx = {.target = run->target, .wgmma = run->target->wgmma && !run->sched.no_wgmma,
+                         .axis = cg_axis_info(f), .sched = run->sched};
+        const char *pass = run->pass;
         Diag d;
         diag_init(&d, path, src);
         ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);
@@ -91,7 +121,7 @@ static bool round_trips(const char *path, const char *text, StrBuf *fails)
     return ok;
 }
 
-static bool compiles_on(const char *path, const char *src, const char *pass, bool sm90, StrBuf *fails)
+static bool compiles_on(const char *path, const char *src, const RunLine *run, StrBuf *fails)
 {
     Arena a;
     arena_init(&a);
@@ -100,7 +130,8 @@ static bool compiles_on(const char *path, const char *src, const char *pass, boo
     IrFunc *f = parse_one(&a, path, src, &err);
     CgResult r;
     memset(&r, 0, sizeof r);
-    CgOptions o = {.target = tgt_parse(sm90 ? "sm_90a" : "sm_80"), .stage = CG_STAGE_PTX};
+    CgOptions o = {.target = run->target, .stage = CG_STAGE_PTX, .sched = run->sched};
+    const char *pass = run->pass;
     Diag d;
     diag_init(&d, path, src);
     bool ok = f && cg_compile_gpu_ir(f, pass, &o, &r, &d);
@@ -161,14 +192,25 @@ static void check_case(int pass_index, const char *name, StrBuf *fails, int *nfa
         (*nfail)++;
         return;
     }
-    bool sm90 = ends_with(name, "_sm90"), too_large = ends_with(name, "_toolarge");
     StrBuf out, err;
     sb_init(&out);
     sb_init(&err);
     /* Diagnostics name the file relative to the source root, as the golden shows it. */
     char rel[512];
     snprintf(rel, sizeof rel, "tests/codegen/golden/%s/%s.ir", pass, name);
-    bool ok = run_pass(rel, src, pass, sm90, &out, &err);
+    RunLine run;
+    bool parsed = parse_run_line(rel, src, &run, &err);
+    if (!parsed || strcmp(run.pass, pass)) {
+        if (parsed) sb_printf(&err, "%s: the RUN line names pass '%s' in folder %s\n", rel, run.pass, pass);
+        sb_puts(fails, err.data);
+        (*nfail)++;
+        sb_free(&out);
+        sb_free(&err);
+        free(src);
+        return;
+    }
+    bool too_large = run.expect_error;
+    bool ok = run_pass(rel, src, &run, &out, &err);
     if (too_large) {
         /* The output is the error text: the limit, each buffer, the advice. */
         if (ok || !strstr(err.data ? err.data : "", "shared memory")) {
@@ -186,7 +228,7 @@ static void check_case(int pass_index, const char *name, StrBuf *fails, int *nfa
     snprintf(what, sizeof what, "%s: IR after %s alone", path, pass);
     if ((ok || too_large) && !golden_compare(exp_path, out.data ? out.data : "", what, fails)) (*nfail)++;
     if (ok && !too_large && !round_trips(path, out.data ? out.data : "", fails)) (*nfail)++;
-    if (ok && !too_large && !compiles_on(path, src, pass, sm90, fails)) (*nfail)++;
+    if (ok && !too_large && !compiles_on(path, src, &run, fails)) (*nfail)++;
     if (ok && !too_large && !chains(pass_index, name, out.data ? out.data : "", fails)) (*nfail)++;
     sb_free(&out);
     sb_free(&err);
@@ -233,11 +275,22 @@ START_TEST(runner_verifies)
     StrBuf out, err;
     sb_init(&out);
     sb_init(&err);
-    ck_assert(!run_pass("<t>", src, "remove-convert", false, &out, &err));
+    RunLine run = {.pass = "remove-convert", .target = tgt_parse("sm_80")};
+    ck_assert(!run_pass("<t>", src, &run, &out, &err));
     ck_assert_msg(err.data && strstr(err.data, "internal error: the GPU IR of 'k' after remove-convert fails the verifier") &&
                       strstr(err.data, "is a tile without a layout"),
                   "%s", err.data ? err.data : "");
     sb_free(&out);
+    sb_free(&err);
+    /* a case says how it runs, or fails: no RUN line, an unknown flag, a refused combination */
+    sb_init(&err);
+    ck_assert(!parse_run_line("<t>", src, &run, &err));
+    ck_assert(!parse_run_line("<t>", "// RUN: tma --arch sm_90a --no-such\n", &run, &err));
+    ck_assert(!parse_run_line("<t>", "// RUN: tma --arch sm_90a --tma --warp-specialize\n", &run, &err));
+    ck_assert_msg(strstr(err.data, "RUN line: unknown option '--no-such'") && strstr(err.data, "cannot be combined"), "%s",
+                  err.data);
+    ck_assert(parse_run_line("<t>", "// RUN: tma --arch sm_90a --tma\n", &run, &err));
+    ck_assert_int_eq(run.sched.tma + run.sched.mbarrier, 2);
     sb_free(&err);
 }
 END_TEST

@@ -252,8 +252,8 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .head_dim = c->d, .q = ptr[0], .k = ptr[1], .v = ptr[2], .o = ptr[3],
                              .lse = ptr[4], .softmax_scale = (float)c->scale, .causal = c->causal,
                              .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
-                             .pingpong = c->pingpong, .mbarrier = c->mbarrier, .num_stages = c->num_stages,
-                             .overlap = c->overlap, .tma = c->tma, .warp_specialize = c->warp_spec};
+                             .schedule.pingpong = c->pingpong, .schedule.mbarrier = c->mbarrier, .num_stages = c->num_stages,
+                             .schedule.overlap = c->overlap, .schedule.tma = c->tma, .schedule.warp_specialize = c->warp_spec};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);

@@ -168,7 +168,7 @@ static void ptx_counts(const Prog *g, const char *src, const KilnCompileOptions 
     row->wgmma = pu_count(r.output, "wgmma.mma_async");
     row->ldm = pu_count(r.output, "ldmatrix");
     row->cpa = pu_count(r.output, "cp.async.cg");
-    if (o->tma)
+    if (o->schedule.tma)
         printf("KILN_TEST_TMA: %s %s: %d TMA copies, %d tensor maps, %d cp.async\n", row->what, row->sched,
                pu_count(r.output, "cp.async.bulk.tensor"), r.kernels[0].ntmaps, row->cpa);
     kiln_compile_result_free(&r);
@@ -246,11 +246,11 @@ static void run_case(const Prog *g, Prob *p, const Sched *s)
     KilnCompileOptions o = {.kernel = g->kernel, .defines = kd, .ndefines = make_defines(g, p, s, kd, buf),
                             .num_warps = s->warps, .num_stages = s->stages};
     const char *mb = getenv("KILN_TEST_MBARRIER");
-    o.mbarrier = mb && *mb && strcmp(mb, "0");
+    o.schedule.mbarrier = mb && *mb && strcmp(mb, "0");
     const char *tma = getenv("KILN_TEST_TMA");
-    o.tma = tma && *tma && strcmp(tma, "0");
+    o.schedule.tma = tma && *tma && strcmp(tma, "0");
     const char *ws = getenv("KILN_TEST_WARP_SPEC");
-    o.warp_specialize = ws && *ws && strcmp(ws, "0");
+    o.schedule.warp_specialize = ws && *ws && strcmp(ws, "0");
     ptx_counts(g, src, &o, row);
     KilnModule *m = NULL;
     KilnStatus st = kiln_module_compile(g_dev, g->file, src, &o, &m);

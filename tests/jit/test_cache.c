@@ -155,8 +155,8 @@ START_TEST(key_is_stable_and_sensitive)
     waitpid(pid, NULL, 0);
     ck_assert_str_eq(k0, kc);
     /* every part of the request changes the key */
-    KilnCompileOptions v[10];
-    for (int i = 0; i < 10; i++) v[i] = o;
+    KilnCompileOptions v[8 + SCHED_COUNT];
+    for (int i = 0; i < 8 + SCHED_COUNT; i++) v[i] = o;
     v[0].kernel = "k2";
     v[1].arch = "sm_80";
     v[2].num_warps = 8;
@@ -166,12 +166,27 @@ START_TEST(key_is_stable_and_sensitive)
     v[5].defines = d3;
     v[6].ndefines = 1;
     v[7].no_opt = 1;
-    v[8].no_wgmma = 1;
-    v[9].pingpong = 1;   /* (off, it adds nothing to the key: older entries stay valid) */
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < SCHED_COUNT; i++) sched_set(&v[8 + i].schedule, i, 1);   /* each schedule option */
+    for (int i = 0; i < 8 + SCHED_COUNT; i++) {
         ck_assert_int_eq(kiln_cache_key(SRC, &v[i], k1), KILN_OK);
         ck_assert_msg(strcmp(k0, k1) != 0, "variant %d gives the same key", i);
     }
+    /* the schedule options as resolved: tma implies mbarrier, so both give one key (one PTX),
+     * asked off is the default; a refused combination has no key, its message names both */
+    KilnCompileOptions t1 = o, t2 = o, t3 = o, t4 = o;
+    t1.schedule.tma = 1;
+    t2.schedule.tma = t2.schedule.mbarrier = 1;
+    t3.schedule.pingpong = -1;
+    char k2[65];
+    ck_assert_int_eq(kiln_cache_key(SRC, &t1, k1), KILN_OK);
+    ck_assert_int_eq(kiln_cache_key(SRC, &t2, k2), KILN_OK);
+    ck_assert_str_eq(k1, k2);
+    ck_assert_int_eq(kiln_cache_key(SRC, &t3, k1), KILN_OK);
+    ck_assert_str_eq(k0, k1);
+    t4.schedule.tma = t4.schedule.warp_specialize = 1;
+    ck_assert_int_eq(kiln_cache_key(SRC, &t4, k1), KILN_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "--tma"));
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "--warp-specialize"));
     ck_assert_int_eq(kiln_cache_key("kernel k(X: *f32, n: i32, const B: i32) { } ", &o, k1), KILN_OK);
     ck_assert_str_ne(k0, k1);
     /* field boundaries are unambiguous: ("B", "128") vs ("B1", "28") */

@@ -702,7 +702,7 @@ START_TEST(variant_may_add_the_producer_warpgroup)
     KilnParamHint h[12];
     for (int i = 0; i < 12; i++) h[i] = (KilnParamHint){aligned[i], 16, 0};
     KilnCompileOptions o = {.kernel = "attn_fwd_f16", .defines = fwd, .ndefines = 5, .arch = "sm_90a",
-                            .num_warps = 8, .emit = KILN_EMIT_IR, .warp_specialize = 1};
+                            .num_warps = 8, .emit = KILN_EMIT_IR, .schedule.warp_specialize = 1};
     KilnCompileResult ir, generic, variant;
     ck_assert_int_eq(kiln_compile("lang/lib/attention_fwd.tile", src, &o, &ir), KILN_OK);
     o.emit = KILN_EMIT_PTX;

@@ -142,7 +142,7 @@ def kiln_cmd(args, dtype, d, causal, extra, sched=None, n=4096):
     """The C driver's command line; `sched` (BLOCK_M, BLOCK_N, warps, stages) overrides
     --block-m/--block-n/--warps/--stages (warps or stages 0: the program's own rule)."""
     mode = sched
-    if sched is None:  # the runtime's defaults for this shape (k_tune in jit/attention.c), or the flags
+    if sched is None:  # the runtime's defaults for this shape (k_tune in jit/attention_tune.c), or the flags
         mode = api_sched(d, causal, n)
         bm, bn, warps, stages = mode[:4]
         bm, bn = args.block_m or bm, args.block_n or bn
@@ -395,9 +395,9 @@ def plot(res, providers, path):
 # (tools/bench/ptx_study.py; docs/perf_notes.md): registers, spills, SRAM and CTAs per SM.
 # BLOCK_M 128 on 4 warps is left out: its causal variant does not compile today (perf_notes.md).
 DEFAULT_SCHED = (128, 64, 8, 2)
-# What kiln_attention_fwd picks on sm_90 (jit/attention.c, k_tune): the main benchmark
+# What kiln_attention_fwd picks on sm_90 (jit/attention_tune.c, k_tune): the main benchmark
 # measures these unless --block-m/--block-n/--warps/--stages say otherwise.
-# (head dim, causal) -> the runtime's sm_90 defaults (k_tune in jit/attention.c), and the
+# (head dim, causal) -> the runtime's sm_90 defaults (k_tune in jit/attention_tune.c), and the
 # rows that apply up to a query length: (head dim, causal, max N) -> schedule
 API_SCHED = {(64, False): (64, 128, 4, 2), (64, True): (64, 128, 4, 2),
              (128, False): (128, 64, 4, 2), (128, True): (128, 64, 4, 2),
@@ -625,7 +625,7 @@ def sweep_markdown(res):
         lines.append("| " + " | ".join([sc] + [cell(cb["kiln"].get(sc, {}).get(n)) if sc in cb["kiln"] else "—"
                                               for cb, n in cols]) + " |")
     # the runtime keys its defaults on the head dim only: the best over causal and N
-    lines += ["", "Suggested `k_tune` rows (jit/attention.c; best geometric mean over causal, N and dtype, "
+    lines += ["", "Suggested `k_tune` rows (jit/attention_tune.c; best geometric mean over causal, N and dtype, "
               "among checked-or-unchecked schedules that ran everywhere):", "", "```c"]
     for d in sorted({cb["d"] for cb in res["combos"]}):
         cbs = [cb for cb in res["combos"] if cb["d"] == d]

@@ -148,9 +148,9 @@ static void prog_init(Prog *p, const Opts *o)
     p->defs[4] = (KilnDefine){"PLAIN_SCORES", "true"};  /* as kiln_attention_fwd compiles it */
     p->co = (KilnCompileOptions){.kernel = strcmp(o->dtype, "f16") ? "attn_fwd_bf16" : "attn_fwd_f16",
                                  .defines = p->defs, .ndefines = 5, .num_warps = o->warps,
-                                 .num_stages = o->stages, .emit = KILN_EMIT_PTX, .no_wgmma = o->no_wgmma,
-                                 .pingpong = o->pingpong, .mbarrier = o->mbarrier, .overlap = o->overlap,
-                                 .tma = o->tma, .warp_specialize = o->warp_spec};
+                                 .num_stages = o->stages, .emit = KILN_EMIT_PTX, .schedule.no_wgmma = o->no_wgmma,
+                                 .schedule.pingpong = o->pingpong, .schedule.mbarrier = o->mbarrier, .schedule.overlap = o->overlap,
+                                 .schedule.tma = o->tma, .schedule.warp_specialize = o->warp_spec};
 }
 
 /* Median wall time of `reps` loads of one module image (PTX: the driver

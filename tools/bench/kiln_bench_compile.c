@@ -99,7 +99,7 @@ static void def_bool(Job *j, const char *name, int v)
 
 /* ---- the kernels ---- */
 
-/* The forward: jit/attention.c's k_tune (tests/codegen/test_e2e_ptx_hashes.c). */
+/* The forward: jit/attention_tune.c's k_tune (tests/codegen/test_e2e_ptx_hashes.c). */
 static void add_forward(const char *arch, const char *dtype, int d, int causal, int short_seq)
 {
     int sm90 = !strcmp(arch, "sm_90a"), bm, bn, w = 4;
@@ -117,7 +117,7 @@ static void add_forward(const char *arch, const char *dtype, int d, int causal, 
     def_bool(j, "PLAIN_SCORES", 1);
 }
 
-/* The backward: jit/attention_bwd.c's k_bwd_tune and rt_attn_bwd_plan. */
+/* The backward: jit/attention_tune.c's backward rows and rt_attn_bwd_plan. */
 static void add_backward(const char *arch, int d, int causal, int atomic)
 {
     static const struct { int d, kbm, kbn, kw, qbm, qbn, qw; } t[] = {
@@ -142,7 +142,7 @@ static void add_backward(const char *arch, int d, int causal, int atomic)
     def_bool(j, "COMPUTE_DQ", atomic);
 }
 
-/* Decode: jit/attention_decode.c's k_dec_tune (4 warps, 2 stages), one
+/* Decode: jit/attention_tune.c's decode rows (4 warps, 2 stages), one
  * query per KV head (BLOCK_M 16), split-K, and its combine kernel. */
 static void add_decode(const char *arch, int d)
 {

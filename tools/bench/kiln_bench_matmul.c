@@ -122,14 +122,14 @@ static KilnStatus compile_kernel(KilnDevice *dev, const Opts *o, const char *src
     /* KILN_BENCH_MBARRIER=1: the mbarrier stage hand-off (KilnCompileOptions.mbarrier), so
      * a whole bench_matmul.py sweep can be repeated with it */
     const char *mb = getenv("KILN_BENCH_MBARRIER");
-    co.mbarrier = mb && *mb && strcmp(mb, "0");
+    co.schedule.mbarrier = mb && *mb && strcmp(mb, "0");
     /* KILN_BENCH_TMA=1: the TMA copies (KilnCompileOptions.tma, implies the mbarrier hand-off) */
     const char *tma = getenv("KILN_BENCH_TMA");
-    co.tma = tma && *tma && strcmp(tma, "0");
+    co.schedule.tma = tma && *tma && strcmp(tma, "0");
     /* KILN_BENCH_WARP_SPEC=1: a producer warpgroup issues the copies (warp_specialize,
      * which implies the mbarrier hand-off; docs/tensor_cores.md 5b) */
     const char *ws = getenv("KILN_BENCH_WARP_SPEC");
-    co.warp_specialize = ws && *ws && strcmp(ws, "0");
+    co.schedule.warp_specialize = ws && *ws && strcmp(ws, "0");
     KilnStatus st = kiln_module_compile(dev, o->src, src, &co, mod);
     return st != KILN_OK ? st : kiln_kernel_get(*mod, kname, k);
 }

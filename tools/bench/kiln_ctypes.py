@@ -28,7 +28,8 @@ from kiln import _capi  # noqa: E402
 from kiln._capi import KilnError, Ptr, find_library  # noqa: E402,F401
 
 HEADER = os.path.join(ROOT, "include", "kiln", "kiln_attention.h")
-STRUCTS = ("KilnBlockMask", "KilnAttentionParams", "KilnAttentionBwdParams", "KilnAttentionDecodeParams")
+STRUCTS = ("KilnSchedule", "KilnBlockMask", "KilnAttentionParams", "KilnAttentionBwdParams",
+           "KilnAttentionDecodeParams")
 
 
 def _header(header=HEADER):
