@@ -310,11 +310,13 @@ START_TEST(unreadable_module_says_why)
     ck_assert_int_eq(symlink(p, p), 0);
     snprintf(cmd, sizeof cmd, "truncate -s 17M '%s/big.tile'", g_dir);
     ck_assert_int_eq(system(cmd), 0);
+    snprintf(p, sizeof p, "%s/zero.tile", g_dir);
+    ck_assert_int_eq(symlink("/dev/zero", p), 0);
     struct { const char *src, *want; } cases[] = {
         {"import dir;\n", "dir.tile: it is a directory"},
         {"import loop;\n", "loop.tile: Too many levels of symbolic links"},
         {"import big;\n", "big.tile: it is over the 16 MiB source limit"},
-        {"import \"/dev/zero\";\n", "cannot read module file /dev/zero: it is not a regular file"},
+        {"import zero;\n", "zero.tile: it is not a regular file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         KilnCompileResult r;
