@@ -98,9 +98,12 @@ static void gpu_run(Case *c)
                 .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk, .head_dim = c->d, .causal = c->causal},
         .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->warps,
         .num_stages = c->stages};
-    /* exactly the documented size, as a caller allocates it (a pointer one past a
-     * deterministic call's scratch once leaked into a launch and was refused) */
-    bytes[9] = kiln_attention_bwd_scratch_size(&b);
+    /* exactly the documented size for this device's plan, as a caller allocates it (a
+     * pointer one past a deterministic call's scratch once leaked into a launch and was
+     * refused; sm_90's non-deterministic plan writes no dQ accumulator, issue 24) */
+    KilnDeviceInfo di;
+    TRY(kiln_device_info(g_dev, &di));
+    bytes[9] = kiln_attention_bwd_scratch_size_sm(&b, di.sm_version);
     for (int i = 0; i < 10; i++) TRY(kiln_malloc(g_dev, bytes[i], &ptr[i]));
     TRY(kiln_memcpy_htod(g_dev, ptr[0], c->q, bytes[0]));
     TRY(kiln_memcpy_htod(g_dev, ptr[1], c->k, bytes[1]));
@@ -113,6 +116,7 @@ static void gpu_run(Case *c)
     memcpy(f->v_stride, c->p.v_stride, sizeof f->v_stride);
     memcpy(f->o_stride, c->p.o_stride, sizeof f->o_stride);
     b.dout = ptr[5], b.dq = ptr[6], b.dk = ptr[7], b.dv = ptr[8], b.scratch = ptr[9];
+    b.scratch_size = bytes[9];
     memcpy(b.dout_stride, c->p.o_stride, sizeof b.dout_stride);
     memcpy(b.dq_stride, c->p.q_stride, sizeof b.dq_stride);
     memcpy(b.dk_stride, c->p.k_stride, sizeof b.dk_stride);
