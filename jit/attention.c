@@ -644,40 +644,24 @@ int kiln_attention_cache_size(const KilnDevice *dev)
 
 KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a)
 {
-    switch (prm->kind) {
-    case KILN_PARAM_I64: *a = kiln_arg_i64(v); return KILN_OK;
-    case KILN_PARAM_U64: *a = kiln_arg_u64((uint64_t)v); return KILN_OK;
-    case KILN_PARAM_I32:
-        if (v < INT32_MIN || v > INT32_MAX) break;
-        *a = kiln_arg_i32((int32_t)v);
+    /* every integer kind but i1 (a variant's `param x: u8;` is a runtime integer too) */
+    static const struct { KilnParamKind kind; int64_t lo, hi; bool is_unsigned; } k_ints[] = {
+        {KILN_PARAM_I64, INT64_MIN, INT64_MAX, false}, {KILN_PARAM_U64, INT64_MIN, INT64_MAX, true},
+        {KILN_PARAM_I32, INT32_MIN, INT32_MAX, false}, {KILN_PARAM_U32, 0, UINT32_MAX, true},
+        {KILN_PARAM_I16, INT16_MIN, INT16_MAX, false}, {KILN_PARAM_U16, 0, UINT16_MAX, true},
+        {KILN_PARAM_I8, INT8_MIN, INT8_MAX, false},    {KILN_PARAM_U8, 0, UINT8_MAX, true}};
+    for (size_t i = 0; i < COUNT(k_ints); i++) {
+        if (k_ints[i].kind != prm->kind) continue;
+        if (v < k_ints[i].lo || v > k_ints[i].hi)
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name,
+                                 (long long)v, rt_param_kind_name(prm->kind));
+        *a = (KilnArg){.kind = prm->kind};
+        if (k_ints[i].is_unsigned) a->v.u = (uint64_t)v;   /* u64 from i64 as before: the bits */
+        else a->v.i = v;
         return KILN_OK;
-    case KILN_PARAM_U32:
-        if (v < 0 || v > UINT32_MAX) break;
-        *a = kiln_arg_u32((uint32_t)v);
-        return KILN_OK;
-    /* a variant's `param x: u8;` (and i8 / i16 / u16) is a runtime integer like any other */
-    case KILN_PARAM_I16:
-        if (v < INT16_MIN || v > INT16_MAX) break;
-        *a = kiln_arg_i16((int16_t)v);
-        return KILN_OK;
-    case KILN_PARAM_U16:
-        if (v < 0 || v > UINT16_MAX) break;
-        *a = kiln_arg_u16((uint16_t)v);
-        return KILN_OK;
-    case KILN_PARAM_I8:
-        if (v < INT8_MIN || v > INT8_MAX) break;
-        *a = kiln_arg_i8((int8_t)v);
-        return KILN_OK;
-    case KILN_PARAM_U8:
-        if (v < 0 || v > UINT8_MAX) break;
-        *a = kiln_arg_u8((uint8_t)v);
-        return KILN_OK;
-    default:
-        return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer",
-                             prm->name, rt_param_kind_name(prm->kind));
     }
-    return rt_attn_error(api, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name,
-                         (long long)v, rt_param_kind_name(prm->kind));
+    return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
+                         rt_param_kind_name(prm->kind));
 }
 
 KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)

@@ -112,7 +112,7 @@ typedef struct Run {
 } Run;
 
 /* The sizes of r's host buffers, which kiln_attention_fwd_cpu needs (and bounds by). */
-static void run_host_sizes(const Run *r, KilnAttentionParams *p)
+static inline void run_host_sizes(const Run *r, KilnAttentionParams *p)
 {
     size_t es = attn_dtype_size(r->p.dtype);
     p->q_bytes = p->o_bytes = r->nq * es;

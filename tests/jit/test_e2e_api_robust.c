@@ -191,7 +191,7 @@ START_TEST(overlapping_outputs)
     KilnAttentionParams p = fwd_params(NULL);
     ck_assert_int_eq(kiln_attention_check(&p), KILN_OK);
     p.o_stride[2] = 1;
-    expect(kiln_attention_check(&p), KILN_ERR_USAGE, kiln_last_error(),
+    expect(kiln_attention_check(&p), KILN_ERR_USAGE, NULL,
            "o_stride[2] (sequence) is 1, below the 32 elements the dims inside it span");
     p = fwd_params(NULL);
     p.o_stride[1] = S * D - 1;   /* heads one element short of the rows they hold */
@@ -221,8 +221,16 @@ START_TEST(variant_arg_named_like_a_kernel_parameter)
     KilnAttentionParams p = fwd_params(&var);
     ck_assert_msg(kiln_attention_fwd_cpu(&p) == KILN_OK, "%s", kiln_last_error());
     var.nargs = 2;
-    expect(kiln_attention_fwd_cpu(&p), KILN_ERR_USAGE, kiln_last_error(),
+    expect(kiln_attention_fwd_cpu(&p), KILN_ERR_USAGE, NULL,
            "the variant's argument 'sm_scale' names a parameter of the program itself");
+    /* a u8 param binds like any integer (it was an internal error), in range only */
+    static const char src8[] = "param k: u8;\nfn score_mod(s, b, h, i, j) { return s * k.to(f32); }\n";
+    KilnVariantArg a8[] = {{"k", kiln_arg_i32(3), 0}};
+    KilnAttentionVariant v8 = {.source = src8, .path = "u8.tile", .args = a8, .nargs = 1};
+    p = fwd_params(&v8);
+    ck_assert_msg(kiln_attention_fwd_cpu(&p) == KILN_OK, "%s", kiln_last_error());
+    a8[0].value = kiln_arg_i32(300);
+    expect(kiln_attention_fwd_cpu(&p), KILN_ERR_USAGE, NULL, "k = 300 does not fit the program's u8 parameter");
 }
 END_TEST
 
