@@ -219,9 +219,12 @@ static KilnStatus check_shape(const KilnAttentionDecodeParams *p)
         return bad(KILN_ERR_USAGE, "max_seqlen_k %d is outside [0, %d] (the kernel's 32-bit key index)",
                    p->max_seqlen_k, INT32_MAX - 2 * 256);
     /* grid axis 0 carries batch * heads_kv, the combine's cdiv(rows, 16): both i32 */
-    if ((int64_t)p->batch * p->heads_q * (p->seqlen_q > 0 ? p->seqlen_q : 1) > INT32_MAX)
-        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q * seqlen_q = %lld exceeds %d",
-                   (long long)p->batch * p->heads_q * p->seqlen_q, INT32_MAX);
+    /* batch * heads_q < 2^62; times seqlen_q (<= 16) only once it is known to be small
+     * (fuzz_api found the three-way product overflowing int64) */
+    int64_t bh = (int64_t)p->batch * p->heads_q;
+    if (bh > INT32_MAX || bh * (p->seqlen_q > 0 ? p->seqlen_q : 1) > INT32_MAX)
+        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q * seqlen_q = %d * %d * %d exceeds %d", p->batch,
+                   p->heads_q, p->seqlen_q, INT32_MAX);
     KilnStatus st = check_options(p);
     if (st == KILN_OK) st = check_paging(p);
     if (st == KILN_OK) st = rt_attn_var_check(WHO, p->variant);
