@@ -181,7 +181,7 @@ static int bwd_gpu(ExRunner *r, Bwd *b, char *where, size_t where_size)
              ex_dev_put(r, NULL, q2, &f->o) || ex_dev_put(r, NULL, b->nl * 4, &f->lse) ||
              ex_dev_put(r, b->dout, q2, &bp.dout) || ex_dev_put(r, NULL, q2, &bp.dq) ||
              ex_dev_put(r, NULL, kv2, &bp.dk) || ex_dev_put(r, NULL, kv2, &bp.dv) ||
-             ex_dev_put(r, NULL, scratch, &bp.scratch) || ex_check(kiln_attention_fwd(r->dev, f, NULL), "kiln_attention_fwd");
+             ex_dev_put(r, NULL, scratch, &bp.scratch) || (bp.scratch_size = scratch, 0) || ex_check(kiln_attention_fwd(r->dev, f, NULL), "kiln_attention_fwd");
     for (int m = 0; m < 2 && !rc; m++) {
         bp.deterministic = m;
         rc = ex_check(kiln_memset(r->dev, bp.dq, 0xFF, q2), "kiln_memset") ||

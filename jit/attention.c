@@ -44,7 +44,7 @@
 
 #define ATTN_PROGRAM "lang/lib/attention_fwd.tile"
 #define ATTN_PTR_ALIGN 16        /* codegen assumes 16-byte aligned pointer parameters */
-#define ATTN_MAX_GRID_Y 65535    /* grid axis 1 carries batch * heads_q */
+#define ATTN_MAX_GRID_Y RT_ATTN_MAX_GRID_Y    /* grid axis 1 carries batch * heads_q */
 #define ATTN_BUCKETS 64
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -155,7 +155,36 @@ KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
         return rt_attn_error(api, KILN_ERR_UNSUPPORTED,
                              "heads_q = %d exceeds %d (one batch's heads must fit the grid's second axis)",
                              p->heads_q, ATTN_MAX_GRID_Y);
-    return check_varlen_shape(api, p, lim);
+    if ((st = check_varlen_shape(api, p, lim)) != KILN_OK) return st;
+    return rt_attn_var_check(api, p->variant);
+}
+
+/* An output's elements must be distinct: the dims (batch, head, sequence and the
+ * contiguous head dim) taken from the smallest stride up, each stride must step past
+ * everything the dims inside it span (o_stride[2] = 1 would make rows share elements,
+ * the programs' stores then race). Dims of one entry are free. Strides were checked
+ * for 64-bit overflow by the caller. */
+static KilnStatus check_no_overlap(const char *api, const char *name, const int64_t st[3], const int ext[3], int d)
+{
+    static const char *dim[3] = {"batch", "head", "sequence"};
+    int idx[3], n = 0;
+    for (int i = 0; i < 3; i++)
+        if (ext[i] > 1) idx[n++] = i;
+    for (int i = 1; i < n; i++)   /* insertion sort by stride */
+        for (int j = i; j > 0 && st[idx[j]] < st[idx[j - 1]]; j--) {
+            int t = idx[j];
+            idx[j] = idx[j - 1], idx[j - 1] = t;
+        }
+    int64_t span = d;   /* elements the dims inside cover: the head dim first */
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+        if (st[k] < span)
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s_stride[%d] (%s) is %lld, below the %lld elements the dims "
+                                 "inside it span: the output's entries would overlap", name, k, dim[k],
+                                 (long long)st[k], (long long)span);
+        span += st[k] * (int64_t)(ext[k] - 1);
+    }
+    return KILN_OK;
 }
 
 /* One tensor: non-null, aligned, strides >= 0 and its last element's byte
@@ -184,7 +213,7 @@ KilnStatus rt_attn_check_tensor(const char *api, const char *name, KilnDevPtr pt
     }
     if (last > INT64_MAX / elem)
         return rt_attn_error(api, KILN_ERR_USAGE, "%s strides reach element %lld: beyond 64-bit byte offsets", name, (long long)last);
-    return KILN_OK;
+    return is_output ? check_no_overlap(api, name, st, ext, d) : KILN_OK;
 }
 
 bool rt_attn_varlen(const KilnAttentionParams *p) { return p->cu_seqlens_q || p->cu_seqlens_k; }
@@ -548,23 +577,24 @@ int kiln_attention_cache_size(const KilnDevice *dev)
 
 KilnStatus rt_attn_int_arg(const char *api, const KilnParam *prm, int64_t v, KilnArg *a)
 {
-    switch (prm->kind) {
-    case KILN_PARAM_I64: *a = kiln_arg_i64(v); return KILN_OK;
-    case KILN_PARAM_U64: *a = kiln_arg_u64((uint64_t)v); return KILN_OK;
-    case KILN_PARAM_I32:
-        if (v < INT32_MIN || v > INT32_MAX) break;
-        *a = kiln_arg_i32((int32_t)v);
+    /* every integer kind but i1 (a variant's `param x: u8;` is a runtime integer too) */
+    static const struct { KilnParamKind kind; int64_t lo, hi; bool is_unsigned; } k_ints[] = {
+        {KILN_PARAM_I64, INT64_MIN, INT64_MAX, false}, {KILN_PARAM_U64, INT64_MIN, INT64_MAX, true},
+        {KILN_PARAM_I32, INT32_MIN, INT32_MAX, false}, {KILN_PARAM_U32, 0, UINT32_MAX, true},
+        {KILN_PARAM_I16, INT16_MIN, INT16_MAX, false}, {KILN_PARAM_U16, 0, UINT16_MAX, true},
+        {KILN_PARAM_I8, INT8_MIN, INT8_MAX, false},    {KILN_PARAM_U8, 0, UINT8_MAX, true}};
+    for (size_t i = 0; i < COUNT(k_ints); i++) {
+        if (k_ints[i].kind != prm->kind) continue;
+        if (v < k_ints[i].lo || v > k_ints[i].hi)
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name,
+                                 (long long)v, rt_param_kind_name(prm->kind));
+        *a = (KilnArg){.kind = prm->kind};
+        if (k_ints[i].is_unsigned) a->v.u = (uint64_t)v;   /* u64 from i64 as before: the bits */
+        else a->v.i = v;
         return KILN_OK;
-    case KILN_PARAM_U32:
-        if (v < 0 || v > UINT32_MAX) break;
-        *a = kiln_arg_u32((uint32_t)v);
-        return KILN_OK;
-    default:
-        return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer",
-                             prm->name, rt_param_kind_name(prm->kind));
     }
-    return rt_attn_error(api, KILN_ERR_USAGE, "%s = %lld does not fit the program's %s parameter", prm->name,
-                         (long long)v, rt_param_kind_name(prm->kind));
+    return rt_attn_error(api, KILN_ERR_INTERNAL, "the program's parameter %s is %s, expected an integer", prm->name,
+                         rt_param_kind_name(prm->kind));
 }
 
 KilnStatus rt_attn_scalar_arg(const char *api, const KilnAttentionParams *p, const KilnParam *prm, KilnArg *a)
@@ -794,24 +824,50 @@ size_t rt_attn_span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, in
     return (size_t)(st[0] * (nb - 1) + st[1] * (nh - 1) + st[2] * (ns - 1) + d) * (size_t)elem;
 }
 
-/* The host buffer behind a pointer argument of the forward (by the parameter's name). */
-static KilnHostArg cpu_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
+/* The forward's host buffers: the parameter's name, the caller's pointer and size, the
+ * field naming the size, and what the shape and strides span (0 when empty). */
+typedef struct CpuTensor { const char *name; KilnDevPtr ptr; size_t bytes; const char *field; size_t span; KilnHostDir dir; } CpuTensor;
+
+static int cpu_tensors(const KilnAttentionParams *p, CpuTensor t[7])
 {
-    const KilnAttentionParams *p = ctx;
     /* packed (varlen): one "batch" of total_q / total_k tokens, plus the prefix sums */
     bool vl = rt_attn_varlen(p);
     int nb = vl ? 1 : p->batch, sq = vl ? p->total_q : p->seqlen_q, sk = vl ? p->total_k : p->seqlen_k;
     size_t cu = vl ? (size_t)(p->batch + 1) * 4 : 0;
-    struct { const char *name; KilnDevPtr ptr; size_t bytes; KilnHostDir dir; } t[] = {
-        {"Q", p->q, rt_attn_span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_IN},
-        {"K", p->k, rt_attn_span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
-        {"V", p->v, rt_attn_span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN},
-        {"O", p->o, rt_attn_span_bytes(p->o_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_OUT},
-        {"LSE", p->lse, (size_t)nb * p->heads_q * sq * 4, KILN_HOST_OUT},
-        {"cu_seqlens_q", p->cu_seqlens_q, cu, KILN_HOST_IN}, {"cu_seqlens_k", p->cu_seqlens_k, cu, KILN_HOST_IN}};
-    for (size_t i = 0; i < COUNT(t); i++)
+    t[0] = (CpuTensor){"Q", p->q, p->q_bytes, "q_bytes", rt_attn_span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_IN};
+    t[1] = (CpuTensor){"K", p->k, p->k_bytes, "k_bytes", rt_attn_span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN};
+    t[2] = (CpuTensor){"V", p->v, p->v_bytes, "v_bytes", rt_attn_span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN};
+    t[3] = (CpuTensor){"O", p->o, p->o_bytes, "o_bytes", rt_attn_span_bytes(p->o_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_OUT};
+    t[4] = (CpuTensor){"LSE", p->lse, p->lse_bytes, "lse_bytes", (size_t)nb * p->heads_q * sq * 4, KILN_HOST_OUT};
+    t[5] = (CpuTensor){"cu_seqlens_q", p->cu_seqlens_q, p->cu_seqlens_q_bytes, "cu_seqlens_q_bytes", cu, KILN_HOST_IN};
+    t[6] = (CpuTensor){"cu_seqlens_k", p->cu_seqlens_k, p->cu_seqlens_k_bytes, "cu_seqlens_k_bytes", cu, KILN_HOST_IN};
+    return 7;
+}
+
+/* Every host buffer the shape reads or writes is at least what it spans: the
+ * interpreter then bounds the accesses by the spans, all inside the caller's buffers. */
+static KilnStatus check_cpu_sizes(const char *api, const KilnAttentionParams *p)
+{
+    CpuTensor t[7];
+    int n = cpu_tensors(p, t);
+    for (int i = 0; i < n; i++)
+        if (t[i].span && t[i].bytes < t[i].span)
+            return rt_attn_error(api, KILN_ERR_USAGE, "%s is %zu, below the %zu bytes the shape and strides span "
+                                 "(the _cpu calls need each host buffer's size)", t[i].field, t[i].bytes, t[i].span);
+    return KILN_OK;
+}
+
+/* The host buffer behind a pointer argument of the forward (by the parameter's name). */
+static KilnHostArg cpu_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
+{
+    const KilnAttentionParams *p = ctx;
+    CpuTensor t[7];
+    int n = cpu_tensors(p, t);
+    for (int i = 0; i < n; i++)
+        /* the span (check_cpu_sizes: within the caller's bytes; an OUT buffer is copied back
+         * whole, so not past it); an empty tensor (never read): a stand-in of 16 bytes */
         if (!strcmp(name, t[i].name))
-            return kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].bytes ? t[i].bytes : 16, t[i].dir);
+            return kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].span ? t[i].span : 16, t[i].dir);
     size_t bm = p->block_mask ? rt_attn_bm_array_bytes(p->block_mask, name) : 0;
     if (bm) return kiln_host_buf((void *)(uintptr_t)ptr, bm, KILN_HOST_IN);
     return rt_attn_var_buffer(p->variant, name, ptr);
@@ -847,6 +903,7 @@ KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK || rt_attn_no_rows(p)) return st;
     if ((st = rt_attn_var_check_bytes(FWD "_cpu", p->variant)) != KILN_OK) return st;
+    if ((st = check_cpu_sizes(FWD "_cpu", p)) != KILN_OK) return st;
     AttnKey key = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
                    .block_m = p->block_m ? p->block_m : 64, .block_n = p->block_n ? p->block_n : 64};
     key = with_block_mask(p, key);

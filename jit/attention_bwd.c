@@ -44,19 +44,66 @@
 
 /* ---------------- validation (never touches a device) ---------------- */
 
-size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p)
+/* Bytes of delta (per-row f32, rounded up to the accumulator's boundary) and, with_acc,
+ * the f32 dQ accumulator after it; 0 for no rows or past size_t. The shape is checked. */
+static size_t scratch_bytes(const KilnAttentionParams *f, bool with_acc)
 {
-    if (!p) return 0;
-    const KilnAttentionParams *f = &p->fwd;
-    if (f->batch <= 0 || f->heads_q <= 0 || f->seqlen_q <= 0 || f->head_dim <= 0) return 0;
     /* per-row arrays: [batch, heads_q, seqlen_q], packed [heads_q, total_q] */
     int64_t tokens = rt_attn_varlen(f) ? (int64_t)f->total_q : (int64_t)f->batch * f->seqlen_q;
     if (tokens <= 0) return 0;
-    uint64_t rows = (uint64_t)tokens * (uint64_t)f->heads_q;
+    uint64_t rows = (uint64_t)tokens * (uint64_t)f->heads_q;   /* < 2^62: both factors < 2^31 */
     uint64_t delta = (rows * 4 + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
-    uint64_t acc = p->deterministic ? 0 : rows * (uint64_t)f->head_dim * 4;
-    uint64_t total = delta + acc;
-    return total > SIZE_MAX ? 0 : (size_t)total;
+    uint64_t acc = 0;
+    if (with_acc && __builtin_mul_overflow(rows, (uint64_t)f->head_dim * 4, &acc)) return 0;
+    uint64_t total;
+    if (__builtin_add_overflow(delta, acc, &total) || total > SIZE_MAX) return 0;
+    return (size_t)total;
+}
+
+/* The shapes the call refuses have no size (0), never a wrapped one. */
+static bool sizable(const KilnAttentionBwdParams *p)
+{
+    return p && p->fwd.seqlen_q > 0 && rt_attn_check_shape(BWD, &p->fwd) == KILN_OK;
+}
+
+size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p)
+{
+    return sizable(p) ? scratch_bytes(&p->fwd, !p->deterministic) : 0;
+}
+
+size_t kiln_attention_bwd_scratch_size_sm(const KilnAttentionBwdParams *p, int sm_version)
+{
+    if (!sizable(p)) return 0;
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(sm_version, p, &plan);
+    return scratch_bytes(&p->fwd, plan.dq_acc);
+}
+
+/* Batches per launch: grid axis 1 carries batch * heads (at most 65535); above that the
+ * call runs as launches of whole batches, as the forward does, each advancing every
+ * tensor (and LSE, delta) by its first batch's offset, so the count must keep each
+ * advance 16-byte aligned. 0: no such count (the call is refused). */
+int rt_attn_bwd_launch_batch(const KilnAttentionBwdParams *p)
+{
+    const KilnAttentionParams *f = &p->fwd;
+    if ((int64_t)f->batch * f->heads_q <= RT_ATTN_MAX_GRID_Y) return f->batch;
+    if (rt_attn_varlen(f) || f->heads_q <= 0) return 0;   /* packed: one grid (check_varlen_shape) */
+    const int64_t *st[] = {f->q_stride, f->k_stride, f->v_stride, f->o_stride,
+                           p->dout_stride, p->dq_stride, p->dk_stride, p->dv_stride};
+    for (int nb = RT_ATTN_MAX_GRID_Y / f->heads_q; nb > 0; nb--) {
+        bool ok = (uint64_t)nb * (uint64_t)f->heads_q * (uint64_t)f->seqlen_q * 4 % 16 == 0;   /* LSE and delta rows */
+        for (size_t i = 0; i < COUNT(st) && ok; i++) ok = (uint64_t)nb * (uint64_t)st[i][0] * 2 % 16 == 0;
+        if (ok) return nb;
+    }
+    return 0;
+}
+
+static KilnStatus check_scratch_size(const KilnAttentionBwdParams *p, size_t need)
+{
+    if (p->scratch_size >= need) return KILN_OK;
+    return rt_attn_error(BWD, KILN_ERR_USAGE, "scratch_size %zu is below the %zu bytes this call's plan writes "
+                         "(kiln_attention_bwd_scratch_size_sm; kiln_attention_bwd_scratch_size fits every device)",
+                         p->scratch_size, need);
 }
 
 static KilnStatus check_tensors(const KilnAttentionBwdParams *p)
@@ -83,9 +130,11 @@ static KilnStatus check_tensors(const KilnAttentionBwdParams *p)
     if (st != KILN_OK || !rows) return st;
     st = rt_attn_check_tensor(BWD, "fwd.lse", f->lse, NULL, 0, 0, 0, 0, 4, false);
     if (st == KILN_OK) st = rt_attn_check_tensor(BWD, "scratch", p->scratch, NULL, 0, 0, 0, 0, 4, true);
-    if (st == KILN_OK && kiln_attention_bwd_scratch_size(p) == 0)
+    if (st != KILN_OK) return st;
+    if (kiln_attention_bwd_scratch_size(p) == 0)
         return rt_attn_error(BWD, KILN_ERR_USAGE, "the scratch size overflows size_t");
-    return st;
+    /* delta is every plan's; the accumulator only some devices' (kiln_attention_bwd checks) */
+    return check_scratch_size(p, scratch_bytes(f, false));
 }
 
 KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
@@ -95,12 +144,13 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
     if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
     /* a block mask: made for this call, and the caller's tiles divide its blocks */
     if (st == KILN_OK && p->fwd.block_mask) st = rt_attn_bm_check(BWD, &p->fwd, p->block_m, p->block_n);
-    /* The forward splits larger batches into several launches; the backward's
-     * grids still carry batch * heads on their second axis. */
-    if (st == KILN_OK && (int64_t)p->fwd.batch * p->fwd.heads_q > 65535)
+    /* Above 65535 batch * heads_q the call runs as several launches of whole batches,
+     * as the forward does, when the batch strides allow aligned ones. */
+    if (st == KILN_OK && rt_attn_bwd_launch_batch(p) == 0)
         return rt_attn_error(BWD, KILN_ERR_UNSUPPORTED,
-                             "batch * heads_q = %lld exceeds 65535 (the grid's second axis)",
-                             (long long)p->fwd.batch * p->fwd.heads_q);
+                             "batch * heads_q = %lld exceeds %d (the grid's second axis) and the batch strides do "
+                             "not allow splitting it into aligned launches",
+                             (long long)p->fwd.batch * p->fwd.heads_q, RT_ATTN_MAX_GRID_Y);
     if (st != KILN_OK) return st;
     return check_tensors(p);
 }
@@ -126,7 +176,8 @@ static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttention
     }
     v->ndefines = ndefs;
     pl->grid[i][0] = (len + block - 1) / block;
-    pl->grid[i][1] = p->fwd.batch * heads;
+    pl->heads[i] = heads;
+    pl->grid[i][1] = pl->launch_batch * heads;   /* one launch's batches (rt_attn_bwd_launch_batch) */
     pl->grid[i][2] = 1;
 }
 
@@ -173,6 +224,8 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     bool dq_pass = p->deterministic || (!own && tq->dq_pass);
     const char *atomic = dq_pass ? "false" : "true";
     memset(pl, 0, sizeof *pl);
+    pl->dq_acc = !dq_pass;
+    pl->launch_batch = rt_attn_bwd_launch_batch(p);
     /* the row-wise kernels take the dQ pass's row blocks */
     const char *pre[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "ZERO_DQ_ACC", atomic};
     /* with a block mask, the _bm kernels (the mask's blocks last) */
@@ -213,7 +266,7 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
     const KilnAttentionBwdParams *p = ctx;
     const KilnAttentionParams *f = &p->fwd;
     const char *n = prm->name;
-    size_t delta_bytes = kiln_attention_bwd_scratch_size(&(KilnAttentionBwdParams){.fwd = *f, .deterministic = 1});
+    size_t delta_bytes = scratch_bytes(f, false);
     /* An empty tensor's pointer may be null; the kernels that would read it never
      * run a row of it, but a pointer parameter still wants an address. */
     KilnDevPtr any = f->q ? f->q : f->k ? f->k : p->dk;
@@ -242,6 +295,30 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
 
 /* ---------------- the call ---------------- */
 
+/* The call for batches [b0, b0 + nb): every tensor, LSE and delta advanced by b0's
+ * offset (16-byte aligned: rt_attn_bwd_launch_batch chose nb), its own batch count. The
+ * dQ accumulator follows the chunk's delta inside the caller's scratch (the chunks run in
+ * stream order, and scratch_bytes of the whole call covers every chunk's span). With a
+ * plan that never touches the accumulator, DQ_ACC is bound to scratch itself (the address
+ * after delta may lie past a scratch sized for that plan): deterministic's binding. */
+static KilnAttentionBwdParams chunk_of(const KilnAttentionBwdParams *p, const RtAttnBwdPlan *plan, int b0)
+{
+    KilnAttentionBwdParams c = *p;
+    KilnAttentionParams *f = &c.fwd;
+    if (!plan->dq_acc) c.deterministic = 1;
+    if (b0 == 0 && plan->launch_batch >= p->fwd.batch) return c;
+    int nb = p->fwd.batch - b0 < plan->launch_batch ? p->fwd.batch - b0 : plan->launch_batch;
+    f->batch = nb;
+#define ADV(ptr, st) if (ptr) (ptr) += (KilnDevPtr)((int64_t)b0 * (st)[0] * 2)
+    ADV(f->q, f->q_stride); ADV(f->k, f->k_stride); ADV(f->v, f->v_stride); ADV(f->o, f->o_stride);
+    ADV(c.dout, c.dout_stride); ADV(c.dq, c.dq_stride); ADV(c.dk, c.dk_stride); ADV(c.dv, c.dv_stride);
+#undef ADV
+    int64_t rows = (int64_t)b0 * p->fwd.heads_q * p->fwd.seqlen_q * 4;
+    f->lse += (KilnDevPtr)rows;
+    c.scratch += (KilnDevPtr)rows;
+    return c;
+}
+
 KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream)
 {
     KilnStatus st = kiln_attention_bwd_check(p);
@@ -249,6 +326,13 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
     if ((st = rt_attn_check_call(BWD, dev, stream)) != KILN_OK) return st;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(dev->info.sm_version, p, &plan);
+    if (!rt_attn_no_rows(&p->fwd) && (st = check_scratch_size(p, scratch_bytes(&p->fwd, plan.dq_acc))) != KILN_OK)
+        return st;
+    /* As in the forward: a hook indexing its tensors by b would read another launch's rows. */
+    if ((p->fwd.variant || p->fwd.block_mask) && plan.launch_batch < p->fwd.batch)
+        return rt_attn_error(BWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a %s (it sees the "
+                             "batch index; split the call by batch)", (long long)p->fwd.batch * p->fwd.heads_q,
+                             RT_ATTN_MAX_GRID_Y, p->fwd.variant ? "variant" : "block mask");
     /* The forward's variant: its hooks (and score_mod_grad) in every kernel that calls them. */
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(BWD, p->fwd.variant, &vs)) != KILN_OK) return st;
@@ -259,10 +343,17 @@ KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, 
         if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &ks[i])) == KILN_OK) infos[i] = kiln_kernel_info(ks[i]);
     }
     if (st == KILN_OK) st = rt_attn_var_check_used(BWD, p->fwd.variant, infos, plan.n);
-    /* arguments bound once; a cold call compiles the kernels' code at once on threads */
-    RtAttnCall call;
-    if (st == KILN_OK) st = rt_attn_prepare(BWD, ks, plan.n, rt_attn_bwd_arg, p, &call);
-    for (int i = 0; i < plan.n && st == KILN_OK; i++) st = rt_attn_launch_call(&call, i, plan.grid[i], stream);
+    /* arguments bound once per launch of whole batches; a cold call compiles the kernels'
+     * code at once on threads */
+    for (int b0 = 0; st == KILN_OK && b0 < p->fwd.batch; b0 += plan.launch_batch) {
+        KilnAttentionBwdParams c = chunk_of(p, &plan, b0);
+        RtAttnCall call;
+        st = rt_attn_prepare(BWD, ks, plan.n, rt_attn_bwd_arg, &c, &call);
+        for (int i = 0; i < plan.n && st == KILN_OK; i++) {
+            int grid[3] = {plan.grid[i][0], c.fwd.batch * plan.heads[i], 1};
+            st = rt_attn_launch_call(&call, i, grid, stream);
+        }
+    }
     rt_attn_var_close(&vs);
     return st;
 }

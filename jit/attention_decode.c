@@ -210,11 +210,15 @@ static KilnStatus check_shape(const KilnAttentionDecodeParams *p)
         return bad(KILN_ERR_USAGE, "max_seqlen_k %d is outside [0, %d] (the kernel's 32-bit key index)",
                    p->max_seqlen_k, INT32_MAX - 2 * 256);
     /* grid axis 0 carries batch * heads_kv, the combine's cdiv(rows, 16): both i32 */
-    if ((int64_t)p->batch * p->heads_q * (p->seqlen_q > 0 ? p->seqlen_q : 1) > INT32_MAX)
-        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q * seqlen_q = %lld exceeds %d",
-                   (long long)p->batch * p->heads_q * p->seqlen_q, INT32_MAX);
+    /* batch * heads_q < 2^62; times seqlen_q (<= 16) only once it is known to be small
+     * (fuzz_api found the three-way product overflowing int64) */
+    int64_t bh = (int64_t)p->batch * p->heads_q;
+    if (bh > INT32_MAX || bh * (p->seqlen_q > 0 ? p->seqlen_q : 1) > INT32_MAX)
+        return bad(KILN_ERR_UNSUPPORTED, "batch * heads_q * seqlen_q = %d * %d * %d exceeds %d", p->batch,
+                   p->heads_q, p->seqlen_q, INT32_MAX);
     KilnStatus st = check_options(p);
     if (st == KILN_OK) st = check_paging(p);
+    if (st == KILN_OK) st = rt_attn_var_check(WHO, p->variant);
     return st != KILN_OK ? st : check_block_mask(p);
 }
 
@@ -253,7 +257,8 @@ KilnStatus kiln_attention_decode_check(const KilnAttentionDecodeParams *p)
 
 int kiln_attention_decode_splits(const KilnAttentionDecodeParams *p, int sm_count)
 {
-    if (!p || p->heads_kv <= 0 || p->seqlen_q <= 0) return 1;
+    /* a refused shape (num_splits above KILN_DECODE_MAX_SPLITS included) runs nothing: 1 */
+    if (!p || p->seqlen_q <= 0 || check_shape(p) != KILN_OK) return 1;
     if (p->num_splits > 0) return p->num_splits;
     int64_t ctas = (int64_t)p->batch * p->heads_kv * rt_attn_decode_row_blocks(p);
     int64_t bn = block_n_of(p), blocks = ((int64_t)p->max_seqlen_k + bn - 1) / bn;
@@ -278,7 +283,11 @@ static size_t partial_bytes(const KilnAttentionDecodeParams *p, int splits)
 
 size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams *p, int splits)
 {
-    if (!p || splits <= 1 || p->seqlen_q <= 0 || p->heads_kv <= 0) return 0;
+    /* a refused shape or split count: 0, never a wrapped product (check_shape bounds
+     * batch * heads_q * seqlen_q by INT32_MAX, so with splits <= 128 and head_dim <= 256
+     * the bytes stay below 2^49) */
+    if (!p || splits <= 1 || splits > KILN_DECODE_MAX_SPLITS || p->seqlen_q <= 0 || check_shape(p) != KILN_OK)
+        return 0;
     return partial_bytes(p, splits) + (p->combine == KILN_DECODE_COMBINE_FUSED ? ticket_bytes(p) : 0);
 }
 

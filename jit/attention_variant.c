@@ -32,8 +32,9 @@ static void digest_field(RtSha256 *s, const char *tag, const char *v)
     rt_sha256_update(s, "", 1);
 }
 
-static KilnStatus check_var(const char *api, const KilnAttentionVariant *var)
+KilnStatus rt_attn_var_check(const char *api, const KilnAttentionVariant *var)
 {
+    if (!var) return KILN_OK;
     if (!var->source && !var->path)
         return rt_attn_error(api, KILN_ERR_USAGE, "variant: neither source nor path is set");
     if (var->ndefines < 0 || (var->ndefines && !var->defines))
@@ -60,7 +61,7 @@ KilnStatus rt_attn_var_open(const char *api, const KilnAttentionVariant *var, Rt
 {
     memset(vs, 0, sizeof *vs);
     if (!var) return KILN_OK;
-    KilnStatus st = check_var(api, var);
+    KilnStatus st = rt_attn_var_check(api, var);
     if (st != KILN_OK) return st;
     vs->var = var;
     vs->path = var->path ? var->path : VAR_DEFAULT_PATH;
@@ -81,6 +82,13 @@ KilnStatus rt_attn_var_open(const char *api, const KilnAttentionVariant *var, Rt
         digest_field(&s, "dvalue", var->defines[i].value);
     }
     for (int i = 0; i < var->ninclude_dirs; i++) digest_field(&s, "inc", var->include_dirs[i]);
+    /* The modules it imports from disk, their paths and texts: the in-process cache keys
+     * on this digest, so an edited imported module must change it (the embedded library's
+     * modules are part of the build). */
+    KilnCompileOptions io = {.include_dirs = var->include_dirs, .ninclude_dirs = var->ninclude_dirs};
+    char *imports = kiln_import_digest(vs->path, vs->text, &io);
+    digest_field(&s, "imports", imports);
+    free(imports);
     uint8_t d[32];
     rt_sha256_final(&s, d);
     for (int i = 0; i < 32; i++) snprintf(vs->digest + 2 * i, 3, "%02x", d[i]);
@@ -167,24 +175,70 @@ KilnStatus rt_attn_var_arg(const char *api, const KilnAttentionVariant *var, con
     return KILN_OK;
 }
 
+/* The names the variant's text (and what it imports) declares with `param`, as one
+ * "\n"-separated list (malloc'd; NULL when it cannot be parsed: the compile reports why). */
+static char *declared_params(const KilnAttentionVariant *var)
+{
+    RtAttnVarSrc vs;
+    if (rt_attn_var_open("", var, &vs) != KILN_OK) return NULL;
+    KilnCompileOptions o = {.include_dirs = var->include_dirs, .ninclude_dirs = var->ninclude_dirs};
+    Arena arena;
+    arena_init(&arena);
+    Diag d;
+    diag_init(&d, vs.path, vs.text);
+    AstFile *f = kiln_modules_load(&arena, &d, vs.text, &o, NULL);
+    StrBuf names;
+    sb_init(&names);
+    sb_puts(&names, "\n");
+    for (int i = 0; f && i < f->ndecls; i++)
+        if (f->decls[i]->kind == AST_PARAM) sb_printf(&names, "%s\n", f->decls[i]->name);
+    char *out = f ? sb_steal(&names) : NULL;
+    sb_free(&names);
+    diag_free(&d);
+    arena_free(&arena);
+    rt_attn_var_close(&vs);
+    return out;
+}
+
+static bool listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if (p[-1] == '\n' && p[n] == '\n') return true;
+    return false;
+}
+
 KilnStatus rt_attn_var_check_used(const char *api, const KilnAttentionVariant *var, const KilnKernelInfo *const *infos,
                                   int n)
 {
-    for (int i = 0; var && i < var->nargs; i++) {
+    if (!var || var->nargs == 0) return KILN_OK;
+    char *decl = declared_params(var);
+    KilnStatus st = KILN_OK;
+    for (int i = 0; i < var->nargs && st == KILN_OK; i++) {
         bool used = false;
         for (int k = 0; k < n && !used; k++)
             for (int j = 0; infos[k] && j < infos[k]->nparams && !used; j++)
                 used = !strcmp(infos[k]->params[j].name, var->args[i].name);
-        if (!used)
-            return rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' names no param its hooks read in "
-                                 "this call's kernels (a misspelt name, or a param the hooks never use)",
-                                 var->args[i].name);
+        /* A kernel's own parameter (sm_scale, Q, stride_qm...) is the call's to set: sema
+         * refuses a `param` named like one, so a match the variant does not declare is
+         * an argument that would be silently dropped. */
+        if (used && decl && !listed(decl, var->args[i].name))
+            st = rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' names a parameter of the program "
+                               "itself, not a `param` of the variant (the call sets it from its own fields)",
+                               var->args[i].name);
+        else if (!used)
+            st = rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' names no param its hooks read in "
+                               "this call's kernels (a misspelt name, or a param the hooks never use)",
+                               var->args[i].name);
     }
-    return KILN_OK;
+    free(decl);
+    return st;
 }
 
 KilnStatus rt_attn_var_check_bytes(const char *api, const KilnAttentionVariant *var)
 {
+    KilnStatus st = rt_attn_var_check(api, var);   /* the arrays first: nargs without args */
+    if (st != KILN_OK) return st;
     for (int i = 0; var && i < var->nargs; i++)
         if (var->args[i].value.kind == KILN_PARAM_PTR && !var->args[i].bytes)
             return rt_attn_error(api, KILN_ERR_USAGE, "the variant's argument '%s' is a pointer without its bytes "

@@ -236,6 +236,9 @@ typedef struct RtAttnVarSrc {
 } RtAttnVarSrc;
 /* Validate var (NULL: *vs stays empty, KILN_OK) and open it. KILN_ERR_USAGE naming the
  * field; KILN_ERR_NOT_FOUND / KILN_ERR_IO for a path that cannot be read. */
+/* The variant's own fields (NULL: none): source or path, every count/array pair, NULL
+ * names, duplicate args. Every _check function runs it (through rt_attn_check_shape). */
+KilnStatus rt_attn_var_check(const char *api, const KilnAttentionVariant *var);
 KilnStatus rt_attn_var_open(const char *api, const KilnAttentionVariant *var, RtAttnVarSrc *vs);
 void rt_attn_var_close(RtAttnVarSrc *vs);
 /* The argument of a kernel parameter that none of the program's own names bind: the
@@ -351,11 +354,19 @@ size_t rt_attn_bm_array_bytes(const KilnBlockMask *m, const char *name);
 typedef struct RtAttnBwdPlan {
     int n;
     RtAttnVariant k[3];
-    int grid[3][3];
+    int grid[3][3];             /* one launch's: axis 1 is launch_batch * heads[i] */
+    int heads[3];               /* heads_q or heads_kv: each program's second grid factor */
+    int launch_batch;           /* batches per launch (rt_attn_bwd_launch_batch); 0: refused */
+    bool dq_acc;                /* the plan uses the f32 dQ accumulator (scratch after delta) */
     char name[3][32];
     char value[3][RT_ATTN_MAX_DEFINES][16];
 } RtAttnBwdPlan;
 void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwdPlan *plan);
+/* grid axis 1 holds at most this many programs (batch * heads) */
+#define RT_ATTN_MAX_GRID_Y 65535
+/* Batches per launch of the backward: batch when batch * heads_q fits grid axis 1, else
+ * the largest count keeping every per-launch pointer advance 16-byte aligned, 0 if none. */
+int rt_attn_bwd_launch_batch(const KilnAttentionBwdParams *p);
 /* The launch argument of a backward kernel's parameter `prm` (by its name) for the call
  * *(const KilnAttentionBwdParams *)ctx: what kiln_attention_bwd passes (tests check it). */
 KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a);

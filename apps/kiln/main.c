@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interp.h"
@@ -316,6 +317,21 @@ static int cmd_compile(KilnCliArgs *a, bool check_only)
     return rc;
 }
 
+/* -o is compile's: check and run write no output file (accepting it and writing nothing
+ * would look like success), and compile never writes over its own input (the source
+ * would be lost to the PTX). One file: the same path, or the same inode by another name. */
+static int check_out_path(const char *cmd, const KilnCliArgs *a)
+{
+    if (!a->out_path) return 0;
+    if (strcmp(cmd, "compile")) return usage_error("-o is for kiln compile; kiln %s writes no output file", cmd);
+    struct stat in, out;
+    bool same = !strcmp(a->out_path, a->file) ||
+                (stat(a->file, &in) == 0 && stat(a->out_path, &out) == 0 && in.st_dev == out.st_dev &&
+                 in.st_ino == out.st_ino);
+    if (same) return usage_error("-o '%s' names the input file: it would be overwritten", a->out_path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* A reader that went away (kiln ... | head -1) is a write error reported
@@ -338,6 +354,7 @@ int main(int argc, char **argv)
         return usage_error("unknown command '%s' (check, compile, run)", cmd);
     KilnCliArgs a;
     int rc = parse_args(argc, argv, &a);
+    if (rc == 0) rc = check_out_path(cmd, &a);
     if (rc == 0) {
         if (!strcmp(cmd, "run")) rc = kiln_cli_run(&a);
         else rc = cmd_compile(&a, !strcmp(cmd, "check"));

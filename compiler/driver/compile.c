@@ -189,6 +189,37 @@ static bool dump_after_known(const char *name, Diag *d)
     return false;
 }
 
+/* Every count/array pair of KilnCompileOptions, before anything reads them: a
+ * negative count, a count without its array, or an entry without its strings
+ * is a usage error naming the field (the caller's bug, never a crash). */
+static bool option_arrays_ok(const KilnCompileOptions *o, Diag *d)
+{
+    if (o->ndefines < 0 || (o->ndefines > 0 && !o->defines)) {
+        diag_error(d, (SrcLoc){0}, "bad defines: ndefines %d but no array", o->ndefines);
+        return false;
+    }
+    for (int i = 0; i < o->ndefines; i++)
+        if (!o->defines[i].name || !o->defines[i].value) {
+            diag_error(d, (SrcLoc){0}, "bad defines: defines[%d] has a NULL %s", i,
+                       o->defines[i].name ? "value" : "name");
+            return false;
+        }
+    if (o->nhints < 0 || (o->nhints > 0 && !o->hints)) {
+        diag_error(d, (SrcLoc){0}, "bad hints: %d hints but no array", o->nhints);
+        return false;
+    }
+    for (int i = 0; i < o->nhints; i++)
+        if (!o->hints[i].name) {
+            diag_error(d, (SrcLoc){0}, "bad hints: hints[%d] has a NULL name", i);
+            return false;
+        }
+    if (o->ninclude_dirs < 0 || (o->ninclude_dirs > 0 && !o->include_dirs)) {
+        diag_error(d, (SrcLoc){0}, "bad include dirs: %d dirs but no array", o->ninclude_dirs);
+        return false;
+    }
+    return true;
+}
+
 static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
                              IrModule **mod_out, StrBuf *out, StrBuf *dumps)
 {
@@ -202,8 +233,7 @@ static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnC
     }
 
     /* 1. parse (--emit ast: the file as written; else with its imported modules) */
-    if (opts->ninclude_dirs < 0 || (opts->ninclude_dirs > 0 && !opts->include_dirs)) {
-        diag_error(d, (SrcLoc){0}, "bad include dirs: %d dirs but no array", opts->ninclude_dirs);
+    if (!option_arrays_ok(opts, d)) {
         st = KILN_ERR_USAGE;
         goto done;
     }
@@ -224,11 +254,6 @@ static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnC
         defs[i].value = opts->defines[i].value;
     }
     lo.defines = defs;
-    if (opts->nhints < 0 || (opts->nhints > 0 && !opts->hints)) {
-        diag_error(d, (SrcLoc){0}, "bad hints: %d hints but no array", opts->nhints);
-        st = KILN_ERR_USAGE;
-        goto done;
-    }
     LangHint *hints = opts->nhints ? ARENA_ARRAY(arena, LangHint, opts->nhints) : NULL;
     for (int i = 0; i < opts->nhints; i++) {
         hints[i].name = opts->hints[i].name;

@@ -31,6 +31,7 @@
  */
 #include "driver.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,11 +91,38 @@ static Module *find_loaded(Loader *L, const char *id)
     return NULL;
 }
 
-/* A disk file: its canonical path and text (arena), or false when unreadable. */
-static bool try_disk(Loader *L, const char *path, const char **id, const char **text)
+/* A disk file: its canonical path and text (arena), or false. A file that is
+ * not there (ENOENT, ENOTDIR) lets the search go on; one that exists but cannot
+ * be read as a source (a directory, over the size limit, a symlink loop, a
+ * device, a NUL byte inside) stops it: *why says what is wrong, so the import's
+ * error names that file instead of "cannot find". */
+static bool try_disk(Loader *L, const char *path, const char **id, const char **text, const char **why)
 {
-    char *t = sup_read_file_text(path, NULL);
-    if (!t) return false;
+    size_t len = 0;
+    char *t = sup_read_file_text(path, &len);
+    if (!t) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR || e == ENAMETOOLONG) return false;
+        const char *reason = e == EISDIR   ? "it is a directory"
+                             : e == EFBIG  ? arena_printf(L->arena, "it is over the %d MiB source limit",
+                                                          (int)(KILN_MAX_SOURCE_BYTES >> 20))
+                             : e == ENODEV ? "it is not a regular file"
+                                           : strerror(e);
+        *why = arena_printf(L->arena, "cannot read module file %s: %s", path, reason);
+        return false;
+    }
+    const char *nul = memchr(t, 0, len);
+    if (nul) {
+        int line = 1, col = 1;
+        for (const char *p = t; p < nul; p++) {
+            if (*p == '\n') line++, col = 1;
+            else col++;
+        }
+        *why = arena_printf(L->arena, "module file %s holds a NUL byte at line %d, column %d (not a text file?)",
+                            path, line, col);
+        free(t);
+        return false;
+    }
     char real[PATH_MAX];
     *id = arena_strdup(L->arena, realpath(path, real) ? real : path);
     *text = arena_strdup(L->arena, t);
@@ -111,25 +139,32 @@ static bool try_embedded(Loader *L, const char *path, const char **id, const cha
     return true;
 }
 
-/* Where `name` (with .tile) imported from module `from` lives; false when nowhere. */
+/* Where `name` (with .tile) imported from module `from` lives; false when nowhere
+ * (`looked` lists the places tried) or when a file found cannot be read (*why). */
 static bool resolve(Loader *L, const Module *from, const char *name, const char **id, const char **text,
-                    bool *embedded, StrBuf *looked)
+                    bool *embedded, StrBuf *looked, const char **why)
 {
-    const char *here = dir_of(L, from->id);
-    const char *cand = arena_printf(L->arena, "%s%s", here, name);
-    *embedded = from->embedded;
-    if (name[0] != '/' && !from->no_dir &&
-        (from->embedded ? try_embedded(L, cand, id, text) : try_disk(L, cand, id, text)))
-        return true;
-    if (!from->no_dir) sb_printf(looked, "%s, ", cand);
     *embedded = false;
-    if (name[0] == '/') return try_disk(L, name, id, text);
-    for (int i = 0; i < L->o->ninclude_dirs; i++) {
+    if (name[0] == '/') {   /* absolute: that file and nothing else */
+        sb_puts(looked, name);
+        return try_disk(L, name, id, text, why);
+    }
+    const char *cand = arena_printf(L->arena, "%s%s", dir_of(L, from->id), name);
+    *embedded = from->embedded;
+    if (!from->no_dir) {
+        if (from->embedded ? try_embedded(L, cand, id, text) : try_disk(L, cand, id, text, why)) return true;
+        if (*why) return false;
+        sb_printf(looked, "%s, ", cand);
+    }
+    *embedded = false;
+    /* (a count without its array is refused by compile_ir; kiln_import_digest may see one first) */
+    for (int i = 0; L->o->include_dirs && i < L->o->ninclude_dirs; i++) {
         const char *dir = L->o->include_dirs[i];
         if (!dir || !dir[0]) continue;
         size_t n = strlen(dir);
         cand = arena_printf(L->arena, "%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
-        if (try_disk(L, cand, id, text)) return true;
+        if (try_disk(L, cand, id, text, why)) return true;
+        if (*why) return false;
         sb_printf(looked, "%s, ", cand);
     }
     *embedded = true;
@@ -170,7 +205,13 @@ static void import_one(Loader *L, const Module *from, const AstDecl *imp)
     bool embedded = false;
     StrBuf looked;
     sb_init(&looked);
-    bool found = resolve(L, from, name, &id, &text, &embedded, &looked);
+    const char *why = NULL;
+    bool found = resolve(L, from, name, &id, &text, &embedded, &looked, &why);
+    if (!found && why) {
+        diag_error(L->d, imp->name_loc, "import '%s': %s", imp->name, why);
+        sb_free(&looked);
+        return;
+    }
     if (!found) {
         diag_error(L->d, imp->name_loc, "cannot find module '%s' (looked in %s); add its directory with -I DIR",
                    imp->name, looked.data ? looked.data : "");

@@ -40,6 +40,8 @@
  */
 #include "gpuir.h"
 
+#include <string.h>
+
 bool cg_mma_choose_warps(int M, int N, int K, int W, bool rows_in_warp, int *wm, int *wn)
 {
     if (M < 16 || N < 8 || K < 16 || M % 16 || N % 8 || K % 16) return false;
@@ -72,39 +74,70 @@ bool cg_dot_mma_eligible(const IrOp *op, int sm)
 /* Whether the dot's result (through elementwise ops and casts) reaches a
  * reduction along its rows or the A operand of another dot: attention's
  * chain, which wants each row of the accumulator inside one warp. Values are
- * visited once (`seen`), so the search is linear in uses per value. */
-typedef struct Reach {
-    IrFunc *f;
-    bool *seen;
-    const IrValue *v;
-    bool found;
-} Reach;
+ * visited once (`seen`) and each through its own uses (Users, built in one
+ * walk), so the search is linear in the function: walking the whole function
+ * per value made it quadratic (a 500-line score_mod hook: 70% of the GPU
+ * passes' time, issue 29). */
+typedef struct Users {
+    int *start;        /* by value id: its uses are use[start[id] .. start[id + 1]) */
+    IrOp **op;
+    int *arg;
+    int *fill;         /* while building: uses placed so far per id */
+    int n;
+} Users;
 
-static bool reaches_rowwise(IrFunc *f, bool *seen, const IrValue *v);
-
-static void reach_user(IrOp *op, void *vctx)
+static void count_use(IrOp *op, void *vctx)
 {
-    Reach *r = vctx;
-    for (int i = 0; i < op->nargs && !r->found; i++) {
-        if (op->args[i] != r->v) continue;
-        if (op->op == IR_REDUCE && op->attr[0] == op->args[0]->type.rank - 1) r->found = true;
-        else if (op->op == IR_DOT && i == 0) r->found = true;
-        else if (op->nres == 1 && (ir_op_info[op->op].flags & IRF_ELEMWISE) && reaches_rowwise(r->f, r->seen, op->res[0]))
-            r->found = true;
+    Users *u = vctx;
+    for (int i = 0; i < op->nargs; i++)
+        if (op->args[i] && op->args[i]->id < u->n) u->start[op->args[i]->id + 1]++;
+}
+
+static void place_use(IrOp *op, void *vctx)
+{
+    Users *u = vctx;
+    for (int i = 0; i < op->nargs; i++) {
+        if (!op->args[i] || op->args[i]->id >= u->n) continue;
+        int id = op->args[i]->id, k = u->start[id] + u->fill[id]++;
+        u->op[k] = op;
+        u->arg[k] = i;
     }
 }
 
-static bool reaches_rowwise(IrFunc *f, bool *seen, const IrValue *v)
+static Users users_of(IrFunc *f)
 {
-    if (v->id >= f->next_id || seen[v->id]) return false;
+    Users u = {.n = f->next_id};
+    u.start = ARENA_ARRAY(f->arena, int, u.n + 1);
+    u.fill = ARENA_ARRAY(f->arena, int, u.n + 1);
+    memset(u.start, 0, sizeof(int) * (size_t)(u.n + 1));
+    memset(u.fill, 0, sizeof(int) * (size_t)(u.n + 1));
+    ir_walk(f, count_use, &u);
+    for (int i = 0; i < u.n; i++) u.start[i + 1] += u.start[i];
+    int total = u.start[u.n];
+    u.op = ARENA_ARRAY(f->arena, IrOp *, total ? total : 1);
+    u.arg = ARENA_ARRAY(f->arena, int, total ? total : 1);
+    ir_walk(f, place_use, &u);
+    return u;
+}
+
+static bool reaches_rowwise(const Users *u, bool *seen, const IrValue *v)
+{
+    if (v->id >= u->n || seen[v->id]) return false;
     seen[v->id] = true;
-    Reach r = {f, seen, v, false};
-    ir_walk(f, reach_user, &r);
-    return r.found;
+    for (int k = u->start[v->id]; k < u->start[v->id + 1]; k++) {
+        IrOp *op = u->op[k];
+        int i = u->arg[k];
+        if (op->op == IR_REDUCE && op->attr[0] == op->args[0]->type.rank - 1) return true;
+        if (op->op == IR_DOT && i == 0) return true;
+        if (op->nres == 1 && (ir_op_info[op->op].flags & IRF_ELEMWISE) && reaches_rowwise(u, seen, op->res[0]))
+            return true;
+    }
+    return false;
 }
 
 typedef struct Chain {
     IrFunc *f;
+    Users users;
     bool chained;
 } Chain;
 
@@ -112,8 +145,10 @@ static void find_chained(IrOp *op, void *vctx)
 {
     Chain *ch = vctx;
     if (op->op != IR_DOT || ch->chained) return;
+    if (!ch->users.start) ch->users = users_of(ch->f);   /* once, at the first dot */
     bool *seen = ARENA_ARRAY(ch->f->arena, bool, ch->f->next_id);
-    ch->chained = reaches_rowwise(ch->f, seen, op->res[0]);
+    memset(seen, 0, sizeof(bool) * (size_t)ch->f->next_id);
+    ch->chained = reaches_rowwise(&ch->users, seen, op->res[0]);
 }
 
 /* An f16 <-> bf16 cast: a pipelined load's copies would hold the other type
@@ -159,7 +194,7 @@ static void visit(IrOp *op, void *vctx)
 bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
-    Chain ch = {f, false};
+    Chain ch = {.f = f};
     ir_walk(f, find_chained, &ch);
     AdCtx c = {f, ctx->target->sm, 0, ch.chained, ctx->wgmma};
     ir_walk(f, visit, &c);

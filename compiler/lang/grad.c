@@ -415,6 +415,17 @@ static Val differentiate(Diff *D, Val r, IrOp *first, SrcLoc loc)
     IrOp *last = s->b.before ? s->b.before->prev : s->b.block->last;
     for (IrOp *op = first; op && !D->failed; op = op->next) {
         diff_op(D, op);
+        /* Each grad of a grad differentiates every op of the one inside: the ops grow
+         * geometrically with the nesting (16 deep: tens of GB). The kernel-size limit the
+         * inliner applies (SEMA_MAX_KERNEL_OPS) applies to what grad emits too. */
+        if (s->kernel_ops > SEMA_MAX_KERNEL_OPS) {
+            if (!s->inline_budget_reported)
+                diag_error(s->diag, D->call, "the kernel is too large after differentiating: %s's derivative "
+                           "takes more than %d operations (each grad of a grad differentiates all of it; "
+                           "nest grad less deeply)", fn->name, SEMA_MAX_KERNEL_OPS);
+            s->inline_budget_reported = true;
+            D->failed = true;
+        }
         if (op == last) break;
     }
     if (D->failed) return val_err();

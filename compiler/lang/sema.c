@@ -254,6 +254,20 @@ typedef enum { PT_VALUE, PT_FN, PT_DTYPE } ParamClass;
 static bool param_type(Sema *s, const AstParam *p, IrType *t, ParamClass *pc);
 static bool apply_hint(Sema *s, const AstParam *p, IrValue *pv);
 
+/* A module-level param is a runtime value of a value type (fn and dtype are
+ * compile-time choices; an unknown type is param_type's error). */
+static bool module_param_type_ok(Sema *s, const AstParam *p)
+{
+    if (!strcmp(p->type.name, "fn") || !strcmp(p->type.name, "dtype")) {
+        diag_error(s->diag, p->type.loc, "a module-level param is a runtime value: '%s' cannot be a '%s' "
+                   "(a compile-time choice is a `const NAME = ...;`)", p->name, p->type.name);
+        return false;
+    }
+    IrType t;
+    ParamClass pc;
+    return param_type(s, p, &t, &pc);
+}
+
 static Val module_param_value(Sema *s, Sym *y)
 {
     if (y->param_of == s->f) return y->val;
@@ -262,13 +276,7 @@ static Val module_param_value(Sema *s, Sym *y)
     ParamClass pc;
     y->param_of = s->f;
     y->val = val_err();
-    bool compile_time = !strcmp(p->type.name, "fn") || !strcmp(p->type.name, "dtype");
-    if (compile_time || !param_type(s, p, &t, &pc) || pc != PT_VALUE) {
-        if (!compile_time) return y->val;
-        diag_error(s->diag, p->type.loc, "a module-level param is a runtime value: '%s' cannot be a '%s' "
-                   "(a compile-time choice is a `const NAME = ...;`)", p->name, p->type.name);
-        return y->val;
-    }
+    if (!param_type(s, p, &t, &pc) || pc != PT_VALUE) return y->val;   /* build_file_scope reported it */
     for (int i = 0; i < s->f->nparams; i++)
         if (s->f->params[i]->name && !strcmp(s->f->params[i]->name, p->name)) {
             diag_error(s->diag, y->decl->name_loc, "param '%s' has the name of a parameter of kernel '%s'; "
@@ -384,6 +392,9 @@ static void build_file_scope(Sema *s)
             v.kind = V_FN, v.fn = d, v.s = d->name, v.loc = d->name_loc;
         }
         SymKind kind = d->kind == AST_FN ? SYM_FN : d->kind == AST_PARAM ? SYM_PARAM : SYM_FILECONST;
+        /* a param's type is checked here, used or not (once per file); a bad one is an
+         * error value, so its uses add nothing */
+        if (d->kind == AST_PARAM && !module_param_type_ok(s, &d->params[0])) kind = SYM_CONST;
         Sym *y = sema_define(s, d->name, kind, d->kind == AST_PARAM ? val_err() : v, d->name_loc);
         y->decl = d;
     }

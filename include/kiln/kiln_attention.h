@@ -158,6 +158,11 @@ typedef struct KilnAttentionParams {
      * with no mask evaluated, partial ones with the variant's mask_mod, the causal mask and
      * the bounds (KilnBlockMask above). Not with packed (varlen) batches. */
     const KilnBlockMask *block_mask;
+    /* The _cpu calls only (ignored on the device): the bytes of the host buffers behind q, k,
+     * v, o, lse and, packed, cu_seqlens_q / cu_seqlens_k. Required there: a buffer smaller
+     * than its shape and strides span is refused (KILN_ERR_USAGE naming the field, e.g.
+     * "q_bytes"), and the interpreter bounds every access by these sizes. */
+    size_t q_bytes, k_bytes, v_bytes, o_bytes, lse_bytes, cu_seqlens_q_bytes, cu_seqlens_k_bytes;
 } KilnAttentionParams;
 
 
@@ -174,8 +179,8 @@ KILN_API KilnStatus kiln_attention_check(const KilnAttentionParams *p);
 KILN_API KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, KilnStream *stream);
 /* The forward on the CPU interpreter (no device): the same call, validation,
  * program, variant and argument binding as kiln_attention_fwd, with HOST addresses
- * in p's pointer fields (q, k, v read; o and lse written; variant pointer args read,
- * KilnVariantArg.bytes each). Tiles: p's block_m/block_n, else 64 x 64. Slow (an
+ * in p's pointer fields (q, k, v read; o and lse written; their sizes in p's q_bytes ...
+ * cu_seqlens_k_bytes; variant pointer args read, KilnVariantArg.bytes each). Tiles: p's block_m/block_n, else 64 x 64. Slow (an
  * interpreter): for tests and checking a variant where no GPU is. KILN_ERR_KERNEL: an
  * access outside the buffers (e.g. a variant reading past its tensor). */
 KILN_API KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p);
@@ -226,16 +231,29 @@ typedef struct KilnAttentionBwdParams {
      * block_n keys per dK/dV program with block_m query rows per step, block_m query rows
      * per dQ program with block_n keys per step; same ranges as the forward's. */
     int block_m, block_n, num_warps, num_stages;
+    /* scratch's size in bytes (required with scratch): at least what the call's plan writes,
+     * kiln_attention_bwd_scratch_size_sm(p, the device's sm_version); a shorter one is refused
+     * naming this field (kiln_attention_bwd_check refuses one below delta's part, which
+     * every plan writes; kiln_attention_bwd one below its plan's). */
+    size_t scratch_size;
 } KilnAttentionBwdParams;
 
-/* Bytes of scratch the call needs (0 when seqlen_q == 0 or on overflow). */
+/* Bytes of scratch the call needs on any device: delta and, unless deterministic, the f32
+ * dQ accumulator (0 when seqlen_q == 0, for a shape kiln_attention_bwd_check refuses, or
+ * past size_t). */
 KILN_API size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p);
+/* Bytes the plan kiln_attention_bwd picks on a device of `sm_version` (KilnDeviceInfo's,
+ * e.g. 90) writes: without the dQ accumulator where that plan computes dQ in its own pass
+ * (deterministic calls, and sm_90's default tiles for non-deterministic ones too), so
+ * never more than kiln_attention_bwd_scratch_size; 0 as it. */
+KILN_API size_t kiln_attention_bwd_scratch_size_sm(const KilnAttentionBwdParams *p, int sm_version);
 /* Validate `p` without touching any device: KILN_OK, or KILN_ERR_USAGE /
  * KILN_ERR_UNSUPPORTED with a message "kiln_attention_bwd: ..." naming the field
  * (fields of the forward's call as fwd.q, fwd.lse, ...). */
 KILN_API KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p);
 /* Run the backward on `stream` (NULL: the default stream), asynchronously: up to three
- * launches in stream order. Variants are compiled on first use and kept per device like
+ * launches in stream order (each repeated per launch of whole batches when batch * heads_q
+ * exceeds 65535, as the forward; not with a variant or a block mask, whose hooks see b). Variants are compiled on first use and kept per device like
  * the forward's (kiln_attention_cache_clear / _size cover both). */
 KILN_API KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream);
 /* The backward on the CPU interpreter (no device): the same validation, programs, variant,

@@ -237,7 +237,18 @@ def _fwd_params(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
     p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
     if cu_q is not None:
         p.cu_seqlens_q, p.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
+    if q.device.type == "cpu":   # the interpreter bounds every access by the host buffers' sizes
+        p.q_bytes, p.k_bytes, p.v_bytes = _buffer_bytes(q), _buffer_bytes(k), _buffer_bytes(v)
+        p.o_bytes, p.lse_bytes = _buffer_bytes(o), _buffer_bytes(lse)
+        if cu_q is not None:
+            p.cu_seqlens_q_bytes, p.cu_seqlens_k_bytes = _buffer_bytes(cu_q), _buffer_bytes(cu_k)
     return p
+
+
+def _buffer_bytes(t):
+    """Bytes of t's storage from t.data_ptr() on: what the C call may touch (a view's own span is
+    at most this)."""
+    return t.untyped_storage().nbytes() - t.storage_offset() * t.element_size()
 
 
 _ParamsType = _T["KilnAttentionParams"]

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "compiler/driver/driver.h"
+#include "kiln_attention.h"
 #include "compiler/interp/interp.h"
 #include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
 
@@ -109,6 +110,15 @@ typedef struct Run {
     float *lse;
     size_t nq, nkv, nlse;
 } Run;
+
+/* The sizes of r's host buffers, which kiln_attention_fwd_cpu needs (and bounds by). */
+static inline void run_host_sizes(const Run *r, KilnAttentionParams *p)
+{
+    size_t es = attn_dtype_size(r->p.dtype);
+    p->q_bytes = p->o_bytes = r->nq * es;
+    p->k_bytes = p->v_bytes = r->nkv * es;
+    p->lse_bytes = r->nlse * sizeof(float);
+}
 
 static void setup(Run *r, const Case *c, uint64_t seed)
 {

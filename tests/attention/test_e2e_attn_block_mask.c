@@ -103,6 +103,7 @@ static void call_init(Call *k, const BmCase *c, const char *mask_variant, uint64
     memcpy(p.k_stride, k->r.p.k_stride, sizeof p.k_stride);
     memcpy(p.v_stride, k->r.p.v_stride, sizeof p.v_stride);
     memcpy(p.o_stride, k->r.p.o_stride, sizeof p.o_stride);
+    run_host_sizes(&k->r, &p);
     p.variant = variant_of(mask_variant, c, &k->in, &k->var);
     k->p = p;
     k->m = (KilnBlockMask){.block_q = c->bq, .block_kv = c->bk, .batch = c->mb, .heads = c->mh};

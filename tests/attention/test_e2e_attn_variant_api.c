@@ -72,6 +72,7 @@ static KilnAttentionParams params_of(const Run *r, const Case *c, const KilnAtte
     memcpy(p.k_stride, r->p.k_stride, sizeof p.k_stride);
     memcpy(p.v_stride, r->p.v_stride, sizeof p.v_stride);
     memcpy(p.o_stride, r->p.o_stride, sizeof p.o_stride);
+    run_host_sizes(r, &p);
     return p;
 }
 
@@ -178,6 +179,7 @@ START_TEST(argument_errors)
                              .seqlen_k = 16, .head_dim = 64, .q = 0x10000, .k = 0x20000, .v = 0x30000, .o = 0x40000,
                              .lse = 0x50000, .variant = &var};
     for (int i = 0; i < 3; i++) p.q_stride[i] = p.k_stride[i] = p.v_stride[i] = p.o_stride[i] = i == 2 ? 64 : 1 << 22;
+    p.o_stride[0] = (int64_t)40000 << 22;   /* O's batches past its heads (outputs must not overlap) */
     expect(kiln_attention_fwd((KilnDevice *)(uintptr_t)0x18, &p, NULL), KILN_ERR_UNSUPPORTED,
            "batch * heads_q = 80000 exceeds 65535 with a variant");
 }

@@ -297,5 +297,17 @@ printf 'kernel k(Y: *f32, const A: i32 = 4) {\n    store(Y, sum(zeros([A, A, A, 
 expect 1 "a 4-D reduce of 65536 per axis" -- "$kiln" compile --emit ptx -D A=65536 "$tmp/big4.tile"
 contains "$tmp/err" "big4.tile:2:18: error: this f32[65536, 65536, 65536, 65536] tile has more than 2^63 elements" "4-D message"
 
+# -o (issue 29): never over the input file (by its name or another), and only for compile:
+# check and run used to accept it and write nothing.
+cp "$root/examples/vec_add.tile" "$tmp/self.tile"
+expect 2 "-o names the input" -- "$kiln" compile --emit ptx -o "$tmp/self.tile" "$tmp/self.tile"
+contains "$tmp/err" "names the input file" "-o over the input message"
+ln -s "$tmp/self.tile" "$tmp/alias.tile"
+expect 2 "-o names the input by another name" -- "$kiln" compile --emit ptx -o "$tmp/alias.tile" "$tmp/self.tile"
+n=$((n+1)); cmp -s "$root/examples/vec_add.tile" "$tmp/self.tile" || { echo "FAIL: the input was overwritten"; fail=$((fail+1)); }
+expect 2 "kiln run -o" -- "$kiln" run --cpu -o "$tmp/out.txt" "$root/examples/vec_add.tile"
+contains "$tmp/err" "-o is for kiln compile; kiln run writes no output file" "run -o message"
+expect 2 "kiln check -o" -- "$kiln" check -o "$tmp/out.txt" "$root/examples/vec_add.tile"
+
 echo "$((n-fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -285,6 +285,7 @@ static void run_variant(const Case *c, Run *r, uint64_t seed)
     memcpy(p.k_stride, r->p.k_stride, sizeof p.k_stride);
     memcpy(p.v_stride, r->p.v_stride, sizeof p.v_stride);
     memcpy(p.o_stride, r->p.o_stride, sizeof p.o_stride);
+    run_host_sizes(r, &p);
     KilnStatus st = kiln_attention_fwd_cpu(&p);
     ck_assert_msg(st == KILN_OK, "%s: %s", c->what, kiln_last_error());
     free(src);

@@ -280,6 +280,60 @@ START_TEST(once_include_dirs_and_errors_inside)
 }
 END_TEST
 
+/* A module holding a NUL byte is an error at the import, naming where the NUL is
+ * (it used to be cut there: its later kernels, one with a syntax error, vanished). */
+START_TEST(module_with_nul_byte)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/nul.tile", g_dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    static const char text[] = "fn ok(x) { return x; }\n// \0 cut here\nkernel broken(X: *f32) { store(X, +*); }\n";
+    fwrite(text, 1, sizeof text - 1, f);
+    fclose(f);
+    KilnCompileResult r;
+    ck_assert_int_eq(compile(path_of("root.tile"), "import nul;\n", NULL, NULL, 0, &r), KILN_ERR_COMPILE);
+    ck_assert_msg(strstr(r.diagnostics, "root.tile:1:8: error: import 'nul': module file ") &&
+                  strstr(r.diagnostics, "nul.tile holds a NUL byte at line 2, column 4"), "%s", r.diagnostics);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
+/* Something that exists but cannot be read is named with the reason, not "cannot find";
+ * an absolute import lists only the path it tried. */
+START_TEST(unreadable_module_says_why)
+{
+    char p[600], cmd[1200];
+    snprintf(p, sizeof p, "%s/dir.tile", g_dir);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/loop.tile", g_dir);
+    ck_assert_int_eq(symlink(p, p), 0);
+    snprintf(cmd, sizeof cmd, "truncate -s 17M '%s/big.tile'", g_dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(p, sizeof p, "%s/zero.tile", g_dir);
+    ck_assert_int_eq(symlink("/dev/zero", p), 0);
+    struct { const char *src, *want; } cases[] = {
+        {"import dir;\n", "dir.tile: it is a directory"},
+        {"import loop;\n", "loop.tile: Too many levels of symbolic links"},
+        {"import big;\n", "big.tile: it is over the 16 MiB source limit"},
+        {"import zero;\n", "zero.tile: it is not a regular file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        KilnCompileResult r;
+        ck_assert_int_eq(compile(path_of("root.tile"), cases[i].src, NULL, NULL, 0, &r), KILN_ERR_COMPILE);
+        ck_assert_msg(strstr(r.diagnostics, cases[i].want) && !strstr(r.diagnostics, "cannot find"), "%s",
+                      r.diagnostics);
+        kiln_compile_result_free(&r);
+    }
+    KilnCompileResult r;
+    ck_assert_int_eq(compile(path_of("root.tile"), "import \"/nonexistent/m.tile\";\n", NULL, NULL, 0, &r),
+                     KILN_ERR_COMPILE);
+    ck_assert_msg(strstr(r.diagnostics, "cannot find module '/nonexistent/m.tile' (looked in /nonexistent/m.tile); "),
+                  "%s", r.diagnostics);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 /* The interpreter runs a kernel whose helper reads module params. */
 START_TEST(interpreter_passes_params)
 {
@@ -317,6 +371,8 @@ static Suite *suite(void)
     tcase_add_test(tc, cycle_is_an_error);
     tcase_add_test(tc, once_include_dirs_and_errors_inside);
     tcase_add_test(tc, interpreter_passes_params);
+    tcase_add_test(tc, module_with_nul_byte);
+    tcase_add_test(tc, unreadable_module_says_why);
     suite_add_tcase(s, tc);
     return s;
 }

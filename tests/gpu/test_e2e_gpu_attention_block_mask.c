@@ -156,7 +156,8 @@ static bool run_bwd(const GCase *c, const AttnProblem *p, const KilnAttentionPar
     for (int with = 1; with >= 0 && st == KILN_OK; with--) {
         b.fwd.block_mask = with ? m : NULL;
         b.dq = up(NULL, nq * es), b.dk = up(NULL, nkv * es), b.dv = up(NULL, nkv * es);
-        b.scratch = up(NULL, kiln_attention_bwd_scratch_size(&b));
+        b.scratch_size = kiln_attention_bwd_scratch_size(&b);
+        b.scratch = up(NULL, b.scratch_size);
         st = kiln_attention_bwd(g_dev, &b, NULL);
         KilnDevPtr d[3] = {b.dq, b.dk, b.dv};
         for (int t = 0; t < 3 && st == KILN_OK; t++) g[!with][t] = down(d[t], n[t] * es);

@@ -98,9 +98,12 @@ static void gpu_run(Case *c)
                 .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk, .head_dim = c->d, .causal = c->causal},
         .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->warps,
         .num_stages = c->stages};
-    /* exactly the documented size, as a caller allocates it (a pointer one past a
-     * deterministic call's scratch once leaked into a launch and was refused) */
-    bytes[9] = kiln_attention_bwd_scratch_size(&b);
+    /* exactly the documented size for this device's plan, as a caller allocates it (a
+     * pointer one past a deterministic call's scratch once leaked into a launch and was
+     * refused; sm_90's non-deterministic plan writes no dQ accumulator, issue 24) */
+    KilnDeviceInfo di;
+    TRY(kiln_device_info(g_dev, &di));
+    bytes[9] = kiln_attention_bwd_scratch_size_sm(&b, di.sm_version);
     for (int i = 0; i < 10; i++) TRY(kiln_malloc(g_dev, bytes[i], &ptr[i]));
     TRY(kiln_memcpy_htod(g_dev, ptr[0], c->q, bytes[0]));
     TRY(kiln_memcpy_htod(g_dev, ptr[1], c->k, bytes[1]));
@@ -113,6 +116,7 @@ static void gpu_run(Case *c)
     memcpy(f->v_stride, c->p.v_stride, sizeof f->v_stride);
     memcpy(f->o_stride, c->p.o_stride, sizeof f->o_stride);
     b.dout = ptr[5], b.dq = ptr[6], b.dk = ptr[7], b.dv = ptr[8], b.scratch = ptr[9];
+    b.scratch_size = bytes[9];
     memcpy(b.dout_stride, c->p.o_stride, sizeof b.dout_stride);
     memcpy(b.dq_stride, c->p.q_stride, sizeof b.dq_stride);
     memcpy(b.dk_stride, c->p.k_stride, sizeof b.dk_stride);
@@ -185,6 +189,73 @@ static void judge(Case *c)
         snprintf(c->why, sizeof c->why, "deterministic mode: two runs differ");
     else
         c->pass = 1;
+}
+
+/* Issue 24: batch * heads_q above 65535 runs as launches of whole batches (2049 x 32 =
+ * 65568: 2047 batches, then 2), deterministic. The first and the last batch of the big
+ * call must be bit-identical to calls on that batch alone (same kernels, same inputs):
+ * any wrong per-launch offset of a tensor, LSE or delta would differ. Returns 1 on pass. */
+static int big_batch_matches_alone(const KilnDeviceInfo *info)
+{
+    enum { B = 2049, H = 32, S = 16, D = 64, NT = 9 };   /* q k v o dout dq dk dv + lse */
+    const size_t per_b = (size_t)H * S * D, n = (size_t)B * per_b, lse_b = (size_t)H * S;
+    uint16_t *host = malloc(n * 2), *got = malloc(per_b * 2 * 3), *want = malloc(per_b * 2 * 3);
+    KilnDevPtr t[NT] = {0}, scratch = 0, one[NT] = {0}, one_scratch = 0;
+    KilnStatus st = host && got && want ? KILN_OK : KILN_ERR_INTERNAL;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < NT && st == KILN_OK; i++) st = kiln_malloc(g_dev, i == 8 ? n / D * 4 : n * 2, &t[i]);
+    for (int k = 0; k < 5 && st == KILN_OK; k++) {   /* q, k, v, (o), dout: random in [-1, 1) */
+        if (k == 3) continue;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            host[i] = kiln_f32_to_f16((float)((x >> 40) & 0xffffff) / 8388608.0f - 1.0f);
+        }
+        st = kiln_memcpy_htod(g_dev, t[k], host, n * 2);
+    }
+    KilnAttentionBwdParams b = {.fwd = {.dtype = KILN_F16, .batch = B, .heads_q = H, .heads_kv = H, .seqlen_q = S,
+                                        .seqlen_k = S, .head_dim = D, .causal = 1, .q = t[0], .k = t[1], .v = t[2],
+                                        .o = t[3], .lse = t[8]},
+                                .dout = t[4], .dq = t[5], .dk = t[6], .dv = t[7], .deterministic = 1};
+    const int64_t dense[3] = {(int64_t)per_b, (int64_t)S * D, D};
+    int64_t *sts[] = {b.fwd.q_stride, b.fwd.k_stride, b.fwd.v_stride, b.fwd.o_stride,
+                      b.dout_stride, b.dq_stride, b.dk_stride, b.dv_stride};
+    for (int i = 0; i < 8; i++) memcpy(sts[i], dense, sizeof dense);
+    b.scratch_size = kiln_attention_bwd_scratch_size_sm(&b, info->sm_version);
+    if (st == KILN_OK) st = kiln_malloc(g_dev, b.scratch_size, &scratch);
+    b.scratch = scratch;
+    if (st == KILN_OK) st = kiln_attention_fwd(g_dev, &b.fwd, NULL);
+    if (st == KILN_OK) st = kiln_attention_bwd(g_dev, &b, NULL);
+    int same = st == KILN_OK;
+    for (int which = 0; which < 2 && same; which++) {
+        int b0 = which ? B - 1 : 0;
+        KilnAttentionBwdParams a = b;   /* batch b0 alone, into buffers of its own */
+        a.fwd.batch = 1;
+        KilnDevPtr *ins[] = {&a.fwd.q, &a.fwd.k, &a.fwd.v, &a.dout};
+        for (int i = 0; i < 4; i++) *ins[i] += (KilnDevPtr)((size_t)b0 * per_b * 2);
+        for (int i = 0; i < 4 && st == KILN_OK; i++)   /* o dq dk dv, lse */
+            if (!one[i]) st = kiln_malloc(g_dev, per_b * 2, &one[i]);
+        if (st == KILN_OK && !one[4]) st = kiln_malloc(g_dev, lse_b * 4, &one[4]);
+        a.fwd.o = one[0], a.dq = one[1], a.dk = one[2], a.dv = one[3], a.fwd.lse = one[4];
+        a.scratch_size = kiln_attention_bwd_scratch_size_sm(&a, info->sm_version);
+        if (st == KILN_OK && !one_scratch) st = kiln_malloc(g_dev, a.scratch_size, &one_scratch);
+        a.scratch = one_scratch;
+        if (st == KILN_OK) st = kiln_attention_fwd(g_dev, &a.fwd, NULL);
+        if (st == KILN_OK) st = kiln_attention_bwd(g_dev, &a, NULL);
+        for (int g = 0; g < 3 && st == KILN_OK; g++) {
+            st = kiln_memcpy_dtoh(g_dev, want + g * per_b, one[1 + g], per_b * 2);
+            if (st == KILN_OK)
+                st = kiln_memcpy_dtoh(g_dev, got + g * per_b, t[5 + g] + (KilnDevPtr)((size_t)b0 * per_b * 2), per_b * 2);
+        }
+        same = st == KILN_OK && !memcmp(got, want, per_b * 2 * 3);
+        if (!same && st == KILN_OK) printf("FAIL: big batch: batch %d's gradients differ from a call on it alone\n", b0);
+    }
+    if (st != KILN_OK) printf("FAIL: big batch: %s: %s\n", kiln_status_name(st), kiln_last_error());
+    else if (same) printf("PASS: batch * heads_q = %d backward (launches of whole batches) matches per-batch calls\n", B * H);
+    for (int i = 0; i < NT; i++) kiln_free(g_dev, t[i]), kiln_free(g_dev, one[i]);
+    kiln_free(g_dev, scratch);
+    kiln_free(g_dev, one_scratch);
+    free(host), free(got), free(want);
+    return same && st == KILN_OK;
 }
 
 int main(void)
@@ -263,8 +334,9 @@ int main(void)
            "bit-identical %d/%d; %d variants cached\n",
            info.name, pass, n - first, worst_ratio[0], worst_ratio[1], worst_ratio[2], identical, ndet,
            kiln_attention_cache_size(g_dev));
+    int big = big_batch_matches_alone(&info);
     kiln_attention_cache_clear(g_dev);
     kiln_stream_destroy(g_stream);
     kiln_shutdown(g_dev);
-    return pass == n - first ? EXIT_SUCCESS : EXIT_FAILURE;
+    return pass == n - first && big ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -143,7 +143,8 @@ static void run_fwd_bwd(const VarSpec *v, const Shape *s, uint64_t seed)
     memcpy(b.dq_stride, p.q_stride, sizeof b.dq_stride);
     memcpy(b.dk_stride, p.k_stride, sizeof b.dk_stride);
     memcpy(b.dv_stride, p.v_stride, sizeof b.dv_stride);
-    b.scratch = up(NULL, kiln_attention_bwd_scratch_size(&b));
+    b.scratch_size = kiln_attention_bwd_scratch_size(&b);
+    b.scratch = up(NULL, b.scratch_size);
     t0 = gu_now_ms();
     st = kiln_attention_bwd(g_dev, &b, NULL);
     kiln_synchronize(g_dev);

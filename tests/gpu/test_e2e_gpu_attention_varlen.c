@@ -115,6 +115,7 @@ static KilnAttentionBwdParams params(const Case *c, const KilnDevPtr ptr[NBUF], 
                                .o = ptr[3], .lse = ptr[4], .cu_seqlens_q = ptr[10], .cu_seqlens_k = ptr[11],
                                .total_q = c->total_q, .total_k = c->total_k};
     bp.dout = ptr[5], bp.dq = ptr[6], bp.dk = ptr[7], bp.dv = ptr[8], bp.scratch = ptr[9];
+    bp.scratch_size = kiln_attention_bwd_scratch_size(&bp);
     memcpy(f->q_stride, p->q_stride, sizeof f->q_stride);
     memcpy(f->k_stride, p->k_stride, sizeof f->k_stride);
     memcpy(f->v_stride, p->v_stride, sizeof f->v_stride);

@@ -170,7 +170,11 @@ START_TEST(valid_problems_pass)
         int dims[] = {32, 64, 96, 128, 256};
         for (int i = 0; i < 5; i++) {
             KilnAttentionParams d = valid(layout);
-            d.head_dim = dims[i];
+            d.head_dim = dims[i];   /* dense for this head dim: O's rows must not overlap */
+            dense_strides(d.q_stride, d.heads_q, d.seqlen_q, d.head_dim, layout);
+            dense_strides(d.o_stride, d.heads_q, d.seqlen_q, d.head_dim, layout);
+            dense_strides(d.k_stride, d.heads_kv, d.seqlen_k, d.head_dim, layout);
+            dense_strides(d.v_stride, d.heads_kv, d.seqlen_k, d.head_dim, layout);
             d.dtype = i % 2 ? KILN_F16 : KILN_BF16;
             ck_assert_msg(kiln_attention_check(&d) == KILN_OK, "d=%d: %s", dims[i], kiln_last_error());
         }

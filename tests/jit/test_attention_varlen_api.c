@@ -46,7 +46,8 @@ static KilnAttentionParams valid(void)
 static KilnAttentionBwdParams valid_bwd(void)
 {
     KilnAttentionBwdParams b = {.fwd = valid(), .dout = 0x7f0060000000ull, .dq = 0x7f0070000000ull,
-                                .dk = 0x7f0080000000ull, .dv = 0x7f0090000000ull, .scratch = 0x7f00a0000000ull};
+                                .dk = 0x7f0080000000ull, .dv = 0x7f0090000000ull, .scratch = 0x7f00a0000000ull,
+                                .scratch_size = (size_t)1 << 40};   /* ample: the size's own checks are in test_e2e_api_robust.c */
     packed_strides(b.dout_stride, 8, 128);
     packed_strides(b.dq_stride, 8, 128);
     packed_strides(b.dk_stride, 2, 128);

@@ -169,7 +169,9 @@ START_TEST(attention_fwd_cpu_runs_the_front_end_once)
                              .v = (uintptr_t)v, .o = (uintptr_t)o, .lse = (uintptr_t)lse, .causal = 1,
                              .block_m = 16, .block_n = 16,
                              .q_stride = {AHQ * ASQ * AD, ASQ * AD, AD}, .o_stride = {AHQ * ASQ * AD, ASQ * AD, AD},
-                             .k_stride = {AHK * ASK * AD, ASK * AD, AD}, .v_stride = {AHK * ASK * AD, ASK * AD, AD}};
+                             .k_stride = {AHK * ASK * AD, ASK * AD, AD}, .v_stride = {AHK * ASK * AD, ASK * AD, AD},
+                             .q_bytes = sizeof q, .k_bytes = sizeof k, .v_bytes = sizeof v, .o_bytes = sizeof o,
+                             .lse_bytes = sizeof lse};
     int64_t before = kiln_front_end_runs();
     ck_assert_msg(kiln_attention_fwd_cpu(&p) == KILN_OK, "%s", kiln_last_error());
     ck_assert_int_eq(kiln_front_end_runs() - before, 1);

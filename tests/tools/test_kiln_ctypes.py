@@ -108,6 +108,7 @@ def bwd_call(det):
                     (p.dq_stride, strides_q), (f.k_stride, strides_kv), (f.v_stride, strides_kv),
                     (p.dk_stride, strides_kv), (p.dv_stride, strides_kv)):
         dst[:] = st
+    p.scratch_size = 1 << 20      # the scratch's size (issue 24): ample here, checked below
     return p
 
 
@@ -120,7 +121,7 @@ for det in (0, 1):
     st = k.fn.kiln_attention_bwd_check(ctypes.byref(p))
     expect(st == 0, f"kiln_attention_bwd_check of a complete call: status {st}: {k.last_error()}")
 
-for field, value in (("dv", 0), ("scratch", 0), ("dk_stride", None)):
+for field, value in (("dv", 0), ("scratch", 0), ("scratch_size", 16), ("dk_stride", None)):
     p = bwd_call(0)
     if value is None:
         p.dk_stride[2] = -1
@@ -212,6 +213,8 @@ def run_cpu(var):
     for st in (p.q_stride, p.k_stride, p.v_stride, p.o_stride):
         st[:] = (H * N * D, N * D, D)
     p.variant = ctypes.addressof(var)
+    p.q_bytes = p.k_bytes = p.v_bytes = p.o_bytes = 2 * n_el   # the host buffers' sizes (bounded there)
+    p.lse_bytes = 4 * B * H * N
     status = k.fn.kiln_attention_fwd_cpu(ctypes.byref(p))
     if status != 0:
         return None, k.last_error()

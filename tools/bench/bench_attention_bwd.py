@@ -109,6 +109,7 @@ class KilnCall:
         self.scratch_bytes = kiln.fn.kiln_attention_bwd_scratch_size(ctypes.byref(p))
         self.scratch = torch.empty(max(self.scratch_bytes, 16), device=q.device, dtype=torch.uint8)
         p.scratch = self.scratch.data_ptr()
+        p.scratch_size = self.scratch_bytes
         self.p = p
         self.keep = (q, k, v, dout, variant)
 

@@ -566,6 +566,7 @@ static int cold_calls(const Opts *o, KilnDevice *dev)
     KilnDevPtr scratch = 0;
     if (st == KILN_OK) st = kiln_malloc(dev, kiln_attention_bwd_scratch_size(&bp), &scratch);
     bp.scratch = scratch;
+    bp.scratch_size = kiln_attention_bwd_scratch_size(&bp);
     const char *what[4] = {"kiln_attention_fwd first call", "kiln_attention_fwd second call",
                            "kiln_attention_bwd first call", "kiln_attention_bwd second call"};
     for (int i = 0; i < 4 && st == KILN_OK; i++) {

@@ -142,7 +142,7 @@ int main(int argc, char **argv)
         make_calls(dev, &b, c);
         size_t sb = kiln_attention_bwd_scratch_size(&c[1].bwd);
         if ((st = kiln_malloc(dev, sb, &b.scratch)) == KILN_OK)
-            for (int i = 0; i < 5; i++) c[i].bwd.scratch = b.scratch;
+            for (int i = 0; i < 5; i++) c[i].bwd.scratch = b.scratch, c[i].bwd.scratch_size = sb;
     }
     for (int i = 0; st == KILN_OK && i < 5; i++) {
         double host, sync;
