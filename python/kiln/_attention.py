@@ -332,9 +332,13 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
         b.fwd.variant = ctypes.addressof(var)
     if bm is not None:
         b.fwd.block_mask = ctypes.addressof(bm)
-    n = _lib.kiln_attention_bwd_scratch_size(ctypes.byref(b))
+    if q.device.type == "cuda":   # only what the plan on this device writes (sm_90: no f32 dQ accumulator)
+        major, minor = torch.cuda.get_device_capability(q.device)
+        n = _lib.kiln_attention_bwd_scratch_size_sm(ctypes.byref(b), major * 10 + minor)
+    else:
+        n = _lib.kiln_attention_bwd_scratch_size(ctypes.byref(b))
     scratch = torch.empty(max(n, 16), dtype=torch.uint8, device=q.device)
-    b.scratch = scratch.data_ptr()
+    b.scratch, b.scratch_size = scratch.data_ptr(), scratch.numel()
     _run(q, "kiln_attention_bwd_cpu", "kiln_attention_bwd", b, "kiln.attention (backward)")
     return dq, dk, dv
 

@@ -251,6 +251,7 @@ class Lib:
             "kiln_attention_cache_clear": (i, [vp]), "kiln_attention_cache_size": (i, [vp]),
             "kiln_attention_bwd_check": (i, [P(T["KilnAttentionBwdParams"])]),
             "kiln_attention_bwd_scratch_size": (sz, [P(T["KilnAttentionBwdParams"])]),
+            "kiln_attention_bwd_scratch_size_sm": (sz, [P(T["KilnAttentionBwdParams"]), i]),
             "kiln_attention_bwd": (i, [vp, P(T["KilnAttentionBwdParams"]), vp]),
             "kiln_attention_bwd_cpu": (i, [P(T["KilnAttentionBwdParams"])]),
             "kiln_attention_decode_check": (i, [P(T["KilnAttentionDecodeParams"])]),

@@ -67,6 +67,9 @@ static void run_bwd(const BwdCase *c, int deterministic)
     memcpy(f->k_stride, ap.k_stride, sizeof ap.k_stride);
     memcpy(f->v_stride, ap.v_stride, sizeof ap.v_stride);
     memcpy(f->o_stride, ap.o_stride, sizeof ap.o_stride);
+    f->q_bytes = f->o_bytes = nq * 2;   /* the host buffers' sizes: the _cpu calls bound every access */
+    f->k_bytes = f->v_bytes = nk * 2;
+    f->lse_bytes = (size_t)c->batch * c->hq * c->sq * 4;
     ck_assert_msg(kiln_attention_fwd_cpu(f) == KILN_OK, "%s: forward: %s", c->what, kiln_last_error());
 
     Buf dq = poisoned(nq), dk = poisoned(nk), dv = poisoned(nk);
@@ -76,6 +79,7 @@ static void run_bwd(const BwdCase *c, int deterministic)
     memset(scratch, 0xFF, scratch_bytes);
     p.dout = (uintptr_t)dout.p, p.dq = (uintptr_t)dq.p, p.dk = (uintptr_t)dk.p, p.dv = (uintptr_t)dv.p;
     p.scratch = (uintptr_t)scratch;
+    p.scratch_size = scratch_bytes;
     memcpy(p.dout_stride, ap.o_stride, sizeof ap.o_stride);
     memcpy(p.dq_stride, ap.q_stride, sizeof ap.q_stride);
     memcpy(p.dk_stride, ap.k_stride, sizeof ap.k_stride);
