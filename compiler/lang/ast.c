@@ -431,6 +431,16 @@ static void print_decl(StrBuf *out, const AstDecl *d)
         sb_puts(out, ")\n");
         return;
     }
+    if (d->kind == AST_INSTANCE) {
+        sb_printf(out, "(kernel %s = %s", d->name, d->of);
+        for (int i = 0; i < d->nbindings; i++) {
+            sb_printf(out, " (%s ", d->bindings[i].name ? d->bindings[i].name : "?");
+            print_expr(out, d->bindings[i].value);
+            sb_putc(out, ')');
+        }
+        sb_puts(out, ")\n");
+        return;
+    }
     if (d->kind == AST_CONST) {
         sb_printf(out, "(const %s ", d->name);
         print_expr(out, d->value);

@@ -104,7 +104,8 @@ typedef struct AstParam {
     const char *name;
     AstType type;             /* type.name == NULL when omitted (helpers only) */
     bool is_const;
-    AstExpr *default_value;   /* const params only; may be NULL */
+    AstExpr *default_value;   /* kernels: const params only; helpers: any param; may be NULL */
+    SrcLoc default_loc;       /* the '=' of the default */
 } AstParam;
 
 /* A schedule setting: `with (num_warps = 4, num_stages = 3)`; values are const exprs. */
@@ -120,6 +121,9 @@ typedef enum AstDeclKind {
     AST_CONST,    /* const NAME = expr;           — file-level compile-time constant */
     AST_IMPORT,   /* import "module";  (name: the module as written; resolved by the driver) */
     AST_PARAM,    /* param NAME: type;  — a module-level runtime parameter (params[0]) */
+    AST_INSTANCE, /* kernel NAME = GENERIC(T = f16, ...);  — a kernel of a generic kernel with
+                   * some const parameters bound (of, bindings); sema expands it into an
+                   * AST_KERNEL (generic set) before anything else reads the file */
 } AstDeclKind;
 
 typedef struct AstDecl {
@@ -133,6 +137,12 @@ typedef struct AstDecl {
     int nsettings;
     AstStmt *body;            /* AST_BLOCK */
     AstExpr *value;           /* AST_CONST */
+    const char *of;           /* AST_INSTANCE: the generic kernel's name */
+    SrcLoc of_loc;
+    AstArg *bindings;         /* AST_INSTANCE, and the AST_KERNEL expanded from it: NAME = const expr */
+    int nbindings;
+    const struct AstDecl *generic; /* an expanded instance: the generic kernel (params: its own
+                                    * minus the bound ones, body: the generic's) */
 } AstDecl;
 
 typedef struct AstFile {

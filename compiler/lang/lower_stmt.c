@@ -570,10 +570,21 @@ Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
             ok = false;
             break;
         }
+        /* A default sees the file and the helper's earlier parameters that hold
+         * compile-time values (`const MASK_BLOCK_N: i32 = BLOCK_N`). */
         Scope *saved = s->scope;
         s->scope = s->file_scope;
+        sema_push_scope(s);
+        for (int q = 0; q < j; q++)
+            if (args[q].kind == V_CONST || args[q].kind == V_TYPE || args[q].kind == V_FN)
+                sema_define(s, fn->params[q].name, SYM_CONST, args[q], fn->params[q].loc);
         args[j] = sema_const_expr(s, p->default_value);
         s->scope = saved;
+        if (args[j].kind == V_RT) {
+            diag_error(s->diag, p->default_value->loc, "the default of '%s' is not a compile-time constant",
+                       p->name);
+            ok = false;
+        }
     }
     if (!ok) return val_err();
     if (grad) return sema_inline_grad(s, fn, args, grad, call->loc);

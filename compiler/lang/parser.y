@@ -69,6 +69,8 @@ static AstDecl *make_func(ParseCtx *p, AstDeclKind kind, SrcLoc loc, const char 
 static PtrVec *push(ParseCtx *p, PtrVec *v, void *x);
 static AstDecl *make_import(ParseCtx *p, SrcLoc loc, const char *module, SrcLoc name_loc);
 static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, AstType type);
+static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, const char *of,
+                              SrcLoc of_loc, PtrVec *args);
 }
 
 %union {
@@ -141,6 +143,8 @@ decls
 decl
     : KW_KERNEL NAME '(' params_opt ')' settings_opt block
                             { $$ = make_func(p, AST_KERNEL, @1, $2, @2, $4, $6, $7); }
+    | KW_KERNEL NAME '=' NAME '(' args_opt ')' ';'
+                            { $$ = make_instance(p, @1, $2, @2, $4, @4, $6); }
     | KW_FN NAME '(' params_opt ')' block
                             { $$ = make_func(p, AST_FN, @1, $2, @2, $4, NULL, $6); }
     | KW_CONST NAME '=' expr ';'
@@ -427,8 +431,7 @@ static AstParam *make_param(ParseCtx *p, SrcLoc loc, bool is_const, const char *
     pm->type = type;
     pm->is_const = is_const;
     pm->default_value = def;
-    if (def && !is_const)
-        diag_error(p->diag, def_loc, "only const parameters can have a default value");
+    pm->default_loc = def_loc;
     return pm;
 }
 
@@ -448,6 +451,10 @@ static AstDecl *make_func(ParseCtx *p, AstDeclKind kind, SrcLoc loc, const char 
         if (kind == AST_KERNEL && !d->params[i].type.name)
             diag_error(p->diag, d->params[i].loc, "kernel parameter '%s' needs a type (e.g. '%s: i32')",
                        d->params[i].name, d->params[i].name);
+        /* A kernel's runtime parameters come from the launch; a helper's from the
+         * call, where an omitted one takes its (compile-time) default. */
+        if (kind == AST_KERNEL && d->params[i].default_value && !d->params[i].is_const)
+            diag_error(p->diag, d->params[i].default_loc, "only const parameters can have a default value");
     }
     if (settings) {
         d->nsettings = settings->len;
@@ -482,6 +489,37 @@ static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, Src
     d->nparams = 1;
     d->params = ARENA_NEW(p->arena, AstParam);
     d->params[0] = (AstParam){.loc = name_loc, .name = name, .type = type};
+    return d;
+}
+
+/* `kernel attn_fwd_f16 = attn_fwd(T = f16);`: every argument binds a const
+ * parameter by name, once; sema checks the names against the generic kernel
+ * (which may come from another module) and expands the instance. */
+static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, const char *of,
+                              SrcLoc of_loc, PtrVec *args)
+{
+    AstDecl *d = ARENA_NEW(p->arena, AstDecl);
+    d->kind = AST_INSTANCE;
+    d->loc = loc;
+    d->name = name;
+    d->name_loc = name_loc;
+    d->of = of;
+    d->of_loc = of_loc;
+    d->nbindings = args->len;
+    d->bindings = ARENA_ARRAY(p->arena, AstArg, args->len ? args->len : 1);
+    for (int i = 0; i < args->len; i++) {
+        AstArg *a = args->data[i];
+        d->bindings[i] = *a;
+        if (!a->name) {
+            diag_error(p->diag, a->loc, "an instantiation binds const parameters by name (%s(T = f16))", of);
+            continue;
+        }
+        for (int j = 0; j < i; j++)
+            if (d->bindings[j].name && !strcmp(d->bindings[j].name, a->name)) {
+                diag_error(p->diag, a->loc, "'%s' is bound twice", a->name);
+                break;
+            }
+    }
     return d;
 }
 

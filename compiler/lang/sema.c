@@ -10,7 +10,11 @@
  * parameters (checked: a power of two, naming a runtime parameter), and an
  * equals-one hint binds an integer parameter's name to an IR constant 1 (the
  * IrFunc keeps the parameter, unused);
- * the body is lowered by lower_stmt.c and ends with `return`.
+ * the body is lowered by lower_stmt.c and ends with `return`. Instances
+ * (`kernel k_f16 = k(T = f16);`) are expanded first into kernels of their own
+ * (expand_instances); a pointer's element type may name a `const T: dtype`
+ * parameter (elem_param), and a kernel whose such T has no value is generic:
+ * compiled only through its instances.
  * Invariants: scopes nest file -> kernel params -> blocks; a helper body's
  * scope hangs off the file scope (helpers never see the caller's locals);
  * lang_compile returns NULL iff it reported an error.
@@ -594,11 +598,180 @@ static void check_hints(Sema *s, const AstDecl *only)
     }
 }
 
+/* ---- generic kernels: `Q: *T` with `const T: dtype`, and their instances ---- */
+
+static const AstParam *find_param(const AstDecl *k, const char *name, int *index)
+{
+    for (int i = 0; i < k->nparams; i++)
+        if (!strcmp(k->params[i].name, name)) {
+            if (index) *index = i;
+            return &k->params[i];
+        }
+    return NULL;
+}
+
+/* An instance's bindings, as consts of the kernel's scope. They are not the
+ * kernel's const parameters (it has none of these names): IrFunc.consts, -D and
+ * the signature are those of a kernel written with the values in place. */
+static void bind_instance(Sema *s, const AstDecl *k)
+{
+    for (int i = 0; i < k->nbindings; i++) {
+        const AstArg *a = &k->bindings[i];
+        const AstParam *p = find_param(k->generic, a->name, NULL);
+        IrType t;
+        ParamClass pc;
+        Val v = sema_const_expr(s, a->value);
+        if (v.kind == V_RT) {
+            diag_error(s->diag, a->value->loc, "the value bound to '%s' is not a compile-time constant", a->name);
+            v = val_err();
+        }
+        if (v.kind != V_ERR && (!param_type(s, p, &t, &pc) || !fit_const(s, p, pc, t, &v, "the value bound")))
+            v = val_err();
+        v.untyped = false;
+        sema_define(s, p->name, SYM_CONST, v, a->loc);
+    }
+}
+
+/* The element type of pointer parameter `p` when it names a `const T: dtype`
+ * parameter of the kernel (or a binding of its instance) instead of a scalar
+ * type. The dtype parameter is bound here if it comes later in the list
+ * (bound[] marks it). Returns false, having reported, when the name is one of
+ * the kernel's parameters but not a const dtype; *found = false when it is no
+ * parameter at all (param_type then reports an unknown type). */
+static bool elem_param(Sema *s, const AstDecl *k, const AstParam *p, bool *bound, IrType *t, bool *found)
+{
+    const char *tn = p->type.name;
+    *found = false;
+    Sym *y = NULL;
+    for (Sym *q = s->scope->syms; q && !y; q = q->next)
+        if (!strcmp(q->name, tn)) y = q;
+    int j = -1;
+    const AstParam *tp = y ? NULL : find_param(k, tn, &j);
+    if (!y && !tp) return true;
+    *found = true;
+    if (tp && !bound[j]) {
+        IrType tt;
+        ParamClass tpc;
+        if (!tp->is_const || !tp->type.name || strcmp(tp->type.name, "dtype")) {
+            diag_error(s->diag, p->type.loc, "the element type of '%s' is parameter '%s', which is not a "
+                       "const dtype (declare it 'const %s: dtype')", p->name, tn, tn);
+            return false;
+        }
+        if (!param_type(s, tp, &tt, &tpc)) return false;
+        Val v = const_param_value(s, k, tp, tpc, tt);
+        if (v.kind != V_ERR) {
+            v.untyped = false;
+            record_const(s, &s->f->consts[s->f->nconsts++], tp, tpc, tt, &v);
+        }
+        y = sema_define(s, tp->name, SYM_CONST, v, tp->loc);
+        bound[j] = true;
+    }
+    if (y->val.kind == V_ERR) return false;
+    if (y->val.kind != V_TYPE) {
+        diag_error(s->diag, p->type.loc, "the element type of '%s' is '%s', which is %s, not a dtype", p->name,
+                   tn, sema_val_desc(s, &y->val));
+        return false;
+    }
+    *t = ir_type_ptr((IrElem)y->val.type.elem);
+    return true;
+}
+
+/* A kernel is generic when a pointer's element type is a `const T: dtype`
+ * parameter that has no value (no default, no -D): it compiles through its
+ * instances, or when selected by name with -D T=.... */
+static bool is_generic(Sema *s, const AstDecl *k)
+{
+    for (int i = 0; i < k->nparams; i++) {
+        const AstParam *p = &k->params[i];
+        if (!p->type.is_ptr || !p->type.name || ir_elem_from_name(p->type.name) != IR_VOID) continue;
+        const AstParam *tp = find_param(k, p->type.name, NULL);
+        if (!tp || !tp->is_const || tp->default_value) continue;
+        bool given = false;
+        for (int d = 0; s->opts && d < s->opts->ndefines; d++) given |= !strcmp(s->opts->defines[d].name, tp->name);
+        if (!given) return true;
+    }
+    return false;
+}
+
+/* `kernel NAME = GENERIC(T = f16, ...);` becomes an AST_KERNEL named NAME with
+ * the generic's body, settings and parameters minus the bound ones (in their
+ * order), so its signature is the one a kernel written out by hand would have.
+ * Returns a new file when there is anything to expand. */
+static const AstFile *expand_instances(Sema *s, const AstFile *file)
+{
+    bool any = false;
+    for (int i = 0; i < file->ndecls && !any; i++) any = file->decls[i]->kind == AST_INSTANCE;
+    if (!any) return file;
+    AstFile *out = ARENA_NEW(s->arena, AstFile);
+    *out = *file;
+    out->decls = ARENA_ARRAY(s->arena, AstDecl *, file->ndecls);
+    out->ndecls = 0;
+    for (int i = 0; i < file->ndecls; i++) {
+        AstDecl *d = file->decls[i];
+        if (d->kind != AST_INSTANCE) {
+            out->decls[out->ndecls++] = d;
+            continue;
+        }
+        const AstDecl *g = NULL;
+        const char *best = NULL;
+        int bestd = 4;
+        for (int j = 0; j < file->ndecls && !g; j++) {
+            const AstDecl *c = file->decls[j];
+            if (c->kind == AST_KERNEL && !strcmp(c->name, d->of)) g = c;
+            else if (c->kind == AST_KERNEL) consider(d->of, c->name, &best, &bestd);
+        }
+        if (!g) {
+            diag_error(s->diag, d->of_loc, "no kernel named '%s' to instantiate%s", d->of,
+                       best ? arena_printf(s->arena, "; did you mean '%s'?", best) : "");
+            continue;
+        }
+        bool ok = true;
+        for (int b = 0; b < d->nbindings; b++) {
+            const AstArg *a = &d->bindings[b];
+            if (!a->name) { ok = false; continue; }   /* reported by the parser */
+            const AstParam *p = find_param(g, a->name, NULL);
+            if (!p) {
+                const char *near = NULL;
+                int nd = 3;
+                for (int q = 0; q < g->nparams; q++)
+                    if (g->params[q].is_const) consider(a->name, g->params[q].name, &near, &nd);
+                diag_error(s->diag, a->loc, "kernel '%s' has no parameter named '%s'%s", g->name, a->name,
+                           near ? arena_printf(s->arena, "; did you mean '%s'?", near) : "");
+                ok = false;
+            } else if (!p->is_const) {
+                diag_error(s->diag, a->loc, "'%s' is a runtime parameter of kernel '%s'; an instantiation binds "
+                           "const parameters only", a->name, g->name);
+                ok = false;
+            }
+        }
+        if (!ok) continue;
+        AstDecl *k = ARENA_NEW(s->arena, AstDecl);
+        *k = *g;
+        k->name = d->name;
+        k->name_loc = d->name_loc;
+        k->bindings = d->bindings;
+        k->nbindings = d->nbindings;
+        k->generic = g;
+        k->params = ARENA_ARRAY(s->arena, AstParam, g->nparams ? g->nparams : 1);
+        k->nparams = 0;
+        for (int q = 0; q < g->nparams; q++) {
+            bool bound = false;
+            for (int b = 0; b < d->nbindings; b++) bound |= !strcmp(d->bindings[b].name, g->params[q].name);
+            if (!bound) k->params[k->nparams++] = g->params[q];
+        }
+        out->decls[out->ndecls++] = k;
+    }
+    return out;
+}
+
 static void bind_params(Sema *s, const AstDecl *k)
 {
     s->f->consts = ARENA_ARRAY(s->arena, IrConstParam, k->nparams ? k->nparams : 1);
+    bool *bound = ARENA_ARRAY(s->arena, bool, k->nparams ? k->nparams : 1);
+    bind_instance(s, k);
     for (int i = 0; i < k->nparams; i++) {
         const AstParam *p = &k->params[i];
+        if (bound[i]) continue;   /* a dtype bound early by elem_param */
         const AstDecl *mp = find_decl(s, AST_PARAM, p->name);
         if (mp) {   /* inside the kernel its own parameter would hide the module's */
             diag_error(s->diag, mp->name_loc, "param '%s' has the name of a parameter of kernel '%s'; rename it",
@@ -612,7 +785,14 @@ static void bind_params(Sema *s, const AstDecl *k)
             sema_define(s, p->name, SYM_PARAM, val_err(), p->loc);
             continue;
         }
-        if (!param_type(s, p, &t, &pc)) {
+        bool elem_found = false;
+        if (!p->is_const && p->type.is_ptr && ir_elem_from_name(p->type.name) == IR_VOID &&
+            !elem_param(s, k, p, bound, &t, &elem_found)) {
+            sema_define(s, p->name, SYM_PARAM, val_err(), p->loc);
+            continue;
+        }
+        pc = PT_VALUE;
+        if (!elem_found && !param_type(s, p, &t, &pc)) {
             sema_define(s, p->name, SYM_PARAM, val_err(), p->loc);
             continue;
         }
@@ -770,6 +950,7 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
     s.define_used = ARENA_ARRAY(arena, bool, opts && opts->ndefines ? opts->ndefines : 1);
     s.b.f = s.scratch;
     s.b.block = s.scratch->body;
+    s.file = file = expand_instances(&s, file);
     build_file_scope(&s);
     IrModule *m = ir_module_new(arena);
     const AstDecl *only = opts && opts->kernel ? select_kernel(&s, opts->kernel) : NULL;
@@ -777,6 +958,7 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
         const AstDecl *d = file->decls[i];
         if (d->kind != AST_KERNEL || (opts && opts->kernel && d != only)) continue;
         if (find_decl(&s, AST_KERNEL, d->name) != d) continue; /* duplicate, reported */
+        if (!only && is_generic(&s, d)) continue;              /* compiles through its instances */
         s.inlined_calls = 0;
         s.inline_budget_reported = false;
         s.kernel_ops = 0;

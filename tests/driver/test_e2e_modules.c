@@ -198,7 +198,7 @@ START_TEST(missing_module_is_located)
 {
     const char *n[] = {"v.tile:2:8: error: cannot find module 'attention_fw' (looked in ",
                        "import attention_fw;\n       ^",
-                       "the embedded library (attention, attention_bwd, attention_decode, attention_fwd"};
+                       "the embedded library (attention, attention_bwd, attention_common, attention_decode, attention_fwd"};
     expect_error("v.tile", "// a variant\nimport attention_fw;\n", n, 3);
 }
 END_TEST

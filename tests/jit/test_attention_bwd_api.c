@@ -235,8 +235,9 @@ START_TEST(embedded_program_is_current)
     static const char *kernels[] = {"attn_bwd_pre_", "attn_bwd_dkdv_", "attn_bwd_dq_", "attn_bwd_dq_cvt_"};
     for (int i = 0; i < 4; i++)
         for (int bf = 0; bf < 2; bf++) {
-            char k[64];
-            snprintf(k, sizeof k, "kernel %s%s(", kernels[i], bf ? "bf16" : "f16");
+            char k[96];   /* the instance of the generic kernel that the runtime launches */
+            snprintf(k, sizeof k, "kernel %s%s = %.*s(T = %s);", kernels[i], bf ? "bf16" : "f16",
+                     (int)strlen(kernels[i]) - 1, kernels[i], bf ? "bf16" : "f16");
             ck_assert_msg(strstr(emb, k), "no '%s'", k);
         }
 }

@@ -537,6 +537,44 @@ START_TEST(test_error_messages)
 }
 END_TEST
 
+/* `kernel NAME = GENERIC(T = f16);` is an AST_INSTANCE; its arguments bind by name,
+ * each once; `Q: *T` parses as a pointer to the type named T (sema resolves it);
+ * a helper's runtime parameter may have a default, a kernel's may not. */
+START_TEST(test_generic_kernels_and_defaults)
+{
+    Parsed *p = parse_ok("kernel g(X: *T, const T: dtype) { store(X, 1.0); }\n"
+                         "kernel g_f16 = g(T = f16);\n"
+                         "fn h(x, n = 0, const B: bool = false) { return x; }\n");
+    ck_assert_int_eq(p->file->ndecls, 3);
+    const AstDecl *g = p->file->decls[0], *i = p->file->decls[1], *h = p->file->decls[2];
+    ck_assert(g->params[0].type.is_ptr);
+    ck_assert_str_eq(g->params[0].type.name, "T");
+    ck_assert_int_eq(i->kind, AST_INSTANCE);
+    ck_assert_str_eq(i->name, "g_f16");
+    ck_assert_str_eq(i->of, "g");
+    ck_assert_int_eq(i->of_loc.col, 16);
+    ck_assert_int_eq(i->nbindings, 1);
+    ck_assert_str_eq(i->bindings[0].name, "T");
+    ck_assert_int_eq(i->bindings[0].loc.col, 18);
+    ck_assert(strstr(p->printed.data, "(kernel g_f16 = g (T f16))\n") != NULL);
+    ck_assert(h->params[1].default_value && !h->params[1].is_const);
+    ck_assert_int_eq(h->params[1].default_loc.col, 11);
+    done(p);
+
+    static const char *const bad[][2] = {
+        {"kernel g_f16 = g(f16);\n", "t.tile:1:18: error: an instantiation binds const parameters by name"},
+        {"kernel g_f16 = g(T = f16, T = bf16);\n", "t.tile:1:27: error: 'T' is bound twice"},
+        {"kernel g_f16 = g(T = f16)\nfn h() { }\n", "expected ';'"},
+        {"kernel k(X: *f32, n: i32 = 4) { }\n", "t.tile:1:26: error: only const parameters can have a default value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = parse(bad[i][0]);
+        ck_assert_msg(strstr(errs(p), bad[i][1]) != NULL, "case %zu: expected '%s' in:\n%s", i, bad[i][1], errs(p));
+        done(p);
+    }
+}
+END_TEST
+
 static Suite *parser_suite(void)
 {
     Suite *s = suite_create("parser");
@@ -554,6 +592,7 @@ static Suite *parser_suite(void)
     tcase_add_test(tc, test_recovery_missing_brace);
     tcase_add_test(tc, test_hostile_inputs);
     tcase_add_test(tc, test_error_messages);
+    tcase_add_test(tc, test_generic_kernels_and_defaults);
     suite_add_tcase(s, tc);
     return s;
 }

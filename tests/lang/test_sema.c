@@ -324,6 +324,80 @@ START_TEST(test_helper_return_rules)
 }
 END_TEST
 
+/* A generic kernel (`X: *T`, `const T: dtype`) compiles through its instances:
+ * each has the instance's name and the generic's parameters minus the bound
+ * ones, in their order, and no const for what was bound; the generic itself is
+ * not compiled unless selected with a value for T. */
+START_TEST(test_generic_kernels)
+{
+    const char *src = "kernel g(X: *T, n: i32, Y: *f32, const T: dtype, const B: i32 = 16) with (num_warps = B / 4)\n"
+                      "{ store(X + arange(B), load(Y + arange(B)).to(T), mask = arange(B) < n); }\n"
+                      "kernel g_f16 = g(T = f16);\n"
+                      "kernel g_bf16_32 = g(B = 32, T = bf16);\n";
+    IrModule *m = compile(src, NULL);
+    ck_assert_msg(m != NULL, "%s", diag.out.data ? diag.out.data : "");
+    ck_assert_int_eq(m->nfuncs, 2);
+    const IrFunc *f = m->funcs[0], *b = m->funcs[1];
+    ck_assert_str_eq(f->name, "g_f16");
+    ck_assert_int_eq(f->nparams, 3);
+    ck_assert_str_eq(f->params[0]->name, "X");
+    ck_assert_int_eq(f->params[0]->type.elem, IR_PTR);
+    ck_assert_int_eq(f->params[0]->type.pointee, IR_F16);
+    ck_assert_str_eq(f->params[2]->name, "Y");
+    ck_assert_int_eq(f->nconsts, 1);
+    ck_assert_str_eq(f->consts[0].name, "B");
+    ck_assert_int_eq(f->sched.num_warps, 4);
+    ck_assert_str_eq(b->name, "g_bf16_32");
+    ck_assert_int_eq(b->params[0]->type.pointee, IR_BF16);
+    ck_assert_int_eq(b->nconsts, 0);
+    ck_assert_int_eq(b->sched.num_warps, 8);
+    /* -D B=... applies to an instance whose B is free, and a -D T=... selects the generic */
+    m = compile(src, (const char *const[]){"B=64", NULL});
+    ck_assert(m && m->nfuncs == 2 && m->funcs[0]->sched.num_warps == 16);
+    m = compile(src, (const char *const[]){"T=f32", NULL});
+    ck_assert(m && m->nfuncs == 3 && m->funcs[0]->params[0]->type.pointee == IR_F32);
+    /* a default for T: the generic is an ordinary kernel too */
+    expect_ok("kernel g(X: *T, const T: dtype = f32) { store(X, 1.0); }\nkernel h = g(T = f16);\n", NULL);
+    /* the dtype may come first */
+    expect_ok("kernel g(const T: dtype, X: *T) { store(X, 1.0); }\nkernel h = g(T = f16);\n", NULL);
+
+    expect_error("kernel g(X: *T, const T: i32) { store(X, 1.0); }\nkernel h = g(T = 3);\n", NULL,
+                 "t.tile:1:13: error: the element type of 'X' is 'T', which is i32, not a dtype");
+    expect_error("kernel g(X: *T, const T: i32 = 3) { store(X, 1.0); }\n", NULL,
+                 "t.tile:1:13: error: the element type of 'X' is parameter 'T', which is not a const dtype");
+    expect_error("kernel g(X: *T, T: i32) { store(X, 1.0); }\n", NULL,
+                 "t.tile:1:13: error: the element type of 'X' is parameter 'T', which is not a const dtype");
+    expect_error("kernel g(X: *T, const T: dtype) { store(X, 1.0); }\nkernel h = g(T = 3);\n", NULL,
+                 "the value bound for 'T' must be a type, got");
+    expect_error("kernel g(X: *T, const T: dtype) { store(X, 1.0); }\nkernel h = gg(T = f16);\n", NULL,
+                 "t.tile:2:12: error: no kernel named 'gg' to instantiate; did you mean 'g'?");
+    expect_error("kernel g(X: *T, const T: dtype) { store(X, 1.0); }\nkernel h = g(U = f16);\n", NULL,
+                 "t.tile:2:14: error: kernel 'g' has no parameter named 'U'");
+    expect_error("kernel g(X: *T, const T: dtype) { store(X, 1.0); }\nkernel h = g(X = f16);\n", NULL,
+                 "'X' is a runtime parameter of kernel 'g'; an instantiation binds const parameters only");
+    expect_error("kernel g(X: *T, const T: dtype) { store(X, 1.0); }\nkernel g = g(T = f16);\n", NULL,
+                 "kernel 'g' is already defined");
+    expect_error("kernel g(X: *Tt, const T: dtype) { store(X, 1.0); }\n", NULL, "unknown type 'Tt'");
+}
+END_TEST
+
+/* Helper defaults: a runtime parameter may have one; a default may name an
+ * earlier compile-time argument; it must be a compile-time value. */
+START_TEST(test_helper_defaults)
+{
+    expect_ok("fn h(x, off = 0, const N: i32 = 4, const M: i32 = N * 2) { static_assert(M == 2 * N, \"m\"); "
+              "return x * M + off; }\n"
+              "kernel k(X: *f32) { store(X, h(1.0) + h(2.0, N = 3) + h(3.0, M = 8, off = 1.5)); }\n", NULL);
+    expect_ok("fn yes(a) { return true; }\nfn no(a) { return false; }\n"
+              "fn h(x, const f: fn = yes, const g: fn = f) { static_assert(g(0) == f(0), \"g\"); return x; }\n"
+              "kernel k(X: *f32) { store(X, h(1.0) + h(1.0, f = no)); }\n", NULL);
+    expect_error("param w: i32;\nfn h(x, n = w) { return x; }\nkernel k(X: *f32) { store(X, h(1.0)); }\n", NULL,
+                 "t.tile:2:13: error: the default of 'n' is not a compile-time constant");
+    expect_error("fn h(x, n = 1) { return x; }\nkernel k(X: *f32) { store(X, h(1.0, m = 2)); }\n", NULL,
+                 "helper 'h' has no parameter named 'm'");
+}
+END_TEST
+
 static Suite *sema_suite(void)
 {
     Suite *s = suite_create("sema");
@@ -340,6 +414,8 @@ static Suite *sema_suite(void)
     tcase_add_test(tc, test_scoping);
     tcase_add_test(tc, test_scale_names);
     tcase_add_test(tc, test_helper_return_rules);
+    tcase_add_test(tc, test_generic_kernels);
+    tcase_add_test(tc, test_helper_defaults);
     suite_add_tcase(s, tc);
     return s;
 }
