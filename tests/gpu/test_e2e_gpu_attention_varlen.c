@@ -115,7 +115,6 @@ static KilnAttentionBwdParams params(const Case *c, const KilnDevPtr ptr[NBUF], 
                                .o = ptr[3], .lse = ptr[4], .cu_seqlens_q = ptr[10], .cu_seqlens_k = ptr[11],
                                .total_q = c->total_q, .total_k = c->total_k};
     bp.dout = ptr[5], bp.dq = ptr[6], bp.dk = ptr[7], bp.dv = ptr[8], bp.scratch = ptr[9];
-    bp.scratch_size = kiln_attention_bwd_scratch_size(&bp);
     memcpy(f->q_stride, p->q_stride, sizeof f->q_stride);
     memcpy(f->k_stride, p->k_stride, sizeof f->k_stride);
     memcpy(f->v_stride, p->v_stride, sizeof f->v_stride);
@@ -124,6 +123,8 @@ static KilnAttentionBwdParams params(const Case *c, const KilnDevPtr ptr[NBUF], 
     memcpy(bp.dq_stride, p->q_stride, sizeof bp.dq_stride);
     memcpy(bp.dk_stride, p->k_stride, sizeof bp.dk_stride);
     memcpy(bp.dv_stride, p->v_stride, sizeof bp.dv_stride);
+    /* the whole call's scratch (a sequence alone below needs less of the same buffer) */
+    bp.scratch_size = kiln_attention_bwd_scratch_size(&bp);
     if (pin) f->block_m = f->block_n = 64;
     if (b < 0) return bp;
     /* sequence b alone: batch 1, its lengths, pointers at its first token, LSE dense [heads, len] */
@@ -144,9 +145,18 @@ static void gpu_run(Case *c)
     KilnDevPtr ptr[NBUF] = {0};
     size_t bytes[NBUF] = {c->nq * es, c->nkv * es, c->nkv * es, c->nq * es, nlse * 4, c->nq * es, c->nq * es,
                           c->nkv * es, c->nkv * es, 0, sizeof c->cu_q, sizeof c->cu_k};
+    for (int i = 0; i < NBUF; i++)
+        if (i != 9) TRY(kiln_malloc(g_dev, bytes[i], &ptr[i]));
+    /* the scratch's size from the complete call (its packed lengths need cu_seqlens: a call
+     * the size function would refuse has size 0) */
     KilnAttentionBwdParams bp = params(c, ptr, -1, false);
-    bytes[9] = kiln_attention_bwd_scratch_size(&bp) + 16;
-    for (int i = 0; i < NBUF; i++) TRY(kiln_malloc(g_dev, bytes[i], &ptr[i]));
+    bytes[9] = kiln_attention_bwd_scratch_size(&bp);
+    if (bytes[9] == 0) {   /* the call is refused: its message, from kiln_last_error */
+        c->st = kiln_attention_bwd_check(&bp);
+        if (c->st == KILN_OK) c->st = KILN_ERR_INTERNAL;
+        goto done;
+    }
+    TRY(kiln_malloc(g_dev, bytes[9], &ptr[9]));
     TRY(kiln_memcpy_htod(g_dev, ptr[0], c->q, bytes[0]));
     TRY(kiln_memcpy_htod(g_dev, ptr[1], c->k, bytes[1]));
     TRY(kiln_memcpy_htod(g_dev, ptr[2], c->v, bytes[2]));
