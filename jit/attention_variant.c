@@ -277,10 +277,25 @@ KilnStatus rt_attn_var_arg(const char *api, const KilnAttentionVariant *var, con
 
 /* The names the variant's text (and what it imports) declares with `param`, as one
  * "\n"-separated list (malloc'd; NULL when it cannot be parsed: the compile reports why). */
+/* declared_params' answers by the variant's digest (its text, path, defines, include dirs
+ * and imports: rt_attn_var_open), so a call does not parse the variant again. */
+#define PARAMS_MEMO 32
+static struct { char digest[65]; char *names; } g_params_memo[PARAMS_MEMO];
+static int g_params_next;
+
 static char *declared_params(const KilnAttentionVariant *var)
 {
     RtAttnVarSrc vs;
     if (rt_attn_var_open("", var, &vs) != KILN_OK) return NULL;
+    pthread_mutex_lock(&g_memo_lock);
+    for (int i = 0; i < PARAMS_MEMO; i++)
+        if (g_params_memo[i].names && !strcmp(g_params_memo[i].digest, vs.digest)) {
+            char *hit = strdup(g_params_memo[i].names);
+            pthread_mutex_unlock(&g_memo_lock);
+            rt_attn_var_close(&vs);
+            return hit;
+        }
+    pthread_mutex_unlock(&g_memo_lock);
     KilnCompileOptions o = {.include_dirs = var->include_dirs, .ninclude_dirs = var->ninclude_dirs};
     Arena arena;
     arena_init(&arena);
@@ -296,6 +311,14 @@ static char *declared_params(const KilnAttentionVariant *var)
     sb_free(&names);
     diag_free(&d);
     arena_free(&arena);
+    if (out) {
+        pthread_mutex_lock(&g_memo_lock);
+        free(g_params_memo[g_params_next].names);
+        memcpy(g_params_memo[g_params_next].digest, vs.digest, sizeof vs.digest);
+        g_params_memo[g_params_next].names = strdup(out);
+        g_params_next = (g_params_next + 1) % PARAMS_MEMO;
+        pthread_mutex_unlock(&g_memo_lock);
+    }
     rt_attn_var_close(&vs);
     return out;
 }
