@@ -3,7 +3,7 @@
  * the hints launch-time specialisation adds for aligned tensors and strides that are
  * multiples of 16, to a cubin ptxas accepts (PTX with an .entry when there is no ptxas).
  *
- * Forward: the tuning table's rows of jit/attention.c (sm_80 and sm_90 defaults for
+ * Forward: the tuning table's rows of jit/attention_tune.c (sm_80 and sm_90 defaults for
  * head dims 64, 128, 256, causal and not, PLAIN_SCORES as the API compiles it); the varlen
  * kernel must keep the fixed-length kernel's fast path: as many tensor-core instructions
  * (mma.sync / wgmma) and cp.async copies as it. Backward: rt_attn_bwd_plan for a packed

@@ -390,7 +390,7 @@ def plot(res, providers, path):
 # ---------------------------------------------------------------- --sweep: tune Kiln's schedule
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), most promising first: a run cut short by
-# --budget-s drops the tail. The first is the runtime's default (jit/attention.c,
+# --budget-s drops the tail. The first is the runtime's default (jit/attention_tune.c,
 # k_tune), so every table has the baseline. Chosen from the offline study
 # (tools/bench/ptx_study.py; docs/perf_notes.md): registers, spills, SRAM and CTAs per SM.
 # BLOCK_M 128 on 4 warps is left out: its causal variant does not compile today (perf_notes.md).
