@@ -10,13 +10,16 @@
  * ARE the program's mask bounds (TMA zero-fills outside them), so they are
  * never rounded or clamped here: a value TMA cannot encode is an error of the
  * launch (KILN_ERR_ARGS, naming the kernel, the map and the rule), never a
- * silently different map. Rules (CUDA's): address 16-byte aligned, dims up to
- * 2^32, strides multiples of 16 bytes below 2^40. An extent <= 0 (M = 0, no
+ * silently different map. Rules: address 16-byte aligned, dims up to 2^31
+ * (CUDA documents 2^32, but on the H200 a copy through a map with an extent of
+ * 2^32 - 1 or 2^32 faults with CUDA_ERROR_ILLEGAL_INSTRUCTION; coordinates are
+ * i32, so 2^31 bounds nothing), strides multiples of 16 bytes below 2^40. An extent <= 0 (M = 0, no
  * keys) masks every element: the map then reads a zeroed buffer with extents
  * of 1, where every coordinate but 0 is outside (zeros too).
  *
- * Ranks 2 to 5 (attention's K: {d, key, head, batch}, extents 2^32 where the
- * program has no bound). Example: matmul_tc_f16 (A, B, C, M) with tma: map 0 = {A, dims {1024, M},
+ * Ranks 2 to 5 (attention's K: {d, key, head, batch}, extents 2^31 where the
+ * program has no bound). The strides of an empty map are not checked: it reads
+ * the zero buffer (an empty K of a [b, h, 0, d] tensor has batch stride 0). Example: matmul_tc_f16 (A, B, C, M) with tma: map 0 = {A, dims {1024, M},
  * stride 2048 B, box {64, 128}}; launched with M = 1000 it encodes dims
  * {1024, 1000}, and rows 1000..1023 of the last tile read as zeros.
  */
@@ -76,9 +79,9 @@ KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, 
         if (!value_of(&t->dims[d], args, nargs, &v))
             return kiln_set_error(KILN_ERR_INTERNAL, "internal error (tensor map): kernel %s, map %d: dim %d reads "
                                   "argument %d, not an integer", info->name, m, d, t->dims[d].param + 1);
-        if (v > (1LL << 32))
+        if (v > (1LL << 31))
             return kiln_set_error(KILN_ERR_ARGS, "kernel %s: the TMA tensor map of %s has extent %lld along dim %d "
-                                  "(from %s%s); TMA allows at most 2^32: compile without tma", info->name, base, v, d,
+                                  "(from %s%s); Kiln's TMA copies allow at most 2^31: compile without tma", info->name, base, v, d,
                                   t->dims[d].param >= 0 ? "argument " : "a constant",
                                   t->dims[d].param >= 0 && t->dims[d].param < info->nparams && info->params
                                       ? info->params[t->dims[d].param].name : "");
@@ -94,7 +97,8 @@ KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, 
         if (!value_of(&t->strides[d], args, nargs, &v))
             return kiln_set_error(KILN_ERR_INTERNAL, "internal error (tensor map): kernel %s, map %d: stride %d reads "
                                   "argument %d, not an integer", info->name, m, d, t->strides[d].param + 1);
-        if (v <= 0 || v % 16 || v >= (1LL << 40))
+        if (out->empty) v = 256;   /* never read: the map reads the zero buffer (encode) */
+        else if (v <= 0 || v % 16 || v >= (1LL << 40))
             return kiln_set_error(KILN_ERR_ARGS, "kernel %s: the TMA tensor map of %s has a row stride of %lld bytes; "
                                   "TMA needs a positive multiple of 16 below 2^40: pad the rows or compile without "
                                   "tma", info->name, base, v);

@@ -334,9 +334,13 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
     return true;
 }
 
-/* An extent no coordinate reaches: for a dim the program does not mask (TMA's
- * limit is 2^32; coordinates are i32). */
-#define TMA_HUGE (1LL << 32)
+/* An extent no coordinate reaches: for a dim the program does not mask. 2^31, not the
+ * documented limit of 2^32: coordinates are i32, so no non-negative one reaches 2^31,
+ * and on the H200 (driver 580) every copy through a map with an extent of 2^32 - 1 or
+ * 2^32 stopped with CUDA_ERROR_ILLEGAL_INSTRUCTION at its UTMALDG, though
+ * cuTensorMapEncodeTiled accepted it (compute-sanitizer, 2026-11-28: the fault of the 4-D
+ * K/V maps of 2026-11-24; extents 2^31 and 65536 passed every case). */
+#define TMA_HUGE (1LL << 31)
 
 /* The kernel parameter among a term's atoms that can be a dim's stride (an integer
  * known to make multiples of 16 bytes), other than `not`; -1 if none. */
@@ -450,13 +454,6 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
     int eb = 2;
     out->rank = 2;
     if (!offset_dims(f, &rest, &stride, !m.has[outer], eb, out)) return false;
-    /* Maps of more than two dims (attention's K/V: d, key, head, batch, with the head and
-     * batch extents at 2^32) are planned but not used: on the H200 every attention kernel
-     * that copied through them stopped with CUDA_ERROR_ILLEGAL_INSTRUCTION (GPU run of
-     * 2026-11-24 ~23:14, KILN_TEST_TMA=1, from the first d 64 case on), while the 2-D
-     * matmul maps pass every test. Until that is found (compute-sanitizer on one case;
-     * exact head/batch extents are the first suspect), such loads stay on cp.async. */
-    if (out->rank > 2) return false;
     out->base_param = base->index;
     out->elem = (IrElem)t->elem;
     out->elem_bytes = eb;

@@ -101,8 +101,9 @@ START_TEST(bad_recipes_are_internal_errors)
 }
 END_TEST
 
-/* attention's K: (d, key, head, batch) with no bound on head and batch (2^32: no coordinate
- * reaches it), strides from the three i64 stride arguments */
+/* attention's K: (d, key, head, batch) with no bound on head and batch (2^31: no i32
+ * coordinate reaches it; 2^32 - 1 and 2^32 faulted on the H200), strides from the three
+ * i64 stride arguments */
 START_TEST(rank_4_recipe)
 {
     KilnParam p[5] = {{"K", KILN_PARAM_PTR, 16}, {"stride_kb", KILN_PARAM_I64, 0}, {"stride_kh", KILN_PARAM_I64, 0},
@@ -115,7 +116,7 @@ START_TEST(rank_4_recipe)
     k.ntmaps = 1;
     KilnTensorMapInfo *t = &k.tmaps[0];
     *t = (KilnTensorMapInfo){.rank = 4, .base_param = 0, .elem_bytes = 2, .swizzle_bytes = 128,
-                             .dims = {{-1, 128}, {4, 1}, {-1, 1ll << 32}, {-1, 1ll << 32}},
+                             .dims = {{-1, 128}, {4, 1}, {-1, 1ll << 31}, {-1, 1ll << 31}},
                              .strides = {{3, 2}, {2, 2}, {1, 2}}, .box = {64, 64, 1, 1}};
     KilnArg a[5] = {kiln_arg_ptr(0x7000000000ull), kiln_arg_i64(8 * 1000 * 128), kiln_arg_i64(1000 * 128),
                     kiln_arg_i64(128), kiln_arg_i32(1000)};
@@ -123,11 +124,24 @@ START_TEST(rank_4_recipe)
     ck_assert_int_eq(rt_tmap_eval(&k, 0, a, 5, &r), KILN_OK);
     ck_assert_int_eq(r.rank, 4);
     ck_assert_uint_eq(r.dims[1], 1000);
-    ck_assert_uint_eq(r.dims[2], 1ull << 32);
+    ck_assert_uint_eq(r.dims[2], 1ull << 31);
     ck_assert_uint_eq(r.strides[0], 256);
     ck_assert_uint_eq(r.strides[1], 256000);
     ck_assert_uint_eq(r.strides[2], 2048000);
     ck_assert_uint_eq(r.box[2], 1);
+    /* no keys: K is [b, h, 0, d] and its strides may be 0; the map reads zeros only, so they are not checked */
+    a[4] = kiln_arg_i32(0);
+    a[1] = kiln_arg_i64(0), a[2] = kiln_arg_i64(0);
+    ck_assert_int_eq(rt_tmap_eval(&k, 0, a, 5, &r), KILN_OK);
+    ck_assert_int_eq(r.empty, 1);
+    a[4] = kiln_arg_i32(1000);   /* keys again: a zero stride is refused */
+    ck_assert_int_eq(rt_tmap_eval(&k, 0, a, 5, &r), KILN_ERR_ARGS);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "row stride of 0 bytes"));
+    /* an extent past 2^31 (a recipe of an older compiler, 2^32) is refused, not encoded */
+    a[1] = kiln_arg_i64(8 * 1000 * 128), a[2] = kiln_arg_i64(1000 * 128);
+    t->dims[3] = (KilnTmapValue){-1, 1ll << 32};
+    ck_assert_int_eq(rt_tmap_eval(&k, 0, a, 5, &r), KILN_ERR_ARGS);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "at most 2^31"));
 }
 END_TEST
 
