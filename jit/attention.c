@@ -119,6 +119,9 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     /* > 0 on, < 0 off, 0 the table's row (with the caller's tiles: off); the caller's
      * refused combinations were refused by kiln_attention_check */
     sched_resolve(&p->schedule, own_tiles ? NULL : &t->schedule, &k.schedule, NULL, 0);
+    /* No keys: K and V are never read, and their tensor maps could not be encoded (an empty
+     * tensor's strides may be 0, which TMA refuses): such a call copies nothing, so no TMA. */
+    if (p->seqlen_k == 0) k.schedule.tma = 0;
     return with_block_mask(p, k);
 }
 

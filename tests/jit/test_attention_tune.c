@@ -96,6 +96,12 @@ START_TEST(forward_options_over_the_table)
     ck_assert_int_eq(r.opts.schedule.mbarrier, 1);
     ck_assert_int_eq(r.opts.schedule.warp_specialize, 0);
     free(r.owned);
+    /* no keys: nothing is copied, and an empty K's maps could not be encoded (strides 0): no tma */
+    p.seqlen_k = 0;
+    ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
+    ck_assert_int_eq(r.opts.schedule.tma, 0);
+    free(r.owned);
+    p.seqlen_k = problem(256).seqlen_k;
     /* both asked: refused, naming both */
     p.schedule.warp_specialize = 1;
     ck_assert_int_eq(kiln_attention_check(&p), KILN_ERR_USAGE);
