@@ -51,7 +51,7 @@ static const char usage_text[] =
     "  -O0                        skip the target-independent passes\n"
     "  -o FILE                    write the output to FILE instead of stdout\n"
     "\n"
-    "schedule options (compile and run; --tma and --warp-specialize cannot be combined):\n"
+    "schedule options (compile and run):\n"
     "%s"
     "\n"
     "run options:\n"

@@ -21,7 +21,10 @@
  * each with its own value table), so the copy addresses, swizzles and
  * ownership are exactly what the consumers computed under --mbarrier, and
  * the producer's 128 threads issue all the copies. Each producer thread
- * arrives once per iteration: full counts 128 (cg_ws_full_count).
+ * arrives once per iteration: full counts 128 (cg_ws_full_count). With TMA
+ * (--tma --warp-specialize) producer thread 0 alone waits for the empty slot
+ * and issues the whole iteration's bulk copies with one expect_tx arrival
+ * (cg_tma.c; full counts 1), FlashAttention-3's producer.
  *
  * Registers: the CTA holds R x 32 (num_warps + CG_WS_PRODUCER_WARPS) registers at launch, R the
  * most the thread count allows (65536 / threads, in 8s, at most 248), pinned
@@ -119,12 +122,15 @@ static bool producer_loop(CgCtx *c, IrOp *op, CgTile **vals, int G, LLVMValueRef
     LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, ir_elem_is_signed(ie) ? LLVMIntSLT : LLVMIntULT, iv, hi, ""), bb, exit);
     LLVMPositionBuilderAtEnd(c->b, bb);
     LLVMValueRef slot = LLVMBuildURem(c->b, j, cg_i32(c, pl->stages), "");
-    cg_mbar_wait_empty(c, pl, slot, j);   /* iteration j - S has released the slot */
-    for (int g = 0; g < G; g++) {
+    cg_mbar_wait_empty(c, pl, slot, j);   /* iteration j - S has released the slot (TMA: producer thread 0) */
+    /* TMA: producer thread 0, standing in for consumer thread 0, copies every tile with
+     * one expect_tx arrival (cg_tma_issue); cp.async: every stand-in its share, then each
+     * producer thread's one arrival */
+    for (int g = 0; g < (pl->tma ? 1 : G); g++) {
         stand_in(c, vals, g, ptid);
         if (!cg_pipeline_issue(c, pl, iv, LLVMConstInt(c->t_i1, 1, 0), slot)) return false;
     }
-    cg_mbar_arrive_copies(c, pl, slot);
+    if (!pl->tma) cg_mbar_arrive_copies(c, pl, slot);
     LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, ""), jn = LLVMBuildAdd(c->b, j, cg_i32(c, 1), "");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
     LLVMBuildBr(c->b, header);

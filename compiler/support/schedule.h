@@ -40,11 +40,9 @@
       "pipelined loops hand stages over through mbarriers, not a CTA barrier")                                   \
     X(overlap, "--overlap", "overlap", "dot-rotate, dot-overlap", 0, 0, NULL,                                    \
       "sm_90a: a loop's first dot one iteration early, in flight until the next dot (FA3's overlap)")           \
-    X(tma, "--tma", "tma", "tma", SCHED_BIT(mbarrier), SCHED_BIT(warp_specialize),                               \
-      "the producer warpgroup issues cp.async copies, not TMA",                                                  \
+    X(tma, "--tma", "tma", "tma", SCHED_BIT(mbarrier), 0, NULL,                                                  \
       "sm_90a: pipelined loads a tensor map reads exactly go through TMA (implies --mbarrier)")                  \
-    X(warp_specialize, "--warp-specialize", "warp_specialize", "warp-specialize", SCHED_BIT(mbarrier),           \
-      SCHED_BIT(tma), "the producer warpgroup issues cp.async copies, not TMA",                                  \
+    X(warp_specialize, "--warp-specialize", "warp_specialize", "warp-specialize", SCHED_BIT(mbarrier), 0, NULL,  \
       "sm_90a: a producer warpgroup (4 more warps) issues the copies (implies --mbarrier)")
 
 typedef enum SchedId {

@@ -87,7 +87,7 @@ START_TEST(refused_combinations_name_the_options)
         ck_assert_ptr_null(r.output);
         kiln_compile_result_free(&r);
     }
-    ck_assert_int_eq(refused, 1 << (SCHED_COUNT - 2));   /* tma with warp_specialize, whatever else */
+    ck_assert_int_eq(refused, 0);   /* none since tma combines with warp_specialize (2026-11-28) */
 }
 END_TEST
 

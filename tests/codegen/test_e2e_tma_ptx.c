@@ -151,7 +151,14 @@ START_TEST(off_by_default_and_where_it_cannot_apply)
 END_TEST
 
 /* attention_fwd.tile (d 128, 128x64 on 4 warps, 2 stages) with the flags of `o`. */
+static KilnCompileResult attention_ws(const char *kernel, const char *causal, int tma, int ws, KilnEmit emit);
 static KilnCompileResult attention(const char *kernel, const char *causal, int tma, KilnEmit emit)
+{
+    return attention_ws(kernel, causal, tma, 0, emit);
+}
+
+/* ... and with warp specialisation when ws (8 consumer warps: d 256's table schedule) */
+static KilnCompileResult attention_ws(const char *kernel, const char *causal, int tma, int ws, KilnEmit emit)
 {
     char *src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
     ck_assert_ptr_nonnull(src);
@@ -159,9 +166,10 @@ static KilnCompileResult attention(const char *kernel, const char *causal, int t
                          {"PLAIN_SCORES", "true"}};
     KilnParamHint h[PU_ATTN_NHINTS];
     KilnCompileOptions o;
-    pu_attention_options(&o, defs, 5, "sm_90a", 4, 2, emit, h);
+    pu_attention_options(&o, defs, 5, "sm_90a", ws ? 8 : 4, 2, emit, h);
     o.kernel = kernel;
     o.schedule.tma = tma;
+    o.schedule.warp_specialize = ws;
     static const KilnParamHint vh[] = {{"Q", 16, 0}, {"K", 16, 0}, {"V", 16, 0}, {"O", 16, 0}, {"stride_qh", 16, 0},
                                        {"stride_qm", 16, 0}, {"stride_kh", 16, 0}, {"stride_kn", 16, 0},
                                        {"stride_vh", 16, 0}, {"stride_vn", 16, 0}};
@@ -209,11 +217,35 @@ START_TEST(attention_k_v_through_4d_maps)
 }
 END_TEST
 
+/* tma with warp specialisation: the producer warpgroup's thread 0 issues the bulk copies with
+ * one expect_tx arrival per stage (full barriers count 1), the consumers issue no copy at all */
+START_TEST(attention_tma_from_the_producer_warpgroup)
+{
+    KilnCompileResult r = attention_ws("attn_fwd_f16", "true", 1, 1, KILN_EMIT_PTX);
+    ck_assert_int_eq(r.kernels[0].ntmaps, 4);
+    ck_assert_int_eq(count(&r, "setmaxnreg.dec"), 1);
+    ck_assert_int_eq(count(&r, "cp.async.bulk.tensor.4d"), 8);   /* 2 loops x (K, V) x 2 boxes, in the producer only */
+    ck_assert_int_eq(count(&r, "cp.async.cg.shared.global"), 0);
+    ck_assert_int_eq(count(&r, "cp.async.mbarrier.arrive"), 0);   /* TMA completes the phase by bytes */
+    ck_assert_int_eq(count(&r, "mbarrier.arrive.expect_tx"), 2);   /* one per loop */
+    /* per loop and stage: full counts 1 (the expect_tx), empty the 256 consumer threads */
+    ck_assert_int_eq(count(&r, "mbarrier.init.shared::cta.b64"), 8);
+    ck_assert_int_eq(count(&r, "], 256;"), 4);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(ptxas_assembles_without_spills)
 {
     KilnCompileResult r = matmul_tc("matmul_tc_f16", "sm_90a", 1, KILN_EMIT_CUBIN);
     pu_assert_no_spills(&r, "matmul_tc_f16 with tma");
     kiln_compile_result_free(&r);
+    const char *causal[2] = {"false", "true"};
+    for (int c = 0; c < 2; c++) {
+        r = attention_ws("attn_fwd_f16", causal[c], 1, 1, KILN_EMIT_CUBIN);
+        pu_assert_no_spills(&r, "attn_fwd_f16 d 128 with tma and warp specialisation");
+        kiln_compile_result_free(&r);
+    }
 }
 END_TEST
 
@@ -226,6 +258,7 @@ static Suite *suite(void)
     tcase_add_test(tc, runtime_strides_come_from_parameters);
     tcase_add_test(tc, off_by_default_and_where_it_cannot_apply);
     tcase_add_test(tc, attention_k_v_through_4d_maps);
+    tcase_add_test(tc, attention_tma_from_the_producer_warpgroup);
     suite_add_tcase(s, tc);
     TCase *px = pu_ptxas_tcase(s, 600);
     tcase_add_test(px, ptxas_assembles_without_spills);

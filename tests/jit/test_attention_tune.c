@@ -88,13 +88,13 @@ START_TEST(forward_options_over_the_table)
     ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
     ck_assert_int_eq(r.opts.schedule.warp_specialize + r.opts.schedule.mbarrier, 2);
     free(r.owned);
-    /* the caller's tma: the table's warp specialisation gives way (before: tma dropped) */
+    /* the caller's tma: with the table's warp specialisation (the producer issues TMA copies) */
     p.schedule.tma = 1;
     ck_assert_int_eq(kiln_attention_check(&p), KILN_OK);
     ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
     ck_assert_int_eq(r.opts.schedule.tma, 1);
     ck_assert_int_eq(r.opts.schedule.mbarrier, 1);
-    ck_assert_int_eq(r.opts.schedule.warp_specialize, 0);
+    ck_assert_int_eq(r.opts.schedule.warp_specialize, 1);
     free(r.owned);
     /* no keys: nothing is copied, and an empty K's maps could not be encoded (strides 0): no tma */
     p.seqlen_k = 0;
@@ -102,16 +102,21 @@ START_TEST(forward_options_over_the_table)
     ck_assert_int_eq(r.opts.schedule.tma, 0);
     free(r.owned);
     p.seqlen_k = problem(256).seqlen_k;
-    /* both asked: refused, naming both */
-    p.schedule.warp_specialize = 1;
+    /* the table's warp specialisation asked off: tma alone */
+    p.schedule.warp_specialize = -1;
+    ck_assert_int_eq(kiln_attention_check(&p), KILN_OK);
+    ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
+    ck_assert_int_eq(r.opts.schedule.tma + r.opts.schedule.mbarrier, 2);
+    ck_assert_int_eq(r.opts.schedule.warp_specialize, 0);
+    free(r.owned);
+    /* a refused combination (tma needs mbarrier): named, and the backward checks the forward's options too */
+    p.schedule.mbarrier = -1;
     ck_assert_int_eq(kiln_attention_check(&p), KILN_ERR_USAGE);
     const char *e = kiln_last_error();
-    ck_assert_msg(strstr(e, "kiln_attention_fwd: schedule: ") && strstr(e, "--tma") && strstr(e, "--warp-specialize"),
-                  "%s", e);
-    /* the backward checks the forward's options too */
+    ck_assert_msg(strstr(e, "kiln_attention_fwd: schedule: ") && strstr(e, "--tma") && strstr(e, "--mbarrier"), "%s", e);
     KilnAttentionBwdParams b = {.fwd = p};
     ck_assert_int_eq(kiln_attention_bwd_check(&b), KILN_ERR_USAGE);
-    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "--warp-specialize"));
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "--mbarrier"));
     /* asked off: off, whatever the table says */
     p = problem(256);
     p.schedule.warp_specialize = -1;
