@@ -104,6 +104,16 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
     return k;
 }
 
+/* Whether K's and V's 4-D tensor maps can be encoded for this call (runtime/tmap.c's rules:
+ * a 16-byte-aligned base, strides positive multiples of 16 bytes; every element 2 bytes). */
+static bool tma_encodable(const KilnAttentionParams *p)
+{
+    if (p->k % 16 || p->v % 16) return false;
+    for (int i = 0; i < 3; i++)
+        if (p->k_stride[i] <= 0 || p->k_stride[i] % 8 || p->v_stride[i] <= 0 || p->v_stride[i] % 8) return false;
+    return true;
+}
+
 static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
     const RtTuneRow *t = rt_attn_tune(RT_TUNE_FWD, sm_version, p->head_dim, p->causal, p->seqlen_q);
@@ -120,8 +130,10 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
      * refused combinations were refused by kiln_attention_check */
     sched_resolve(&p->schedule, own_tiles ? NULL : &t->schedule, &k.schedule, NULL, 0);
     /* No keys: K and V are never read, and their tensor maps could not be encoded (an empty
-     * tensor's strides may be 0, which TMA refuses): such a call copies nothing, so no TMA. */
-    if (p->seqlen_k == 0) k.schedule.tma = 0;
+     * tensor's strides may be 0, which TMA refuses): such a call copies nothing, so no TMA.
+     * The table's TMA (not the caller's) also gives way where the maps cannot be encoded:
+     * K/V not 16-byte aligned, or a stride that is 0 (a broadcast) or not 16 bytes' worth. */
+    if (p->seqlen_k == 0 || (p->schedule.tma <= 0 && !tma_encodable(p))) k.schedule.tma = 0;
     return with_block_mask(p, k);
 }
 

@@ -41,9 +41,14 @@ static const RtTuneRow k_tune[] = {
     {RT_TUNE_FWD, 90,  64,   1, 2048, 64,  64, 4, 2, {0}, 0},   /* causal 209/286 (64x128: 181/260) */
     {RT_TUNE_FWD, 0,   96,  -1, 0,    128, 64, 8, 2, {0}, 0},
     {RT_TUNE_FWD, 0,  128,  -1, 0,    128, 64, 8, 2, {0}, 0},
-    /* d = 128: 32 rows per warp (two m64 wgmma blocks per warpgroup), 64 keys;
-     * causal short sequences take 64-row blocks (more CTAs, cheaper diagonals). */
-    {RT_TUNE_FWD, 90, 128,  -1, 0,    128, 64, 4, 2, {0}, 0},   /* 326/418/526/566; causal 170/268/442/517 */
+    /* d = 128: two consumer warpgroups of 64 rows on 128 x 128 tiles, fed by a producer
+     * warpgroup whose thread 0 issues TMA copies of K and V (warp specialisation with
+     * tma, FlashAttention-3's forward structure; H200 sweep of 2026-11-28, f16, N = 1024 /
+     * 2048 / 4096 / 16384: 435/517/571/614, causal 276/379/471/564, against 409/482/528/566
+     * and 275/369/439/511 for the previous row, 128 x 64 on 4 warps; docs/performance.md).
+     * The table's tma gives way where K/V cannot be mapped (attention.c). Causal short
+     * sequences keep 64-row blocks (more CTAs, cheaper diagonals; 275 at N = 1024, a tie). */
+    {RT_TUNE_FWD, 90, 128,  -1, 0,    128, 128, 8, 2, {.warp_specialize = 1, .tma = 1}, 0},
     {RT_TUNE_FWD, 90, 128,   1, 1024, 64,  64, 4, 2, {0}, 0},   /* causal 196/278 */
     {RT_TUNE_FWD, 0,  256,  -1, 0,    64,  32, 4, 2, {0}, 0},
     /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two

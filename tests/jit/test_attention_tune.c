@@ -42,7 +42,9 @@ START_TEST(one_rule_picks_the_rows)
     ck_assert_int_eq(t->max_n, 1024);
     t = rt_attn_tune(RT_TUNE_FWD, 90, 128, 1, 4096);
     ck_assert_int_eq(t->block_m, 128);
-    ck_assert_int_eq(t->num_warps, 4);
+    ck_assert_int_eq(t->block_n, 128);
+    ck_assert_int_eq(t->num_warps, 8);
+    ck_assert_int_eq(t->schedule.warp_specialize + t->schedule.tma, 2);
     t = rt_attn_tune(RT_TUNE_FWD, 90, 128, 0, 512);
     ck_assert_int_eq(t->block_m, 128);
     t = rt_attn_tune(RT_TUNE_FWD, 80, 128, 0, 512);
@@ -96,6 +98,28 @@ START_TEST(forward_options_over_the_table)
     ck_assert_int_eq(r.opts.schedule.mbarrier, 1);
     ck_assert_int_eq(r.opts.schedule.warp_specialize, 1);
     free(r.owned);
+    /* the d 128 row's tma gives way where K/V cannot be mapped (a broadcast stride 0, a stride of
+     * less than 16 bytes' worth); the caller's own tma does not (the launch then says why) */
+    {
+        KilnAttentionParams q = problem(128);
+        ck_assert_int_eq(rt_attn_fwd_request(90, &q, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.tma + r.opts.schedule.warp_specialize, 2);
+        free(r.owned);
+        q.k_stride[0] = 0;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &q, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.tma, 0);
+        ck_assert_int_eq(r.opts.schedule.warp_specialize, 1);
+        free(r.owned);
+        q.k_stride[0] = q.k_stride[1] * 2;
+        q.v_stride[2] = 132;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &q, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.tma, 0);
+        free(r.owned);
+        q.schedule.tma = 1;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &q, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.tma, 1);
+        free(r.owned);
+    }
     /* no keys: nothing is copied, and an empty K's maps could not be encoded (strides 0): no tma */
     p.seqlen_k = 0;
     ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &r), KILN_OK);
