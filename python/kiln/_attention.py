@@ -317,8 +317,7 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, s
     return _out_like(q), q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
 
 
-@torch.library.custom_op("kiln::bwd", mutates_args=())
-def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
             lse: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
             max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: float, deterministic: bool, variant: int,
             variant_tensors: List[torch.Tensor], bm_data: Optional[torch.Tensor],
@@ -348,6 +347,10 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     b.scratch, b.scratch_size = scratch.data_ptr(), scratch.numel()
     _run(q, "kiln_attention_bwd_cpu", "kiln_attention_bwd", b, "kiln.attention (backward)")
     return dq, dk, dv
+
+
+# (the plain function stays callable: kiln.distributed runs it inside its own autograd Function)
+_bwd_op = torch.library.custom_op("kiln::bwd", mutates_args=())(_bwd_impl)
 
 
 @_bwd_op.register_fake

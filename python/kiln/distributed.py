@@ -155,8 +155,8 @@ def _bwd_call(dout, q, k, v, out, lse, call, scale, var, deterministic):
     q_lo, q_hi, k_lo, k_hi, causal, pos = call
     vid, vts = var
     sl, kl = slice(q_lo, q_hi), slice(k_lo, k_hi)
-    return torch.ops.kiln.bwd(dout[:, :, sl], q[:, :, sl], k[:, :, kl], v[:, :, kl], out[:, :, sl],
-                              lse[:, :, sl], None, None, 0, 0, causal, scale, deterministic, vid, vts, None, [], pos)
+    return _A._bwd_impl(dout[:, :, sl], q[:, :, sl], k[:, :, kl], v[:, :, kl], out[:, :, sl],
+                        lse[:, :, sl], None, None, 0, 0, causal, scale, deterministic, vid, vts, None, [], pos)
 
 
 def _merge(acc, acc_lse, lo, hi, out, lse):

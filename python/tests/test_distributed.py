@@ -1,4 +1,4 @@
-"""kiln.distributed on the gloo backend: 2 and 4 processes (torch.multiprocessing spawn) on CPU
+"""kiln.distributed on the gloo backend: 2 and 4 processes (torch.multiprocessing, forked) on CPU
 tensors through the interpreter, small shapes (the CI machine has 2 cores). Each rank runs
 context-parallel attention on its shard; its output shard, and after backward its gradient
 shards, are compared with float64 attention of the whole sequence (and rank 0 compares the
@@ -87,7 +87,9 @@ def _worker(rank, world, port, n):
 @pytest.mark.parametrize("world", [2, 4])
 def test_context_parallel_gloo(world):
     n = 2 * world * 24   # zigzag: 2 * world chunks of 24 tokens (no multiple of the 64-row tiles)
-    mp.spawn(_worker, args=(world, _free_port(), n), nprocs=world, join=True)
+    # fork: the children inherit the imported torch and kiln (spawn re-imports them in each process,
+    # most of a minute on 2 cores); the workers use one thread each
+    mp.start_processes(_worker, args=(world, _free_port(), n), nprocs=world, join=True, start_method="fork")
 
 
 def test_plan_skips_what_causal_hides():
