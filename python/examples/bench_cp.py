@@ -1,6 +1,7 @@
 """bench_cp.py — kiln.distributed on the GPUs of one machine, run by torchrun (one process per GPU,
 NCCL; tools/device_cp.sh): (a) correctness against one GPU's kiln.attention and float64 on
-moderate sizes, ring and all-gather, causal, full and a sliding window; (b) forward+backward time
+moderate sizes, ring and all-gather, causal, full and a sliding window, and a packed (varlen)
+batch against one GPU's flash_attn_varlen_func; (b) forward+backward time
 at fixed tokens per GPU on 1, 2, 4 GPUs, causal, and the parallel efficiency
 t_1(N) / (W * t_W(N)) with N = W * tokens per GPU (t_1 measured on one GPU); (c) the longest causal
 sequence that trains (forward+backward) on all the GPUs, doubling until memory or the time budget
@@ -90,6 +91,28 @@ def correctness(a, dev, rows_table):
                               f"{'OK' if ok else 'FAIL'}")
             log(rows_table[-1])
         dist.barrier()
+    # a packed batch: three sequences, causal, against one GPU's flash_attn_varlen_func
+    lens = [2 * world * c for c in (a.check_tokens // 4, a.check_tokens // 8, a.check_tokens // 2)]
+    cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32, device=dev)
+    t = cu[-1].item()
+    q, k, v, dout = (x[0].transpose(0, 1).contiguous() for x in inputs(t, a.hq, a.hkv, a.d, a.dtype, dev, seed=9))
+    ql, kl, vl = (kd.shard_varlen(x, cu).requires_grad_() for x in (q, k, v))
+    out = kd.attention_varlen(ql, kl, vl, cu, causal=True)
+    out.backward(kd.shard_varlen(dout, cu))
+    got = [kd.unshard_varlen(x.detach(), cu) for x in (out, ql.grad, kl.grad, vl.grad)]
+    if rank == 0:
+        qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
+        m = max(lens)
+        single = kiln.flash_attn_varlen_func(qs, ks, vs, cu, cu, m, m, causal=True)
+        single.backward(dout)
+        want = [single.detach(), qs.grad, ks.grad, vs.grad]
+        errs = [((x.float() - y.float()).abs().max() / y.float().abs().max().clamp_min(1e-6)).item()
+                for x, y in zip(got, want)]
+        ok = errs[0] < 2e-2 and max(errs[1:]) < 5e-2
+        rows_table.append(f"check {'varlen causal (3 seqs)':26s} N={t:7d} rel err vs 1 GPU: out {errs[0]:.2e} "
+                          f"dq {errs[1]:.2e} dk {errs[2]:.2e} dv {errs[3]:.2e} {'OK' if ok else 'FAIL'}")
+        log(rows_table[-1])
+    dist.barrier()
 
 
 def fwd_bwd_time(q, k, v, dout, group, iters, dist_call):

@@ -19,7 +19,8 @@ runs (query chunk, key chunk) pairs that causality hides.
 Layouts: "zigzag" (default; load balance for causal: rank r holds chunks r and 2W-1-r of 2W
 equal chunks, FlashAttention ring implementations' head-tail split) or "contiguous" (rank r holds
 chunk r of W). shard() / unshard() convert. Shapes [batch, heads, seq_local, head_dim] as
-kiln.attention (any strides, GQA). The sequence must split into equal chunks.
+kiln.attention (any strides, GQA). The sequence must split into equal chunks. Packed batches
+(varlen, cu_seqlens): attention_varlen, shard_varlen / unshard_varlen (zigzag per sequence, ring).
 
 Example (torchrun --nproc-per-node 4):
     dist.init_process_group("nccl"); torch.cuda.set_device(rank)
@@ -141,32 +142,76 @@ def _plan(qcs, kcs, causal, has_variant, same):
     return merged
 
 
+def _plan_packed(qch, kch, half, causal):
+    """The calls of one step of a packed (varlen) zigzag shard: the shard is [A, B], A holding
+    chunk qch[0] of every sequence and B chunk qch[1], each region `half` tokens with the same
+    per-sequence prefix sums; a pair of regions is hidden, full or (same chunk) causal for every
+    sequence alike (the chunks of one sequence have equal lengths)."""
+    calls = []
+    for x, qc in enumerate(qch):
+        for y, kc in enumerate(kch):
+            if not (causal and kc > qc):
+                calls.append((slice(x * half, (x + 1) * half), slice(y * half, (y + 1) * half), causal and kc == qc,
+                              []))
+    return calls
+
+
+def _slices(call):
+    """_plan's (q_lo, q_hi, k_lo, k_hi, causal, positions) as (q slice, k slice, causal, positions)."""
+    return slice(call[0], call[1]), slice(call[2], call[3]), call[4], call[5]
+
+
 # ---------------- the kernels of a step ----------------
 
-def _fwd_call(q, k, v, call, scale, var):
-    q_lo, q_hi, k_lo, k_hi, causal, pos = call
+class _Geom:
+    """Where the sequence axis is: [b, h, s, d] tensors with LSE [b, h, s], or packed [t, h, d]
+    ones with LSE [h, t] and the prefix sums every call of the shard's regions takes (cu, the
+    int32 prefix sums of one chunk per sequence on the device, and their max length)."""
+
+    def __init__(self, cu=None, max_len=0):
+        self.cu, self.max_len = cu, max_len
+        self.ax, self.lax = (0, 1) if cu is not None else (2, 2)
+
+    def sl(self, t, s):
+        return t[(slice(None),) * self.ax + (s,)]
+
+    def lsl(self, t, s):
+        return t[(slice(None),) * self.lax + (s,)]
+
+    def w(self, x):
+        """A per-row weight (LSE-shaped) broadcast over the head dim of an output slice."""
+        return x.t()[..., None] if self.cu is not None else x[..., None]
+
+    def lse_shape(self, q):
+        return (q.shape[1], q.shape[0]) if self.cu is not None else q.shape[:3]
+
+    def seqs(self):
+        return (self.cu, self.cu, self.max_len, self.max_len) if self.cu is not None else (None, None, 0, 0)
+
+
+def _fwd_call(q, k, v, call, scale, var, g):
+    qs, ks, causal, pos = call
     vid, vts = var
-    out, lse = _A._fwd_impl(q[:, :, q_lo:q_hi], k[:, :, k_lo:k_hi], v[:, :, k_lo:k_hi], None, None, 0, 0, causal,
-                            scale, False, vid, vts, None, [], pos)
-    return out, lse
+    return _A._fwd_impl(g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), *g.seqs(), causal, scale, False, vid, vts, None, [],
+                        pos)
 
 
-def _bwd_call(dout, q, k, v, out, lse, call, scale, var, deterministic):
-    q_lo, q_hi, k_lo, k_hi, causal, pos = call
+def _bwd_call(dout, q, k, v, out, lse, call, scale, var, deterministic, g):
+    qs, ks, causal, pos = call
     vid, vts = var
-    sl, kl = slice(q_lo, q_hi), slice(k_lo, k_hi)
-    return _A._bwd_impl(dout[:, :, sl], q[:, :, sl], k[:, :, kl], v[:, :, kl], out[:, :, sl],
-                        lse[:, :, sl], None, None, 0, 0, causal, scale, deterministic, vid, vts, None, [], pos)
+    return _A._bwd_impl(g.sl(dout, qs), g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), g.sl(out, qs), g.lsl(lse, qs),
+                        *g.seqs(), causal, scale, deterministic, vid, vts, None, [], pos)
 
 
-def _merge(acc, acc_lse, lo, hi, out, lse):
-    """acc[lo:hi], acc_lse[lo:hi] <- the LSE-weighted merge with a partial result (fp32)."""
-    a = acc_lse[:, :, lo:hi]
+def _merge(acc, acc_lse, qs, out, lse, g):
+    """acc[qs], acc_lse[qs] <- the LSE-weighted merge with a partial result (fp32)."""
+    a = g.lsl(acc_lse, qs)
     new = torch.logaddexp(a, lse)
     safe = torch.where(torch.isneginf(new), torch.zeros_like(new), new)
     wa, wb = torch.exp(a - safe), torch.exp(lse - safe)
-    acc[:, :, lo:hi] = acc[:, :, lo:hi] * wa[..., None] + out.float() * wb[..., None]
-    acc_lse[:, :, lo:hi] = new
+    part = g.sl(acc, qs)
+    part.mul_(g.w(wa)).add_(out.float() * g.w(wb))
+    a.copy_(new)
 
 
 # ---------------- communication ----------------
@@ -213,43 +258,47 @@ class _Ring:
 
 # ---------------- ring attention ----------------
 
-def _ring_fwd(q, k, v, causal, scale, var, group, layout):
+def _step_calls(layout, rank, src, world, q, k, causal, has_variant, g):
+    """The calls of the ring step that holds rank src's K/V, as slices."""
+    if g.cu is not None:
+        return _plan_packed(_owned("zigzag", rank, world), _owned("zigzag", src, world), q.shape[0] // 2, causal)
+    qcs = _chunks(layout, rank, world, q.shape[2])
+    kcs = _chunks(layout, src, world, k.shape[2])
+    return [_slices(c) for c in _plan(qcs, kcs, causal, has_variant, src == rank)]
+
+
+def _ring_fwd(q, k, v, causal, scale, var, group, layout, g):
     ring = _Ring(group, q.device)
     world, rank = ring.world, ring.rank
-    qcs = _chunks(layout, rank, world, q.shape[2])
-    b, h, s, d = q.shape
-    acc = torch.zeros(b, h, s, d, dtype=torch.float32, device=q.device)
-    acc_lse = torch.full((b, h, s), float("-inf"), dtype=torch.float32, device=q.device)
+    acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    acc_lse = torch.full(g.lse_shape(q), float("-inf"), dtype=torch.float32, device=q.device)
     kv = torch.stack([k, v])
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        kcs = _chunks(layout, src, world, k.shape[2])
-        for call in _plan(qcs, kcs, causal, var[0] != 0, src == rank):
-            o, l = _fwd_call(q, kv[0], kv[1], call, scale, var)
-            _merge(acc, acc_lse, call[0], call[1], o, l)
+        for call in _step_calls(layout, rank, src, world, q, k, causal, var[0] != 0, g):
+            o, l = _fwd_call(q, kv[0], kv[1], call, scale, var, g)
+            _merge(acc, acc_lse, call[0], o, l, g)
         if handle is not None:
             kv = ring.finish(handle)
     return acc.to(q.dtype), acc_lse
 
 
-def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic):
+def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic, g):
     ring = _Ring(group, q.device)
     world, rank = ring.world, ring.rank
-    qcs = _chunks(layout, rank, world, q.shape[2])
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     kv = torch.stack([k, v])
     dkv_handle = None
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        kcs = _chunks(layout, src, world, k.shape[2])
         dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
-        for call in _plan(qcs, kcs, causal, var[0] != 0, src == rank):
-            gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic)
-            dq[:, :, call[0]:call[1]] += gq
-            dkv[0, :, :, call[2]:call[3]] += gk
-            dkv[1, :, :, call[2]:call[3]] += gv
+        for call in _step_calls(layout, rank, src, world, q, k, causal, var[0] != 0, g):
+            gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic, g)
+            g.sl(dq, call[0]).add_(gq)
+            g.sl(dkv[0], call[1]).add_(gk)
+            g.sl(dkv[1], call[1]).add_(gv)
         if dkv_handle is not None:   # the partials of the previous ranks for this K/V shard
             dkv += ring.finish(dkv_handle)
         if world > 1:
@@ -277,27 +326,27 @@ def _ag_calls(qcs, sk, causal):
     return [(q0, q0 + ql, 0, min(sk, qp + ql) if causal else sk, causal, [qp, 0]) for q0, ql, qp in qcs]
 
 
-def _ag_fwd(q, k, v, causal, scale, var, group, layout):
+def _ag_fwd(q, k, v, causal, scale, var, group, layout, g):
     world, rank = _world(group)
     kv = _gather_kv(k, v, group, layout)
     qcs = _chunks(layout, rank, world, q.shape[2])
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     for call in _ag_calls(qcs, kv.shape[3], causal):
-        o, l = _fwd_call(q, kv[0], kv[1], call, scale, var)
+        o, l = _fwd_call(q, kv[0], kv[1], _slices(call), scale, var, g)
         out[:, :, call[0]:call[1]] = o
         lse[:, :, call[0]:call[1]] = l
     return out, lse
 
 
-def _ag_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic):
+def _ag_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic, g):
     world, rank = _world(group)
     kv = _gather_kv(k, v, group, layout)
     qcs = _chunks(layout, rank, world, q.shape[2])
     dq = torch.empty_like(q)
     dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
     for call in _ag_calls(qcs, kv.shape[3], causal):
-        gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic)
+        gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, _slices(call), scale, var, deterministic, g)
         dq[:, :, call[0]:call[1]] = gq
         dkv[0, :, :, :call[3]] += gk
         dkv[1, :, :, :call[3]] += gv
@@ -319,22 +368,22 @@ def _ag_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, determin
 
 class _ContextParallel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, variant, group, layout, use_ring, deterministic):
+    def forward(ctx, q, k, v, causal, scale, variant, group, layout, use_ring, deterministic, g):
         var = _A._variant_args(variant, q.device)
         fwd = _ring_fwd if use_ring else _ag_fwd
-        out, lse = fwd(q, k, v, causal, scale, var, group, layout)
+        out, lse = fwd(q, k, v, causal, scale, var, group, layout, g)
         ctx.save_for_backward(q, k, v, out, lse, *var[1])
-        ctx.args = (causal, scale, variant, group, layout, use_ring, deterministic, var[0])
+        ctx.args = (causal, scale, variant, group, layout, use_ring, deterministic, var[0], g)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse, *vts = ctx.saved_tensors
-        causal, scale, variant, group, layout, use_ring, deterministic, vid = ctx.args
+        causal, scale, variant, group, layout, use_ring, deterministic, vid, g = ctx.args
         bwd = _ring_bwd if use_ring else _ag_bwd
         dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, causal, scale, (vid, vts), group, layout,
-                         deterministic)
-        return dq, dk, dv, None, None, None, None, None, None, None
+                         deterministic, g)
+        return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 def use_ring(seqlen_local, mode="auto"):
@@ -367,5 +416,73 @@ def attention(q, k, v, causal=False, scale=None, variant=None, group=None, layou
     ring = use_ring(q.shape[2], mode)
     q, k, v = (t.contiguous() for t in (q, k, v))
     out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), variant, group,
-                                      layout, ring, bool(deterministic))
+                                      layout, ring, bool(deterministic), _Geom())
     return (out, lse) if return_lse else out
+
+
+# ---------------- packed variable-length batches ----------------
+#
+# The sequences of a packed batch (cu_seqlens: their int32 prefix sums, the whole batch's) are
+# each cut into 2W equal chunks; rank r's shard is [A, B]: A the chunks r of every sequence, one
+# after another, B the chunks 2W-1-r. Every region of every rank then has the same per-sequence
+# lengths (L_b / 2W), so each ring step is a few varlen calls over whole regions (_plan_packed).
+
+def _half_lengths(cu_seqlens, world):
+    lens = [b - a for a, b in zip(cu_seqlens.tolist(), cu_seqlens.tolist()[1:])]
+    bad = [n for n in lens if n % (2 * world)]
+    if bad:
+        raise ValueError(f"cu_seqlens: sequence lengths {bad[:4]} are no multiples of {2 * world} (2 x ranks)")
+    return [n // (2 * world) for n in lens]
+
+
+def shard_varlen(x, cu_seqlens, group=None):
+    """This rank's shard [A, B] of a packed [total, ...] tensor (see above)."""
+    world, rank = _world(group)
+    c = _half_lengths(cu_seqlens, world)
+    starts = cu_seqlens.tolist()
+    own = _owned("zigzag", rank, world)
+    return torch.cat([x[s + i * n:s + (i + 1) * n] for i in own for s, n in zip(starts, c)]).contiguous()
+
+
+def unshard_varlen(x, cu_seqlens, group=None):
+    """The packed tensor from every rank's shard (all_gather; not differentiable)."""
+    world, _ = _world(group)
+    c = _half_lengths(cu_seqlens, world)
+    parts = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(parts, x.contiguous(), group=group)
+    pieces = [[None] * (2 * world) for _ in c]
+    for r, p in enumerate(parts):
+        regions = p.chunk(2)
+        for region, chunk in zip(regions, _owned("zigzag", r, world)):
+            for b, piece in enumerate(region.split(c)):
+                pieces[b][chunk] = piece
+    return torch.cat([t for seq in pieces for t in seq])
+
+
+def attention_varlen(q, k, v, cu_seqlens, causal=False, scale=None, group=None, return_lse=False,
+                     deterministic=False):
+    """Context-parallel attention of a packed batch: q [t_local, h_q, d], k, v [t_local, h_kv, d]
+    this rank's shards (shard_varlen), cu_seqlens the WHOLE batch's int32 prefix sums (every
+    length a multiple of 2 x ranks; read on the host once per call). Each sequence attends to
+    itself only; causal within it. The ring schedule, zigzag; no variant (the positions would
+    differ per sequence). Returns this rank's output shard (and its LSE [h_q, t_local])."""
+    _A._check_qkv(q, k, v, 3, "[tokens_local, heads, head_dim]")
+    world, _ = _world(group)
+    c = _half_lengths(cu_seqlens, world)
+    if q.shape[0] != 2 * sum(c) or k.shape[0] != q.shape[0] or v.shape != k.shape:
+        raise ValueError(f"q, k, v: want {2 * sum(c)} tokens each (the shard of cu_seqlens' batch), got "
+                         f"{q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"k: {k.shape[1]} heads do not divide q's {q.shape[1]}")
+    cu = torch.tensor([0] + list(_cumsum(c)), dtype=torch.int32, device=q.device)
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), None, group,
+                                      "zigzag", True, bool(deterministic), _Geom(cu, max(c, default=0)))
+    return (out, lse) if return_lse else out
+
+
+def _cumsum(xs):
+    t = 0
+    for x in xs:
+        t += x
+        yield t

@@ -3,7 +3,8 @@ tensors through the interpreter, small shapes (the CI machine has 2 cores). Each
 context-parallel attention on its shard; its output shard, and after backward its gradient
 shards, are compared with float64 attention of the whole sequence (and rank 0 compares the
 gathered output with a single-process kiln.attention call). Cases: causal and not (ring, zigzag),
-contiguous layout, GQA, a causal sliding window (global positions), the all-gather schedule."""
+contiguous layout, GQA, a causal sliding window (global positions), the all-gather schedule, and a
+packed (varlen) batch, causal."""
 import math
 import os
 import socket
@@ -80,8 +81,34 @@ def _worker(rank, world, port, n):
                 assert (whole.double() - single.double()).abs().max().item() <= 2e-3
             elif name == "ring causal zigzag":
                 kd.unshard(out.detach(), layout=layout)   # every rank takes part in the all_gather
+        _varlen_case(rank, world, kd, rand)
     finally:
         dist.destroy_process_group()
+
+
+def _varlen_case(rank, world, kd, rand):
+    """A packed batch of three sequences (chunks of 5, 12 and 3 tokens), causal, GQA."""
+    lens = [2 * world * c for c in (5, 12, 3)]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    t = cu[-1].item()
+    q, k, v = rand(t, HQ, D, seed=5), rand(t, HKV, D, seed=6), rand(t, HKV, D, seed=7)
+    dout = rand(t, HQ, D, seed=8)
+    ql, kl, vl = (kd.shard_varlen(x, cu).requires_grad_() for x in (q, k, v))
+    out = kd.attention_varlen(ql, kl, vl, cu, causal=True)
+    out.backward(kd.shard_varlen(dout, cu))
+    q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
+    ref = torch.cat([_ref(q64[a:b].transpose(0, 1)[None], k64[a:b].transpose(0, 1)[None],
+                          v64[a:b].transpose(0, 1)[None], True, False)[0].transpose(0, 1)
+                     for a, b in zip(cu.tolist(), cu.tolist()[1:])])
+    ref.backward(dout.double())
+    for what, got, want in (("out", out, ref), ("dq", ql.grad, q64.grad), ("dk", kl.grad, k64.grad),
+                            ("dv", vl.grad, v64.grad)):
+        want = kd.shard_varlen(want.detach(), cu)
+        err = (got.double() - want).abs().max().item()
+        tol = 2e-3 if what == "out" else 1e-2 * want.abs().max().item() + 1e-3
+        assert err <= tol, f"varlen, {world} ranks, rank {rank}: max |{what} - ref| = {err:.3g} > {tol:.3g}"
+    whole = kd.unshard_varlen(out.detach(), cu)
+    assert (whole.double() - ref.detach()).abs().max().item() <= 2e-3
 
 
 @pytest.mark.parametrize("world", [2, 4])
