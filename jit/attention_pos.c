@@ -27,6 +27,7 @@
  * with kiln_pos_q = 300, kiln_pos_kv = 250, kiln_pos_diag = 50.
  */
 #include "jit_internal.h"
+#include "compiler/driver/driver.h"
 #include "compiler/support/support.h"
 
 #include <pthread.h>
@@ -131,6 +132,57 @@ static bool rename_hook(StrBuf *out, const char *text, const char *name)
     return defined;
 }
 
+/* Whether text defines `fn name` (a word of its own after the keyword). */
+static bool defines_fn(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, "fn"); p; p = strstr(p + 2, "fn")) {
+        if (p > text && ident_char(p[-1])) continue;
+        const char *q = p + 2;
+        if (*q != ' ' && *q != '\t') continue;
+        while (*q == ' ' || *q == '\t') q++;
+        if (!strncmp(q, name, n) && !ident_char(q[n])) return true;
+    }
+    return false;
+}
+
+/* text with the line `import "M";` whose module (next to `path`: in the embedded library, else
+ * on disk) defines `fn hook` replaced by that module's text, so the hook can be renamed (gemma2
+ * imports softcap's score_mod and sliding_window's mask_mod); NULL when no import does. */
+static char *inline_import(const char *text, const char *path, const char *hook)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    int dir = slash ? (int)(slash - path + 1) : 0;
+    for (const char *line = text; *line; ) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *t = line;
+        while (*t == ' ' || *t == '\t') t++;
+        char name[256];
+        if (!strncmp(t, "import", 6) && sscanf(t + 6, " \"%255[^\"]\"", name) == 1) {
+            size_t nl = strlen(name);
+            char mod[600];
+            snprintf(mod, sizeof mod, "%.*s%s%s", dir, path ? path : "", name,
+                     nl > 5 && !strcmp(name + nl - 5, ".tile") ? "" : ".tile");
+            const KilnLibFile *f = kiln_lib_file(mod);
+            char *owned = f ? NULL : sup_read_file_text(mod, NULL);
+            const char *mt = f ? f->text : owned;
+            if (mt && defines_fn(mt, hook)) {
+                StrBuf sb;
+                sb_init(&sb);
+                sb_printf(&sb, "%.*s%s\n%s", (int)(line - text), text, mt, end ? end + 1 : "");
+                free(owned);
+                char *out = sb_steal(&sb);
+                sb_free(&sb);
+                return out;
+            }
+            free(owned);
+        }
+        line += len + (end ? 1 : 0);
+    }
+    return NULL;
+}
+
 /* The generated lines: the params, then a wrapper named like each hook in `wrap`, calling the
  * caller's hook (where `bound`) with the positions shifted; mask_mod adds the causal term. */
 static void wrappers(StrBuf *sb, const KilnAttentionVariant *var, unsigned wrap, unsigned bound, bool causal_mask)
@@ -177,6 +229,10 @@ static KilnStatus derived_text(const char *api, const RtAttnVarSrc *vs, unsigned
         bool by_define = false;
         for (int i = 0; var && i < var->ndefines; i++) by_define |= !strcmp(var->defines[i].name, g_hooks[h]);
         if (!(wrap & bound & (1u << h)) || by_define) continue;
+        if (!defines_fn(text, g_hooks[h])) {   /* from an import: its module's text, inlined */
+            char *in = inline_import(text, vs->path, g_hooks[h]);
+            if (in) free(text), text = in;
+        }
         StrBuf sb;
         sb_init(&sb);
         bool defined = rename_hook(&sb, text, g_hooks[h]);
@@ -185,9 +241,9 @@ static KilnStatus derived_text(const char *api, const RtAttnVarSrc *vs, unsigned
         sb_free(&sb);
         if (!defined) {
             free(text);
-            return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "positions: the variant's %s comes from an imported "
-                                 "module; define it in the variant's own text (or bind it with -D %s=NAME)",
-                                 g_hooks[h], g_hooks[h]);
+            return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "positions: the variant's %s comes from a module "
+                                 "it does not import directly; define it in the variant's own text (or bind it "
+                                 "with -D %s=NAME)", g_hooks[h], g_hooks[h]);
         }
     }
     StrBuf sb;

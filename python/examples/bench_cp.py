@@ -35,8 +35,9 @@ def sync(dev):
 
 
 def inputs(n, hq, hkv, d, dtype, dev, seed):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    mk = lambda h: (torch.rand(1, h, n, d, generator=g) * 2 - 1).to(dtype).to(dev)  # noqa: E731
+    """Uniform in [-1, 1), generated on the device (the same on every rank: one seed, one shape)."""
+    g = torch.Generator(device=dev).manual_seed(seed)
+    mk = lambda h: (torch.rand(1, h, n, d, generator=g, device=dev) * 2 - 1).to(dtype)  # noqa: E731
     return mk(hq), mk(hkv), mk(hkv), mk(hq)
 
 

@@ -5,7 +5,8 @@
  * [b, h, s, d]. A shard call takes rows [qa, qa + lq) of Q and [ka, ka + lk) of K/V (pointer
  * offsets, the full tensors' strides) with the offsets qa, ka; its O and LSE must be those of
  * the float64 attention of those query rows over those keys under the WHOLE problem's masks
- * (causal: key <= query; the sliding window: left 37, right unlimited, in positions). A shard against
+ * (causal: key <= query; the sliding window: left 37, right unlimited, in positions; gemma2's
+ * soft-capping inside it, whose hooks come from the modules gemma2 imports). A shard against
  * all keys is thus the full call's rows. The backward of a shard, given the whole problem's O
  * and LSE (as a ring's backward does), must give that shard's part of dQ, dK, dV: sums over
  * the (query row, key) pairs of the two shards only. Outputs are NaN-poisoned before each run.
@@ -27,7 +28,10 @@
 #define D 32
 #define WL 37
 
+/* window 1: sliding_window.tile; 2: gemma2.tile (softcap CAP inside the window: its hooks come
+ * from the modules it imports) */
 typedef struct Shard { const char *what; int qa, lq, ka, lk, causal, window; } Shard;
+#define CAP 2.0
 
 static const Shard k_shards[] = {
     {"q rows 40..110 vs all keys, causal (the full call's rows)", 40, 70, 0, N, 1, 0},
@@ -38,6 +42,7 @@ static const Shard k_shards[] = {
     {"q 90..150 vs k 30..110, not causal", 90, 60, 30, 80, 0, 0},
     {"q 100..150 vs k 40..120, causal window 37", 100, 50, 40, 80, 1, 1},
     {"q 20..130 vs all keys, window 37 not causal", 20, 110, 0, N, 0, 1},
+    {"q 60..120 vs k 30..90, causal gemma2 (softcap 2, window 37)", 60, 60, 30, 60, 1, 2},
 };
 
 static uint16_t *g_q, *g_k, *g_v, *g_do;      /* the whole problem, [1, h, N, D] */
@@ -63,6 +68,7 @@ static double ref_row(const Shard *s, int h, int i, int ka, int lk, double *p)
         double dot = 0;
         for (int d = 0; d < D; d++) dot += f16(g_q, h, i, d) * f16(g_k, hk, ka + j, d);
         p[j] = dot * g_scale;
+        if (s->window == 2) p[j] = CAP * tanh(p[j] / CAP);
         if (p[j] > m) m = p[j];
     }
     if (m == -INFINITY) return -INFINITY;
@@ -90,8 +96,8 @@ static KilnAttentionParams shard_params(const Shard *s, void *o, float *lse)
     return p;
 }
 
-static KilnAttentionVariant g_window;
-static KilnVariantArg g_window_args[2];
+static KilnAttentionVariant g_window, g_gemma2;
+static KilnVariantArg g_window_args[2], g_gemma2_args[3];
 
 static void setup(void)
 {
@@ -106,6 +112,9 @@ static void setup(void)
     g_window_args[1] = (KilnVariantArg){"window_right", kiln_arg_i32(-1), 0};
     g_window = (KilnAttentionVariant){.path = "lang/lib/variants/sliding_window.tile", .args = g_window_args,
                                       .nargs = 2};
+    g_gemma2_args[0] = g_window_args[0], g_gemma2_args[1] = g_window_args[1];
+    g_gemma2_args[2] = (KilnVariantArg){"softcap", kiln_arg_f32((float)CAP), 0};
+    g_gemma2 = (KilnAttentionVariant){.path = "lang/lib/variants/gemma2.tile", .args = g_gemma2_args, .nargs = 3};
 }
 
 static void teardown(void) { free(g_q), free(g_k), free(g_v), free(g_do); }
@@ -118,7 +127,7 @@ START_TEST(shard_fwd_matches_float64)
     memset(o, 0xFF, (size_t)HQ * N * D * 2);
     memset(lse, 0xFF, (size_t)HQ * s->lq * 4);
     KilnAttentionParams p = shard_params(s, o, lse);
-    if (s->window) p.variant = &g_window;
+    if (s->window) p.variant = s->window == 2 ? &g_gemma2 : &g_window;
     ck_assert_msg(kiln_attention_fwd_cpu(&p) == KILN_OK, "%s: %s", s->what, kiln_last_error());
     double *pr = malloc(sizeof(double) * N), err_o = 0, err_l = 0;
     int bad = 0;
@@ -169,7 +178,7 @@ START_TEST(shard_bwd_matches_float64)
     full_forward(s, o, lse);
     memset(dq, 0xFF, nq * 2), memset(dk, 0xFF, nk * 2), memset(dv, 0xFF, nk * 2);
     KilnAttentionBwdParams b = {.fwd = shard_params(s, NULL, NULL), .deterministic = _i % 2};
-    if (s->window) b.fwd.variant = &g_window;
+    if (s->window) b.fwd.variant = s->window == 2 ? &g_gemma2 : &g_window;
     /* the shard's rows of the whole O and LSE: LSE dense [HQ, N] is no [HQ, lq] shard, so copy */
     float *lse_s = malloc((size_t)HQ * s->lq * 4);
     for (int h = 0; h < HQ; h++) memcpy(lse_s + (size_t)h * s->lq, lse + (size_t)h * N + s->qa, (size_t)s->lq * 4);
@@ -193,9 +202,11 @@ START_TEST(shard_bwd_matches_float64)
             for (int d = 0; d < D; d++) delta += f16(g_do, h, i, d) * attn_get(ATTN_F16, o, ((size_t)h * N + i) * D + d);
             for (int j = s->ka; j < s->ka + s->lk; j++) {
                 if (pr[j] == 0) continue;
-                double dp = 0;
+                double dp = 0, sc = 0;
                 for (int d = 0; d < D; d++) dp += f16(g_do, h, i, d) * f16(g_v, hk, j, d);
-                double ds = pr[j] * (dp - delta) * g_scale;
+                for (int d = 0; d < D; d++) sc += f16(g_q, h, i, d) * f16(g_k, hk, j, d);
+                double th = tanh(sc * g_scale / CAP), cap_grad = s->window == 2 ? 1 - th * th : 1;
+                double ds = pr[j] * (dp - delta) * cap_grad * g_scale;
                 for (int d = 0; d < D; d++) {
                     rq[((size_t)h * N + i) * D + d] += ds * f16(g_k, hk, j, d);
                     rk[((size_t)hk * N + j) * D + d] += ds * f16(g_q, h, i, d);
