@@ -96,25 +96,42 @@ def _chunks(layout, rank, world, s_local):
     return [(i * c, c, g * c) for i, g in enumerate(own)]
 
 
-def _pair(qc, kc, causal):
-    """'hidden', 'full' or 'partial' for causal attention of query chunk qc to key chunk kc."""
-    if not causal:
-        return "full"
+def _pair(qc, kc, causal, window=None):
+    """'hidden', 'full' or 'partial' for attention of query chunk qc to key chunk kc (causal, and
+    a sliding window (left, right) that hides whole pairs too; < 0: unlimited)."""
     q0, ql, qp = qc
     k0, kl, kp = kc
+    if window is not None:
+        left, right = window
+        if (left >= 0 and kp + kl - 1 < qp - left) or (right >= 0 and kp > qp + ql - 1 + right):
+            return "hidden"
+    if not causal:
+        return "full"
     if kp > qp + ql - 1:
         return "hidden"
     return "full" if kp + kl - 1 <= qp else "partial"
 
 
-def _plan(qcs, kcs, causal, has_variant, same):
+_WINDOW_VARIANTS = ("variants/sliding_window.tile", "variants/gemma2.tile")
+
+
+def _window_of(variant):
+    """(window_left, window_right) of a shipped windowed variant (its pairs outside the window are
+    never run), else None."""
+    if variant is None or variant.source is not None or not variant.path.endswith(_WINDOW_VARIANTS):
+        return None   # (a shipped variant: source None, its text the library's)
+    sc = variant.scalars
+    return int(sc["window_left"]), int(sc["window_right"])
+
+
+def _plan(qcs, kcs, causal, has_variant, same, window=None):
     """The attention calls of one step: (q_lo, q_hi, k_lo, k_hi, causal, positions). Without a
     variant, calls that see every key merge (positions then change nothing), and a rank's own
     shard runs as one causal call (its local order is increasing in positions and its query and
     key lengths agree, so the local diagonal is the global one)."""
     sq = sum(c[1] for c in qcs)
     sk = sum(c[1] for c in kcs)
-    cls = [[_pair(qc, kc, causal) for kc in kcs] for qc in qcs]
+    cls = [[_pair(qc, kc, causal, window) for kc in kcs] for qc in qcs]
     if not has_variant:
         if all(c == "full" for row in cls for c in row):
             return [(0, sq, 0, sk, False, [])]
@@ -258,13 +275,14 @@ class _Ring:
 
 # ---------------- ring attention ----------------
 
-def _step_calls(layout, rank, src, world, q, k, causal, has_variant, g):
+def _step_calls(layout, rank, src, world, q, k, causal, var, g):
     """The calls of the ring step that holds rank src's K/V, as slices."""
     if g.cu is not None:
         return _plan_packed(_owned("zigzag", rank, world), _owned("zigzag", src, world), q.shape[0] // 2, causal)
     qcs = _chunks(layout, rank, world, q.shape[2])
     kcs = _chunks(layout, src, world, k.shape[2])
-    return [_slices(c) for c in _plan(qcs, kcs, causal, has_variant, src == rank)]
+    window = _window_of(_A._variants.get(var[0])) if var[0] else None
+    return [_slices(c) for c in _plan(qcs, kcs, causal, var[0] != 0, src == rank, window)]
 
 
 def _ring_fwd(q, k, v, causal, scale, var, group, layout, g):
@@ -276,7 +294,7 @@ def _ring_fwd(q, k, v, causal, scale, var, group, layout, g):
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        for call in _step_calls(layout, rank, src, world, q, k, causal, var[0] != 0, g):
+        for call in _step_calls(layout, rank, src, world, q, k, causal, var, g):
             o, l = _fwd_call(q, kv[0], kv[1], call, scale, var, g)
             _merge(acc, acc_lse, call[0], o, l, g)
         if handle is not None:
@@ -294,7 +312,7 @@ def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, determ
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
         dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
-        for call in _step_calls(layout, rank, src, world, q, k, causal, var[0] != 0, g):
+        for call in _step_calls(layout, rank, src, world, q, k, causal, var, g):
             gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic, g)
             g.sl(dq, call[0]).add_(gq)
             g.sl(dkv[0], call[1]).add_(gk)

@@ -132,6 +132,13 @@ def test_plan_skips_what_causal_hides():
             assert work == 32 * 64   # every step the same work: the balance zigzag is for
 
 
+def test_plan_skips_what_a_window_hides():
+    from kiln.distributed import _chunks, _plan
+    qcs, kcs = _chunks("zigzag", 3, 4, 64), _chunks("zigzag", 0, 4, 64)   # q at 96.., 128..; k at 0.., 224..
+    assert len(_plan(qcs, kcs, True, True, False)) == 2          # a variant: each visible pair a call
+    assert _plan(qcs, kcs, True, True, False, (8, -1)) == []     # the window hides keys 0..31 from 96..
+
+
 def test_use_ring_rule():
     from kiln.distributed import ALLGATHER_MAX_TOKENS, use_ring
     assert not use_ring(ALLGATHER_MAX_TOKENS - 1)
