@@ -183,6 +183,13 @@ def longest(a, dev, rows_table, budget_end):
         if last is not None and last * 4.5 > left:   # causal: ~4x the time per doubling
             log(f"longest: stopping before N={n} (estimated {last * 4.5:.0f} s, {left:.0f} s left)")
             break
+        # an out-of-memory on one rank mid-ring would leave the others waiting: estimate first
+        # (q, out, dout, dq in the dtype, the fp32 output and dQ accumulators; K/V, the ring's two
+        # K/V buffers, dK/dV and their fp32 partials)
+        need = tpg * a.d * (a.hq * (4 * 2 + 2 * 4) + a.hkv * (8 * 2 + 6 * 4))
+        if dev.type == "cuda" and need > 0.85 * torch.cuda.get_device_properties(dev).total_memory:
+            log(f"longest: stopping before N={n} (about {need / 2 ** 30:.0f} GiB per GPU needed)")
+            break
         status = torch.zeros(1, device=dev)
         try:
             g = torch.Generator(device=dev).manual_seed(rank)
@@ -211,6 +218,7 @@ def longest(a, dev, rows_table, budget_end):
         rows_table.append(f"train N={n // 1024:6d}k causal on {world} GPUs: fwd+bwd {dt:8.2f} s, "
                           f"peak {mem:.1f} GiB/GPU")
         log(rows_table[-1])
+        write_table(a, rows_table, dev)
         last, tpg = dt, tpg * 2
         if tpg > a.long_max:
             break
