@@ -22,6 +22,11 @@ chunk r of W). shard() / unshard() convert. Shapes [batch, heads, seq_local, hea
 kiln.attention (any strides, GQA). The sequence must split into equal chunks. Packed batches
 (varlen, cu_seqlens): attention_varlen, shard_varlen / unshard_varlen (zigzag per sequence, ring).
 
+Invariants: every rank runs the same schedule (the same calls, sends and receives in the same
+order: P2P messages match by order); partial results and gradients are summed in fp32 and
+rounded to the input dtype once, at the end; the kernels see the same shapes on every rank (equal
+chunks), so each compiles once.
+
 Example (torchrun --nproc-per-node 4):
     dist.init_process_group("nccl"); torch.cuda.set_device(rank)
     q, k, v = (kiln.distributed.shard(t) for t in (q_full, k_full, v_full))
