@@ -258,10 +258,18 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
         return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "batch * heads_q = %lld exceeds %d with a %s (it sees the "
                              "batch index; split the call by batch)", (long long)p->batch * p->heads_q,
                              ATTN_MAX_GRID_Y, p->variant ? "variant" : "block mask");
+    /* position offsets: the call as it runs (a derived variant when they matter) */
+    KilnAttentionParams pp;
+    RtAttnPos pos;
+    if ((st = rt_attn_pos_apply(FWD, p, &pp, &pos)) != KILN_OK) return st;
+    p = &pp;
     AttnKey key = resolve_key(dev->info.sm_version, p);
     KilnKernel *k = NULL;
     RtAttnVarSrc vs;
-    if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) return st;
+    if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) {
+        rt_attn_pos_free(&pos);
+        return st;
+    }
     RtAttnVariant v;
     fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
     st = rt_attn_get_kernel(dev, FWD, &v, &k);
@@ -269,6 +277,7 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     if (st == KILN_OK) st = rt_attn_var_check_used(FWD, p->variant, &info, 1);
     if (st == KILN_OK) st = launch_batches(k, p, (p->seqlen_q + key.block_m - 1) / key.block_m, stream);
     rt_attn_var_close(&vs);
+    rt_attn_pos_free(&pos);
     return st;
 }
 
@@ -329,15 +338,21 @@ KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
     if (st != KILN_OK || rt_attn_no_rows(p)) return st;
     if ((st = rt_attn_var_check_bytes(FWD "_cpu", p->variant)) != KILN_OK) return st;
     if ((st = check_cpu_sizes(FWD "_cpu", p)) != KILN_OK) return st;
+    KilnAttentionParams pp;
+    RtAttnPos pos;
+    if ((st = rt_attn_pos_apply(FWD "_cpu", p, &pp, &pos)) != KILN_OK) return st;
+    p = &pp;
     AttnKey key = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
                    .block_m = p->block_m ? p->block_m : 64, .block_n = p->block_n ? p->block_n : 64};
     key = with_block_mask(p, key);
     RtAttnVarSrc vs;
-    if ((st = rt_attn_var_open(FWD, p->variant, &vs)) != KILN_OK) return st;
-    RtAttnVariant v;
-    fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
-    int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
-    st = rt_attn_run_cpu(FWD, &v, grid, make_arg, cpu_buffer, p, p->variant);
-    rt_attn_var_close(&vs);
+    if ((st = rt_attn_var_open(FWD, p->variant, &vs)) == KILN_OK) {
+        RtAttnVariant v;
+        fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
+        int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
+        st = rt_attn_run_cpu(FWD, &v, grid, make_arg, cpu_buffer, p, p->variant);
+        rt_attn_var_close(&vs);
+    }
+    rt_attn_pos_free(&pos);
     return st;
 }

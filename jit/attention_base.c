@@ -141,6 +141,7 @@ KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p)
                              "heads_q = %d exceeds %d (one batch's heads must fit the grid's second axis)",
                              p->heads_q, ATTN_MAX_GRID_Y);
     if ((st = check_varlen_shape(api, p, lim)) != KILN_OK) return st;
+    if ((st = rt_attn_pos_check(api, p)) != KILN_OK) return st;
     return rt_attn_var_check(api, p->variant);
 }
 

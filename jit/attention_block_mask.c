@@ -118,6 +118,9 @@ static KilnStatus prepare(const char *api, const KilnAttentionParams *p, const K
     KilnStatus st = rt_attn_check_shape(api, p);
     if (st == KILN_OK) st = check_request(api, p, m);
     if (st != KILN_OK) return st;
+    if (p->positions)   /* the classifier runs on local indices */
+        return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "a block mask for a call with positions (set positions, "
+                             "q_pos_offset and kv_pos_offset to 0)");
     *out = *m;
     size_t total;
     if (!layout(m, p->seqlen_q, p->seqlen_k, &out->num_q_blocks, &out->num_kv_blocks, out->offset, &total))

@@ -319,11 +319,26 @@ static KilnAttentionBwdParams chunk_of(const KilnAttentionBwdParams *p, const Rt
     return c;
 }
 
+static KilnStatus bwd_run(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream);
+
 KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream)
 {
     KilnStatus st = kiln_attention_bwd_check(p);
     if (st != KILN_OK) return st;
     if ((st = rt_attn_check_call(BWD, dev, stream)) != KILN_OK) return st;
+    /* position offsets: the call as it runs (a derived variant when they matter) */
+    KilnAttentionBwdParams pp = *p;
+    RtAttnPos pos;
+    if ((st = rt_attn_pos_apply(BWD, &p->fwd, &pp.fwd, &pos)) != KILN_OK) return st;
+    st = bwd_run(dev, &pp, stream);
+    rt_attn_pos_free(&pos);
+    return st;
+}
+
+/* kiln_attention_bwd on a checked call whose offsets are applied. */
+static KilnStatus bwd_run(KilnDevice *dev, const KilnAttentionBwdParams *p, KilnStream *stream)
+{
+    KilnStatus st = KILN_OK;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(dev->info.sm_version, p, &plan);
     if (!rt_attn_no_rows(&p->fwd) && (st = check_scratch_size(p, scratch_bytes(&p->fwd, plan.dq_acc))) != KILN_OK)

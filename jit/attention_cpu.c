@@ -85,13 +85,18 @@ KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p)
     /* the interpreter's tiles: the caller's, else 64 x 64 (no larger than a mask's blocks,
      * which the check requires the caller's tiles to divide) */
     KilnAttentionBwdParams q = *p;
+    RtAttnPos pos;   /* position offsets: the call as it runs */
+    if ((st = rt_attn_pos_apply(BWD, &p->fwd, &q.fwd, &pos)) != KILN_OK) return st;
     const KilnBlockMask *m = p->fwd.block_mask;
     if (!q.block_m) q.block_m = m && m->block_q < 64 ? m->block_q : 64;
     if (!q.block_n) q.block_n = m && m->block_kv < 64 ? m->block_kv : 64;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(0, &q, &plan);
     RtAttnVarSrc vs;
-    if ((st = rt_attn_var_open(BWD, p->fwd.variant, &vs)) != KILN_OK) return st;
+    if ((st = rt_attn_var_open(BWD, q.fwd.variant, &vs)) != KILN_OK) {
+        rt_attn_pos_free(&pos);
+        return st;
+    }
     for (int i = 0; i < plan.n && st == KILN_OK; i++) {
         if (vs.var) plan.k[i].vs = &vs;
         /* the device call checks the variant's arguments against the three kernels together;
@@ -100,6 +105,7 @@ KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p)
         st = rt_attn_run_cpu(BWD, &plan.k[i], plan.grid[i], rt_attn_bwd_arg, bwd_buffer, &q, NULL);
     }
     rt_attn_var_close(&vs);
+    rt_attn_pos_free(&pos);
     return st;
 }
 

@@ -338,6 +338,8 @@ KilnStatus rt_attn_var_check_used(const char *api, const KilnAttentionVariant *v
     char *decl = declared_params(var);
     KilnStatus st = KILN_OK;
     for (int i = 0; i < var->nargs && st == KILN_OK; i++) {
+        /* the offsets' arguments (attention_pos.c): a hook that ignores kv_idx never reads one */
+        if (rt_attn_pos_generated(var->args[i].name)) continue;
         bool used = false;
         for (int k = 0; k < n && !used; k++)
             for (int j = 0; infos[k] && j < infos[k]->nparams && !used; j++)

@@ -257,6 +257,27 @@ char *rt_attn_var_root(const RtAttnVarSrc *vs, const char *program);
  * or a helper of that name in its modules. */
 bool rt_attn_var_binds(const RtAttnVarSrc *vs, const char *program, const char *name);
 
+/* ---- position offsets (attention_pos.c) ---- */
+/* q_pos_offset / kv_pos_offset of p: >= 0, in range, not with a block mask, equal with causal
+ * packed batches (rt_attn_check_shape runs it). */
+KilnStatus rt_attn_pos_check(const char *api, const KilnAttentionParams *p);
+/* The derived variant a call with offsets runs: the caller's text, the generated wrappers,
+ * the caller's defines and args and the offsets' args (owned here). */
+typedef struct RtAttnPos {
+    KilnAttentionVariant var;
+    char *source;
+    KilnDefine *defines;
+    KilnVariantArg *args;
+    int ndefines, nargs;
+} RtAttnPos;
+/* *out = *p with the offsets applied: offsets 0, and when they matter (causal with unequal
+ * offsets, or a variant with hooks) the derived variant in *pos and causal as it runs. Free
+ * *pos after the call (rt_attn_pos_free), on every path. */
+KilnStatus rt_attn_pos_apply(const char *api, const KilnAttentionParams *p, KilnAttentionParams *out, RtAttnPos *pos);
+void rt_attn_pos_free(RtAttnPos *pos);
+/* Whether a variant argument is one of the generated ones (kiln_pos_*). */
+bool rt_attn_pos_generated(const char *name);
+
 /* ---- the attention calls' default schedules (attention_tune.c: one table) ---- */
 typedef enum RtTuneCall { RT_TUNE_FWD, RT_TUNE_BWD_DKDV, RT_TUNE_BWD_DQ, RT_TUNE_DECODE } RtTuneCall;
 typedef struct RtTuneRow {

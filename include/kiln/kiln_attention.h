@@ -163,6 +163,23 @@ typedef struct KilnAttentionParams {
      * than its shape and strides span is refused (KILN_ERR_USAGE naming the field, e.g.
      * "q_bytes"), and the interpreter bounds every access by these sizes. */
     size_t q_bytes, k_bytes, v_bytes, o_bytes, lse_bytes, cu_seqlens_q_bytes, cu_seqlens_k_bytes;
+    /* Whole-sequence positions (context parallelism: a call on a shard of the queries against
+     * a shard of the keys; docs/attention_api.md, "Positions"). positions = 0: local indices,
+     * as always (causal bottom-right aligned; the offsets must be 0). Nonzero: query row i is
+     * at position q_pos_offset + i and key j at kv_pos_offset + j; the variant's hooks see these
+     * positions (score_mod / mask_mod's q_idx, kv_idx; kv_start gets the block's first query
+     * position and returns a key position), and causal compares them: key j is visible to row
+     * i iff kv_pos_offset + j <= q_pos_offset + i (a chunk of queries that ends where the keys
+     * end, FlashAttention's bottom-right case, is q_pos_offset = kv_pos_offset + seqlen_k -
+     * seqlen_q). Offsets >= 0, each plus its length within the kernels' 32-bit index. Where the
+     * causal diagonal is the kernel's own (q_pos_offset - kv_pos_offset = seqlen_k - seqlen_q)
+     * or every key is visible the call runs the plain kernels; otherwise the causal test is a
+     * mask on every block (no key block above the diagonal is skipped). Packed batches: the
+     * same offsets for every sequence; with causal they must be equal, and each sequence's
+     * diagonal is then its own bottom-right one (exact when its query and key lengths agree).
+     * Not with a block mask (KILN_ERR_UNSUPPORTED). */
+    int positions;
+    int q_pos_offset, kv_pos_offset;
 } KilnAttentionParams;
 
 

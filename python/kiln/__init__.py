@@ -21,6 +21,9 @@ def __getattr__(name):
         for n in _TORCH_NAMES:   # bound here once: later lookups skip this hook
             globals()[n] = getattr(_attention, n)
         return globals()[name]
+    if name == "distributed":   # context-parallel attention (torch.distributed); imports torch
+        from . import distributed
+        return distributed
     raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 

@@ -223,9 +223,10 @@ def _lse_shape(q, varlen):
 _templates = {}   # shapes, strides and flags -> a filled KilnAttentionParams (the host path's cost)
 
 
-def _fwd_params(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
+def _fwd_params(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale, positions=()):
     """The KilnAttentionParams of a call: copied from a template per shape class, the pointers
-    set (a struct filled field by field costs more than the rest of the call)."""
+    set (a struct filled field by field costs more than the rest of the call). positions: () or
+    [q_pos_offset, kv_pos_offset] (whole-sequence positions, KilnAttentionParams.positions)."""
     key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), o.stride(), q.dtype, cu_q is not None, max_q, max_k,
            causal, scale)
     t = _templates.get(key)
@@ -235,6 +236,8 @@ def _fwd_params(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
         t = _templates[key] = _fill_fwd_params(q, k, v, o, cu_q, max_q, max_k, causal, scale)
     p = _ParamsType.from_buffer_copy(t)
     p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    if positions:
+        p.positions, p.q_pos_offset, p.kv_pos_offset = 1, int(positions[0]), int(positions[1])
     if cu_q is not None:
         p.cu_seqlens_q, p.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
     if q.device.type == "cpu":   # the interpreter bounds every access by the host buffers' sizes
@@ -284,13 +287,16 @@ def _run(q, name_cpu, name_gpu, params, what):
 def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
             cu_seqlens_k: Optional[torch.Tensor], max_seqlen_q: int, max_seqlen_k: int, causal: bool,
             scale: float, deterministic: bool, variant: int, variant_tensors: List[torch.Tensor],
-            bm_data: Optional[torch.Tensor], bm_meta: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
-    # deterministic is the backward's (kept for it by setup_context)
+            bm_data: Optional[torch.Tensor], bm_meta: List[int],
+            positions: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    # deterministic is the backward's (kept for it by setup_context); positions: [] or
+    # [q_pos_offset, kv_pos_offset]
     varlen = cu_seqlens_q is not None
     q, k, v = _aligned(q), _aligned(k), _aligned(v)
     o = _out_like(q)
     lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
-    p = _fwd_params(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale)
+    p = _fwd_params(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
+                    positions)
     var = _variant_struct(variant, variant_tensors)
     bm = _bm_struct(bm_data, bm_meta)
     if var is not None:
@@ -306,22 +312,22 @@ _fwd_op = torch.library.custom_op("kiln::fwd", mutates_args=())(_fwd_impl)
 
 @_fwd_op.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale, deterministic, variant,
-      variant_tensors, bm_data, bm_meta):
+      variant_tensors, bm_data, bm_meta, positions):
     varlen = cu_seqlens_q is not None
     return _out_like(q), q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
 
 
-@torch.library.custom_op("kiln::bwd", mutates_args=())
-def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
             lse: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
             max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: float, deterministic: bool, variant: int,
             variant_tensors: List[torch.Tensor], bm_data: Optional[torch.Tensor],
-            bm_meta: List[int]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            bm_meta: List[int], positions: List[int]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     varlen = cu_seqlens_q is not None
     dq, dk, dv = _out_like(q), _out_like(k), _out_like(v)
     q, k, v, out, dout, lse = (_aligned(t) for t in (q, k, v, out, dout, lse.contiguous()))
     b = _lib.new("KilnAttentionBwdParams")
-    b.fwd = _fwd_params(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale)
+    b.fwd = _fwd_params(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
+                        positions)
     b.dout, b.dq, b.dk, b.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
     b.dout_stride[:], b.dq_stride[:] = _strides(dout, varlen), _strides(dq, varlen)
     b.dk_stride[:], b.dv_stride[:] = _strides(dk, varlen), _strides(dv, varlen)
@@ -343,28 +349,34 @@ def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     return dq, dk, dv
 
 
+# (the plain function stays callable: kiln.distributed runs it inside its own autograd Function)
+_bwd_op = torch.library.custom_op("kiln::bwd", mutates_args=())(_bwd_impl)
+
+
 @_bwd_op.register_fake
 def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
-      deterministic, variant, variant_tensors, bm_data, bm_meta):
+      deterministic, variant, variant_tensors, bm_data, bm_meta, positions):
     return _out_like(q), _out_like(k), _out_like(v)
 
 
 def _setup_fwd(ctx, inputs, output):
-    (q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, deterministic, variant, vts, bm_data, bm_meta) = inputs
+    (q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, deterministic, variant, vts, bm_data, bm_meta,
+     positions) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, bm_data, *vts)
-    ctx.args = (max_q, max_k, causal, scale, deterministic, variant, list(bm_meta))
+    ctx.args = (max_q, max_k, causal, scale, deterministic, variant, list(bm_meta), list(positions))
     ctx.variant = _variants.get(variant)   # alive until the backward has run
 
 
 def _backward_fwd(ctx, dout, dlse):
     q, k, v, out, lse, cu_q, cu_k, bm_data, *vts = ctx.saved_tensors
-    max_q, max_k, causal, scale, deterministic, variant, bm_meta = ctx.args
+    max_q, max_k, causal, scale, deterministic, variant, bm_meta, positions = ctx.args
     dq, dk, dv = torch.ops.kiln.bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale,
-                                    deterministic, variant, vts, bm_data, bm_meta)
-    # one entry per input of kiln::fwd, lists as lists (the autograd wrapper checks the structure)
+                                    deterministic, variant, vts, bm_data, bm_meta, positions)
+    # one entry per input of kiln::fwd, lists as lists (the autograd wrapper checks the structure:
+    # a non-empty list of ints is one leaf, whose grad is None; an empty list stays a list)
     return (dq, dk, dv, None, None, None, None, None, None, None, None, [None] * len(vts), None,
-            [None] * len(bm_meta))
+            [None] * len(bm_meta), None if positions else [])
 
 
 _fwd_op.register_autograd(_backward_fwd, setup_context=_setup_fwd)
@@ -522,20 +534,37 @@ def _scale(scale, d):
     return float(scale)
 
 
+def _positions(q_pos_offset, kv_pos_offset):
+    """[] (local indices) or [q_pos_offset, kv_pos_offset], validated."""
+    if q_pos_offset is None and kv_pos_offset is None:
+        return []
+    out = []
+    for name, x in (("q_pos_offset", q_pos_offset), ("kv_pos_offset", kv_pos_offset)):
+        x = 0 if x is None else x
+        if not isinstance(x, int) or isinstance(x, bool) or x < 0 or x >= 2 ** 31:
+            raise ValueError(f"{name}: want an int in [0, 2**31), got {x!r}")
+        out.append(int(x))
+    return out
+
+
 def _row(t):
     """t with its head dim contiguous (the only stride the programs fix)."""
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
 def attention(q, k, v, causal=False, scale=None, variant=None, block_mask=None, return_lse=False,
-              deterministic=False):
+              deterministic=False, q_pos_offset=None, kv_pos_offset=None):
     """softmax(scale * q k^T) v, SDPA's [batch, heads, seq, head_dim] convention, any strides (a
     [b, s, h, d] tensor passed as x.transpose(1, 2) costs nothing); k and v may have fewer
     heads than q (GQA / MQA: heads_q a multiple). causal: bottom-right aligned. variant: a
     kiln.Variant; block_mask: a kiln.BlockMask made for this call's lengths and causal flag.
     Returns out (q's shape and layout), and with return_lse the log-sum-exp [b, h, s] in
     float32 (natural log; not differentiated). Differentiable in q, k, v (the backward is Kiln's;
-    deterministic=True: bit-identical gradients run to run)."""
+    deterministic=True: bit-identical gradients run to run). q_pos_offset / kv_pos_offset (either
+    set: whole-sequence positions, the other 0): q's row i is at position q_pos_offset + i and k's
+    key j at kv_pos_offset + j, for a shard of a longer sequence (context parallelism,
+    kiln.distributed); the variant's hooks see these positions and causal compares them
+    (key visible iff its position <= the query's). Not with block_mask."""
     _check_qkv(q, k, v, 4, "[batch, heads, seq, head_dim]")
     b, hq, sq, d = q.shape
     if k.shape[0] != b or v.shape[0] != b:
@@ -546,8 +575,11 @@ def attention(q, k, v, causal=False, scale=None, variant=None, block_mask=None, 
         raise ValueError(f"k: {k.shape[1]} heads do not divide q's {hq} (GQA needs heads_q % heads_kv == 0)")
     vid, vts = _variant_args(variant, q.device)
     bm_data, bm_meta = _bm_args(block_mask, q, bool(causal), sq, k.shape[2])
+    positions = _positions(q_pos_offset, kv_pos_offset)
+    if positions and block_mask is not None:
+        raise NotImplementedError("q_pos_offset / kv_pos_offset with a block_mask (the mask is made for local indices)")
     args = (_row(q), _row(k), _row(v), None, None, 0, 0, bool(causal), _scale(scale, d), bool(deterministic), vid,
-            vts, bm_data, bm_meta)
+            vts, bm_data, bm_meta, positions)
     fn = _fwd_impl if _eager((q, k, v, *vts)) else torch.ops.kiln.fwd
     out, lse = fn(*args)
     return (out, lse) if return_lse else out
@@ -625,7 +657,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     vid, vts = _variant_args(var, q.device)
     args = (_row(q), _row(k), _row(v), cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(), int(max_seqlen_q),
             int(max_seqlen_k), bool(causal), _scale(softmax_scale, q.shape[-1]), bool(deterministic), vid, vts,
-            None, [])
+            None, [], [])
     fn = _fwd_impl if _eager((q, k, v, *vts)) else torch.ops.kiln.fwd
     out, lse = fn(*args)
     return (out, lse, None) if return_attn_probs else out

@@ -253,18 +253,21 @@ def _opcheck(op, args):
 
 def test_opcheck_every_op(device):
     q, k, v = (t.requires_grad_() for t in qkv(1, 4, 2, 20, 30, 64, torch.float16, device, seed=90))
-    _opcheck(torch.ops.kiln.fwd.default, (q, k, v, None, None, 0, 0, True, 0.125, False, 0, [], None, []))
-    out, lse = torch.ops.kiln.fwd(q, k, v, None, None, 0, 0, True, 0.125, False, 0, [], None, [])
+    _opcheck(torch.ops.kiln.fwd.default, (q, k, v, None, None, 0, 0, True, 0.125, False, 0, [], None, [], []))
+    out, lse = torch.ops.kiln.fwd(q, k, v, None, None, 0, 0, True, 0.125, False, 0, [], None, [], [])
     dout = rand(*out.shape, device=device, seed=91)
     _opcheck(torch.ops.kiln.bwd.default, (dout, q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
-                                          None, None, 0, 0, True, 0.125, True, 0, [], None, []))
+                                          None, None, 0, 0, True, 0.125, True, 0, [], None, [], []))
     qd = rand(2, 1, 4, 64, device=device, seed=92)
     kc, vc = rand(2, 40, 2, 64, device=device, seed=93), rand(2, 40, 2, 64, device=device, seed=94)
     lens = torch.tensor([40, 7], dtype=torch.int32, device=device)
     _opcheck(torch.ops.kiln.decode.default, (qd, kc, vc, lens, None, False, 0.125, 0, 0, []))
     slopes = torch.rand(4, device=device) + 0.1
     var = kiln.Variant("alibi", alibi_slopes=slopes)
-    _opcheck(torch.ops.kiln.fwd.default, (q, k, v, None, None, 0, 0, False, 0.125, False, var.id, [slopes], None, []))
+    _opcheck(torch.ops.kiln.fwd.default,
+             (q, k, v, None, None, 0, 0, False, 0.125, False, var.id, [slopes], None, [], []))
+    # whole-sequence positions: a shard of queries at 30 against keys at 10
+    _opcheck(torch.ops.kiln.fwd.default, (q, k, v, None, None, 0, 0, True, 0.125, False, 0, [], None, [], [30, 10]))
 
 
 class Block(torch.nn.Module):
