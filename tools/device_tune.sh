@@ -6,7 +6,9 @@
 # pruned at compile time (shared memory, spills over SPILL bytes, occupancy 0), the rest timed on
 # the GPU (warm-up, L2 flushed before each timed launch, the median of REPEATS) and checked
 # against config 0's output, the winner stored in the tune cache (kiln_attention_fwd then takes
-# it before jit/attention_tune.c's table). Writes to $OUT: tune_fwd_d128.csv, tune_fwd_d128.svg,
+# it before jit/attention_tune.c's table: stored in $TUNE_CACHE, default /tmp/kiln-tune-cache, apart
+# from the cache the other scripts use, so later runs on the machine keep the table unless
+# TUNE_CACHE=/tmp/kiln-cache). Writes to $OUT: tune_fwd_d128.csv, tune_fwd_d128.svg,
 # tune_fwd_d128.txt (the table), summary.txt (compile wall time, winner, hand-table row, ratio).
 # Under 6 minutes: the compile takes ~10-30 s on 16 cores, the timing ~0.1 s per config.
 #   bash tools/device_tune.sh            (env: JOBS=16 SPILL=0 REPEATS=20 N=4096 D=128 CAUSAL=false)
@@ -30,7 +32,7 @@ for p in Q K V O LSE heads heads_kv seqlen_q seqlen_k; do assume+=(--assume "$p=
 for t in q k v o; do for s in b h; do assume+=(--assume "stride_$t$s=16"); done; done
 assume+=(--assume stride_qm=16 --assume stride_kn=16 --assume stride_vn=16 --assume stride_om=16)
 start=$(date +%s)
-timeout 330 "$kiln/bin/kiln" tune lang/lib/attention_fwd.tile -k attn_fwd_f16 \
+KILN_CACHE_DIR=${TUNE_CACHE:-/tmp/kiln-tune-cache} timeout 330 "$kiln/bin/kiln" tune lang/lib/attention_fwd.tile -k attn_fwd_f16 \
   -D HEAD_DIM=$d -D CAUSAL=$causal -D PLAIN_SCORES=true "${assume[@]}" \
   --jobs "$jobs" --max-spill "${SPILL:-0}" --repeats "${REPEATS:-20}" --flops $flops --store \
   --grid "$n/BLOCK_M,$((b * h))" "${args[@]}" \
