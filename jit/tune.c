@@ -668,6 +668,20 @@ fail:
     return st;
 }
 
+KilnStatus kiln_tune_key(const char *path, const char *src, const KilnTuneOptions *o, char **key)
+{
+    if (!key) return kiln_set_error(KILN_ERR_USAGE, "kiln_tune_key: key is NULL");
+    *key = NULL;
+    KilnStatus st = check_options(src, o);
+    if (st != KILN_OK) return st;
+    Tuner t = {.path = path ? path : "<input>", .src = src, .o = o, .ref = -1};
+    arena_init(&t.arena);
+    if ((st = load_space(&t)) == KILN_OK && !(*key = strdup(make_key(&t))))
+        st = kiln_set_error(KILN_ERR_IO, "out of host memory");
+    arena_free(&t.arena);
+    return st;
+}
+
 void kiln_tune_report_free(KilnTuneReport *r)
 {
     if (!r) return;

@@ -110,6 +110,12 @@ KILN_API KilnStatus kiln_tune_report_csv(const KilnTuneReport *r, char **out);
 KILN_API KilnStatus kiln_tune_report_table(const KilnTuneReport *r, char **out);
 KILN_API KilnStatus kiln_tune_report_svg(const KilnTuneReport *r, char **out);
 
+/* The key kiln_tune stores a winner under, for the kernel o->kernel of `src` with o's
+ * defines (the key's consts) and args ("seqlen_q=3000": runtime integers, bucketed):
+ * "HEAD_DIM=128 CAUSAL=false seqlen_q=4096" (malloc'd). A launcher that knows its
+ * arguments looks its winner up with it: kiln_tune_key, then kiln_tune_lookup. */
+KILN_API KilnStatus kiln_tune_key(const char *path, const char *src, const KilnTuneOptions *o, char **key);
+
 /* The stored winner for (src, kernel, this build, device, key): its
  * config as "NAME=VALUE NAME=VALUE ..." (malloc'd) in *config. KILN_ERR_NOT_FOUND on a
  * miss, a corrupt entry (ignored) or a disabled cache (KILN_CACHE_DISABLE=1). The

@@ -33,7 +33,7 @@ for f in bin/kiln bin/kiln-examples lib/libkiln.a lib/libkiln.so include/kiln/ki
 done
 # Only the public headers are installed.
 n=$(ls "$prefix/include/kiln" | wc -l)
-[ "$n" = 4 ] || { echo "install: include/kiln holds $n files, want the 4 public headers"; exit 1; }
+[ "$n" = 5 ] || { echo "install: include/kiln holds $n files, want the 5 public headers"; exit 1; }
 
 cd "$work"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

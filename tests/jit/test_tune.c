@@ -94,6 +94,15 @@ START_TEST(cpu_agreement_holds)
         ck_assert(r->rows[i].time_ms < 0);  /* no device: nothing timed */
     }
     ck_assert_int_eq(r->winner, -1);
+    /* the key a launcher computes for its own arguments is the one stored */
+    char *key = NULL;
+    const char *launch[] = {"n=700"};
+    KilnTuneOptions lo = {.kernel = "axpy", .args = launch, .nargs = 1};
+    ck_assert_int_eq(kiln_tune_key("axpy.tile", src, &lo, &key), KILN_OK);
+    ck_assert_str_eq(key, r->key);
+    free(key);
+    lo.kernel = "nope";
+    ck_assert_int_eq(kiln_tune_key("axpy.tile", src, &lo, &key), KILN_ERR_COMPILE);
     ck_assert_str_eq(r->rows[2].values[0], "128");
     ck_assert_str_eq(r->rows[2].values[1], "1");
     kiln_tune_report_free(r);
