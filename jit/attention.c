@@ -114,9 +114,15 @@ static bool tma_encodable(const KilnAttentionParams *p)
     return true;
 }
 
+static const char *kernel_name(int dtype, bool varlen, bool block_mask);
+
 static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
-    const RtTuneRow *t = rt_attn_tune(RT_TUNE_FWD, sm_version, p->head_dim, p->causal, p->seqlen_q);
+    /* a winner `kiln tune` stored for this call comes first (tune_store.c), then the table */
+    RtTuneRow tuned;
+    const RtTuneRow *t = rt_tune_attn_row(kernel_name(p->dtype, false, false), sm_version, p->head_dim, p->causal,
+                                          p->seqlen_q, &tuned) ? &tuned
+                         : rt_attn_tune(RT_TUNE_FWD, sm_version, p->head_dim, p->causal, p->seqlen_q);
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = rt_attn_tune(RT_TUNE_FWD, 0, 32, 0, 0);
     bool own_tiles = p->block_m || p->block_n;

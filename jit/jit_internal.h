@@ -8,6 +8,7 @@
 #define KILN_JIT_INTERNAL_H
 
 #include "kiln_attention.h"
+#include "kiln_tune.h"
 #include "rt_internal.h"
 #include "compiler/support/schedule.h"
 
@@ -292,6 +293,20 @@ typedef struct RtTuneRow {
 const RtTuneRow *rt_attn_tune(RtTuneCall call, int sm_version, int head_dim, int causal, int seqlen_q);
 /* Row i of the table, NULL past the last (tests walk it). */
 const RtTuneRow *rt_attn_tune_row(int i);
+
+/* ---- the autotuner's stored winners (tune_store.c) ---- */
+/* Stores report r's winner `config` ("NAME=VALUE ...") under r->device and r->arch;
+ * *path (malloc'd) names the entry. */
+KilnStatus rt_tune_store(const char *config, const char *src, const KilnTuneReport *r, char **path);
+/* Resident CTAs per SM of a kernel (tune.c); 0: it cannot run. */
+int rt_tune_occupancy(int regs, int smem, int warps, int sram_block, int sram_sm);
+/* A runtime key's bucket: the next power of two >= n. */
+long long rt_tune_bucket(long long n);
+/* The forward's tuned row for a call (kernel attn_fwd_f16 / _bf16), remembered per
+ * process; false: none stored (the table decides). */
+bool rt_tune_attn_row(const char *kernel, int sm_version, int head_dim, int causal, int seqlen_q, RtTuneRow *out);
+/* Tests: forget the remembered look-ups. */
+void rt_tune_memo_clear(void);
 
 typedef struct RtAttnVariant {
     const char *program;      /* "lang/lib/attention_bwd.tile" (embedded) */

@@ -28,7 +28,15 @@ typedef struct KilnCliArgs {
     bool stats, time, cpu;
 } KilnCliArgs;
 
+/* `kiln tune`'s own options (tune.c). */
+typedef struct KilnCliTune {
+    const char *csv, *svg, *grid;
+    bool no_run;
+} KilnCliTune;
+
 char *kiln_cli_read_source(const char *path);
+/* `kiln tune`: takes its options out of argv, the rest through `parse`; the exit code. */
+int kiln_cli_tune(int argc, char **argv, int (*parse)(int, char **, KilnCliArgs *));
 int kiln_cli_run(KilnCliArgs *a);   /* returns the exit code */
 
 #endif

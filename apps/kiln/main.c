@@ -28,6 +28,8 @@ static const char usage_text[] =
     "  compile FILE [options]     compile and print the chosen stage\n"
     "  run FILE [options] [ARG=SPEC]...\n"
     "                             run a kernel (GPU when there is one, else the CPU interpreter)\n"
+    "  tune FILE -k KERNEL [options] [ARG=SPEC]...\n"
+    "                             tune a kernel over its declared `tune` space (docs/language.md)\n"
     "  --help, --version\n"
     "\n"
     "options:\n"
@@ -60,7 +62,20 @@ static const char usage_text[] =
     "  --seed N                   seed for random inputs (default 1)\n"
     "  --show N                   print the first N elements of each buffer (default 8)\n"
     "  ARG=SPEC                   a kernel argument: a number for scalars; for pointers\n"
-    "                             rand:N (uniform in [-1,1)), randn:N, zeros:N, ones:N, iota:N\n";
+    "                             rand:N (uniform in [-1,1)), randn:N, zeros:N, ones:N, iota:N\n"
+    "\n"
+    "tune options (and -k, -D, -I, --assume, --arch, --cpu; ARG=SPEC: rand:N inputs, out:N outputs, numbers):\n"
+    "  --grid X[,Y[,Z]]           programs per axis, each N or N/NAME (cdiv(N, the config's NAME))\n"
+    "  --jobs N                   compile threads (default: the CPUs)\n"
+    "  --max-spill BYTES          prune configs that spill more (default 0; -1 keeps all)\n"
+    "  --max-configs N            only the first N configs of the space\n"
+    "  --warmup N, --repeats N    launches before timing (5), timed launches (20; the median)\n"
+    "  --flops F, --bytes B       work per launch, for TFLOP/s and GB/s\n"
+    "  --rtol R, --atol A         agreement with config 0 (2e-2, 2e-3)\n"
+    "  --no-run                   compile and prune only\n"
+    "  --store                    keep the winner on disk (later launches look it up)\n"
+    "  --key TEXT                 the key the winner is stored under (default: from -D and ARGs)\n"
+    "  --csv FILE, --svg FILE     write the report as CSV / an SVG plot\n";
 
 /* The usage text with the schedule options' lines, one per row of the table. */
 static void print_usage(FILE *out)
@@ -350,8 +365,9 @@ int main(int argc, char **argv)
         printf("kiln %s (LLVM 19 NVPTX backend)\n", KILN_VERSION);
         return finish_stdout(0);
     }
+    if (!strcmp(cmd, "tune")) return finish_stdout(kiln_cli_tune(argc, argv, parse_args));
     if (strcmp(cmd, "check") && strcmp(cmd, "compile") && strcmp(cmd, "run"))
-        return usage_error("unknown command '%s' (check, compile, run)", cmd);
+        return usage_error("unknown command '%s' (check, compile, run, tune)", cmd);
     KilnCliArgs a;
     int rc = parse_args(argc, argv, &a);
     if (rc == 0) rc = check_out_path(cmd, &a);

@@ -441,6 +441,21 @@ static void print_decl(StrBuf *out, const AstDecl *d)
         sb_puts(out, ")\n");
         return;
     }
+    if (d->kind == AST_TUNE) {
+        sb_printf(out, "(tune %s", d->name);
+        for (int i = 0; i < d->ntune; i++) {
+            const AstTuneItem *t = &d->tune[i];
+            indent(out, 1);
+            sb_printf(out, "(%s%s", t->is_dim ? "in " : "", t->name);
+            for (int j = 0; j < t->nargs; j++) {
+                sb_putc(out, ' ');
+                print_expr(out, t->args[j].value);
+            }
+            sb_putc(out, ')');
+        }
+        sb_puts(out, ")\n");
+        return;
+    }
     if (d->kind == AST_CONST) {
         sb_printf(out, "(const %s ", d->name);
         print_expr(out, d->value);

@@ -124,7 +124,21 @@ typedef enum AstDeclKind {
     AST_INSTANCE, /* kernel NAME = GENERIC(T = f16, ...);  — a kernel of a generic kernel with
                    * some const parameters bound (of, bindings); sema expands it into an
                    * AST_KERNEL (generic set) before anything else reads the file */
+    AST_TUNE,     /* tune KERNEL { NAME in [v, ...]; require expr; key NAME, ...; }  — a tuning
+                   * space (tune, ntune): read by the tuner and checked by sema; it never changes
+                   * what any kernel compiles to (tune_space.c) */
 } AstDeclKind;
+
+/* One item of a `tune` declaration: a dimension `NAME in [values];` (args: the values),
+ * or a clause `require expr;` / `key NAME, ...;` (word: "require" / "key"; args: its
+ * operands). The parser keeps the words as written; sema_tune_space checks them. */
+typedef struct AstTuneItem {
+    SrcLoc loc;
+    const char *name;         /* the dimension's name, or the clause's word */
+    bool is_dim;
+    AstArg *args;
+    int nargs;
+} AstTuneItem;
 
 typedef struct AstDecl {
     AstDeclKind kind;
@@ -143,6 +157,8 @@ typedef struct AstDecl {
     int nbindings;
     const struct AstDecl *generic; /* an expanded instance: the generic kernel (params: its own
                                     * minus the bound ones, body: the generic's) */
+    AstTuneItem *tune;        /* AST_TUNE: its items in order (name: the kernel tuned) */
+    int ntune;
 } AstDecl;
 
 typedef struct AstFile {

@@ -40,4 +40,49 @@ typedef struct LangOptions {
 /* Returns NULL when there were errors (they are in `diag`). */
 IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const LangOptions *opts);
 
+/* ---- tune spaces (tune_space.c; docs/language.md, "Tune spaces") ---- */
+typedef enum TuneDimKind {
+    TUNE_CONST,    /* a const parameter: -D NAME=VALUE */
+    TUNE_WARPS,    /* num_warps */
+    TUNE_STAGES,   /* num_stages */
+    TUNE_SCHED,    /* a schedule option (schedule.h's row `sched`) */
+} TuneDimKind;
+
+typedef struct TuneValue {
+    int64_t num;               /* the value (a dtype: its index) */
+    const char *text;          /* as a -D value: "128", "true", "f16" */
+} TuneValue;
+
+typedef struct TuneDim {
+    const char *name;
+    SrcLoc loc;
+    TuneDimKind kind;
+    int sched;                 /* TUNE_SCHED: the option's index in sched_options */
+    bool is_dtype;
+    TuneValue *vals;
+    int nvals;
+} TuneDim;
+
+typedef struct TuneSpace {
+    const AstDecl *decl;       /* the `tune` declaration */
+    const char *kernel;
+    TuneDim *dims;
+    int ndims;
+    const AstExpr **require;
+    int nrequire;
+    const char **key;          /* the key's parameter names, in order */
+    bool *key_runtime;         /* a runtime integer (bucketed) rather than a const */
+    int nkey;
+    int *configs;              /* nconfigs x ndims value indices that every constraint keeps */
+    int nconfigs, ntotal;      /* kept; before the constraints */
+} TuneSpace;
+
+/* The space of kernel `kernel` (its own tune decl, else its generic's), checked and
+ * enumerated with `defs` (the fixed consts: the key's values) over the kernel's
+ * defaults. NULL after a located error in `diag`. */
+TuneSpace *sema_tune_space(Arena *arena, Diag *diag, const AstFile *file, const char *kernel,
+                           const LangDefine *defs, int ndefs);
+/* Check every tune decl of `file` over the kernels' defaults (lang_compile calls it). */
+void sema_tune_check(Arena *arena, Diag *diag, const AstFile *file);
+
 #endif

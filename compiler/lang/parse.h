@@ -68,4 +68,8 @@ AstStmt *ast_new_block(ParseCtx *p, PtrVec *stmts, SrcLoc loc);
 
 PtrVec *ast_new_vec(ParseCtx *p);
 
+/* `tune KERNEL { items }` (tune_space.c): items is a PtrVec of AstTuneItem*. */
+AstDecl *ast_new_tune(ParseCtx *p, SrcLoc loc, const char *kernel, SrcLoc name_loc, PtrVec *items);
+AstTuneItem *ast_new_tune_item(ParseCtx *p, SrcLoc loc, const char *name, bool is_dim, PtrVec *args);
+
 #endif

@@ -86,6 +86,7 @@ static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc 
     AstSetting *setting;
     AstType type;
     PtrVec *vec;
+    AstTuneItem *titem;
 }
 
 %token <ival> INT "number"
@@ -96,7 +97,7 @@ static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc 
 %token KW_FOR "'for'" KW_IN "'in'" KW_RANGE "'range'" KW_IF "'if'" KW_ELSE "'else'"
 %token KW_RETURN "'return'" KW_WITH "'with'" KW_TRUE "'true'" KW_FALSE "'false'"
 %token KW_NONE "'None'"
-%token KW_IMPORT "'import'" KW_PARAM "'param'"
+%token KW_IMPORT "'import'" KW_PARAM "'param'" KW_TUNE "'tune'"
 %token SHL "'<<'" SHR "'>>'" LE "'<='" GE "'>='" EQ "'=='" NE "'!='" LAND "'&&'" LOR "'||'"
 %token ARROW "'->'"
 %token ADD_ASSIGN "'+='" SUB_ASSIGN "'-='" MUL_ASSIGN "'*='" DIV_ASSIGN "'/='"
@@ -127,6 +128,8 @@ static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc 
 %type <vec> stmts args args_opt list_items index_args params params_opt settings settings_opt
 %type <expr> default_opt
 %type <op> assign_op
+%type <vec> tune_items
+%type <titem> tune_item
 
 %%
 
@@ -160,6 +163,21 @@ decl
     | KW_IMPORT NAME ';'    { $$ = make_import(p, @1, $2, @2); }
     | KW_PARAM NAME ':' type ';'
                             { $$ = make_module_param(p, @1, $2, @2, $4); }
+    | KW_TUNE NAME '{' tune_items '}'
+                            { $$ = ast_new_tune(p, @1, $2, @2, $4); }
+    ;
+
+/* A tune space's items (docs/language.md, "Tune spaces"): `NAME in [v, ...];` is a
+ * dimension, `WORD args;` a clause (require, key) that tune_space.c checks by its word. */
+tune_items
+    : %empty                { $$ = ast_new_vec(p); }
+    | tune_items tune_item  { $$ = push(p, $1, $2); }
+    ;
+
+tune_item
+    : NAME KW_IN '[' list_items ']' ';'
+                            { $$ = ast_new_tune_item(p, @1, $1, true, $4); }
+    | NAME args ';'         { $$ = ast_new_tune_item(p, @1, $1, false, $2); }
     ;
 
 params_opt

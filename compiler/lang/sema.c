@@ -385,6 +385,7 @@ static void build_file_scope(Sema *s)
             }
             continue;
         }
+        if (d->kind == AST_TUNE) continue;   /* the tuner's: sema_tune_check below */
         if (d->kind == AST_IMPORT) {   /* kiln_compile resolves imports before sema */
             diag_error(s->diag, d->loc, "import of '%s' reached the front end unresolved; compile through "
                        "kiln_compile (the driver loads modules)", d->name);
@@ -952,6 +953,7 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
     s.b.block = s.scratch->body;
     s.file = file = expand_instances(&s, file);
     build_file_scope(&s);
+    sema_tune_check(arena, diag, file);
     IrModule *m = ir_module_new(arena);
     const AstDecl *only = opts && opts->kernel ? select_kernel(&s, opts->kernel) : NULL;
     for (int i = 0; i < file->ndecls; i++) {

@@ -13,5 +13,6 @@
 #include "kiln_runtime.h"
 #include "kiln_compile.h"
 #include "kiln_attention.h"
+#include "kiln_tune.h"
 
 #endif

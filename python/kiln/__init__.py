@@ -7,6 +7,7 @@ attention ops (kiln.attention, kiln.flash_attn_*) import torch on first use.
 """
 from ._capi import CompileError, KilnError, version  # noqa: F401
 from ._launch import Kernel, Module, data_path, load  # noqa: F401
+from ._tune import TuneRows, tune  # noqa: F401
 
 _TORCH_NAMES = ("attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
                 "Variant", "BlockMask", "create_block_mask")
@@ -27,4 +28,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 
-__all__ = ["CompileError", "KilnError", "Kernel", "Module", "load", "data_path", "version", *_TORCH_NAMES]
+__all__ = ["CompileError", "KilnError", "Kernel", "Module", "load", "data_path", "version", "tune", "TuneRows",
+           *_TORCH_NAMES]

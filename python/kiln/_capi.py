@@ -1,7 +1,7 @@
 """kiln._capi — libkiln.so through ctypes, its structs read from the public headers.
 
 Nothing of the C API's layout is written out here: the structs (typedef struct NAME {...} NAME),
-enums and integer #defines of include/kiln/{kiln_runtime,kiln_compile,kiln_attention}.h are
+enums and integer #defines of include/kiln/{kiln_runtime,kiln_compile,kiln_attention,kiln_tune}.h are
 parsed when the module loads, in header order, so a field added to (or moved within, or nested
 into a struct of) the C API changes the Python mirror with it. Fields are set by NAME, dotted
 through nested structs ("fwd.batch", "schedule.pingpong"), never by offset.
@@ -26,7 +26,7 @@ import threading
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.abspath(os.path.join(_HERE, "..", ".."))
-HEADERS = ("kiln_runtime.h", "kiln_compile.h", "kiln_attention.h")
+HEADERS = ("kiln_runtime.h", "kiln_compile.h", "kiln_attention.h", "kiln_tune.h")
 
 SCALARS = {
     "int": ctypes.c_int, "unsigned": ctypes.c_uint, "unsigned int": ctypes.c_uint, "float": ctypes.c_float,

@@ -4,7 +4,7 @@
 The library is built with -fvisibility=hidden and LLVM's archives linked with
 --exclude-libs: the dynamic symbols it defines must be exactly the functions
 the public headers declare with KILN_API (include/kiln/:
-kiln_runtime.h, kiln_compile.h, kiln_attention.h), and every function they declare carries KILN_API. A missing one means a public function lost its
+kiln_runtime.h, kiln_compile.h, kiln_attention.h, kiln_tune.h), and every function they declare carries KILN_API. A missing one means a public function lost its
 KILN_API; an extra one means an internal name (a compiler or runtime
 internal, an LLVM symbol) leaks to programs linking the library.
 

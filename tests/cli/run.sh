@@ -52,6 +52,28 @@ printf 'kernel k(X: *f32) {\n  store(X, 1.0);\n}\n  x\0y\nkernel bad( {\n' > "$t
 expect 1 "NUL byte" -- "$kiln" check "$tmp/nul.tile"
 contains "$tmp/err" "nul.tile:4:4: error: NUL byte in the source" "a NUL byte is a located error"
 
+# kiln tune: the declared space compiled, pruned and checked (the interpreter without a GPU)
+cat > "$tmp/tuned.tile" <<'EOF2'
+kernel axpy(X: *f32, Z: *f32, n: i32, const BLOCK: i32 = 128, const BAD: i32 = 0)
+{
+    let offs = program_id(0) * BLOCK + arange(BLOCK);
+    store(Z + offs, load(X + offs, mask = offs < n) * 2.0 + (BLOCK == BAD ? 1.0 : 0.0), mask = offs < n);
+}
+tune axpy { BLOCK in [64, 128, 256]; num_warps in [1, 2]; key n; }
+EOF2
+expect 0 "tune, compile only" -- "$kiln" tune "$tmp/tuned.tile" -k axpy --no-run --jobs 2
+contains "$tmp/out" "6 configs (6 of 6 kept by the constraints), 6 kept, 0 timed" "tune prints its table"
+expect 0 "tune on the interpreter" -- "$kiln" tune "$tmp/tuned.tile" -k axpy --cpu --grid 300/BLOCK X=rand:300 Z=out:300 n=300 --csv "$tmp/t.csv" --svg "$tmp/t.svg"
+contains "$tmp/t.csv" "BLOCK,num_warps,time_ms," "tune writes the CSV"
+contains "$tmp/t.svg" "<svg xmlns" "tune writes the SVG"
+expect 1 "tune catches a wrong config" -- "$kiln" tune "$tmp/tuned.tile" -k axpy -D BAD=128 --cpu --grid 300/BLOCK X=rand:300 Z=out:300 n=300
+contains "$tmp/out" "wrong result: differs from config 0" "the disagreeing config's row says why"
+expect 2 "tune without -k" -- "$kiln" tune "$tmp/tuned.tile"
+expect 2 "tune with a bad number" -- "$kiln" tune "$tmp/tuned.tile" -k axpy --jobs x
+printf 'kernel k(X: *f32, const B: i32 = 64) { store(X + arange(B), 1.0); }\ntune k { B in [64]; C in [1]; }\n' > "$tmp/badtune.tile"
+expect 1 "tune a bad space" -- "$kiln" tune "$tmp/badtune.tile" -k k
+contains "$tmp/err" "badtune.tile:2:21: error: 'C' is no const parameter of kernel 'k'" "a bad space is a located error"
+
 # Random bytes never crash the compiler (exit 0 or 1, never a signal).
 for i in 1 2 3 4 5; do
   head -c 400 /dev/urandom > "$tmp/junk$i.tile"

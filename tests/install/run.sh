@@ -25,7 +25,7 @@ trap 'rm -rf "$prefix" "$work"' EXIT
 unset KILN_SOURCE_DIR KILN_DATA_DIR
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in bin/kiln bin/kiln-examples lib/libkiln.a lib/libkiln.so include/kiln/kiln.h include/kiln/kiln_compile.h include/kiln/kiln_attention.h \
+for f in bin/kiln bin/kiln-examples lib/libkiln.a lib/libkiln.so include/kiln/kiln.h include/kiln/kiln_compile.h include/kiln/kiln_attention.h include/kiln/kiln_tune.h \
          include/kiln/kiln_runtime.h share/kiln/lib/attention_fwd.tile share/kiln/lib/variants/alibi.tile \
          share/kiln/examples/vec_add.tile \
          lib/pkgconfig/kiln.pc lib/cmake/Kiln/KilnConfig.cmake lib/cmake/Kiln/KilnConfigVersion.cmake; do
@@ -33,7 +33,7 @@ for f in bin/kiln bin/kiln-examples lib/libkiln.a lib/libkiln.so include/kiln/ki
 done
 # Only the public headers are installed.
 n=$(ls "$prefix/include/kiln" | wc -l)
-[ "$n" = 4 ] || { echo "install: include/kiln holds $n files, want the 4 public headers"; exit 1; }
+[ "$n" = 5 ] || { echo "install: include/kiln holds $n files, want the 5 public headers"; exit 1; }
 
 cd "$work"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
