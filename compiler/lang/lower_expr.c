@@ -327,7 +327,7 @@ static Val call(Sema *s, const AstExpr *e)
     Sym *sym = sema_lookup(s, e->sval);
     if (sym) {
         Val f = sema_sym_value(s, sym, e->loc);
-        if (f.kind == V_FN) return sema_call_helper(s, f.fn, f.grad, e);
+        if (f.kind == V_FN) return sema_call_helper(s, &f, e);
         if (f.kind != V_ERR)
             diag_error(s->diag, e->loc, "'%s' is not a function (it is %s)", e->sval, sema_val_desc(s, &f));
         return val_err();

@@ -529,8 +529,10 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
 }
 
 /* Bind call arguments (positional, then keyword) to the helper's parameters. */
-Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
+Val sema_call_helper(Sema *s, const Val *f, const AstExpr *call)
 {
+    const AstDecl *fn = f->fn;
+    int grad = f->grad;
     int np = fn->nparams;
     Val *args = ARENA_ARRAY(s->arena, Val, np ? np : 1);
     bool *have = ARENA_ARRAY(s->arena, bool, np ? np : 1);
@@ -587,6 +589,7 @@ Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
         }
     }
     if (!ok) return val_err();
+    if (f->rescaled) return sema_inline_rescaled(s, f, args, call->loc);
     if (grad) return sema_inline_grad(s, fn, args, grad, call->loc);
     return sema_inline_call(s, fn, args, call->loc);
 }
