@@ -255,6 +255,91 @@ static void load(Loader *L, Module *m)
         if (f->decls[i]->kind != AST_IMPORT) vec_push(L->arena, &L->decls, f->decls[i]);
 }
 
+/* ---- a variant's helpers that bind nothing ----
+ * A file with imports binds hooks by naming its helpers like the programs' `const NAME: fn`
+ * parameters; a misspelt hook (`fn mask_mode`) bound nothing and the program ran with the
+ * default, silently. So in a variant (a root file that declares no kernel of its own) a
+ * helper must be a hook (the name of a const fn parameter of some kernel or helper loaded),
+ * or be referenced by name somewhere (a call, a grad(...), a default, a -D value). A file
+ * that binds hooks with -D (`-D score_mod=alibi_score`) may hold helpers for other compiles:
+ * there only a near miss of a hook's name (edit distance <= 2) is an error. */
+static void names_in_expr(Arena *a, PtrVec *out, const AstExpr *e)
+{
+    for (; e; e = e->lhs) {
+        if ((e->kind == AST_NAME || e->kind == AST_CALL) && e->sval) vec_push(a, out, (void *)e->sval);
+        names_in_expr(a, out, e->rhs);
+        names_in_expr(a, out, e->cond);
+        for (int i = 0; i < e->nargs; i++) names_in_expr(a, out, e->args[i].value);
+    }
+}
+
+static void names_in_stmt(Arena *a, PtrVec *out, const AstStmt *st)
+{
+    for (; st; st = st->else_body) {
+        names_in_expr(a, out, st->value);
+        names_in_expr(a, out, st->lo);
+        names_in_expr(a, out, st->hi);
+        names_in_expr(a, out, st->step);
+        names_in_stmt(a, out, st->body);
+        for (int i = 0; i < st->nstmts; i++) names_in_stmt(a, out, st->stmts[i]);
+    }
+}
+
+static bool in_list(const PtrVec *v, const char *name)
+{
+    for (int i = 0; i < v->len; i++)
+        if (!strcmp(v->data[i], name)) return true;
+    return false;
+}
+
+static void check_unbound_helpers(Arena *a, Diag *d, const AstFile *root, const AstFile *all,
+                                  const KilnCompileOptions *o)
+{
+    PtrVec hooks = {0}, used = {0};
+    for (int i = 0; i < all->ndecls; i++) {
+        const AstDecl *x = all->decls[i];
+        for (int p = 0; p < x->nparams; p++) {
+            if ((x->kind == AST_KERNEL || x->kind == AST_FN) && x->params[p].is_const && x->params[p].type.name &&
+                !strcmp(x->params[p].type.name, "fn"))
+                vec_push(a, &hooks, (void *)x->params[p].name);
+            names_in_expr(a, &used, x->params[p].default_value);
+        }
+        for (int s = 0; s < x->nsettings; s++) names_in_expr(a, &used, x->settings[s].value);
+        for (int b = 0; b < x->nbindings; b++) names_in_expr(a, &used, x->bindings[b].value);
+        names_in_expr(a, &used, x->value);
+        names_in_stmt(a, &used, x->body);
+    }
+    if (!hooks.len) return;   /* nothing to bind: plain helpers may go unused */
+    bool by_define = false;
+    for (int i = 0; i < root->ndecls; i++) {
+        const AstDecl *x = root->decls[i];
+        if (x->kind == AST_KERNEL || x->kind == AST_INSTANCE) return;   /* a program, not a variant */
+        for (int k = 0; x->kind == AST_FN && o && o->defines && k < o->ndefines; k++)
+            by_define |= o->defines[k].value && strstr(o->defines[k].value, x->name) != NULL;
+    }
+    for (int i = 0; i < root->ndecls; i++) {
+        const AstDecl *f = root->decls[i];
+        if (f->kind != AST_FN || in_list(&hooks, f->name) || in_list(&used, f->name)) continue;
+        bool in_define = false;   /* -D score_mod=grad(NAME) */
+        for (int k = 0; o && o->defines && k < o->ndefines && !in_define; k++)
+            in_define = o->defines[k].value && strstr(o->defines[k].value, f->name);
+        if (in_define) continue;
+        const char *best = NULL;
+        int bestd = by_define ? 3 : 4;
+        for (int h = 0; h < hooks.len; h++) {
+            int dist = sup_edit_distance(f->name, hooks.data[h]);
+            if (dist < bestd) best = hooks.data[h], bestd = dist;
+        }
+        if (by_define && !best) continue;
+        if (best)
+            diag_error(d, f->name_loc, "'%s' is no hook of the imported programs and nothing calls it, so it would be "
+                       "ignored; did you mean '%s'?", f->name, best);
+        else
+            diag_error(d, f->name_loc, "'%s' is no hook of the imported programs and nothing calls it, so it would be "
+                       "ignored (hooks: const fn parameters such as score_mod, mask_mod, kv_start)", f->name);
+    }
+}
+
 AstFile *kiln_modules_load(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *o, StrBuf *digest)
 {
     AstFile *root = ast_parse(arena, d, d->file, src);
@@ -283,6 +368,7 @@ AstFile *kiln_modules_load(Arena *arena, Diag *d, const char *src, const KilnCom
     merged->ndecls = L.decls.len;
     merged->decls = ARENA_ARRAY(arena, AstDecl *, L.decls.len ? L.decls.len : 1);
     for (int i = 0; i < L.decls.len; i++) merged->decls[i] = L.decls.data[i];
+    check_unbound_helpers(arena, d, root, merged, o);
     return merged;
 }
 

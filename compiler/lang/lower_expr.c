@@ -31,6 +31,13 @@ static const struct { const char *name; double value; } named_consts[] = {
     {"PI", 3.141592653589793},
 };
 
+bool sema_is_named_const(const char *name)
+{
+    for (size_t k = 0; k < sizeof named_consts / sizeof named_consts[0]; k++)
+        if (strcmp(named_consts[k].name, name) == 0) return true;
+    return false;
+}
+
 static Val name_value(Sema *s, const AstExpr *e)
 {
     Sym *sym = sema_lookup(s, e->sval);

@@ -173,6 +173,7 @@ IrCmp    sema_cmp_kind(AstOp op);
 
 /* ---- lower_expr.c ---- */
 Val    sema_expr(Sema *s, const AstExpr *e);
+bool   sema_is_named_const(const char *name);   /* inf, LOG2E, LN2, PI */
 Val    sema_binary(Sema *s, AstOp op, Val a, Val b, SrcLoc loc);
 Val    sema_select(Sema *s, Val c, Val a, Val b, SrcLoc loc);
 Val    sema_elementwise2(Sema *s, IrOpcode opc, const char *what, Val a, Val b, SrcLoc loc);
