@@ -169,6 +169,28 @@ START_TEST(bad_sizes_refused)
 }
 END_TEST
 
+/* Composition's errors: a module imported twice under different names, a program under an
+ * alias, a malformed `as`; two aliased variants side by side compile (both define score_mod). */
+START_TEST(import_as)
+{
+    expect_ok("import \"attention_fwd\";\nimport \"variants/softcap\" as cap;\nimport \"variants/alibi\" as alibi;\n"
+              "fn score_mod(s, b, h, q_idx, kv_idx) { return compose_scores(cap_score_mod, alibi_score_mod, s, b, h, "
+              "q_idx, kv_idx); }\n", "attn_fwd_f16", NULL, 0);
+    const char *want1[] = {"v.tile:3:30: error: module 'variants/softcap' is already imported as 'cap'; import it once"};
+    expect_error("import \"attention_fwd\";\nimport \"variants/softcap\" as cap;\nimport \"variants/softcap\" as cap2;\n"
+                 "fn score_mod(s, b, h, q_idx, kv_idx) { return cap_score_mod(s, b, h, q_idx, kv_idx); }\n",
+                 "attn_fwd_f16", NULL, 0, want1, 1);
+    const char *want2[] = {"v.tile:1:27: error: the library's program 'attention_fwd' cannot be imported under an alias"};
+    expect_error("import \"attention_fwd\" as f;\n", NULL, NULL, 0, want2, 1);
+    const char *want3[] = {"v.tile:1:25: error: expected 'as' or ';' after the module name, got 'like'"};
+    expect_error("import \"variants/alibi\" like a;\n", NULL, NULL, 0, want3, 1);
+    /* without the alias the two score_mods clash, as before */
+    const char *want4[] = {"'score_mod' is already declared"};
+    expect_error("import \"attention_fwd\";\nimport \"variants/softcap\";\nimport \"variants/alibi\";\n", "attn_fwd_f16",
+                 NULL, 0, want4, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("variant_traps");
@@ -179,6 +201,7 @@ static Suite *suite(void)
     tcase_add_test(tc, max_with_int_is_ambiguous);
     tcase_add_test(tc, hook_arity_at_the_hook);
     tcase_add_test(tc, bad_sizes_refused);
+    tcase_add_test(tc, import_as);
     suite_add_tcase(s, tc);
     return s;
 }
