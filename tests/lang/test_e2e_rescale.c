@@ -18,6 +18,7 @@
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"
 #include "compiler/lang/lang.h"
+#include "tests/lang/lang_case.h"
 
 #include <math.h>
 #include <string.h>
@@ -60,38 +61,7 @@ static const RCase cases[] = {
 static const double k_factors[][2] = {{0.6931471805599453, 1.4426950408889634}, {-0.5, 3.0}, {8.0, 0.125}};
 #define NFACTORS 3
 
-typedef struct Compiled {
-    Arena arena;
-    Diag diag;
-    char *src;
-    IrFunc *f;
-} Compiled;
-
-static IrFunc *compile_src(Compiled *c, const char *src)
-{
-    c->src = strdup(src);
-    arena_init(&c->arena);
-    diag_init(&c->diag, "rescale_case.tile", c->src);
-    AstFile *af = ast_parse(&c->arena, &c->diag, "rescale_case.tile", c->src);
-    LangOptions lo;
-    memset(&lo, 0, sizeof lo);
-    IrModule *m = af && c->diag.nerrors == 0 ? lang_compile(&c->arena, &c->diag, af, &lo) : NULL;
-    ck_assert_msg(m && c->diag.nerrors == 0 && m->nfuncs == 1, "compile errors:\n%s\n%s",
-                  c->diag.out.data ? c->diag.out.data : "", src);
-    c->f = m->funcs[0];
-    StrBuf err;
-    sb_init(&err);
-    ck_assert_msg(ir_verify(c->f, &err), "%s\n%s", err.data ? err.data : "", src);
-    sb_free(&err);
-    return c->f;
-}
-
-static void compiled_free(Compiled *c)
-{
-    diag_free(&c->diag);
-    arena_free(&c->arena);
-    free(c->src);
-}
+static IrFunc *compile_src(Compiled *c, const char *src) { return compile_named(c, "rescale_case.tile", src); }
 
 typedef struct Bufs {
     float x[N], y[N], g[N], dg[N];
@@ -109,13 +79,6 @@ static void run(const IrFunc *f, Bufs *b)
     int rc = interp_run(f, args, 6, &io, &err);
     ck_assert_msg(rc == 0, "interpreter: %s", err.data ? err.data : "");
     sb_free(&err);
-}
-
-static uint64_t rng_state;
-static double rnd(double lo, double hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
 START_TEST(test_rule)
