@@ -48,6 +48,7 @@ typedef struct Module {
     bool embedded;
     bool no_dir;            /* a root text with no file behind it: no step 1 */
     bool loading;           /* on the current import chain (cycle detection) */
+    const char *alias;      /* `import "m" as a;` (or under such an import): its helpers are a_NAME */
 } Module;
 
 typedef struct Loader {
@@ -183,6 +184,73 @@ static bool resolve(Loader *L, const Module *from, const char *name, const char 
 
 static void load(Loader *L, Module *m);
 
+/* ---- `import "m" as a;`: m's helpers and consts renamed a_NAME ----
+ * So two variants that both define score_mod can be imported side by side and composed
+ * by the importing file (fn score_mod(...) { return alibi_score_mod(cap_score_mod(...), ...); }).
+ * The alias applies to the modules first loaded under it (a variant importing variants),
+ * never to the library's programs and attention_common (lang/lib/NAME.tile), which every
+ * variant shares; `param`s keep their names (they are the kernels' runtime arguments). */
+typedef struct Renames {
+    const char **from, **to;
+    int n;
+} Renames;
+
+static const char *renamed(const Renames *r, const char *name)
+{
+    for (int i = 0; name && i < r->n; i++)
+        if (!strcmp(r->from[i], name)) return r->to[i];
+    return NULL;
+}
+
+static void rename_expr(const Renames *r, AstExpr *e)
+{
+    for (; e; e = e->lhs) {
+        const char *t = (e->kind == AST_NAME || e->kind == AST_CALL) ? renamed(r, e->sval) : NULL;
+        if (t) e->sval = t;
+        rename_expr(r, e->rhs);
+        rename_expr(r, e->cond);
+        for (int i = 0; i < e->nargs; i++) rename_expr(r, e->args[i].value);
+    }
+}
+
+static void rename_stmt(const Renames *r, AstStmt *st)
+{
+    for (; st; st = st->else_body) {
+        rename_expr(r, st->value);
+        rename_expr(r, st->lo);
+        rename_expr(r, st->hi);
+        rename_expr(r, st->step);
+        rename_stmt(r, st->body);
+        for (int i = 0; i < st->nstmts; i++) rename_stmt(r, st->stmts[i]);
+    }
+}
+
+static void apply_alias(Loader *L, AstFile *f, const char *alias)
+{
+    Renames r = {ARENA_ARRAY(L->arena, const char *, f->ndecls + 1), ARENA_ARRAY(L->arena, const char *, f->ndecls + 1), 0};
+    for (int i = 0; i < f->ndecls; i++) {
+        AstDecl *d = f->decls[i];
+        if (d->kind != AST_FN && d->kind != AST_CONST) continue;
+        r.from[r.n] = d->name;
+        r.to[r.n++] = arena_printf(L->arena, "%s_%s", alias, d->name);
+    }
+    for (int i = 0; i < f->ndecls; i++) {
+        AstDecl *d = f->decls[i];
+        const char *t = renamed(&r, d->name);
+        if (t && (d->kind == AST_FN || d->kind == AST_CONST)) d->name = t;
+        for (int p = 0; p < d->nparams; p++) rename_expr(&r, d->params[p].default_value);
+        for (int s = 0; s < d->nsettings; s++) rename_expr(&r, d->settings[s].value);
+        rename_expr(&r, d->value);
+        rename_stmt(&r, d->body);
+    }
+}
+
+/* A module of the library's own programs (lang/lib/NAME.tile): shared, never aliased. */
+static bool is_core_module(const Module *m)
+{
+    return m->embedded && !strncmp(m->id, LIB_PREFIX, strlen(LIB_PREFIX)) && !strchr(m->id + strlen(LIB_PREFIX), '/');
+}
+
 /* The chain "a.tile -> b.tile -> a.tile" of a cycle closing at `m`. */
 static const char *cycle_text(Loader *L, const Module *m)
 {
@@ -224,7 +292,25 @@ static void import_one(Loader *L, const Module *from, const AstDecl *imp)
         diag_error(L->d, imp->name_loc, "import cycle: %s", cycle_text(L, m));
         return;
     }
-    if (m) return;   /* loaded once, whoever imports it again */
+    const char *alias = imp->of ? (from->alias ? arena_printf(L->arena, "%s_%s", from->alias, imp->of) : imp->of)
+                                : from->alias;
+    Module probe = {.id = id, .embedded = embedded};
+    if (is_core_module(&probe)) {
+        if (imp->of) {
+            diag_error(L->d, imp->of_loc, "the library's program '%s' cannot be imported under an alias (only "
+                       "modules of hooks can: import \"variants/alibi\" as alibi;)", imp->name);
+            return;
+        }
+        alias = NULL;
+    }
+    if (m) {   /* loaded once, whoever imports it again: under one name */
+        if ((m->alias || alias) && (!m->alias || !alias || strcmp(m->alias, alias)))
+            diag_error(L->d, imp->of ? imp->of_loc : imp->name_loc, "module '%s' is already imported %s%s%s; "
+                       "import it once (its helpers are named %s_NAME there)", imp->name,
+                       m->alias ? "as '" : "without an alias", m->alias ? m->alias : "", m->alias ? "'" : "",
+                       m->alias ? m->alias : "NAME");
+        return;
+    }
     if (L->nmods == MOD_MAX) {
         diag_error(L->d, imp->name_loc, "too many modules: a compilation loads at most %d", MOD_MAX);
         return;
@@ -234,7 +320,7 @@ static void import_one(Loader *L, const Module *from, const AstDecl *imp)
         return;
     }
     m = &L->mods[L->nmods++];
-    *m = (Module){.id = id, .text = text, .embedded = embedded};
+    *m = (Module){.id = id, .text = text, .embedded = embedded, .alias = alias};
     diag_add_source(L->d, id, text);
     if (L->digest && !embedded) sb_printf(L->digest, "\n// module %s %zu\n%s", id, strlen(text), text);
     load(L, m);
@@ -245,6 +331,7 @@ static void load(Loader *L, Module *m)
 {
     AstFile *f = ast_parse(L->arena, L->d, m->id, m->text);
     if (!f) return;
+    if (m->alias) apply_alias(L, f, m->alias);
     m->loading = true;
     L->chain[L->depth++] = m;
     for (int i = 0; i < f->ndecls; i++)
@@ -253,6 +340,91 @@ static void load(Loader *L, Module *m)
     m->loading = false;
     for (int i = 0; i < f->ndecls; i++)
         if (f->decls[i]->kind != AST_IMPORT) vec_push(L->arena, &L->decls, f->decls[i]);
+}
+
+/* ---- a variant's helpers that bind nothing ----
+ * A file with imports binds hooks by naming its helpers like the programs' `const NAME: fn`
+ * parameters; a misspelt hook (`fn mask_mode`) bound nothing and the program ran with the
+ * default, silently. So in a variant (a root file that declares no kernel of its own) a
+ * helper must be a hook (the name of a const fn parameter of some kernel or helper loaded),
+ * or be referenced by name somewhere (a call, a grad(...), a default, a -D value). A file
+ * that binds hooks with -D (`-D score_mod=alibi_score`) may hold helpers for other compiles:
+ * there only a near miss of a hook's name (edit distance <= 2) is an error. */
+static void names_in_expr(Arena *a, PtrVec *out, const AstExpr *e)
+{
+    for (; e; e = e->lhs) {
+        if ((e->kind == AST_NAME || e->kind == AST_CALL) && e->sval) vec_push(a, out, (void *)e->sval);
+        names_in_expr(a, out, e->rhs);
+        names_in_expr(a, out, e->cond);
+        for (int i = 0; i < e->nargs; i++) names_in_expr(a, out, e->args[i].value);
+    }
+}
+
+static void names_in_stmt(Arena *a, PtrVec *out, const AstStmt *st)
+{
+    for (; st; st = st->else_body) {
+        names_in_expr(a, out, st->value);
+        names_in_expr(a, out, st->lo);
+        names_in_expr(a, out, st->hi);
+        names_in_expr(a, out, st->step);
+        names_in_stmt(a, out, st->body);
+        for (int i = 0; i < st->nstmts; i++) names_in_stmt(a, out, st->stmts[i]);
+    }
+}
+
+static bool in_list(const PtrVec *v, const char *name)
+{
+    for (int i = 0; i < v->len; i++)
+        if (!strcmp(v->data[i], name)) return true;
+    return false;
+}
+
+static void check_unbound_helpers(Arena *a, Diag *d, const AstFile *root, const AstFile *all,
+                                  const KilnCompileOptions *o)
+{
+    PtrVec hooks = {0}, used = {0};
+    for (int i = 0; i < all->ndecls; i++) {
+        const AstDecl *x = all->decls[i];
+        for (int p = 0; p < x->nparams; p++) {
+            if ((x->kind == AST_KERNEL || x->kind == AST_FN) && x->params[p].is_const && x->params[p].type.name &&
+                !strcmp(x->params[p].type.name, "fn"))
+                vec_push(a, &hooks, (void *)x->params[p].name);
+            names_in_expr(a, &used, x->params[p].default_value);
+        }
+        for (int s = 0; s < x->nsettings; s++) names_in_expr(a, &used, x->settings[s].value);
+        for (int b = 0; b < x->nbindings; b++) names_in_expr(a, &used, x->bindings[b].value);
+        names_in_expr(a, &used, x->value);
+        names_in_stmt(a, &used, x->body);
+    }
+    if (!hooks.len) return;   /* nothing to bind: plain helpers may go unused */
+    bool by_define = false;
+    for (int i = 0; i < root->ndecls; i++) {
+        const AstDecl *x = root->decls[i];
+        if (x->kind == AST_KERNEL || x->kind == AST_INSTANCE) return;   /* a program, not a variant */
+        for (int k = 0; x->kind == AST_FN && o && o->defines && k < o->ndefines; k++)
+            by_define |= o->defines[k].value && strstr(o->defines[k].value, x->name) != NULL;
+    }
+    for (int i = 0; i < root->ndecls; i++) {
+        const AstDecl *f = root->decls[i];
+        if (f->kind != AST_FN || in_list(&hooks, f->name) || in_list(&used, f->name)) continue;
+        bool in_define = false;   /* -D score_mod=grad(NAME) */
+        for (int k = 0; o && o->defines && k < o->ndefines && !in_define; k++)
+            in_define = o->defines[k].value && strstr(o->defines[k].value, f->name);
+        if (in_define) continue;
+        const char *best = NULL;
+        int bestd = by_define ? 3 : 4;
+        for (int h = 0; h < hooks.len; h++) {
+            int dist = sup_edit_distance(f->name, hooks.data[h]);
+            if (dist < bestd) best = hooks.data[h], bestd = dist;
+        }
+        if (by_define && !best) continue;
+        if (best)
+            diag_error(d, f->name_loc, "'%s' is no hook of the imported programs and nothing calls it, so it would be "
+                       "ignored; did you mean '%s'?", f->name, best);
+        else
+            diag_error(d, f->name_loc, "'%s' is no hook of the imported programs and nothing calls it, so it would be "
+                       "ignored (hooks: const fn parameters such as score_mod, mask_mod, kv_start)", f->name);
+    }
 }
 
 AstFile *kiln_modules_load(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *o, StrBuf *digest)
@@ -283,6 +455,7 @@ AstFile *kiln_modules_load(Arena *arena, Diag *d, const char *src, const KilnCom
     merged->ndecls = L.decls.len;
     merged->decls = ARENA_ARRAY(arena, AstDecl *, L.decls.len ? L.decls.len : 1);
     for (int i = 0; i < L.decls.len; i++) merged->decls[i] = L.decls.data[i];
+    check_unbound_helpers(arena, d, root, merged, o);
     return merged;
 }
 

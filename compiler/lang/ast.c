@@ -422,7 +422,8 @@ static void print_param(StrBuf *out, const AstParam *pm)
 static void print_decl(StrBuf *out, const AstDecl *d)
 {
     if (d->kind == AST_IMPORT) {
-        sb_printf(out, "(import \"%s\")\n", d->name);
+        if (d->of) sb_printf(out, "(import \"%s\" as %s)\n", d->name, d->of);
+        else sb_printf(out, "(import \"%s\")\n", d->name);
         return;
     }
     if (d->kind == AST_PARAM) {

@@ -151,7 +151,8 @@ typedef struct AstDecl {
     int nsettings;
     AstStmt *body;            /* AST_BLOCK */
     AstExpr *value;           /* AST_CONST */
-    const char *of;           /* AST_INSTANCE: the generic kernel's name */
+    const char *of;           /* AST_INSTANCE: the generic kernel's name; AST_IMPORT: the alias of
+                               * `import "m" as alias;` (NULL: none) */
     SrcLoc of_loc;
     AstArg *bindings;         /* AST_INSTANCE, and the AST_KERNEL expanded from it: NAME = const expr */
     int nbindings;

@@ -163,10 +163,21 @@ static Val b_where(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
     return sema_select(s, a->v[0], a->v[1], a->v[2], call->loc);
 }
 
-/* max(x, axis = 1) / max(x, 1) reduce; max(a, b) with a second operand that is
- * not a compile-time integer (or a scalar first operand) is elementwise. */
+/* max(x, axis = 1) reduces; max(a, b) with a second operand that is not a compile-time
+ * integer (or a scalar first operand) is elementwise. max(tile, 1) is refused: Triton reads it
+ * as a reduction along axis 1, a reader as a clamp (`max(x, 0)` in a hook was a reduction that
+ * compiled and masked the wrong keys). */
 static Val b_maxmin(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 {
+    if (a->have[1] && !a->keyword[1] && cv_is_int(&a->v[1]) && a->v[0].kind == V_RT &&
+        sema_val_type(&a->v[0]).rank > 0) {
+        long long k = (long long)a->v[1].i;
+        diag_error(s->diag, call->loc, "%s(x, %lld) on a tile is ambiguous: write %s(x, axis = %lld) for the "
+                   "reduction along axis %lld, or %s(x, %lld) for the elementwise %s", bi->name, k, bi->name, k, k,
+                   bi->code == IR_RED_MAX ? "maximum" : "minimum", k,
+                   bi->code == IR_RED_MAX ? "maximum (a clamp from below)" : "minimum (a clamp from above)");
+        return val_err();
+    }
     bool elementwise = a->have[1] && !a->keyword[1] &&
                        (!cv_is_int(&a->v[1]) || sema_val_type(&a->v[0]).rank == 0);
     if (!elementwise) return bi_reduce(s, bi, a, call);
@@ -328,6 +339,7 @@ static const Builtin builtins[] = {
     {"device_assert", {"cond", "msg"}, 1, 2, bi_device_assert, 0, 0},
     {"fence", {NULL}, 0, 0, bi_fence, 0, 0},
     {"grad", {"f"}, 1, 1, bi_grad, 0, 0},
+    {"rescale", {"f", "a", "b"}, 3, 3, bi_rescale, 0, 0},
 };
 #define NBUILTINS ((int)(sizeof builtins / sizeof builtins[0]))
 

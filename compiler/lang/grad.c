@@ -441,6 +441,11 @@ Val bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
         diag_error(s->diag, f.loc, "grad expects a helper function (fn), got %s", sema_val_desc(s, &f));
         return val_err();
     }
+    if (f.rescaled) {
+        diag_error(s->diag, f.loc, "grad(%s): write rescale(grad(...), ...) instead (the derivative of a rescaled "
+                   "function is the rescaled derivative times both factors)", f.s);
+        return val_err();
+    }
     if (f.fn->nparams < 1) {
         diag_error(s->diag, f.loc, "grad(%s): '%s' has no parameter to differentiate with respect to",
                    f.s ? f.s : f.fn->name, f.fn->name);

@@ -31,6 +31,13 @@ static const struct { const char *name; double value; } named_consts[] = {
     {"PI", 3.141592653589793},
 };
 
+bool sema_is_named_const(const char *name)
+{
+    for (size_t k = 0; k < sizeof named_consts / sizeof named_consts[0]; k++)
+        if (strcmp(named_consts[k].name, name) == 0) return true;
+    return false;
+}
+
 static Val name_value(Sema *s, const AstExpr *e)
 {
     Sym *sym = sema_lookup(s, e->sval);
@@ -327,7 +334,7 @@ static Val call(Sema *s, const AstExpr *e)
     Sym *sym = sema_lookup(s, e->sval);
     if (sym) {
         Val f = sema_sym_value(s, sym, e->loc);
-        if (f.kind == V_FN) return sema_call_helper(s, f.fn, f.grad, e);
+        if (f.kind == V_FN) return sema_call_helper(s, &f, e);
         if (f.kind != V_ERR)
             diag_error(s->diag, e->loc, "'%s' is not a function (it is %s)", e->sval, sema_val_desc(s, &f));
         return val_err();

@@ -528,9 +528,25 @@ Val sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc)
     return r;
 }
 
-/* Bind call arguments (positional, then keyword) to the helper's parameters. */
-Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
+/* A call whose helper lives in another file than the call: a hook bound by a variant
+ * and called by a library program. Its arity error belongs at the user's helper, with
+ * the program's call as a note (the user cannot change the program). */
+static void arity_error(Sema *s, const AstDecl *fn, SrcLoc at, SrcLoc call, const char *msg)
 {
+    bool elsewhere = fn->name_loc.file && call.file && strcmp(fn->name_loc.file, call.file) != 0;
+    for (int i = 0; elsewhere && i < s->bad_helpers.len; i++)
+        if (s->bad_helpers.data[i] == fn) return;   /* once per helper, not once per call site */
+    diag_error(s->diag, elsewhere ? fn->name_loc : at, "%s", msg);
+    if (!elsewhere) return;
+    diag_note(s->diag, call, "'%s' is called here", fn->name);
+    vec_push(s->arena, &s->bad_helpers, (void *)fn);
+}
+
+/* Bind call arguments (positional, then keyword) to the helper's parameters. */
+Val sema_call_helper(Sema *s, const Val *f, const AstExpr *call)
+{
+    const AstDecl *fn = f->fn;
+    int grad = f->grad;
     int np = fn->nparams;
     Val *args = ARENA_ARRAY(s->arena, Val, np ? np : 1);
     bool *have = ARENA_ARRAY(s->arena, bool, np ? np : 1);
@@ -541,8 +557,9 @@ Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
         if (!a->name) {
             k = i < np ? i : -1;
             if (k < 0) {
-                diag_error(s->diag, a->loc, "helper '%s' takes %d argument%s, got %d", fn->name, np,
-                           np == 1 ? "" : "s", call->nargs);
+                arity_error(s, fn, a->loc, call->loc,
+                            arena_printf(s->arena, "helper '%s' takes %d argument%s, got %d", fn->name, np,
+                                         np == 1 ? "" : "s", call->nargs));
                 return val_err();
             }
         } else {
@@ -566,7 +583,8 @@ Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
         if (have[j]) continue;
         const AstParam *p = &fn->params[j];
         if (!p->default_value) {
-            diag_error(s->diag, call->loc, "missing argument '%s' in call to helper '%s'", p->name, fn->name);
+            arity_error(s, fn, call->loc, call->loc,
+                        arena_printf(s->arena, "missing argument '%s' in call to helper '%s'", p->name, fn->name));
             ok = false;
             break;
         }
@@ -587,6 +605,7 @@ Val sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call)
         }
     }
     if (!ok) return val_err();
+    if (f->rescaled) return sema_inline_rescaled(s, f, args, call->loc);
     if (grad) return sema_inline_grad(s, fn, args, grad, call->loc);
     return sema_inline_call(s, fn, args, call->loc);
 }

@@ -68,6 +68,8 @@ static AstDecl *make_func(ParseCtx *p, AstDeclKind kind, SrcLoc loc, const char 
                           SrcLoc name_loc, PtrVec *params, PtrVec *settings, AstStmt *body);
 static PtrVec *push(ParseCtx *p, PtrVec *v, void *x);
 static AstDecl *make_import(ParseCtx *p, SrcLoc loc, const char *module, SrcLoc name_loc);
+static AstDecl *make_import_as(ParseCtx *p, AstDecl *d, const char *as, SrcLoc as_loc, const char *alias,
+                               SrcLoc alias_loc);
 static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, AstType type);
 static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, const char *of,
                               SrcLoc of_loc, PtrVec *args);
@@ -161,6 +163,8 @@ decl
                             }
     | KW_IMPORT STRING ';'  { $$ = make_import(p, @1, $2, @2); }
     | KW_IMPORT NAME ';'    { $$ = make_import(p, @1, $2, @2); }
+    | KW_IMPORT STRING NAME NAME ';'  { $$ = make_import_as(p, make_import(p, @1, $2, @2), $3, @3, $4, @4); }
+    | KW_IMPORT NAME NAME NAME ';'    { $$ = make_import_as(p, make_import(p, @1, $2, @2), $3, @3, $4, @4); }
     | KW_PARAM NAME ':' type ';'
                             { $$ = make_module_param(p, @1, $2, @2, $4); }
     | KW_TUNE NAME '{' tune_items '}'
@@ -492,6 +496,20 @@ static AstDecl *make_import(ParseCtx *p, SrcLoc loc, const char *module, SrcLoc 
     d->name = module;
     d->name_loc = name_loc;
     if (!module[0]) diag_error(p->diag, name_loc, "an import needs a module name (import \"attention_fwd\";)");
+    return d;
+}
+
+/* `import "variants/alibi" as alibi;`: the module's helpers and consts are renamed
+ * alibi_NAME (its hooks then bind nothing: the file composes them). `as` is not a
+ * keyword: a name that reads "as" here. */
+static AstDecl *make_import_as(ParseCtx *p, AstDecl *d, const char *as, SrcLoc as_loc, const char *alias,
+                               SrcLoc alias_loc)
+{
+    if (strcmp(as, "as") != 0)
+        diag_error(p->diag, as_loc, "expected 'as' or ';' after the module name, got '%s' "
+                   "(import \"variants/alibi\" as alibi;)", as);
+    d->of = alias;
+    d->of_loc = alias_loc;
     return d;
 }
 

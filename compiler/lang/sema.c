@@ -371,6 +371,22 @@ Val sema_sym_value(Sema *s, Sym *y, SrcLoc use)
     return v;
 }
 
+/* A file-level fn, const or param named like a built-in function, a named constant or a
+ * type would replace it in every kernel of the file: in a variant, inside the imported
+ * programs too (`fn store` made an attention kernel with no stores). Refused, at the name. */
+static bool reserved_name(Sema *s, const AstDecl *d)
+{
+    const char *what = sema_is_builtin_name(d->name)    ? "a built-in function"
+                       : sema_is_named_const(d->name)    ? "a built-in constant"
+                       : ir_elem_from_name(d->name) != IR_VOID && ir_elem_from_name(d->name) != IR_PTR ? "a type"
+                                                         : NULL;
+    if (!what) return false;
+    const char *kind = d->kind == AST_FN ? "helper" : d->kind == AST_PARAM ? "param" : "const";
+    diag_error(s->diag, d->name_loc, "'%s' is %s; a file-level %s of that name would replace it in every kernel "
+               "of the file (the imported programs' too): rename the %s", d->name, what, kind, kind);
+    return true;
+}
+
 static void build_file_scope(Sema *s)
 {
     sema_push_scope(s);
@@ -391,6 +407,7 @@ static void build_file_scope(Sema *s)
                        "kiln_compile (the driver loads modules)", d->name);
             continue;
         }
+        if (reserved_name(s, d)) continue;
         Val v;
         memset(&v, 0, sizeof v);
         if (d->kind == AST_FN) {

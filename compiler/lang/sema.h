@@ -38,6 +38,8 @@ typedef struct Val {
     IrValue *v;                /* V_RT */
     const AstDecl *fn;         /* V_FN */
     int grad;                  /* V_FN: how many times grad() was applied to fn (grad.c) */
+    bool rescaled;             /* V_FN: rescale(f, a, b) (rescale.c): x -> b * f(a * x, ...) */
+    double rescale_in, rescale_out;
     struct Val *items;         /* V_LIST */
     int nitems;
     const char *s;             /* V_STR text; V_TYPE / V_FN: the name ("grad(f)" for a derivative) */
@@ -171,6 +173,7 @@ IrCmp    sema_cmp_kind(AstOp op);
 
 /* ---- lower_expr.c ---- */
 Val    sema_expr(Sema *s, const AstExpr *e);
+bool   sema_is_named_const(const char *name);   /* inf, LOG2E, LN2, PI */
 Val    sema_binary(Sema *s, AstOp op, Val a, Val b, SrcLoc loc);
 Val    sema_select(Sema *s, Val c, Val a, Val b, SrcLoc loc);
 Val    sema_elementwise2(Sema *s, IrOpcode opc, const char *what, Val a, Val b, SrcLoc loc);
@@ -182,12 +185,17 @@ void   sema_stmt(Sema *s, const AstStmt *st);
 Val    sema_inline_call(Sema *s, const AstDecl *fn, Val *args, SrcLoc loc);
 /* Bind a call's arguments to `fn`'s parameters and inline it, or, with grad > 0,
  * its grad-th derivative with respect to the first argument. */
-Val    sema_call_helper(Sema *s, const AstDecl *fn, int grad, const AstExpr *call);
+Val    sema_call_helper(Sema *s, const Val *f, const AstExpr *call);
 
 /* ---- grad.c ---- */
 /* Inline `fn` with bound arguments and return the order-th derivative of its
  * result with respect to args[0] (forward-mode differentiation of the inlined IR). */
 Val    sema_inline_grad(Sema *s, const AstDecl *fn, Val *args, int order, SrcLoc loc);
+
+/* ---- rescale.c ---- */
+/* Inline the rescaled function value f (f->rescaled) with bound arguments:
+ * f->rescale_out * fn(f->rescale_in * args[0], ...), the factors folded through fn's body. */
+Val    sema_inline_rescaled(Sema *s, const Val *f, Val *args, SrcLoc loc);
 
 /* ---- builtins.c, builtins_mem.c ---- */
 Val    sema_builtin_call(Sema *s, const AstExpr *call);
@@ -217,6 +225,7 @@ Val    bi_store(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_dot(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_reduce(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);   /* grad.c */
+Val    bi_rescale(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call); /* rescale.c */
 /* builtins_debug.c: static_print (variadic, unbound arguments) and device_assert. */
 Val    bi_static_print(Sema *s, const AstExpr *call);
 Val    bi_device_assert(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);

@@ -63,6 +63,33 @@ def _variant_text(source_or_path):
     return s, "<variant>"
 
 
+def _declared_params(text, path, seen=None):
+    """{name: (ptr, type)} of the `param`s of a variant's text and of the modules it imports
+    (the shipped library's, or files next to it), each module once: a variant composed of
+    shipped ones (`import "variants/alibi" as alibi;`) takes their params."""
+    seen = set() if seen is None else seen
+    decl = {m.group(1): (m.group(2), m.group(3)) for m in
+            re.finditer(r"^\s*param\s+(\w+)\s*:\s*(\*?)\s*(\w+)", text, re.M)}
+    here = os.path.dirname(path) if path and not path.startswith("<") else ""
+    for m in re.finditer(r'^\s*import\s+"?([\w/.]+?)(?:\.tile)?"?\s*(?:as\s+\w+\s*)?;', text, re.M):
+        name = m.group(1) + ".tile"
+        for cand in ([os.path.join(here, name)] if here else []) + [f"lang/lib/{name}"]:
+            if cand in seen:
+                break
+            src = None
+            if cand.startswith("lang/lib/"):
+                raw = _lib.kiln_lib_source(cand.encode())
+                src = raw.decode() if raw else None
+            elif os.path.isfile(cand):
+                with open(cand, encoding="utf-8") as f:
+                    src = f.read()
+            if src is not None:
+                seen.add(cand)
+                decl.update(_declared_params(src, cand, seen))
+                break
+    return decl
+
+
 class Variant:
     """An attention variant: a .tile file of hooks (score_mod, mask_mod, kv_start,
     score_mod_grad) and the runtime `param`s they read, with their values.
@@ -80,8 +107,7 @@ class Variant:
     def __init__(self, source_or_path, **params):
         self.source, self.path = _variant_text(source_or_path)
         text = self.source if self.source is not None else _lib.kiln_lib_source(self.path.encode()).decode()
-        decl = {m.group(1): (m.group(2), m.group(3)) for m in
-                re.finditer(r"^\s*param\s+(\w+)\s*:\s*(\*?)\s*(\w+)", text, re.M)}
+        decl = _declared_params(text, self.path)
         self.params = decl
         for name in params:
             if name not in decl:

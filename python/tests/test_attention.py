@@ -190,6 +190,50 @@ def test_variant_with_a_tensor_param(device):
     close(k.grad, k64.grad, grad_tol(k64.grad, torch.float16))
 
 
+COMPOSED = """
+import "attention";
+import "variants/softcap" as cap;
+import "variants/alibi" as alibi;
+import "variants/sliding_window" as win;
+import "variants/prefix_lm" as pre;
+fn score_mod(s, b, h, q_idx, kv_idx) { return compose_scores(cap_score_mod, alibi_score_mod, s, b, h, q_idx, kv_idx); }
+fn mask_mod(b, h, q_idx, kv_idx) { return or_masks(win_mask_mod, pre_mask_mod, b, h, q_idx, kv_idx); }
+fn kv_start(start_m, block_m, seqlen_q, seqlen_k) {
+    return or_kv_starts(win_kv_start, kv_start_all, start_m, block_m, seqlen_q, seqlen_k);
+}
+"""
+
+
+def test_composed_variants(device):
+    """Two shipped score_mods applied in order (soft-cap, then ALiBi) and two masks under or
+    (a sliding window, a prefix-LM), each variant imported under an alias: forward and
+    backward against float64 autograd on the materialised scores."""
+    b, hq, n, d, cap, left, right, prefix = 1, 4, 70, 64, 1.5, 9, 2, 11
+    q, k, v = (t.requires_grad_() for t in qkv(b, hq, 2, n, n, d, torch.float16, device, seed=80))
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / hq) for h in range(hq)], device=device)
+    var = kiln.Variant(COMPOSED, softcap=cap, alibi_slopes=slopes, window_left=left, window_right=right,
+                       prefix_len=prefix)
+    out = kiln.attention(q, k, v, variant=var)
+    i = torch.arange(n, device=device)[:, None]
+    j = torch.arange(n, device=device)[None, :]
+    bias = -slopes.double()[:, None, None] * (i - j).abs().double()
+    mask = ((j >= i - left) & (j <= i + right)) | (j <= i) | (j < prefix)
+
+    def mod(s):
+        return cap * torch.tanh(s / cap) + bias
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = ref_attention(q64, k64, v64, score_mod=mod, mask=mask)
+    close(out, ref, TOL[torch.float16])
+    swapped = ref_attention(q64, k64, v64, score_mod=lambda s: cap * torch.tanh((s + bias) / cap), mask=mask)
+    assert (out.double() - swapped).abs().max() > 10 * TOL[torch.float16], "the score_mods ran in the other order"
+    dout = rand(*out.shape, device=device, seed=81)
+    out.backward(dout)
+    ref.backward(dout.double())
+    close(q.grad, q64.grad, grad_tol(q64.grad, torch.float16))
+    close(k.grad, k64.grad, grad_tol(k64.grad, torch.float16))
+    close(v.grad, v64.grad, grad_tol(v64.grad, torch.float16))
+
+
 def test_flash_attn_softcap_and_window(device):
     q = rand(1, 50, 2, 64, device=device, seed=70, scale=3.0)
     k = rand(1, 50, 2, 64, device=device, seed=71, scale=3.0)

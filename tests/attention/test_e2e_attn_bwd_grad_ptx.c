@@ -17,8 +17,8 @@
 #include <string.h>
 
 static const char k_hooks[] =
-    "fn tanh_softcap(s, b, h, q_idx, kv_idx) { let c = 20.0 * LOG2E; return c * tanh(s / c); }\n"
-    "fn softcap_by_hand(s, b, h, q_idx, kv_idx) { let c = 20.0 * LOG2E; let t = tanh(s / c); return 1.0 - t * t; }\n"
+    "fn tanh_softcap(s, b, h, q_idx, kv_idx) { return 20.0 * tanh(s / 20.0); }\n"
+    "fn softcap_by_hand(s, b, h, q_idx, kv_idx) { let t = tanh(s / 20.0); return 1.0 - t * t; }\n"
     "fn one_by_hand(s, b, h, q_idx, kv_idx) { return 1.0; }\n";
 
 /* PTX of `kernel` for `arch` from the hooks, examples/attention/alibi.tile and the program. */

@@ -35,16 +35,16 @@ static int ref_window(int b, int h, int i, int j, const void *ctx) { return j >=
 /* Soft-capping (examples/attention/softcap.tile's, cap 1.5) and ALiBi (slopes for 4
  * heads), written only as forward hooks: the backward differentiates them (grad(score_mod),
  * lang/grad.c). sc_grad is soft-capping's derivative by hand, for the override
- * (-D score_mod_grad), and one_grad a wrong one (the rule must catch it). Log2 units in
- * the program, natural units in the reference. */
+ * (-D score_mod_grad), and one_grad a wrong one (the rule must catch it). Natural units
+ * in the hooks and in the reference (the program works in log2 units: rescale). */
 static const char k_score_hooks[] =
     "const SC = 1.5;\n"
-    "fn sc_score(s, b, h, q_idx, kv_idx) { let c = SC * LOG2E; return c * tanh(s * (1.0 / c)); }\n"
-    "fn sc_grad(s, b, h, q_idx, kv_idx) { let c = SC * LOG2E; let t = tanh(s * (1.0 / c)); return 1.0 - t * t; }\n"
+    "fn sc_score(s, b, h, q_idx, kv_idx) { return SC * tanh(s * (1.0 / SC)); }\n"
+    "fn sc_grad(s, b, h, q_idx, kv_idx) { let t = tanh(s * (1.0 / SC)); return 1.0 - t * t; }\n"
     "fn one_grad(s, b, h, q_idx, kv_idx) { return 1.0; }\n"
     "fn alibi(s, b, h, q_idx, kv_idx) {\n"
     "    let slope = exp2((h + 1).to(f32) * (-8.0 / 4));\n"
-    "    return s - (slope * LOG2E) * abs((q_idx - kv_idx).to(f32));\n"
+    "    return s - slope * abs((q_idx - kv_idx).to(f32));\n"
     "}\n";
 static double ref_softcap(double s, int b, int h, int i, int j, const void *ctx) { return 1.5 * tanh(s / 1.5); }
 static double ref_softcap_grad(double s, int b, int h, int i, int j, const void *ctx)

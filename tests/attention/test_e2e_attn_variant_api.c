@@ -37,6 +37,7 @@ static void make_inputs(const VCase *v, Inputs *in)
 }
 
 #define V(name) "lang/lib/variants/" name ".tile"
+#define COMPOSED(name) "tests/attention/variants/" name ".tile"
 static const VCase k_cases[] = {
     {{"causal f16 d64 sq<sk", ATTN_F16, 1, 2, 2, 40, 53, 64, 0, ATTN_BSHD, 0, 16, 16, 0}, V("causal"), NULL, m_causal, {0}},
     {{"window 9/3 bf16 d32", ATTN_BF16, 1, 2, 1, 70, 70, 32, 0, ATTN_BHSD, 0, 16, 16, 0}, V("sliding_window"), NULL,
@@ -59,6 +60,13 @@ static const VCase k_cases[] = {
      s_relbias, NULL, {0}},
     {{"gemma2 bf16 d64 causal", ATTN_BF16, 1, 2, 2, 80, 80, 64, 1, ATTN_BSHD, 0, 16, 16, 0}, V("gemma2"), s_softcap,
      m_window, {.softcap = 2.0, .left = 17, .right = 0}},
+    /* composition: shipped variants imported under aliases, combined in the language */
+    {{"compose cap>alibi, window|prefix f16", ATTN_F16, 1, 4, 2, 70, 70, 64, 0, ATTN_BSHD, 0, 16, 16, 0},
+     COMPOSED("compose_softcap_alibi_sliding_window_or_prefix_lm"), s_cap_alibi, m_window_or_prefix,
+     {.softcap = 1.5, .left = 9, .right = 2, .prefix = 11}},
+    {{"compose alibi>cap, window&doc bf16 causal", ATTN_BF16, 2, 2, 2, 83, 83, 32, 1, ATTN_BSHD, 0, 16, 16, 0},
+     COMPOSED("compose_alibi_softcap_sliding_window_and_document"), s_alibi_cap, m_window_and_document,
+     {.softcap = 1.2, .left = 30, .right = 0}},
 };
 
 static KilnAttentionParams params_of(const Run *r, const Case *c, const KilnAttentionVariant *var)
@@ -81,7 +89,7 @@ static Verdict run_case(const VCase *v, uint64_t seed, bool hooks)
 {
     Inputs in;
     make_inputs(v, &in);
-    KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
+    KilnAttentionVariant var = {.path = var_path(v->variant), .args = in.args, .nargs = in.nargs};
     Run r;
     setup(&r, &v->c, seed);
     r.p.scale = v->c.scale > 0 ? v->c.scale : 1.0 / sqrt((double)v->c.d);
@@ -121,10 +129,10 @@ START_TEST(variant_backward_matches_reference)
     const VCase *v = &k_cases[_i];
     Inputs in;
     make_inputs(v, &in);
-    KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
+    KilnAttentionVariant var = {.path = var_path(v->variant), .args = in.args, .nargs = in.nargs};
     BwdCase bc = {.c = v->c, .deterministic = _i % 2, .ref_mask = v->mask, .variant = &var};
     bc.ref_score = var_ref_score(&(VarSpec){v->variant, v->score, v->mask, v->ref});
-    bc.ref_score_grad = v->score == s_softcap ? g_softcap_grad : NULL;
+    bc.ref_score_grad = var_ref_grad(&(VarSpec){v->variant, v->score, v->mask, v->ref});
     bwd_check(&bc, 500 + (uint64_t)_i);
 }
 END_TEST

@@ -9,6 +9,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln.h"
@@ -63,6 +65,49 @@ static inline double g_softcap_grad(double s, int b, int h, int i, int j, const 
     return 1 - t * t;
 }
 
+/* Composed variants (tests/attention/variants/compose_*.tile): scores applied in order,
+ * masks combined with or / and, and each score's derivative with respect to s. */
+static inline double s_cap_alibi(double s, int b, int h, int i, int j, const void *c)
+{
+    return s_alibi(s_softcap(s, b, h, i, j, c), b, h, i, j, c);
+}
+static inline double s_alibi_cap(double s, int b, int h, int i, int j, const void *c)
+{
+    return s_softcap(s_alibi(s, b, h, i, j, c), b, h, i, j, c);
+}
+static inline double g_alibi_cap(double s, int b, int h, int i, int j, const void *c)
+{
+    double t = tanh(s_alibi(s, b, h, i, j, c) / g.softcap);
+    return 1 - t * t;
+}
+static inline int m_window_or_prefix(int b, int h, int i, int j, const void *c)
+{
+    return m_window(b, h, i, j, c) || m_prefix(b, h, i, j, c);
+}
+static inline int m_window_and_document(int b, int h, int i, int j, const void *c)
+{
+    return m_window(b, h, i, j, c) && m_document(b, h, i, j, c);
+}
+
+/* The score's derivative with respect to s for the backward's reference (NULL: 1). */
+static inline double (*var_ref_grad(const VarSpec *v))(double, int, int, int, int, const void *)
+{
+    return v->score == s_softcap || v->score == s_cap_alibi ? g_softcap_grad : v->score == s_alibi_cap ? g_alibi_cap : NULL;
+}
+
+/* The path a call passes for a variant: the library's by name (embedded), a test's
+ * (tests/...) under the source tree ($KILN_SOURCE_DIR, else the build's). */
+static inline const char *var_path(const char *variant)
+{
+    static char buf[4][1024];
+    static int k;
+    if (strncmp(variant, "tests/", 6)) return variant;
+    const char *root = getenv("KILN_SOURCE_DIR");
+    char *b = buf[k++ & 3];
+    snprintf(b, sizeof buf[0], "%s/%s", root ? root : KILN_SOURCE_DIR, variant);
+    return b;
+}
+
 /* softcap and window together: gemma2's reference */
 static inline double gemma_score(double s, int b, int h, int i, int j, const void *c) { return s_softcap(s, b, h, i, j, c); }
 
@@ -73,7 +118,7 @@ typedef struct Inputs {
     float slopes[VAR_MAX_HEADS];
     int32_t doc[2 * VAR_MAX_TOKENS];
     float table[VAR_MAX_HEADS * 32];
-    KilnVariantArg args[4];
+    KilnVariantArg args[8];
     int nargs;
 } Inputs;
 
@@ -84,18 +129,19 @@ static inline void make_inputs_for(const VarSpec *v, int batch, int heads, int s
     g = v->ref;
     const char *name = strrchr(v->variant, '/') + 1;
     KilnVariantArg *a = in->args;
-    if (!strncmp(name, "sliding_window", 14) || !strncmp(name, "gemma2", 6)) {
+    /* a composed variant (tests/attention/variants/compose_A_B_....tile) takes each part's arguments */
+    if (strstr(name, "sliding_window") || !strncmp(name, "gemma2", 6)) {
         a[in->nargs++] = (KilnVariantArg){"window_left", kiln_arg_i32(g.left), 0};
         a[in->nargs++] = (KilnVariantArg){"window_right", kiln_arg_i64(g.right), 0};   /* widened: any int kind */
     }
-    if (!strncmp(name, "softcap", 7) || !strncmp(name, "gemma2", 6))
+    if (strstr(name, "softcap") || !strncmp(name, "gemma2", 6))
         a[in->nargs++] = (KilnVariantArg){"softcap", kiln_arg_f64(g.softcap), 0};      /* f64 for an f32 param */
-    if (!strncmp(name, "alibi", 5)) {
+    if (strstr(name, "alibi")) {
         for (int h = 0; h < heads; h++) in->slopes[h] = exp2f(-8.0f * (float)(h + 1) / (float)heads);
         g.slopes = in->slopes;
         a[in->nargs++] = (KilnVariantArg){"alibi_slopes", kiln_arg_ptr((uintptr_t)in->slopes), sizeof(float) * heads};
     }
-    if (!strncmp(name, "document", 8)) {
+    if (strstr(name, "document")) {
         /* documents of ragged lengths 1..17 per sequence; ids beyond doc_len stay unset */
         g.doc_stride = VAR_MAX_TOKENS;
         g.doc_len = seqlen - 3;
@@ -110,7 +156,7 @@ static inline void make_inputs_for(const VarSpec *v, int batch, int heads, int s
         a[in->nargs++] = (KilnVariantArg){"doc_stride", kiln_arg_i32(VAR_MAX_TOKENS), 0};
         a[in->nargs++] = (KilnVariantArg){"doc_len", kiln_arg_i32(g.doc_len), 0};
     }
-    if (!strncmp(name, "prefix_lm", 9)) a[in->nargs++] = (KilnVariantArg){"prefix_len", kiln_arg_i32(g.prefix), 0};
+    if (strstr(name, "prefix_lm")) a[in->nargs++] = (KilnVariantArg){"prefix_len", kiln_arg_i32(g.prefix), 0};
     if (!strncmp(name, "relative_bias", 13)) {
         attn_fill_random(ATTN_F32, in->table, VAR_MAX_HEADS * 32, 99, -1.0, 1.0);
         g.table = in->table;

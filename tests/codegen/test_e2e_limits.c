@@ -101,7 +101,7 @@ END_TEST
 
 static const char *ROWMAX = "kernel k(X: *f32, Y: *f32, const BM: i32 = 64, const BN: i32 = 64) {\n"
                             "    let x = load(X + arange(BM)[:, None] * BN + arange(BN)[None, :]);\n"
-                            "    store(Y + arange(BM), max(x, 1));\n"
+                            "    store(Y + arange(BM), max(x, axis = 1));\n"
                             "}\n";
 
 /* Rows spread over 16 warps: each thread would combine 512 rows x 16 warps. */
@@ -184,9 +184,9 @@ static const char *const LEGAL[][2] = {
     {"elementwise", "let x = load(X + offs); store(Y + offs, exp(x * 2.0 + 1.0) / (x + 3.0));"},
     {"masked load", "let x = load(X + offs, mask = offs < n, other = 0.0); store(Y + offs, where(x > 0.0, x, -x));"},
     {"row sum", "let x = load(X + offs); store(Y + arange(BM), sum(x, 1));"},
-    {"column max", "let x = load(X + offs); store(Y + arange(BN), max(x, 0));"},
+    {"column max", "let x = load(X + offs); store(Y + arange(BN), max(x, axis = 0));"},
     {"argmax", "let x = load(X + offs); store(Y + arange(BM), argmax(x, 1).to(f32));"},
-    {"softmax", "let x = load(X + offs); let z = exp(x - max(x, 1)[:, None]); store(Y + offs, z / sum(z, 1)[:, None]);"},
+    {"softmax", "let x = load(X + offs); let z = exp(x - max(x, axis = 1)[:, None]); store(Y + offs, z / sum(z, 1)[:, None]);"},
     {"f16 out", "let x = load(X + offs); store(H + offs, x.to(f16));"},
     {"f16 in", "let x = load(H + offs).to(f32); store(Y + offs, x * x);"},
     {"atomic_add", "atomic_add(Y + offs, load(X + offs));"},

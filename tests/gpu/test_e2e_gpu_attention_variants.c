@@ -36,6 +36,11 @@ static const VarSpec k_specs[] = {
     {"lang/lib/variants/prefix_lm.tile", NULL, m_prefix, {.prefix = 300}},
     {"lang/lib/variants/relative_bias.tile", s_relbias, NULL, {0}},
     {"lang/lib/variants/gemma2.tile", s_softcap, m_window, {.softcap = 5.0, .left = 200, .right = 0}},
+    /* composition (issue 28): shipped variants imported under aliases, combined in the language */
+    {"tests/attention/variants/compose_softcap_alibi_sliding_window_or_prefix_lm.tile", s_cap_alibi,
+     m_window_or_prefix, {.softcap = 5.0, .left = 150, .right = 3, .prefix = 40}},
+    {"tests/attention/variants/compose_alibi_softcap_sliding_window_and_document.tile", s_alibi_cap,
+     m_window_and_document, {.softcap = 5.0, .left = 200, .right = 0}},
 };
 
 typedef struct Shape {
@@ -85,7 +90,7 @@ static void run_fwd_bwd(const VarSpec *v, const Shape *s, uint64_t seed)
     make_inputs_for(v, s->batch, s->hq, s->sk > s->sq ? s->sk : s->sq, &in);
     p.score_mod = var_ref_score(v);
     p.mask_mod = v->mask;
-    p.score_mod_grad = v->score == s_softcap ? g_softcap_grad : NULL;
+    p.score_mod_grad = var_ref_grad(v);
     size_t es = attn_dtype_size(s->dt), nq = attn_numel_q(&p), nkv = attn_numel_kv(&p);
     size_t nlse = (size_t)s->batch * s->hq * s->sq;
     void *q = malloc(nq * es), *k = malloc(nkv * es), *vv = malloc(nkv * es), *dout = malloc(nq * es);
@@ -96,7 +101,7 @@ static void run_fwd_bwd(const VarSpec *v, const Shape *s, uint64_t seed)
     KilnDevPtr targs[8];
     int nt = 0;
     upload_args(&in, targs, &nt);
-    KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
+    KilnAttentionVariant var = {.path = var_path(v->variant), .args = in.args, .nargs = in.nargs};
     KilnAttentionParams a = {.dtype = s->dt == ATTN_BF16 ? KILN_BF16 : KILN_F16, .batch = s->batch,
                              .heads_q = s->hq, .heads_kv = s->hkv, .seqlen_q = s->sq, .seqlen_k = s->sk,
                              .head_dim = s->d, .q = up(q, nq * es), .k = up(k, nkv * es), .v = up(vv, nkv * es),
@@ -199,7 +204,7 @@ static void run_decode(const VarSpec *v, uint64_t seed)
     KilnDevPtr targs[8];
     int nt = 0;
     upload_args(&in, targs, &nt);
-    KilnAttentionVariant var = {.path = v->variant, .args = in.args, .nargs = in.nargs};
+    KilnAttentionVariant var = {.path = var_path(v->variant), .args = in.args, .nargs = in.nargs};
     KilnAttentionDecodeParams a = {.dtype = KILN_F16, .batch = B, .heads_q = HQ, .heads_kv = HKV, .seqlen_q = SQ,
                                    .head_dim = D, .q = up(q, nq * 2), .o = up(NULL, nq * 2), .lse = up(NULL, nlse * 4),
                                    .k = up(k, nkv * 2), .v = up(vv, nkv * 2), .cache_seqlens = up(seqlens, sizeof seqlens),

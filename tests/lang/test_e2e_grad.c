@@ -20,6 +20,7 @@
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"
 #include "compiler/lang/lang.h"
+#include "tests/lang/lang_case.h"
 
 #include <math.h>
 #include <string.h>
@@ -92,32 +93,7 @@ static const GradCase cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-typedef struct Compiled {
-    Arena arena;
-    Diag diag;
-    char *src;
-    IrFunc *f;
-} Compiled;
-
-/* Compile `src` (one kernel) with default options; the kernel must verify. */
-static IrFunc *compile_src(Compiled *c, const char *src)
-{
-    c->src = strdup(src);
-    arena_init(&c->arena);
-    diag_init(&c->diag, "grad_case.tile", c->src);
-    AstFile *af = ast_parse(&c->arena, &c->diag, "grad_case.tile", c->src);
-    LangOptions lo;
-    memset(&lo, 0, sizeof lo);
-    IrModule *m = af && c->diag.nerrors == 0 ? lang_compile(&c->arena, &c->diag, af, &lo) : NULL;
-    ck_assert_msg(m && c->diag.nerrors == 0 && m->nfuncs == 1, "compile errors:\n%s\n%s",
-                  c->diag.out.data ? c->diag.out.data : "", src);
-    c->f = m->funcs[0];
-    StrBuf err;
-    sb_init(&err);
-    ck_assert_msg(ir_verify(c->f, &err), "%s\n%s", err.data ? err.data : "", src);
-    sb_free(&err);
-    return c->f;
-}
+static IrFunc *compile_src(Compiled *c, const char *src) { return compile_named(c, "grad_case.tile", src); }
 
 static void compile_case(Compiled *c, const GradCase *gc)
 {
@@ -140,13 +116,6 @@ static void compile_case(Compiled *c, const GradCase *gc)
     compile_src(c, src);
 }
 
-static void compiled_free(Compiled *c)
-{
-    diag_free(&c->diag);
-    arena_free(&c->arena);
-    free(c->src);
-}
-
 typedef struct Bufs {
     float x[N], y[N], f[N], g[N], g2[N];
 } Bufs;
@@ -165,13 +134,6 @@ static void run(const IrFunc *f, Bufs *b)
     int rc = interp_run(f, args, 7, &io, &err);
     ck_assert_msg(rc == 0, "interpreter: %s", err.data ? err.data : "");
     sb_free(&err);
-}
-
-static uint64_t rng_state;
-static double rnd(double lo, double hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
 /* max over the points of |grad - finite differences| / max(1, |finite differences|) */

@@ -359,7 +359,7 @@ START_TEST(test_dot_and_reductions)
         "    let c = dot(a, b);\n"
         "    let d = dot(a, b, c);\n"
         "    let s1 = sum(d, axis = 1);\n"
-        "    let s0 = max(d, 0);\n"
+        "    let s0 = max(d, axis = 0);\n"
         "    let all = sum(d);\n"
         "    let am = argmax(s1, axis = 0);\n"
         "    let mx = max(s1, s1 * 2.0);\n"
@@ -382,7 +382,7 @@ START_TEST(test_dot_and_reductions)
     ck_assert_int_eq(r->attr[1], IR_RED_SUM);
     ck_type(r->res[0]->type, "tensor<64xf32>");
     IrOp *r2 = r->next;
-    ck_assert_int_eq(r2->attr[0], 0);                   /* max(d, 0): positional axis */
+    ck_assert_int_eq(r2->attr[0], 0);                   /* max(d, axis = 0) */
     ck_assert_int_eq(r2->attr[1], IR_RED_MAX);
     ck_type(r2->res[0]->type, "tensor<16xf32>");
     ck_assert_int_eq(count(f, IR_RESHAPE), 1);          /* sum(d) flattens, then reduces to a scalar */

@@ -552,7 +552,7 @@ def run_plain(args, kiln, tmp):
 
 PROBE_TILE = """// a cold-compile probe (bench_flex.py): an ALiBi-like bias of one slope, {nonce}
 import "attention";
-fn score_mod(s, b, h, q_idx, kv_idx) {{ return s - ({slope:.9f} * LOG2E) * abs((q_idx - kv_idx).to(f32)); }}
+fn score_mod(s, b, h, q_idx, kv_idx) {{ return s - {slope:.9f} * abs((q_idx - kv_idx).to(f32)); }}
 """
 
 
