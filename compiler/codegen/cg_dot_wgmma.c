@@ -201,19 +201,24 @@ static void scatter_regs(WgDot *w, LLVMValueRef *v, bool with_a)
     for (int i = 0; with_a && w->a_regs && i < w->reps * w->kt * 4; i++) w->afrag[i] = v[n++];
 }
 
-/* Warpgroups along N too (#mma<C, wm, wn, rn>, pass_accelerate_dot.c): the
- * warps (w % wm, w / wm); warpgroup column j = w / wm owns the columns
+/* Shape and operand checks; fills w (no code for a dot that does not qualify
+ * except the descriptors' arithmetic, which is dead then).
+ *
+ * Warpgroups along N too (wn > 1, #mma<C, wm, wn, rn>, pass_accelerate_dot.c):
+ * the warps are (w % wm, w / wm); warpgroup column j = w / wm owns the columns
  * [j N / wn, (j + 1) N / wn) — its rn n8 tiles side by side, so N / wn = 8 rn
  * — and computes them with one m64n(N / wn) wgmma per m64 block and k16 step,
  * B's descriptor moved to its first column (rows for K-major B, column blocks
  * for MN-major). A is read whole by every column: its rows are those of
  * warpgroup (w % wm) / 4, from SRAM or from registers (A's layout is
  * replicated over warp_n). */
-static bool qualify_nsplit(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
+static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
 {
     IrValue *res = op->res[0], *A = op->args[0], *B = op->args[1];
-    int N = res->type.shape[1];
-    if (N % wn || cg_mma_rn(c->f, res->layout) * 8 * wn != N) return false;
+    int W = c->f->sched.num_warps, N = res->type.shape[1];
+    if (wm * wn != W || wm % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
+    if (A->type.elem != IR_F16 && A->type.elem != IR_BF16) return false;
+    if (N % wn || (wn > 1 && cg_mma_rn(c->f, res->layout) * 8 * wn != N)) return false;
     w->N = N / wn;
     w->reps = res->type.shape[0] / (16 * wm);
     w->kt = A->type.shape[1] / 16;
@@ -221,42 +226,19 @@ static bool qualify_nsplit(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
     w->bf = A->type.elem == IR_BF16;
     w->ty = w->bf ? "bf16" : "f16";
     w->zero = is_zero(op->args[2]);
-    LLVMValueRef col = LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), "");
-    LLVMValueRef n_rt = LLVMBuildMul(c->b, col, cg_i32(c, w->N), "");
-    LLVMValueRef m_rt = NULL; /* one warpgroup along M: every column reads A's first 64 rows */
-    if (wm > 4)
-        m_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, 4), ""),
-                            cg_i32(c, 64), "");
+    LLVMValueRef m_rt = NULL, n_rt = NULL; /* this warpgroup's first row of A, column of B */
+    if (wn == 1) {
+        m_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, 4), ""), cg_i32(c, 64), "");
+    } else {
+        n_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, w->N), "");
+        if (wm > 4) /* else one warpgroup along M: every column reads A's first 64 rows */
+            m_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, 4), ""),
+                                cg_i32(c, 64), "");
+    }
     if (!wg_tile(c, B, false, n_rt, w->N, &w->b)) return false;
     w->a_regs = !(c->lazy && c->lazy[A->id].base);
     if (!w->a_regs) return wg_tile(c, A, true, m_rt, 64, &w->a);
     if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, wn, &w->ga)) return false;
-    w->ar = cg_get(c, A)->r;
-    return true;
-}
-
-/* Shape and operand checks; fills w (no code for a dot that does not qualify
- * except the descriptors' arithmetic, which is dead then). */
-static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
-{
-    IrValue *res = op->res[0], *A = op->args[0], *B = op->args[1];
-    int W = c->f->sched.num_warps;
-    if (wm * wn != W || wm % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
-    if (A->type.elem != IR_F16 && A->type.elem != IR_BF16) return false;
-    if (wn > 1) return qualify_nsplit(c, op, wm, wn, w);
-    w->N = res->type.shape[1];
-    w->reps = res->type.shape[0] / (16 * wm);
-    w->kt = A->type.shape[1] / 16;
-    if (w->N % 8 || w->N > 256 || w->reps < 1 || res->type.shape[0] % (16 * wm) || w->kt < 1) return false;
-    w->bf = A->type.elem == IR_BF16;
-    w->ty = w->bf ? "bf16" : "f16";
-    w->zero = is_zero(op->args[2]);
-    LLVMValueRef wg = LLVMBuildUDiv(c->b, c->warp, cg_i32(c, 4), "");
-    LLVMValueRef mn_rt = LLVMBuildMul(c->b, wg, cg_i32(c, 64), "");
-    if (!wg_tile(c, B, false, NULL, 0, &w->b)) return false;
-    w->a_regs = !(c->lazy && c->lazy[A->id].base);
-    if (!w->a_regs) return wg_tile(c, A, true, mn_rt, 64, &w->a);
-    if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, 1, &w->ga)) return false;
     w->ar = cg_get(c, A)->r;
     return true;
 }

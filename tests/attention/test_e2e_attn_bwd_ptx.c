@@ -158,6 +158,22 @@ START_TEST(loops_pipelined)
 }
 END_TEST
 
+/* The sm_90 plan of a 500 x 700 problem (4 query heads on 2 K/V heads) at head dim d. */
+static void plan_sm90(int d, bool bf, bool causal, bool det, RtAttnBwdPlan *plan)
+{
+    KilnAttentionBwdParams p = {.fwd = {.dtype = bf ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4, .heads_kv = 2,
+                                        .seqlen_q = 500, .seqlen_k = 700, .head_dim = d, .causal = causal},
+                                .deterministic = det};
+    rt_attn_bwd_plan(90, &p, plan);
+}
+
+/* Whether `v` is the dK/dV kernel or the dQ pass (*dkdv says which), not pre or cvt. */
+static bool is_dot_kernel(const RtAttnVariant *v, bool *dkdv)
+{
+    *dkdv = strstr(v->kernel, "dkdv") != NULL;
+    return *dkdv || strstr(v->kernel, "_dq_f16") || strstr(v->kernel, "_dq_bf16");
+}
+
 /* wgmma instructions of `ptx` whose A operand is in registers ("}, {" after the
  * accumulator list: wgmma.mma_async ... {d..}, {a0, a1, a2, a3}, desc_b, ...). */
 static int wgmma_reg_a(const char *ptx, size_t n)
@@ -186,16 +202,13 @@ START_TEST(wgmma_at_sm90_plan)
     int d = (int[]){64, 96, 128}[_i / 2];
     int det = _i % 2, dpad = d == 96 ? 128 : d;
     const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
-    KilnAttentionBwdParams p = {.fwd = {.dtype = det ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4, .heads_kv = 2,
-                                        .seqlen_q = 500, .seqlen_k = 700, .head_dim = d, .causal = det},
-                                .deterministic = det};
     RtAttnBwdPlan plan;
-    rt_attn_bwd_plan(90, &p, &plan);
+    plan_sm90(d, det, det, det, &plan);
     int checked = 0;
     for (int k = 0; k < plan.n; k++) {
         const RtAttnVariant *v = &plan.k[k];
-        bool dkdv = strstr(v->kernel, "dkdv") != NULL;
-        if (!dkdv && !strstr(v->kernel, "_dq_f16") && !strstr(v->kernel, "_dq_bf16")) continue;
+        bool dkdv;
+        if (!is_dot_kernel(v, &dkdv)) continue;
         int bm = define_of(v, "BLOCK_M"), bn = define_of(v, "BLOCK_N");
         ck_assert_int_eq(dkdv ? bn : bm, 16 * v->num_warps);   /* one m64 block per warpgroup */
         ck_assert_int_eq(v->num_stages, 2);
@@ -233,16 +246,13 @@ START_TEST(wgmma_d256_sm90)
 {
     bool bf = _i % 2, causal = _i / 2;
     const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
-    KilnAttentionBwdParams p = {.fwd = {.dtype = bf ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4, .heads_kv = 2,
-                                        .seqlen_q = 500, .seqlen_k = 700, .head_dim = 256, .causal = causal},
-                                .deterministic = _i == 1};
     RtAttnBwdPlan plan;
-    rt_attn_bwd_plan(90, &p, &plan);
+    plan_sm90(256, bf, causal, _i == 1, &plan);
     int checked = 0;
     for (int k = 0; k < plan.n; k++) {
         const RtAttnVariant *v = &plan.k[k];
-        bool dkdv = strstr(v->kernel, "dkdv") != NULL;
-        if (!dkdv && !strstr(v->kernel, "_dq_f16") && !strstr(v->kernel, "_dq_bf16")) continue;
+        bool dkdv;
+        if (!is_dot_kernel(v, &dkdv)) continue;
         ck_assert_int_eq(define_of(v, "BLOCK_M"), 64);
         ck_assert_int_eq(define_of(v, "BLOCK_N"), 64);
         ck_assert_int_eq(v->num_warps, 8);
