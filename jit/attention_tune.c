@@ -102,8 +102,8 @@ static const RtTuneRow k_tune[] = {
      * pass_accelerate_dot.c): warpgroup g owns the head-dim columns [128 g, 128 g + 128) of
      * dK, dV (64 + 64 registers) and half the queries of S^T, dP^T; P^T and dS^T go through
      * SRAM as both warpgroups' A operand. Every dot on wgmma (the fallback was mma.sync at
-     * 16 x 32 tiles). ptxas -v (sm_90a, f16/bf16, 2 stages): dK/dV 255 registers, 396 bytes of
-     * spill stores (320 causal; 1 stage spills more); the dQ pass 255, no spill. Not timed yet. */
+     * 16 x 32 tiles). ptxas -v (sm_90a, f16/bf16, 2 stages): dK/dV 255 registers, 132 bytes of
+     * spill stores (80 causal); the dQ pass 235 (254 causal), no spill. Not timed yet. */
     {RT_TUNE_BWD_DKDV, 90, 256, -1, 0,    64,  64, 8, 2, {0}, 0},
     {RT_TUNE_BWD_DQ,   90, 256, -1, 0,    64,  64, 8, 2, {0}, 1},
 

@@ -201,6 +201,19 @@ static void scatter_regs(WgDot *w, LLVMValueRef *v, bool with_a)
     for (int i = 0; with_a && w->a_regs && i < w->reps * w->kt * 4; i++) w->afrag[i] = v[n++];
 }
 
+/* A tile's descriptor through an opaque mov (an asm with side effects) at the
+ * dot: each k step's descriptor is then derived from it there. Without it
+ * LLVM hoists every k step's descriptor of a tile that a loop reads but does
+ * not change (K and V of the dK/dV kernel) out of the loop, 16 k steps x 2
+ * tiles of 64-bit values held across it: at head dim 256 on the split grid
+ * ptxas spilled 388 bytes, 76 with the mov. Only the split grid takes it, so
+ * every other kernel's PTX stays as it was. */
+static void pin_desc(CgCtx *c, WgTile *t)
+{
+    LLVMValueRef a[1] = {t->desc};
+    t->desc = cg_asm(c, c->t_i64, "mov.b64 $0, $1;", "=l,l", 1, a, true);
+}
+
 /* Shape and operand checks; fills w (no code for a dot that does not qualify
  * except the descriptors' arithmetic, which is dead then).
  *
@@ -237,7 +250,12 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
     }
     if (!wg_tile(c, B, false, n_rt, w->N, &w->b)) return false;
     w->a_regs = !(c->lazy && c->lazy[A->id].base);
-    if (!w->a_regs) return wg_tile(c, A, true, m_rt, 64, &w->a);
+    if (!w->a_regs) {
+        if (!wg_tile(c, A, true, m_rt, 64, &w->a)) return false;
+        if (wn > 1) pin_desc(c, &w->a), pin_desc(c, &w->b);
+        return true;
+    }
+    if (wn > 1) pin_desc(c, &w->b);
     if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, wn, &w->ga)) return false;
     w->ar = cg_get(c, A)->r;
     return true;

@@ -240,8 +240,9 @@ END_TEST
  * m64n128k16 x 64 / 16 each. P^T, dS^T (dS) reach the next dots through SRAM as both
  * warpgroups' A operand: no register A, no ldmatrix, no mma.sync; Q, dO (K, V) are
  * cp.async copies read by descriptors. ptxas (sm_90a): the dQ pass spills nothing; the
- * dK/dV kernel, dK and dV holding 128 of its 255 registers, stores at most 512 bytes of
- * spills (396 measured, f16 and bf16; 320 causal). Each kernel's ptxas line is printed. */
+ * dK/dV kernel, dK and dV holding 128 of its 255 registers, stores at most 192 bytes of
+ * spills (132 measured, f16 and bf16; 80 causal; 396 before the descriptors were pinned at
+ * their dots, cg_dot_wgmma.c pin_desc). Each kernel's ptxas line is printed. */
 START_TEST(wgmma_d256_sm90)
 {
     bool bf = _i % 2, causal = _i / 2;
@@ -283,7 +284,7 @@ START_TEST(wgmma_d256_sm90)
         const char *sp = r.stats ? strstr(r.stats, "spills: ") : NULL;
         ck_assert_msg(sp, "%s: no ptxas report", v->kernel);
         printf("d256 %s%s: %s", v->kernel, causal ? " causal" : "", strstr(r.stats, "registers:"));
-        if (dkdv) ck_assert_msg(atoi(sp + 8) <= 512, "%s: %s", v->kernel, r.stats);
+        if (dkdv) ck_assert_msg(atoi(sp + 8) <= 192, "%s: %s", v->kernel, r.stats);
         else pu_assert_no_spills(&r, v->kernel);
         kiln_compile_result_free(&r);
     }
