@@ -69,8 +69,7 @@ static const RtTuneRow k_tune[] = {
      * walk the keys BLOCK_N at a time (the dQ row's BLOCK_M also gives the row-wise kernels'
      * blocks: pre and cvt). 8 warps halve each thread's share of the accumulators.
      * sm_90 rows: every dot of both programs on wgmma (BLOCK_N keys = 16 x warps, BLOCK_M rows
-     * of the dQ pass likewise; head dim 256 stays on mma.sync, its dK and dV alone would fill
-     * the registers at 64 keys) and Q/dO (K/V in the dQ pass) copied by cp.async, 2 stages.
+     * of the dQ pass likewise; head dim 256: 8 warps on 64, below) and Q/dO (K/V in the dQ pass) copied by cp.async, 2 stages.
      * Chosen by ptxas -v (sm_90a, f16): no spill in the dQ pass and in the dK/dV kernel without
      * the atomic dQ; with it (COMPUTE_DQ) up to 148 bytes at d 96/128 (the extra dS^T K dot).
      * tests/attention/test_e2e_attn_bwd_ptx.c compiles every row and checks the wgmma counts.
@@ -102,6 +101,16 @@ static const RtTuneRow k_tune[] = {
     {RT_TUNE_BWD_DQ,   90,  96, -1, 0,    64,  64, 4, 2, {0}, 1},
     {RT_TUNE_BWD_DKDV, 90, 128, -1, 0,    64,  64, 4, 2, {0}, 0},
     {RT_TUNE_BWD_DQ,   90, 128, -1, 0,    64,  64, 4, 2, {0}, 1},
+    /* d 256 (FlashAttention-3's hdim 256 backward: kBlockM = kBlockN = 64, two MMA
+     * warpgroups): one warpgroup of 64 keys would hold dK and dV (f32, 64 x 256) in 256
+     * registers a thread, so 8 warps split every dot's N instead (#mma<C, wm=4, wn=2, rn>,
+     * pass_accelerate_dot.c): warpgroup g owns the head-dim columns [128 g, 128 g + 128) of
+     * dK, dV (64 + 64 registers) and half the queries of S^T, dP^T; P^T and dS^T go through
+     * SRAM as both warpgroups' A operand. Every dot on wgmma (the fallback was mma.sync at
+     * 16 x 32 tiles). ptxas -v (sm_90a, f16/bf16, 2 stages): dK/dV 255 registers, 132 bytes of
+     * spill stores (80 causal); the dQ pass 235 (254 causal), no spill. Not timed yet. */
+    {RT_TUNE_BWD_DKDV, 90, 256, -1, 0,    64,  64, 8, 2, {0}, 0},
+    {RT_TUNE_BWD_DQ,   90, 256, -1, 0,    64,  64, 8, 2, {0}, 1},
 
     /* ---- kiln_attention_decode: the split kernel ----
      * Keys per block by head dim: the tiles stay small (K and V blocks of 8 KB in f16) so

@@ -6,7 +6,9 @@
  * warp / wm); A in the A-operand layout (rows as C, warps replicated over
  * warp_n), B in the B-operand layout (columns as C, replicated over warp_m).
  * Each warp then owns m16 tiles om*wm + warp_m (om < M / (16 wm)), n8 tiles
- * on*wn + warp_n (on < N / (8 wn)) and all k16 steps; the dot is, per warp,
+ * on*wn + warp_n (on < N / (8 wn); with #mma<C, .., rn> warp_n's rn tiles
+ * side by side instead, warp_n * rn + on: ntile_col) and all k16 steps; the
+ * dot is, per warp,
  *     for om, on, kk:  C[om,on] = mma(A[om,kk], B[kk,on], C[om,on])
  * with register indices taken from the layouts' geometry (cg_geom_reg_of),
  * so the fragment order of the PTX ISA table is the layout's order.
@@ -205,6 +207,15 @@ static LLVMValueRef warp_n(CgCtx *c, int wm, int wn)
     return LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, wn), "");
 }
 
+/* The first column of this warp's n8 tile `on` of B (or C), less the warp's
+ * own offset (warp_n * 8 * rpw): warp_n's tiles are interleaved (on * wn +
+ * warp_n) when rpw[1] = 1, else rpw[1] side by side (#mma<.., rn>). */
+static int ntile_col(const CgGeom *g, int wn, int on)
+{
+    int rp = g->rpw[1];
+    return ((on / rp) * wn * rp + on % rp) * 8;
+}
+
 /* ldmatrix the B fragments of k16 steps [k_lo, k_hi) (k_lo even: one x4
  * covers two steps) of every n8 tile. */
 static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
@@ -214,12 +225,12 @@ static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
     LLVMValueRef dr, dc;
     LLVMValueRef wni = warp_n(c, wm, wn);
     lane_row(c, CG_MMA_B, ts->k_contig, &dr, &dc);
-    LLVMValueRef w8 = mul(c, wni, 8);
+    LLVMValueRef w8 = mul(c, wni, 8 * g->rpw[1]);
     LdsmAddr ad = {ts, base, ts->k_contig ? add(c, w8, dr) : dr, ts->k_contig ? dc : add(c, w8, dc), {0}};
     for (int on = 0; on < N / (8 * wn); on++)
         for (int kk = k_lo; kk < k_hi; kk += 2) {
             int n = kk + 1 < k_hi ? 4 : 2;
-            int n0 = on * wn * 8, k0 = kk * 16;
+            int n0 = ntile_col(g, wn, on), k0 = kk * 16;
             LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? n0 : k0, ts->k_contig ? k0 : n0), n,
                                       !ts->k_contig);
             sink_b(c, q, n, out, g, kk, on, false);
@@ -235,13 +246,14 @@ static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const
 {
     int N = g->shape[1];
     LLVMValueRef r = and_(c, c->lane, 7), m = lshr(c, c->lane, 3);
-    LLVMValueRef dn = mul(c, lshr(c, m, 1), 8 * wn), dk = mul(c, and_(c, m, 1), 8);
+    /* tile on + 1 is 8 wn columns on (interleaved), or 8 (side by side: rpw[1] is even here) */
+    LLVMValueRef dn = mul(c, lshr(c, m, 1), ntile_col(g, wn, 1)), dk = mul(c, and_(c, m, 1), 8);
     LLVMValueRef wni = warp_n(c, wm, wn);
-    LLVMValueRef w8 = mul(c, wni, 8);
+    LLVMValueRef w8 = mul(c, wni, 8 * g->rpw[1]);
     LdsmAddr ad = {ts, base, ts->k_contig ? add(c, add(c, w8, r), dn) : add(c, r, dk),
                    ts->k_contig ? dk : add(c, w8, dn), {0}};
     for (int on = 0; on + 1 < N / (8 * wn); on += 2) {
-        int n0 = on * wn * 8, k0 = kk * 16;
+        int n0 = ntile_col(g, wn, on), k0 = kk * 16;
         LLVMValueRef q = ldmatrix(c, ldsm_ptr(c, &ad, ts->k_contig ? n0 : k0, ts->k_contig ? k0 : n0), 4,
                                   !ts->k_contig);
         sink_b(c, q, 4, out, g, kk, on, true);
@@ -388,7 +400,7 @@ static LLVMValueRef pack2(CgCtx *c, LLVMValueRef lo, LLVMValueRef hi, bool bf)
 bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g)
 {
     IrValue *v = op->args[i];
-    int l = cg_layout_mma(c->f, want, wm, wn);
+    int l = cg_layout_mma_rn(c->f, want, wm, wn, cg_mma_rn(c->f, op->res[0]->layout));
     if (v->layout != l && !cg_layouts_equivalent(c->f, v->layout, l, v->type)) {
         INTERNAL_ERROR("codegen: mma operand %d is not in (a layout equivalent to) the operand layout", i);
         return false;

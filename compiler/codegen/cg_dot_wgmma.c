@@ -62,7 +62,7 @@ static uint64_t enc(int bytes) { return (uint64_t)((bytes & 0x3FFFF) >> 4); }
 
 /* The deferred tile of dot operand `i` (A: i = 0), or false. `mn_rt`: runtime
  * MN offset (rows of A for this warpgroup), a multiple of 64. */
-static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, WgTile *t)
+static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, int mn_step, WgTile *t)
 {
     const CgLazyOperand *lz = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
     if (!lz || lz->stored != (IrElem)v->type.elem || v->type.rank != 2) return false;
@@ -71,8 +71,11 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, W
     if (!cg_wgmma_tile_ok(&t->sw)) return false;
     t->k_major = fd == (is_a ? 1 : 0);
     if (!t->k_major && v->type.shape[fd] > 64 && v->type.shape[fd] % 64) return false;
+    /* mn_rt in steps of mn_step rows (B's column half of a warpgroup column:
+     * K-major, 8-row atoms; MN-major, whole 128-byte column blocks) */
+    if (mn_rt && mn_step % (t->k_major ? 8 : 64)) return false;
     LLVMValueRef addr = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, lz->base), c->t_i32, "");
-    if (mn_rt) { /* a multiple of 64 rows: linear in the offset */
+    if (mn_rt) { /* a multiple of mn_step rows: linear in the offset */
         int per = cg_wgmma_offset(&t->sw, t->k_major, 64, 0) / 64;
         addr = LLVMBuildAdd(c->b, addr, LLVMBuildMul(c->b, mn_rt, cg_i32(c, per), ""), "");
     }
@@ -144,7 +147,7 @@ static bool is_zero(const IrValue *v)
 }
 
 typedef struct WgDot {
-    int N, reps, kt;        /* n, m16 tiles per warp (= m64 blocks per warpgroup), k16 steps */
+    int N, reps, kt;        /* n (of one warpgroup column), m16 tiles per warp (= m64 blocks per warpgroup), k16 steps */
     bool bf, a_regs, zero;
     const char *ty;
     WgTile a, b;
@@ -198,27 +201,62 @@ static void scatter_regs(WgDot *w, LLVMValueRef *v, bool with_a)
     for (int i = 0; with_a && w->a_regs && i < w->reps * w->kt * 4; i++) w->afrag[i] = v[n++];
 }
 
+/* A tile's descriptor through an opaque mov (an asm with side effects) at the
+ * dot: each k step's descriptor is then derived from it there. Without it
+ * LLVM hoists every k step's descriptor of a tile that a loop reads but does
+ * not change (K and V of the dK/dV kernel) out of the loop, 16 k steps x 2
+ * tiles of 64-bit values held across it: at head dim 256 on the split grid
+ * ptxas spilled 388 bytes, 76 with the mov. Only the split grid takes it, so
+ * every other kernel's PTX stays as it was. */
+static void pin_desc(CgCtx *c, WgTile *t)
+{
+    LLVMValueRef a[1] = {t->desc};
+    t->desc = cg_asm(c, c->t_i64, "mov.b64 $0, $1;", "=l,l", 1, a, true);
+}
+
 /* Shape and operand checks; fills w (no code for a dot that does not qualify
- * except the descriptors' arithmetic, which is dead then). */
-static bool qualify(CgCtx *c, IrOp *op, int wm, WgDot *w)
+ * except the descriptors' arithmetic, which is dead then).
+ *
+ * Warpgroups along N too (wn > 1, #mma<C, wm, wn, rn>, pass_accelerate_dot.c):
+ * the warps are (w % wm, w / wm); warpgroup column j = w / wm owns the columns
+ * [j N / wn, (j + 1) N / wn) — its rn n8 tiles side by side, so N / wn = 8 rn
+ * — and computes them with one m64n(N / wn) wgmma per m64 block and k16 step,
+ * B's descriptor moved to its first column (rows for K-major B, column blocks
+ * for MN-major). A is read whole by every column: its rows are those of
+ * warpgroup (w % wm) / 4, from SRAM or from registers (A's layout is
+ * replicated over warp_n). */
+static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
 {
     IrValue *res = op->res[0], *A = op->args[0], *B = op->args[1];
-    int W = c->f->sched.num_warps;
-    if (wm != W || W % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
+    int W = c->f->sched.num_warps, N = res->type.shape[1];
+    if (wm * wn != W || wm % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
     if (A->type.elem != IR_F16 && A->type.elem != IR_BF16) return false;
-    w->N = res->type.shape[1];
+    if (N % wn || (wn > 1 && cg_mma_rn(c->f, res->layout) * 8 * wn != N)) return false;
+    w->N = N / wn;
     w->reps = res->type.shape[0] / (16 * wm);
     w->kt = A->type.shape[1] / 16;
     if (w->N % 8 || w->N > 256 || w->reps < 1 || res->type.shape[0] % (16 * wm) || w->kt < 1) return false;
     w->bf = A->type.elem == IR_BF16;
     w->ty = w->bf ? "bf16" : "f16";
     w->zero = is_zero(op->args[2]);
-    LLVMValueRef wg = LLVMBuildUDiv(c->b, c->warp, cg_i32(c, 4), "");
-    LLVMValueRef mn_rt = LLVMBuildMul(c->b, wg, cg_i32(c, 64), "");
-    if (!wg_tile(c, B, false, NULL, &w->b)) return false;
+    LLVMValueRef m_rt = NULL, n_rt = NULL; /* this warpgroup's first row of A, column of B */
+    if (wn == 1) {
+        m_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, 4), ""), cg_i32(c, 64), "");
+    } else {
+        n_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, w->N), "");
+        if (wm > 4) /* else one warpgroup along M: every column reads A's first 64 rows */
+            m_rt = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), ""), cg_i32(c, 4), ""),
+                                cg_i32(c, 64), "");
+    }
+    if (!wg_tile(c, B, false, n_rt, w->N, &w->b)) return false;
     w->a_regs = !(c->lazy && c->lazy[A->id].base);
-    if (!w->a_regs) return wg_tile(c, A, true, mn_rt, &w->a);
-    if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, 1, &w->ga)) return false;
+    if (!w->a_regs) {
+        if (!wg_tile(c, A, true, m_rt, 64, &w->a)) return false;
+        if (wn > 1) pin_desc(c, &w->a), pin_desc(c, &w->b);
+        return true;
+    }
+    if (wn > 1) pin_desc(c, &w->b);
+    if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, wn, &w->ga)) return false;
     w->ar = cg_get(c, A)->r;
     return true;
 }
@@ -230,8 +268,8 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
     WgDot w;
     memset(&w, 0, sizeof w);
     if (!c->tc || !c->tc->wgmma) return false;
-    if (!cg_layout_is_mma(c->f, op->res[0]->layout, &frag, &wm, &wn) || frag != CG_MMA_C || wn != 1) return false;
-    if (!qualify(c, op, wm, &w) || !cg_geom_of(c, op->res[0], &w.gc)) return false;
+    if (!cg_layout_is_mma(c->f, op->res[0]->layout, &frag, &wm, &wn) || frag != CG_MMA_C) return false;
+    if (!qualify(c, op, wm, wn, &w) || !cg_geom_of(c, op->res[0], &w.gc)) return false;
     CgTile *tc = cg_get(c, op->args[2]);
     CgTile *t = cg_set(c, op->res[0], w.gc.nregs);
     int R = w.N / 2;

@@ -334,6 +334,11 @@ void cg_stmatrix_lane_row(const CgStmatrix *p, int lane, int *row, int *col);
  * over warp_m (warp_m = warp % wm, warp_n = warp / wm). */
 int  cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn);
 bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn);
+/* The C or B layout with warp_n's rn n8 tiles side by side (IrLayout.mma_rn):
+ * warp_n owns the columns [8 rn warp_n, 8 rn (warp_n + 1)) — wgmma with
+ * warpgroups along N. A (rn ignored) is cg_layout_mma's. */
+int  cg_layout_mma_rn(IrFunc *f, CgMmaFrag frag, int wm, int wn, int rn);
+int  cg_mma_rn(const IrFunc *f, int layout);          /* its mma_rn; 0: interleaved, or not mma */
 
 /* ---- pass_accelerate_dot.c ---- */
 /* Warps for a dot of C[M,N] += A[M,K] B[K,N] on num_warps warps (false: not
@@ -343,6 +348,13 @@ bool cg_dot_mma_eligible(const IrOp *op, int sm);
 /* sm_90a: whether a plain dot of C[M,N] += A[M,K] B[K,N] on num_warps warps
  * gets wgmma's warp grid (num_warps x 1) from accelerate-dot. */
 bool cg_wgmma_grid_ok(int M, int N, int K, int num_warps);
+/* sm_90a: whether a dot of C[M,N] += A[M,K] B[K,N] whose M is half the
+ * warps' rows (M = 8 num_warps: 64 rows on 8 warps) gets the split of
+ * wgmma with two warpgroup columns: wm = num_warps / 2, wn = 2, rn = N / 16
+ * (each warpgroup column one m64n(N/2) instruction). `plain`: a dot that is
+ * not chained, which also needs its operands' rows to be 128-byte blocks
+ * whichever dim is contiguous (K % 64, N / 2 % 64). */
+bool cg_wgmma_nsplit_ok(int M, int N, int K, int num_warps, bool plain);
 
 
 #endif

@@ -158,6 +158,17 @@ int cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn)
     return ir_layout_mma(f, (int)frag + 1, wm, wn); /* IR_MMA_A/B/C = 1 + frag */
 }
 
+int cg_layout_mma_rn(IrFunc *f, CgMmaFrag frag, int wm, int wn, int rn)
+{
+    return ir_layout_mma_rn(f, (int)frag + 1, wm, wn, frag == CG_MMA_A ? 0 : rn);
+}
+
+int cg_mma_rn(const IrFunc *f, int layout)
+{
+    const IrLayout *l = ir_layout_get(f, layout);
+    return l && l->kind == IR_LAYOUT_BLOCKED && l->mma ? l->mma_rn : 0;
+}
+
 bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn)
 {
     const IrLayout *l = ir_layout_get(f, layout);

@@ -31,7 +31,13 @@
  * grid instead of the mma.sync split: every warp along M (wm = num_warps, a
  * multiple of 4, M a multiple of 16 * wm: each warpgroup owns m64 blocks),
  * wn = 1, N <= 256 (cg_wgmma_grid_ok). 128 x 128 on 4 warps is then 4 x 1
- * (two m64n128 wgmmas per k16 step), 128 x 256 on 8 warps 8 x 1.
+ * (two m64n128 wgmmas per k16 step), 128 x 256 on 8 warps 8 x 1. A dot
+ * whose M is half of what the warps cover along M (64 rows on 8 warps, chained
+ * or plain: cg_wgmma_nsplit_ok; not where a dot's rows are reduced) gets two
+ * warpgroup columns instead,
+ * #mma<C, wm=4, wn=2, rn=N/16>: warps 0-3 compute the columns [0, N/2), warps
+ * 4-7 [N/2, N), one m64n(N/2) wgmma each, A replicated to both (FlashAttention-3's
+ * hdim 256 backward: dK, dV of 64 keys x 256 take 64 + 64 registers a thread).
  *
  * Example (attention, 4 warps, BLOCK_M = 128, BLOCK_N = 64, D = 64):
  *     %s = dot %q, %kt, %zero : tensor<128x64xf32>        before
@@ -120,7 +126,8 @@ static Users users_of(IrFunc *f)
     return u;
 }
 
-static bool reaches_rowwise(const Users *u, bool *seen, const IrValue *v)
+/* `dots`: the A operand of another dot counts too (else only row reductions). */
+static bool reaches_rowwise(const Users *u, bool *seen, const IrValue *v, bool dots)
 {
     if (v->id >= u->n || seen[v->id]) return false;
     seen[v->id] = true;
@@ -128,8 +135,8 @@ static bool reaches_rowwise(const Users *u, bool *seen, const IrValue *v)
         IrOp *op = u->op[k];
         int i = u->arg[k];
         if (op->op == IR_REDUCE && op->attr[0] == op->args[0]->type.rank - 1) return true;
-        if (op->op == IR_DOT && i == 0) return true;
-        if (op->nres == 1 && (ir_op_info[op->op].flags & IRF_ELEMWISE) && reaches_rowwise(u, seen, op->res[0]))
+        if (dots && op->op == IR_DOT && i == 0) return true;
+        if (op->nres == 1 && (ir_op_info[op->op].flags & IRF_ELEMWISE) && reaches_rowwise(u, seen, op->res[0], dots))
             return true;
     }
     return false;
@@ -138,17 +145,22 @@ static bool reaches_rowwise(const Users *u, bool *seen, const IrValue *v)
 typedef struct Chain {
     IrFunc *f;
     Users users;
-    bool chained;
+    bool chained, reduced;   /* reduced: some dot's result reaches a row reduction (softmax) */
 } Chain;
 
 static void find_chained(IrOp *op, void *vctx)
 {
     Chain *ch = vctx;
-    if (op->op != IR_DOT || ch->chained) return;
+    if (op->op != IR_DOT || ch->reduced) return;
     if (!ch->users.start) ch->users = users_of(ch->f);   /* once, at the first dot */
     bool *seen = ARENA_ARRAY(ch->f->arena, bool, ch->f->next_id);
-    memset(seen, 0, sizeof(bool) * (size_t)ch->f->next_id);
-    ch->chained = reaches_rowwise(&ch->users, seen, op->res[0]);
+    for (int dots = 0; dots < 2; dots++) {
+        if (dots && ch->chained) continue;
+        memset(seen, 0, sizeof(bool) * (size_t)ch->f->next_id);
+        bool r = reaches_rowwise(&ch->users, seen, op->res[0], dots);
+        ch->chained |= r;
+        if (!dots) ch->reduced |= r;
+    }
 }
 
 /* An f16 <-> bf16 cast: a pipelined load's copies would hold the other type
@@ -169,10 +181,21 @@ bool cg_wgmma_grid_ok(int M, int N, int K, int W)
     return W % 4 == 0 && M % (16 * W) == 0 && N % 64 == 0 && N <= 256 && K % 64 == 0;
 }
 
+bool cg_wgmma_nsplit_ok(int M, int N, int K, int W, bool plain)
+{
+    /* M is half the warps' rows: whole warpgroups along M (wm = W / 2, a
+     * multiple of 4) and two warpgroup columns of N / 2 each, one m64n(N/2)
+     * wgmma (n <= 256, a multiple of 8). A plain dot's operands may be
+     * stored either way round: K-major rows need K % 64, the MN-major B's
+     * column halves whole 128-byte blocks (N / 2 % 64). */
+    if (W % 8 || M != 8 * W || N % 16 || N / 2 > 256 || K % 16) return false;
+    return !plain || (K % 64 == 0 && (N / 2) % 64 == 0);
+}
+
 typedef struct AdCtx {
     IrFunc *f;
     int sm, n;
-    bool rows_in_warp, wgmma;
+    bool rows_in_warp, reduced, wgmma;
 } AdCtx;
 
 static void visit(IrOp *op, void *vctx)
@@ -180,13 +203,26 @@ static void visit(IrOp *op, void *vctx)
     AdCtx *c = vctx;
     if (!cg_dot_mma_eligible(op, c->sm)) return;
     const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
-    int wm, wn, W = c->f->sched.num_warps;
-    if (!cg_mma_choose_warps(tc->shape[0], tc->shape[1], ta->shape[1], W, c->rows_in_warp, &wm, &wn)) return;
+    int wm, wn, W = c->f->sched.num_warps, M = tc->shape[0], N = tc->shape[1], K = ta->shape[1];
+    if (!cg_mma_choose_warps(M, N, K, W, c->rows_in_warp, &wm, &wn)) return;
+    bool casts = is_half_cast(op->args[0]) || is_half_cast(op->args[1]);
     /* sm_90a, a plain dot: wgmma's grid when the tile and operands fit it
      * (a chained dot has all warps along M already) */
-    if (c->wgmma && !c->rows_in_warp && cg_wgmma_grid_ok(tc->shape[0], tc->shape[1], ta->shape[1], W) &&
-        !is_half_cast(op->args[0]) && !is_half_cast(op->args[1]))
+    if (c->wgmma && !c->rows_in_warp && cg_wgmma_grid_ok(M, N, K, W) && !casts) {
         wm = W, wn = 1;
+    } else if (c->wgmma && !c->reduced && cg_wgmma_nsplit_ok(M, N, K, W, !c->rows_in_warp) && !casts) {
+        /* sm_90a, M = 64 rows on 8 warps (FlashAttention-3's d 256 backward):
+         * warpgroup g computes the columns [g N / 2, (g + 1) N / 2), so each
+         * thread holds half the accumulator (mma.sync's 4 x 2 interleaves
+         * the warps' n8 tiles, which no wgmma can write). Not in a kernel
+         * that reduces a dot's rows (the forward's softmax): its row
+         * statistics would cross the warpgroups through SRAM every block
+         * (ptxas: the forward at 64 x 64 on 8 warps, d 128, spilled 796
+         * bytes so); the backward has none (LSE and delta come precomputed). */
+        op->res[0]->layout = cg_layout_mma_rn(c->f, CG_MMA_C, W / 2, 2, N / 16);
+        c->n++;
+        return;
+    }
     op->res[0]->layout = cg_layout_mma(c->f, CG_MMA_C, wm, wn);
     c->n++;
 }
@@ -196,7 +232,7 @@ bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     (void)d;
     Chain ch = {.f = f};
     ir_walk(f, find_chained, &ch);
-    AdCtx c = {f, ctx->target->sm, 0, ch.chained, ctx->wgmma};
+    AdCtx c = {f, ctx->target->sm, 0, ch.chained, ch.reduced, ctx->wgmma};
     ir_walk(f, visit, &c);
     /* sm_90a: the kernel may use wgmma; operand tiles are then placed for it. */
     if (ctx->wgmma) ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WGMMA, 1);

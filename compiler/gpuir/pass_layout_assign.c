@@ -128,7 +128,8 @@ int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
 {
     CgMmaFrag frag;
     int wm, wn;
-    if (cg_layout_is_mma(f, c_layout, &frag, &wm, &wn)) return cg_layout_mma(f, opnd ? CG_MMA_B : CG_MMA_A, wm, wn);
+    if (cg_layout_is_mma(f, c_layout, &frag, &wm, &wn)) /* B: C's columns per warp (rn), A: replicated */
+        return cg_layout_mma_rn(f, opnd ? CG_MMA_B : CG_MMA_A, wm, wn, cg_mma_rn(f, c_layout));
     const IrLayout *cl = ir_layout_get(f, c_layout);
     IrLayout l = *cl;
     /* A[M,K]: rows as in C, the whole K in each thread; B[K,N] likewise. The

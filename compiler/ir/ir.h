@@ -262,12 +262,16 @@ typedef struct IrModule {
  * rpw[d] register repeats per warp tile between lanes and warps, wst[d]
  * explicit warp strides (0: none), and mma = 1 + fragment (A, B, C) for the
  * mma.sync layouts of a warp grid mma_wm x mma_wn, whose fields are fixed by
- * the fragment (ir_layout_mma). A *slice* layout is its parent (an index in
+ * the fragment (ir_layout_mma); mma_rn > 0 (C and B only) puts each warp's
+ * n8 tiles side by side, rpw[1] = mma_rn of them, so warp_n owns the columns
+ * [warp_n * 8 rn, (warp_n + 1) * 8 rn): the split of wgmma with warpgroups
+ * along N (each warpgroup one m64n(8 rn) instruction; 0: warp_n's tiles are
+ * interleaved, on * wn + warp_n, as mma.sync wants). A *slice* layout is its parent (an index in
  * IrFunc.layouts) with dimension `dim` removed.
  * The codegen layer owns the meaning (geometry, layout.h); the IR holds,
  * prints, parses and verifies the description.
  * Text: `#L3 = #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>`,
- * `#mma<C, wm=2, wn=2>`, `#slice<dim=1, parent=#L2>` before the kernel,
+ * `#mma<C, wm=2, wn=2>`, `#mma<C, wm=4, wn=2, rn=16>`, `#slice<dim=1, parent=#L2>` before the kernel,
  * and `tensor<64x64xf32, #L3>` in value types. */
 typedef enum IrLayoutKind { IR_LAYOUT_BLOCKED, IR_LAYOUT_SLICE } IrLayoutKind;
 enum { IR_MMA_A = 1, IR_MMA_B = 2, IR_MMA_C = 3 };  /* IrLayout.mma */
@@ -277,7 +281,7 @@ typedef struct IrLayout {
     int rank;                       /* rank of the values it applies to */
     int spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], order[IR_MAX_RANK];
     int rpw[IR_MAX_RANK], wst[IR_MAX_RANK];
-    int mma, mma_wm, mma_wn;
+    int mma, mma_wm, mma_wn, mma_rn;
     int parent, dim;                /* slice */
 } IrLayout;
 
@@ -286,7 +290,9 @@ int  ir_layout_intern(IrFunc *f, const IrLayout *l);        /* find or add; retu
 /* The mma.sync m16n8k16 layout of fragment `mma` (IR_MMA_A/B/C) for a warp
  * grid wm x wn: C [M,N], A [M,K] replicated over warp_n, B [K,N] over warp_m. */
 int  ir_layout_mma(IrFunc *f, int mma, int wm, int wn);
-bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out);  /* the same, not interned */
+/* The same with rn n8 tiles side by side per warp (IrLayout.mma_rn; 0: interleaved; A ignores it). */
+int  ir_layout_mma_rn(IrFunc *f, int mma, int wm, int wn, int rn);
+bool ir_layout_mma_fill(int mma, int wm, int wn, int rn, IrLayout *out);  /* the same, not interned */
 void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` etc. */
 
 /* ---- named attributes (ir.c) ----

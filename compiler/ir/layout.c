@@ -11,7 +11,9 @@
  * earlier index as parent, the text printed here is what parser.c reads.
  *
  * Example: ir_layout_mma(f, IR_MMA_C, 2, 2) prints as `#mma<C, wm=2, wn=2>`
- * and stands for spt=[1,2] tpw=[8,4] rpw=[2,1] wpc=[2,2] order=[1,0] wst=[1,2].
+ * and stands for spt=[1,2] tpw=[8,4] rpw=[2,1] wpc=[2,2] order=[1,0] wst=[1,2];
+ * ir_layout_mma_rn(f, IR_MMA_C, 4, 2, 16) prints `#mma<C, wm=4, wn=2, rn=16>`,
+ * the same with rpw=[2,16] (warps 4-7 own columns 128..255 of a 64 x 256 tile).
  */
 #include "ir.h"
 
@@ -31,7 +33,7 @@ static bool same_layout(const IrLayout *o, const IrLayout *l)
         if (o->spt[d] != l->spt[d] || o->tpw[d] != l->tpw[d] || o->wpc[d] != l->wpc[d] ||
             o->order[d] != l->order[d] || o->rpw[d] != l->rpw[d] || o->wst[d] != l->wst[d])
             return false;
-    return o->mma == l->mma && o->mma_wm == l->mma_wm && o->mma_wn == l->mma_wn;
+    return o->mma == l->mma && o->mma_wm == l->mma_wm && o->mma_wn == l->mma_wn && o->mma_rn == l->mma_rn;
 }
 
 int ir_layout_intern(IrFunc *f, const IrLayout *l)
@@ -47,8 +49,9 @@ int ir_layout_intern(IrFunc *f, const IrLayout *l)
     return f->layouts.len - 1;
 }
 
-bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out)
+bool ir_layout_mma_fill(int mma, int wm, int wn, int rn, IrLayout *out)
 {
+    if (rn < 0 || (rn && mma == IR_MMA_A)) return false; /* A is replicated over warp_n: no column split */
     IrLayout l;
     memset(&l, 0, sizeof l);
     l.kind = IR_LAYOUT_BLOCKED;
@@ -56,6 +59,7 @@ bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out)
     l.mma = mma;
     l.mma_wm = wm;
     l.mma_wn = wn;
+    l.mma_rn = rn;
     switch (mma) {
     case IR_MMA_C:
         l.spt[0] = 1, l.spt[1] = 2, l.tpw[0] = 8, l.tpw[1] = 4, l.rpw[0] = 2, l.rpw[1] = 1;
@@ -72,15 +76,18 @@ bool ir_layout_mma_fill(int mma, int wm, int wn, IrLayout *out)
     default:
         return false;
     }
+    if (rn) l.rpw[1] = rn; /* C and B: warp_n's rn n8 tiles side by side (the warp tile is 8 rn wide) */
     *out = l;
     return true;
 }
 
-int ir_layout_mma(IrFunc *f, int mma, int wm, int wn)
+int ir_layout_mma_rn(IrFunc *f, int mma, int wm, int wn, int rn)
 {
     IrLayout l;
-    return ir_layout_mma_fill(mma, wm, wn, &l) ? ir_layout_intern(f, &l) : -1;
+    return ir_layout_mma_fill(mma, wm, wn, rn, &l) ? ir_layout_intern(f, &l) : -1;
 }
+
+int ir_layout_mma(IrFunc *f, int mma, int wm, int wn) { return ir_layout_mma_rn(f, mma, wm, wn, 0); }
 
 static void put_list(StrBuf *out, const char *name, const int *v, int n)
 {
@@ -98,7 +105,9 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx)
         return;
     }
     if (l->mma >= IR_MMA_A && l->mma <= IR_MMA_C) {
-        sb_printf(out, "#mma<%c, wm=%d, wn=%d>", "ABC"[l->mma - 1], l->mma_wm, l->mma_wn);
+        sb_printf(out, "#mma<%c, wm=%d, wn=%d", "ABC"[l->mma - 1], l->mma_wm, l->mma_wn);
+        if (l->mma_rn) sb_printf(out, ", rn=%d", l->mma_rn);
+        sb_puts(out, ">");
         return;
     }
     sb_puts(out, "#blocked<");

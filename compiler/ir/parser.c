@@ -940,11 +940,17 @@ static bool parse_layout_def(Parser *P)
             !expect(P, ",") || !expect(P, "wn") || !expect(P, "=") || !parse_small(P, "a warp count", &wn))
             return false;
         if (wm < 1 || wn < 1) return fail(P, floc, "warp counts must be positive");
+        int rn = 0; /* optional: `, rn=R` (n8 tiles side by side per warp) */
+        skip_ws(P);
+        if (*P->p == ',' && (!expect(P, ",") || !expect(P, "rn") || !expect(P, "=") ||
+                             !parse_small(P, "a tile count", &rn)))
+            return false;
+        if (rn < 0 || (rn && frag[0] == 'A')) return fail(P, floc, "rn applies to the C and B fragments, and is positive");
         /* The fields are fixed by the fragment: build them in a scratch function. */
         IrFunc tmp;
         memset(&tmp, 0, sizeof tmp);
         tmp.arena = P->a;
-        *l = *ir_layout_get(&tmp, ir_layout_mma(&tmp, frag[0] - 'A' + IR_MMA_A, wm, wn));
+        *l = *ir_layout_get(&tmp, ir_layout_mma_rn(&tmp, frag[0] - 'A' + IR_MMA_A, wm, wn, rn));
     } else {
         return fail(P, kloc, "unknown layout kind '#%s' (blocked mma slice)", kind);
     }

@@ -455,12 +455,12 @@ static void check_blocked(Verifier *V, int i, const IrLayout *l)
      * must be that fragment's, or the text would not say what it is. */
     IrLayout m;
     if (l->mma > 0 && l->mma <= IR_MMA_C &&
-        (!ir_layout_mma_fill(l->mma, l->mma_wm, l->mma_wn, &m) || m.rank != l->rank ||
+        (!ir_layout_mma_fill(l->mma, l->mma_wm, l->mma_wn, l->mma_rn, &m) || m.rank != l->rank ||
          memcmp(m.spt, l->spt, sizeof m.spt) || memcmp(m.tpw, l->tpw, sizeof m.tpw) ||
          memcmp(m.wpc, l->wpc, sizeof m.wpc) || memcmp(m.order, l->order, sizeof m.order) ||
          memcmp(m.rpw, l->rpw, sizeof m.rpw) || memcmp(m.wst, l->wst, sizeof m.wst)))
-        bad(V, NULL, "layout #L%d: an mma layout whose fields are not those of #mma<%c, wm=%d, wn=%d>", i,
-            "ABC"[l->mma - 1], l->mma_wm, l->mma_wn);
+        bad(V, NULL, "layout #L%d: an mma layout whose fields are not those of #mma<%c, wm=%d, wn=%d%s%.0d>", i,
+            "ABC"[l->mma - 1], l->mma_wm, l->mma_wn, l->mma_rn ? ", rn=" : "", l->mma_rn);
 }
 
 static void check_layout_table(Verifier *V)

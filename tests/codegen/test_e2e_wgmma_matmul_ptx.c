@@ -146,6 +146,42 @@ START_TEST(mma_sync_where_wgmma_does_not_apply)
 }
 END_TEST
 
+/* 64-row tiles on 8 warps (pass_accelerate_dot.c, cg_wgmma_nsplit_ok): two warpgroup
+ * columns, each one m64n(BN/2)k16 per k step with A read by both; B's descriptor of warps
+ * 4-7 starts BN/2 columns on (MN-major: BN/2 / 64 column blocks of rows x 128 bytes). The
+ * same tile on sm_80 stays mma.sync (2 x 4). ptxas: no spills (bm x bn f32 over 256 threads:
+ * 64 accumulator registers), the group in flight (wgmma.pending does not apply: one wait 0). */
+START_TEST(wgmma_two_warpgroup_columns)
+{
+    static const Sched sc[] = {{64, 256, 64, 8, 3}, {64, 128, 64, 8, 2}};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) {
+            const Sched *s = &sc[i];
+            const char *ty = k ? "bf16" : "f16";
+            char kern[32], inst[96];
+            snprintf(kern, sizeof kern, "matmul_tc_%s", ty);
+            snprintf(inst, sizeof inst, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s", s->bn / 2, ty, ty);
+            KilnCompileResult r = compile_mm("tools/bench/matmul_tc.tile", kern, s, "sm_90a", 0, KILN_EMIT_PTX);
+            ck_assert_msg(count(&r, inst) == s->bk / 16, "%s %dx%d/8: %d %s", kern, s->bm, s->bn, count(&r, inst), inst);
+            ck_assert_int_eq(count(&r, "wgmma.mma_async"), s->bk / 16);
+            ck_assert_int_eq(count(&r, "mma.sync"), 0);
+            ck_assert_int_eq(count(&r, "ldmatrix"), 0);
+            ck_assert_int_eq(count(&r, "1, 1, 0, 1;"), s->bk / 16);   /* A K-major, B N-major */
+            ck_assert_int_gt(count(&r, "cp.async.cg.shared.global"), 0);
+            kiln_compile_result_free(&r);
+            r = compile_mm("tools/bench/matmul_tc.tile", kern, s, "sm_80", 0, KILN_EMIT_PTX);
+            ck_assert_int_eq(count(&r, "wgmma"), 0);
+            ck_assert_int_eq(count(&r, "mma.sync.aligned.m16n8k16"), 64 / 32 * s->bn / 32 * s->bk / 16);
+            kiln_compile_result_free(&r);
+            if (!pu_have_ptxas()) continue;
+            r = compile_mm("tools/bench/matmul_tc.tile", kern, s, "sm_90a", 0, KILN_EMIT_CUBIN);
+            pu_assert_no_spills(&r, kern);
+            ck_assert_msg(!strstr(r.stats, "serialized"), "%s:\n%s", kern, r.stats);
+            kiln_compile_result_free(&r);
+        }
+}
+END_TEST
+
 /* ptxas assembles every schedule, and the accumulators fit: no spills. */
 START_TEST(ptxas_no_spills)
 {
@@ -172,6 +208,7 @@ static Suite *suite(void)
     tcase_add_test(tc, wgmma_in_flight_across_iterations);
     tcase_add_test(tc, examples_matmul_on_wgmma);
     tcase_add_test(tc, mma_sync_where_wgmma_does_not_apply);
+    tcase_add_test(tc, wgmma_two_warpgroup_columns);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 600);
     tcase_add_test(pt, ptxas_no_spills);

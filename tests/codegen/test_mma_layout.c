@@ -14,7 +14,8 @@
  * A and B for several warp grids maps to the ISA's element, C is owned
  * exactly once, A/B are held by exactly the warps that need them, and the
  * accumulator of one dot is register-for-register the A operand of the next
- * when wn = 1; cg_geom_first_copy finds the registers of one thread that repeat
+ * when wn = 1; with warpgroups along N (rn) the accumulator is wgmma's D
+ * fragment per column block; cg_geom_first_copy finds the registers of one thread that repeat
  * an element (slices of the accumulator, wrapped tiles). */
 #include "tests/testutil.h"
 #include "compiler/gpuir/gpuir.h"
@@ -355,6 +356,61 @@ START_TEST(mma_layouts_match_isa)
 }
 END_TEST
 
+/* Warpgroups along N (#mma<C, wm, wn=2, rn>, pass_accelerate_dot.c): the
+ * registers cg_dot_wgmma.c hands to warpgroup column j's m64n(N/2)k16 wgmma of
+ * m64 block r — accumulator d[4 on + i], i < 4 — hold the elements the PTX ISA
+ * gives that instruction's D fragment ("Matrix fragment for accumulator D",
+ * wgmma .m64nNk16: warp w % 4 of the warpgroup owns rows 16 (w % 4) + lane / 4
+ * + 8 (i / 2), columns 8 on + 2 (lane % 4) + i % 2), shifted to the warpgroup's
+ * rows (m64 block (w % wm) / 4 + r wm / 4) and to the column block j N / 2,
+ * j = w / wm. C is owned once; B (mma.sync's fallback, rpw[1] = rn: n8 tile on
+ * of warp_n at 8 (rn warp_n + on)) is held by the wm warps of its column. */
+START_TEST(wgmma_nsplit_layout_matches_isa)
+{
+    for (int wm = 4; wm <= 8; wm *= 2)
+        for (int M = 16 * wm; M <= 32 * wm; M *= 2)
+            for (int N = 16; N <= 512; N *= 2) {
+                int W = 2 * wm, rn = N / 16;
+                Fn k;
+                fn_init(&k, W);
+                CgGeom g, gb;
+                ck_assert(cg_geom(k.f, cg_layout_mma_rn(k.f, CG_MMA_C, wm, 2, rn), tile2(IR_F32, M, N), &g));
+                ck_assert(cg_geom(k.f, cg_layout_mma_rn(k.f, CG_MMA_B, wm, 2, rn), tile2(IR_F16, 32, N), &gb));
+                ck_assert_int_eq(g.nregs, M / (16 * wm) * N / 2 / 2);  /* reps x the instruction's N / 2 */
+                int *owners = calloc((size_t)M * N, sizeof(int)), *held = calloc((size_t)32 * N, sizeof(int));
+                for (int tid = 0; tid < 32 * W; tid++) {
+                    int w = tid / 32, lane = tid % 32, col = w / wm;
+                    for (int r = 0; r < M / (16 * wm); r++)
+                        for (int on = 0; on < N / 2 / 8; on++)
+                            for (int i = 0; i < 4; i++) {
+                                int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)}, idx[2];
+                                int reg = cg_geom_reg_of(&g, rd);
+                                cg_geom_index(&g, tid, reg, idx);
+                                int row = 16 * r * wm + 64 * ((w % wm) / 4) + 16 * (w % 4) + lane / 4 + 8 * (i >> 1);
+                                int cl = col * N / 2 + 8 * on + 2 * (lane % 4) + (i & 1);
+                                CHECK(idx[0] == row && idx[1] == cl, "wm %d %dx%d: tid %d d[%d] of block %d at (%d,%d), "
+                                      "ISA says (%d,%d)", wm, M, N, tid, on * 4 + i, r, idx[0], idx[1], row, cl);
+                                CHECK(cg_geom_owner(&g, tid, reg), "tid %d reg %d not the owner", tid, reg);
+                                owners[row * N + cl]++;
+                            }
+                    for (int reg = 0; reg < gb.nregs; reg++) {
+                        int idx[2], rd[2], r, c;
+                        cg_geom_index(&gb, tid, reg, idx);
+                        cg_geom_reg_dims(&gb, reg, rd);
+                        cg_mma_isa_coord(CG_MMA_B, lane, (rd[0] / 2 % 2) * 2 + rd[0] % 2, &r, &c);
+                        CHECK(idx[0] == rd[0] / 4 * 16 + r && idx[1] == 8 * (rn * col + rd[1]) + c,
+                              "B wm %d N %d: tid %d reg %d at (%d,%d)", wm, N, tid, reg, idx[0], idx[1]);
+                        held[idx[0] * N + idx[1]]++;
+                    }
+                }
+                for (int e = 0; e < M * N; e++) CHECK(owners[e] == 1, "element %d has %d owners", e, owners[e]);
+                for (int e = 0; e < 32 * N; e++) CHECK(held[e] == wm, "B element %d held %d times", e, held[e]);
+                free(owners), free(held);
+                arena_free(&k.a);
+            }
+}
+END_TEST
+
 /* With wn = 1 the accumulator of one dot is the A operand of the next (P @ V):
  * the same thread -> element map, register for register. */
 START_TEST(accumulator_is_next_a_operand)
@@ -529,6 +585,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("geometry");
     tcase_add_test(tg, mma_layouts_match_isa);
+    tcase_add_test(tg, wgmma_nsplit_layout_matches_isa);
     tcase_add_test(tg, accumulator_is_next_a_operand);
     tcase_add_test(tg, slice_copies_found);
     tcase_add_test(tg, stmatrix_stores_the_accumulator);

@@ -269,7 +269,7 @@ int main(void)
     static const int dims[] = {32, 64, 96, 128, 256};
     static const struct { int sq, sk; } lens[] = {{17, 17}, {45, 61}, {130, 300}, {300, 130}, {256, 256}};
     static const struct { int hq, hkv; } groups[] = {{2, 2}, {4, 2}, {4, 1}, {3, 3}};
-    Case cases[48];
+    Case cases[50];
     int n = 0;
     for (int dt = 0; dt < 2; dt++)
         for (int di = 0; di < 5; di++)
@@ -303,6 +303,13 @@ int main(void)
                         .sk = 333, .block_m = 64, .block_n = 64, .warps = 4, .stages = 2, .pad = 8};
     cases[n++] = (Case){.dtype = ATTN_BF16, .d = 64, .causal = 0, .det = 0, .batch = 2, .hq = 3, .hkv = 1, .sq = 300,
                         .sk = 130, .block_m = 64, .block_n = 64, .warps = 4, .stages = 2, .layout = ATTN_BHSD};
+    /* head dim 256 on sm_90a's two warpgroup columns (8 warps on 64 keys / rows, every dot's N
+     * split between the warpgroups; the sweep above runs the table's rows): the atomic dQ
+     * (its dS K split too, red from the accumulator) and one stage (Q, dO staged per step) */
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 256, .causal = 1, .det = 0, .batch = 1, .hq = 4, .hkv = 2, .sq = 200,
+                        .sk = 333, .block_m = 64, .block_n = 64, .warps = 8, .stages = 2};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 256, .causal = 0, .det = 1, .batch = 1, .hq = 2, .hkv = 1, .sq = 130,
+                        .sk = 300, .block_m = 64, .block_n = 64, .warps = 8, .stages = 1, .layout = ATTN_BHSD};
     /* a quick partial run: ATTN_FIRST_CASE=40 runs the caller-schedule cases only */
     const char *first_env = getenv("ATTN_FIRST_CASE");
     int first = first_env && atoi(first_env) > 0 && atoi(first_env) < n ? atoi(first_env) : 0;

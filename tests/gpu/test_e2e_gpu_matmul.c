@@ -13,7 +13,9 @@
  *     (K = 72 with BLOCK_K = 64: 2 iterations for 3-4 stages; K = 16: 1);
  *     on sm_90a the BLOCK_K 64 schedules whose warps can all lie along M
  *     (128x128/4, 128x256/8, 64x256/4, 256x128/8, 128x64/4) run on wgmma,
- *     pipelined (cp.async slots) or staged (plain loads, examples/matmul).
+ *     pipelined (cp.async slots) or staged (plain loads, examples/matmul),
+ *     and 64-row tiles on 8 warps (64x256/8, 64x128/8) on wgmma with two
+ *     warpgroup columns (each warpgroup half of N, A read by both).
  * Inputs are random and non-zero; C is poisoned with NaN bytes before each
  * launch, with a poisoned tail after the M x N elements that must survive.
  * Each result is compared with a float64 reference (products of the rounded
@@ -323,6 +325,10 @@ static const Sched SCHEDS[] = {
     {16, 16, 16, 1, 3},  {64, 128, 64, 8, 2},
     /* sm_90a: wgmma (all warps along M, BLOCK_K 64: 128-byte swizzle rows) */
     {128, 128, 64, 4, 3}, {128, 256, 64, 8, 3}, {64, 256, 64, 4, 3}, {256, 128, 64, 8, 4},
+    /* sm_90a: wgmma with two warpgroup columns (64 rows on 8 warps: #mma<C, wm=4, wn=2, rn=16>,
+     * warps 4-7 compute the columns 128..255 with their own m64n128k16; index 9, 64x128/8,
+     * takes it too, rn = 8) */
+    {64, 256, 64, 8, 3},
 };
 enum { NSCHED = sizeof SCHEDS / sizeof SCHEDS[0] };
 
@@ -357,7 +363,7 @@ END_TEST
 START_TEST(examples_matmul) { sweep(&EXAMPLE, 200, 130, 77, false, 0, 5); }
 END_TEST
 /* Half outputs, the launch order and persistent programs, on ragged shapes; the wgmma
- * schedules (10..13 on sm_90a) and a few mma.sync ones. */
+ * schedules (10..14 on sm_90a) and a few mma.sync ones. */
 START_TEST(half_out_and_order)
 {
     sweep(&TC_F16_H, 200, 136, 72, false, 2, 5);

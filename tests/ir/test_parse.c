@@ -105,6 +105,10 @@ static const ErrCase cases[] = {
      "t.ir:1:1: error: layout '#L1' out of order (expected #L0)\n"
      "#L1 = #mma<C, wm=2, wn=2>\n"
      "^\n"},
+    {"#L0 = #mma<A, wm=4, wn=2, rn=4>\n",   /* A is replicated over warp_n: no column split */
+     "t.ir:1:12: error: rn applies to the C and B fragments, and is positive\n"
+     "#L0 = #mma<A, wm=4, wn=2, rn=4>\n"
+     "           ^\n"},
     {"#L0 = #blocked<spt=[1], tpw=[32,1], wpc=[4], order=[0]>\n",
      "t.ir:1:25: error: 'tpw' has 2 entries, the layout rank is 1\n"
      "#L0 = #blocked<spt=[1], tpw=[32,1], wpc=[4], order=[0]>\n"

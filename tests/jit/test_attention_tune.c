@@ -53,11 +53,17 @@ START_TEST(one_rule_picks_the_rows)
     t = rt_attn_tune(RT_TUNE_FWD, 90, 256, 1, 8192);
     ck_assert_int_eq(t->schedule.warp_specialize, 1);
     ck_assert_int_eq(rt_attn_tune(RT_TUNE_FWD, 80, 256, 1, 8192)->schedule.warp_specialize, 0);
-    /* the backward: sm_90 rows for d 64..128 with the separate dQ pass, d 256 the generic */
+    /* the backward: sm_90 rows for d 64..256 with the separate dQ pass; d 256 on 8 warps
+     * (two warpgroup columns), the generic 16 x 32 before sm_90 */
     t = rt_attn_tune(RT_TUNE_BWD_DQ, 90, 96, 1, 1000);
     ck_assert_int_eq(t->block_m, 64);
     ck_assert_int_eq(t->dq_pass, 1);
     t = rt_attn_tune(RT_TUNE_BWD_DKDV, 90, 256, 1, 1000);
+    ck_assert_int_eq(t->block_m, 64);
+    ck_assert_int_eq(t->block_n, 64);
+    ck_assert_int_eq(t->num_warps, 8);
+    ck_assert_int_eq(rt_attn_tune(RT_TUNE_BWD_DQ, 90, 256, 0, 1000)->dq_pass, 1);
+    t = rt_attn_tune(RT_TUNE_BWD_DKDV, 80, 256, 1, 1000);
     ck_assert_int_eq(t->block_m, 16);
     ck_assert_int_eq(t->block_n, 32);
     ck_assert_int_eq(rt_attn_tune(RT_TUNE_BWD_DQ, 86, 64, 0, 1)->dq_pass, 0);
