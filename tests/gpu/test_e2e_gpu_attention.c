@@ -453,6 +453,21 @@ static int check_rejections(void)
     return fails;
 }
 
+static int g_sm;   /* the device's sm_version */
+
+/* Whether the call of case c copies K/V through TMA, which makes a variant of its own: asked
+ * (KILN_TEST_TMA), or the sm_90 d 128 table row's (jit/attention_tune.c: not the causal
+ * N <= 1024 row) where K/V can be mapped (16-byte strides, none 0); never without keys. */
+static int tma_of(const Case *c)
+{
+    if (c->sk == 0) return 0;
+    if (c->tma) return 1;
+    if (g_sm < 90 || c->d != 128 || c->block_m || c->block_n || (c->causal && c->sq <= 1024)) return 0;
+    for (int i = 0; i < 3; i++)
+        if (c->p.k_stride[i] <= 0 || c->p.k_stride[i] % 8 || c->p.v_stride[i] <= 0 || c->p.v_stride[i] % 8) return 0;
+    return 1;
+}
+
 static int distinct_variants(void)
 {
     int n = 0;
@@ -462,7 +477,7 @@ static int distinct_variants(void)
         for (int j = 0; j < i && !seen; j++) {
             const Case *o = &g_cases[j];
             seen = o->dtype == c->dtype && o->d == c->d && o->causal == c->causal && o->block_m == c->block_m &&
-                   o->block_n == c->block_n && o->num_warps == c->num_warps;
+                   o->block_n == c->block_n && o->num_warps == c->num_warps && tma_of(o) == tma_of(c);
         }
         n += !seen;
     }
@@ -511,6 +526,7 @@ int main(void)
     KilnDeviceInfo info;
     int up = gu_init(&g_dev, &info);
     if (up <= 0) return gu_exit_without_device(up);
+    g_sm = info.sm_version;
     gu_fresh_cache("/tmp/kiln-attn-cache-XXXXXX");   /* first calls really compile */
     if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
     double t_start = gu_now_ms();
