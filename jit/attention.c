@@ -330,9 +330,9 @@ static KilnHostArg cpu_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
     int n = cpu_tensors(p, t);
     for (int i = 0; i < n; i++)
         /* the span (check_cpu_sizes: within the caller's bytes; an OUT buffer is copied back
-         * whole, so not past it); an empty tensor (never read): a stand-in of 16 bytes */
+         * whole, so not past it); an empty tensor (never read): rt_attn_cpu_stand_in */
         if (!strcmp(name, t[i].name))
-            return kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].span ? t[i].span : 16, t[i].dir);
+            return t[i].span ? kiln_host_buf((void *)(uintptr_t)t[i].ptr, t[i].span, t[i].dir) : rt_attn_cpu_stand_in();
     size_t bm = p->block_mask ? rt_attn_bm_array_bytes(p->block_mask, name) : 0;
     if (bm) return kiln_host_buf((void *)(uintptr_t)ptr, bm, KILN_HOST_IN);
     return rt_attn_var_buffer(p->variant, name, ptr);

@@ -419,5 +419,8 @@ int rt_attn_decode_row_blocks(const KilnAttentionDecodeParams *p);
 /* Bytes a tensor of nb x nh x ns rows of d elements of `elem` bytes spans under its
  * (b, h, s) strides; 0 when empty (attention.c). */
 size_t rt_attn_span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, int elem);
+/* The host buffer the _cpu calls bind for an empty tensor (never read): 16 bytes of their own,
+ * per thread (attention_cpu.c). */
+KilnHostArg rt_attn_cpu_stand_in(void);
 
 #endif

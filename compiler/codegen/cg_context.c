@@ -49,7 +49,24 @@ LLVMValueRef cg_asm(CgCtx *c, LLVMTypeRef ret, const char *text, const char *con
     LLVMTypeRef ft = LLVMFunctionType(ret, ptys, (unsigned)n, 0);
     LLVMValueRef a = LLVMGetInlineAsm(ft, text, strlen(text), cons, strlen(cons), side_effects, 0,
                                       LLVMInlineAsmDialectATT, 0);
-    return LLVMBuildCall2(c->b, ft, a, args, (unsigned)n, "");
+    LLVMValueRef call = LLVMBuildCall2(c->b, ft, a, args, (unsigned)n, "");
+    /* LLVM 19's instruction selection asks the DAG for the node of each asm call's !srcloc
+     * (none: null) and, per perf, never finds the one it made for the previous call: those
+     * nodes pile up in one bucket of the DAG's CSE map, walked by every lookup that lands
+     * there (SDNode::Profile under getMDNode in visitInlineAsm, and DAGCombine's lookups),
+     * so a block's selection grows with the square of its asm calls. A score_mod of 2,000
+     * tanh lines (128,000 tanh.approx calls in the dK/dV kernel's key loop, one block) took
+     * 206 s to PTX. A distinct !srcloc per call spreads the nodes over the buckets. It only
+     * locates inline-asm diagnostics: the PTX is the same (every kernel of
+     * test_e2e_ptx_hashes with it on all calls), but to leave small kernels' IR exactly as
+     * it was it starts past CG_ASM_SRCLOC_FROM calls of a function; the quadratic part
+     * below that is milliseconds. */
+    if (++c->asm_calls > CG_ASM_SRCLOC_FROM) {
+        LLVMMetadataRef id = LLVMValueAsMetadata(cg_i64(c, c->asm_calls));
+        LLVMValueRef loc = LLVMMetadataAsValue(c->ctx, LLVMMDNodeInContext2(c->ctx, &id, 1));
+        LLVMSetMetadata(call, LLVMGetMDKindIDInContext(c->ctx, "srcloc", 6), loc);
+    }
+    return call;
 }
 
 

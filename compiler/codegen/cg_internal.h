@@ -40,6 +40,7 @@ typedef struct CgLazyOperand {
     CgRange bytes;      /* the SRAM it is read from (pending reads at the dots) */
 } CgLazyOperand;
 #define CG_MAX_PENDING 64
+#define CG_ASM_SRCLOC_FROM 1024   /* cg_asm: past this many asm calls in a function, each gets its own !srcloc */
 
 typedef struct CgCtx {
     IrFunc *f;
@@ -62,6 +63,7 @@ typedef struct CgCtx {
     const CgAxisMap *axis;
     int *uses;
     int name_counter;
+    int asm_calls;               /* inline asm calls emitted so far (cg_asm's srcloc threshold) */
     /* SRAM (placed by pass_sram_alloc.c, read back from the IR into tc by
      * cg_tc_from_ir) and barriers: the ranges read or written since the last
      * barrier, and the current op's scratch (survives its barriers). */

@@ -253,6 +253,12 @@ typedef struct KilnAttentionBwdParams {
      * naming this field (kiln_attention_bwd_check refuses one below delta's part, which
      * every plan writes; kiln_attention_bwd one below its plan's). */
     size_t scratch_size;
+    /* The _cpu call only (ignored on the device): the bytes of the host buffers behind dout,
+     * dq, dk and dv (those behind q ... lse and the prefix sums are fwd's q_bytes ...
+     * cu_seqlens_k_bytes; scratch's is scratch_size, there at least
+     * kiln_attention_bwd_scratch_size(p)). Required there: a buffer smaller than its shape
+     * and strides span is refused (KILN_ERR_USAGE naming the field, e.g. "dq_bytes"). */
+    size_t dout_bytes, dq_bytes, dk_bytes, dv_bytes;
 } KilnAttentionBwdParams;
 
 /* Bytes of scratch the call needs on any device: delta and, unless deterministic, the f32
@@ -277,7 +283,7 @@ KILN_API KilnStatus kiln_attention_bwd(KilnDevice *dev, const KilnAttentionBwdPa
  * block mask and argument binding as kiln_attention_bwd, with HOST addresses in p's pointer
  * fields (fwd.q, fwd.k, fwd.v, fwd.o, fwd.lse, dout read; dq, dk, dv written in place, the
  * bytes between strided rows untouched; scratch, kiln_attention_bwd_scratch_size(p) bytes,
- * overwritten). Tiles: p's block_m/block_n, else 64 x 64 (a block mask's blocks when
+ * overwritten) and their sizes (fwd.q_bytes ..., dout_bytes ... dv_bytes, scratch_size). Tiles: p's block_m/block_n, else 64 x 64 (a block mask's blocks when
  * smaller). Slow (an interpreter): for tests and autograd where no GPU is. KILN_ERR_KERNEL:
  * an access outside the buffers. */
 KILN_API KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p);
@@ -348,6 +354,10 @@ typedef struct KilnAttentionDecodeParams {
      * blocks, full ones without mask_mod, partial ones with it, and divides the listed
      * blocks among the splits. block_n (if set) must divide block_kv. */
     const KilnBlockMask *block_mask;
+    /* The _cpu call only (ignored on the device): the bytes of the host buffers behind q, o,
+     * lse, k, v, cache_seqlens and (paged) block_table. Required there: a buffer smaller than
+     * its shape and strides span is refused (KILN_ERR_USAGE naming the field, e.g. "k_bytes"). */
+    size_t q_bytes, o_bytes, lse_bytes, k_bytes, v_bytes, cache_seqlens_bytes, block_table_bytes;
 } KilnAttentionDecodeParams;
 
 #define KILN_DECODE_MAX_SPLITS 128
@@ -370,7 +380,9 @@ KILN_API size_t kiln_attention_decode_workspace(const KilnAttentionDecodeParams 
 KILN_API KilnStatus kiln_attention_decode(KilnDevice *dev, const KilnAttentionDecodeParams *p, KilnStream *stream);
 /* The decode on the CPU interpreter (no device): the same validation, program, variant and
  * block mask as kiln_attention_decode, with HOST addresses in p's pointer fields (q, k, v,
- * cache_seqlens, block_table read; o and lse written in place). It runs one split (the
+ * cache_seqlens, block_table read; o and lse written in place) and their sizes (q_bytes ...
+ * block_table_bytes; variant pointer args: KilnVariantArg.bytes). KILN_ERR_KERNEL: an access
+ * outside the buffers. It runs one split (the
  * program's DIRECT form) whatever num_splits says, so workspace and combine are not used.
  * Slow (an interpreter). */
 KILN_API KilnStatus kiln_attention_decode_cpu(const KilnAttentionDecodeParams *p);

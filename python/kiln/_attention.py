@@ -358,6 +358,9 @@ def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     b.dout_stride[:], b.dq_stride[:] = _strides(dout, varlen), _strides(dq, varlen)
     b.dk_stride[:], b.dv_stride[:] = _strides(dk, varlen), _strides(dv, varlen)
     b.deterministic = int(deterministic)
+    if q.device.type == "cpu":   # the interpreter bounds every access by the host buffers' sizes
+        b.dout_bytes, b.dq_bytes = _buffer_bytes(dout), _buffer_bytes(dq)
+        b.dk_bytes, b.dv_bytes = _buffer_bytes(dk), _buffer_bytes(dv)
     var = _variant_struct(variant, variant_tensors)
     bm = _bm_struct(bm_data, bm_meta)
     if var is not None:
@@ -432,6 +435,12 @@ def _decode_impl(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     else:
         p.max_seqlen_k = k_cache.shape[1]
     p.softmax_scale, p.causal = scale, int(causal)
+    if q.device.type == "cpu":   # the interpreter bounds every access by the host buffers' sizes
+        p.q_bytes, p.o_bytes, p.lse_bytes = _buffer_bytes(q), _buffer_bytes(o), _buffer_bytes(lse)
+        p.k_bytes, p.v_bytes = _buffer_bytes(k_cache), _buffer_bytes(v_cache)
+        p.cache_seqlens_bytes = _buffer_bytes(cache_seqlens)
+        if block_table is not None:
+            p.block_table_bytes = _buffer_bytes(block_table)
     var = _variant_struct(variant, variant_tensors)
     if var is not None:
         p.variant = ctypes.addressof(var)

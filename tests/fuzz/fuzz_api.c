@@ -10,8 +10,9 @@
  * any read past them (the _cpu calls) is an ASan report. Then: kiln_compile (IR),
  * kiln_cache_key, kiln_run_cpu, kiln_attention_check, kiln_attention_fwd_cpu (only
  * shapes small enough to interpret quickly), kiln_attention_block_mask_size / _create_cpu,
- * kiln_attention_bwd_check and both scratch sizes, kiln_attention_decode_check / _splits /
- * _workspace.
+ * kiln_attention_bwd_check and both scratch sizes, kiln_attention_bwd_cpu,
+ * kiln_attention_decode_check / _splits / _workspace, kiln_attention_decode_cpu (the _cpu
+ * calls with host buffers of exactly the sizes claimed, for shapes interpreted quickly).
  *
  * Findings: crashes, sanitizer reports, and (abort) a KILN_ERR_INTERNAL from any call,
  * a split count above KILN_DECODE_MAX_SPLITS, a plan's scratch above the any-device size.
@@ -112,7 +113,7 @@ static void fuzz_compile_options(Bytes *b)
 /* ---- attention ---- */
 
 typedef struct Host {
-    void *buf[8];
+    void *buf[16];
     int n;
 } Host;
 
@@ -228,6 +229,23 @@ static void fuzz_attention(Bytes *b)
     static const int sms[] = {80, 86, 89, 90, 0, 100};
     size_t plan = kiln_attention_bwd_scratch_size_sm(&bp, pick(b, sms, 6));
     if (plan > any) fail("a plan's scratch exceeds kiln_attention_bwd_scratch_size");
+    /* the backward on the interpreter: the forward's host buffers, dO and the gradients of
+     * the sizes claimed (dense, a little less, anything), the scratch of scratch_size */
+    if (small && (u8(b) & 1)) {
+        bp.fwd = p;
+        size_t *gz[] = {&bp.dout_bytes, &bp.dq_bytes, &bp.dk_bytes, &bp.dv_bytes};
+        size_t gdense[] = {dense_q, dense_q, dense_k, dense_k};
+        for (int i = 0; i < 4; i++) {
+            uint8_t c = u8(b) % 4;
+            *gz[i] = c == 0 ? gdense[i] : c == 1 ? gdense[i] - gdense[i] / 4 : c == 2 ? u32(b) % 4096 : gdense[i] + 16;
+        }
+        bp.dout = host(&h, &bp.dout_bytes), bp.dq = host(&h, &bp.dq_bytes);
+        bp.dk = host(&h, &bp.dk_bytes), bp.dv = host(&h, &bp.dv_bytes);
+        bp.scratch = host(&h, &bp.scratch_size);
+        bp.block_m = bp.block_n = 0;
+        if (m.num_q_blocks && (u8(b) & 1)) bp.fwd.block_mask = &m;
+        check_status(kiln_attention_bwd_cpu(&bp), "kiln_attention_bwd_cpu");
+    }
     for (int i = 0; i < h.n; i++) free(h.buf[i]);
 }
 
@@ -257,6 +275,36 @@ static void fuzz_decode(Bytes *b)
     int splits = kiln_attention_decode_splits(&p, (int)(u32(b) % 300) - 5);
     if (splits < 1 || splits > KILN_DECODE_MAX_SPLITS) fail("kiln_attention_decode_splits out of [1, MAX]");
     (void)kiln_attention_decode_workspace(&p, (int)(u32(b) % 300) - 5);
+    /* the decode on the interpreter, for shapes it runs in milliseconds: host buffers of the
+     * sizes claimed (what the shape spans, a little less, or anything); the lengths and page
+     * indices raw bytes (out of range: KILN_ERR_KERNEL, never a read past a buffer) */
+    bool small = p.batch > 0 && p.batch <= 2 && p.heads_q > 0 && p.heads_q <= 2 && p.seqlen_q <= 4 &&
+                 p.head_dim == 32 && (!page || (page <= 64 && p.num_pages <= 8));
+    if (!small || !(u8(b) & 1)) return;
+    /* a cache the interpreter walks quickly: its capacity and K/V strides drawn again */
+    p.max_seqlen_k = u8(b) % 65;
+    strides(b, p.k_stride, hk, page ? page : (p.max_seqlen_k ? p.max_seqlen_k : 1), p.head_dim);
+    memcpy(p.v_stride, p.k_stride, sizeof p.k_stride);
+    Host h = {.n = 0};
+    size_t *sz[] = {&p.q_bytes, &p.o_bytes, &p.lse_bytes, &p.k_bytes, &p.v_bytes, &p.cache_seqlens_bytes,
+                    &p.block_table_bytes};
+    for (int i = 0; i < 7; i++) *sz[i] = u8(b) & 1 ? u32(b) % 2048 : 1u << 14;
+    p.q = host(&h, &p.q_bytes), p.o = host(&h, &p.o_bytes), p.lse = host(&h, &p.lse_bytes);
+    p.k = host(&h, &p.k_bytes), p.v = host(&h, &p.v_bytes);
+    p.cache_seqlens = host(&h, &p.cache_seqlens_bytes);
+    for (size_t i = 0; i + 4 <= p.cache_seqlens_bytes; i += 4) {
+        int32_t len = (int32_t)(u32(b) % 80) - 8;
+        memcpy((char *)(uintptr_t)p.cache_seqlens + i, &len, 4);
+    }
+    if (page) {
+        p.block_table = host(&h, &p.block_table_bytes);
+        for (size_t i = 0; i + 4 <= p.block_table_bytes; i += 4) {
+            int32_t pg = (int32_t)(u8(b) % 12) - 2;
+            memcpy((char *)(uintptr_t)p.block_table + i, &pg, 4);
+        }
+    }
+    check_status(kiln_attention_decode_cpu(&p), "kiln_attention_decode_cpu");
+    for (int i = 0; i < h.n; i++) free(h.buf[i]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

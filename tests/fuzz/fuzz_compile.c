@@ -7,7 +7,13 @@
  * GPU passes, lowering to LLVM IR (LLVMVerifyModule), O3 and PTX emission.
  * The target alternates, by a hash of the input (deterministic, so a finding
  * reproduces), between sm_90a and sm_80 and between the kernel's schedule and
- * 1, 2 or 8 warps, so both dot paths (wgmma and mma.sync) are reached.
+ * 1, 2 or 8 warps, so both dot paths (wgmma and mma.sync) are reached; on sm_90a
+ * half the inputs also take a combination of the schedule options (KilnSchedule:
+ * no_wgmma, pingpong, mbarrier, overlap, tma, warp_specialize, six more bits of the
+ * hash; a combination the options refuse is a usage error, never an internal one).
+ * KILN_FUZZ_PTXAS=1: the inputs that go to PTX go on through ptxas (KILN_EMIT_CUBIN),
+ * whose rejection of Kiln's PTX is an internal error (issue 29: every combination
+ * either compiles to PTX ptxas accepts or is refused naming the options).
  *
  * Findings: crashes, ASan/UBSan reports, timeouts (-timeout), out-of-memory
  * (-rss_limit_mb) and, always, an internal compiler error: the pipeline turns
@@ -41,8 +47,17 @@ static KilnEmit stage(uint32_t h)
         const char *s = getenv("KILN_FUZZ_STAGE");
         emit = !s ? 0 : !strcmp(s, "gpu-ir") ? KILN_EMIT_GPU_IR : !strcmp(s, "llvm") ? KILN_EMIT_LLVM : KILN_EMIT_PTX;
     }
-    if (emit) return (KilnEmit)emit;
-    return (h >> 3) & 1 ? KILN_EMIT_GPU_IR : KILN_EMIT_PTX;
+    KilnEmit e = emit ? (KilnEmit)emit : (h >> 3) & 1 ? KILN_EMIT_GPU_IR : KILN_EMIT_PTX;
+    return e == KILN_EMIT_PTX && getenv("KILN_FUZZ_PTXAS") ? KILN_EMIT_CUBIN : e;
+}
+
+/* sm_90a, half the inputs: the schedule options from six bits of the hash. */
+static void schedule(uint32_t h, KilnSchedule *s)
+{
+    if ((h & 1) || !((h >> 4) & 1)) return;
+    uint32_t b = h >> 5;
+    s->no_wgmma = b & 1, s->pingpong = (b >> 1) & 1, s->mbarrier = (b >> 2) & 1;
+    s->overlap = (b >> 3) & 1, s->tma = (b >> 4) & 1, s->warp_specialize = (b >> 5) & 1;
 }
 
 static uint32_t hash(const uint8_t *p, size_t n)
@@ -62,11 +77,14 @@ static void compile_kernel(const char *src, const char *kernel, uint32_t h)
     o.arch = (h & 1) ? "sm_80" : "sm_90a";
     o.num_warps = warps[(h >> 1) & 3];
     o.emit = stage(h);
+    schedule(h, &o.schedule);
     KilnCompileResult r;
     KilnStatus st = kiln_compile("fuzz.tile", src, &o, &r);
     if (st == KILN_ERR_INTERNAL || (r.diagnostics && strstr(r.diagnostics, "internal error"))) {
-        fprintf(stderr, "internal error compiling kernel '%s' (%s, num_warps %d):\n%s", kernel, o.arch,
-                o.num_warps, r.diagnostics ? r.diagnostics : "");
+        const KilnSchedule *s = &o.schedule;
+        fprintf(stderr, "internal error compiling kernel '%s' (%s, num_warps %d, schedule no_wgmma %d pingpong %d "
+                "mbarrier %d overlap %d tma %d warp_specialize %d):\n%s", kernel, o.arch, o.num_warps, s->no_wgmma,
+                s->pingpong, s->mbarrier, s->overlap, s->tma, s->warp_specialize, r.diagnostics ? r.diagnostics : "");
         abort();
     }
     kiln_compile_result_free(&r);

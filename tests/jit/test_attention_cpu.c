@@ -9,11 +9,13 @@
  * rule of the interpreter tests: max |g - ref| <= 2 max |g_plain - ref| + 1e-5 (g_plain the
  * backward as PyTorch computes it in f16), no NaN, and no byte between the rows written.
  * Decode: a contiguous and a paged cache of ragged lengths, judged by attn_decode_judge.
- * And: what the calls refuse (NULL, a missing scratch) before running anything.
+ * And: what the calls refuse (NULL, a missing scratch, a host buffer or scratch smaller than
+ * the shape spans, naming its size field) before running anything.
  */
 #include "testutil.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +86,7 @@ static void run_bwd(const BwdCase *c, int deterministic)
     memcpy(p.dq_stride, ap.q_stride, sizeof ap.q_stride);
     memcpy(p.dk_stride, ap.k_stride, sizeof ap.k_stride);
     memcpy(p.dv_stride, ap.v_stride, sizeof ap.v_stride);
+    p.dout_bytes = p.dq_bytes = nq * 2, p.dk_bytes = p.dv_bytes = nk * 2;
     ck_assert_msg(kiln_attention_bwd_cpu(&p) == KILN_OK, "%s: backward: %s", c->what, kiln_last_error());
 
     size_t dq_n = (size_t)c->batch * c->hq * c->sq * d, dk_n = (size_t)c->batch * c->hkv * c->sk * d;
@@ -146,7 +149,115 @@ START_TEST(bwd_cpu_refuses_before_running)
 }
 END_TEST
 
+static void set_decode_sizes(KilnAttentionDecodeParams *p, size_t q_bytes);
+
+/* A host buffer smaller than the shape spans is refused naming its field, before anything
+ * runs (issue 29: the _cpu calls read past it and returned KILN_OK). Each short buffer is
+ * malloc'd at exactly the size claimed, so under ASan a read past it is a report. */
+START_TEST(bwd_cpu_refuses_short_buffers)
+{
+    const int n = 16, d = 64;
+    size_t span = (size_t)n * d * 2, lse_n = (size_t)n * 4;
+    uint16_t *q = malloc(span), *k = malloc(span), *v = malloc(span), *o = malloc(span), *dout = malloc(span);
+    uint16_t *dq = malloc(span), *dk = malloc(span), *dv = malloc(span);
+    float *lse = malloc(lse_n);
+    uint16_t *t[] = {q, k, v, o, dout, dq, dk, dv};
+    for (int i = 0; i < 8; i++) {
+        ck_assert_ptr_nonnull(t[i]);
+        for (size_t j = 0; j < span / 2; j++) t[i][j] = 0x3c00 ^ (uint16_t)(j * 37 % 512);   /* f16 near 1 */
+    }
+    for (int i = 0; i < n; i++) lse[i] = 2.0f + 0.01f * (float)i;
+    KilnAttentionBwdParams p = {.deterministic = 0};
+    p.fwd = (KilnAttentionParams){.dtype = KILN_F16, .batch = 1, .heads_q = 1, .heads_kv = 1, .seqlen_q = n,
+                                  .seqlen_k = n, .head_dim = d, .q = (uintptr_t)q, .k = (uintptr_t)k,
+                                  .v = (uintptr_t)v, .o = (uintptr_t)o, .lse = (uintptr_t)lse,
+                                  .q_stride = {n * d, n * d, d}, .k_stride = {n * d, n * d, d},
+                                  .v_stride = {n * d, n * d, d}, .o_stride = {n * d, n * d, d}, .q_bytes = span,
+                                  .k_bytes = span, .v_bytes = span, .o_bytes = span, .lse_bytes = lse_n};
+    p.dout = (uintptr_t)dout, p.dq = (uintptr_t)dq, p.dk = (uintptr_t)dk, p.dv = (uintptr_t)dv;
+    memcpy(p.dout_stride, p.fwd.q_stride, sizeof p.dout_stride);
+    memcpy(p.dq_stride, p.fwd.q_stride, sizeof p.dq_stride);
+    memcpy(p.dk_stride, p.fwd.q_stride, sizeof p.dk_stride);
+    memcpy(p.dv_stride, p.fwd.q_stride, sizeof p.dv_stride);
+    p.dout_bytes = p.dq_bytes = p.dk_bytes = p.dv_bytes = span;
+    p.scratch_size = kiln_attention_bwd_scratch_size(&p);
+    void *scratch = malloc(p.scratch_size);
+    p.scratch = (uintptr_t)scratch;
+    ck_assert_msg(kiln_attention_bwd_cpu(&p) == KILN_OK, "%s", kiln_last_error());   /* all sizes right */
+    /* each size one element short, in turn */
+    size_t *sz[] = {&p.fwd.q_bytes, &p.fwd.k_bytes, &p.fwd.v_bytes, &p.fwd.o_bytes, &p.fwd.lse_bytes,
+                    &p.dout_bytes, &p.dq_bytes, &p.dk_bytes, &p.dv_bytes, &p.scratch_size};
+    static const char *const field[] = {"fwd.q_bytes", "fwd.k_bytes", "fwd.v_bytes", "fwd.o_bytes", "fwd.lse_bytes",
+                                        "dout_bytes", "dq_bytes", "dk_bytes", "dv_bytes", "scratch_size"};
+    for (int i = 0; i < 10; i++) {
+        size_t keep = *sz[i];
+        *sz[i] = keep - 2;
+        ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);
+        ck_assert_msg(strstr(kiln_last_error(), field[i]), "%s: %s", field[i], kiln_last_error());
+        *sz[i] = keep;
+    }
+    /* a K truly shorter than its shape: its own allocation, as the size says */
+    uint16_t *k_short = malloc(span - 128);
+    memcpy(k_short, k, span - 128);
+    p.fwd.k = (uintptr_t)k_short, p.fwd.k_bytes = span - 128;
+    ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);
+    for (int i = 0; i < 8; i++) free(t[i]);
+    free(k_short), free(lse), free(scratch);
+}
+END_TEST
+
+START_TEST(decode_cpu_refuses_short_buffers)
+{
+    const int batch = 2, sq = 2, d = 32, cap = 40;
+    size_t qn = (size_t)batch * sq * d * 2, kn = (size_t)batch * cap * d * 2;
+    uint16_t *q = malloc(qn), *o = malloc(qn), *k = malloc(kn), *v = malloc(kn);
+    float *lse = malloc((size_t)batch * sq * 4);
+    int32_t *lens = malloc(batch * 4);
+    for (size_t j = 0; j < qn / 2; j++) q[j] = 0x3c00 ^ (uint16_t)(j * 37 % 512);
+    for (size_t j = 0; j < kn / 2; j++) k[j] = v[j] = 0x3800 ^ (uint16_t)(j * 53 % 512);
+    lens[0] = 33, lens[1] = 7;
+    KilnAttentionDecodeParams p = {.dtype = KILN_F16, .batch = batch, .heads_q = 1, .heads_kv = 1, .seqlen_q = sq,
+                                   .head_dim = d, .q = (uintptr_t)q, .o = (uintptr_t)o, .lse = (uintptr_t)lse,
+                                   .k = (uintptr_t)k, .v = (uintptr_t)v, .cache_seqlens = (uintptr_t)lens,
+                                   .max_seqlen_k = cap, .q_stride = {sq * d, d, d}, .o_stride = {sq * d, d, d},
+                                   .k_stride = {cap * d, cap * d, d}, .v_stride = {cap * d, cap * d, d}};
+    set_decode_sizes(&p, qn);
+    ck_assert_msg(kiln_attention_decode_cpu(&p) == KILN_OK, "%s", kiln_last_error());
+    size_t *sz[] = {&p.q_bytes, &p.o_bytes, &p.lse_bytes, &p.k_bytes, &p.v_bytes, &p.cache_seqlens_bytes};
+    static const char *const field[] = {"q_bytes", "o_bytes", "lse_bytes", "k_bytes", "v_bytes",
+                                        "cache_seqlens_bytes"};
+    for (int i = 0; i < 6; i++) {
+        size_t keep = *sz[i];
+        *sz[i] = keep - 2;
+        ck_assert_int_eq(kiln_attention_decode_cpu(&p), KILN_ERR_USAGE);
+        ck_assert_msg(strstr(kiln_last_error(), field[i]), "%s: %s", field[i], kiln_last_error());
+        *sz[i] = keep;
+    }
+    /* a V cache truly shorter than max_seqlen_k rows: refused, never read past */
+    uint16_t *v_short = malloc(kn - 256);
+    memcpy(v_short, v, kn - 256);
+    p.v = (uintptr_t)v_short, p.v_bytes = kn - 256;
+    ck_assert_int_eq(kiln_attention_decode_cpu(&p), KILN_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(kiln_last_error(), "v_bytes"));
+    free(q), free(o), free(k), free(v), free(v_short), free(lse), free(lens);
+}
+END_TEST
+
 /* ---------------- decode ---------------- */
+
+/* The host buffers' sizes of a decode call: q and o of q_bytes, lse dense, K and V and the
+ * table what the shape spans (their own buffers are exactly that). */
+static void set_decode_sizes(KilnAttentionDecodeParams *p, size_t q_bytes)
+{
+    bool paged = p->block_table != 0;
+    int kb = paged ? p->num_pages : p->batch, ks = paged ? p->page_size : p->max_seqlen_k;
+    const int64_t *st = p->k_stride;
+    p->q_bytes = p->o_bytes = q_bytes;
+    p->lse_bytes = (size_t)p->batch * p->heads_q * p->seqlen_q * 4;
+    p->k_bytes = p->v_bytes = (size_t)(st[0] * (kb - 1) + st[1] * (p->heads_kv - 1) + st[2] * (ks - 1) + p->head_dim) * 2;
+    p->cache_seqlens_bytes = (size_t)p->batch * 4;
+    p->block_table_bytes = paged ? (size_t)p->batch * p->block_table_stride * 4 : 0;
+}
 
 static void run_decode(int paged, int causal)
 {
@@ -186,6 +297,7 @@ static void run_decode(int paged, int causal)
         memcpy(p.k_stride, ap.k_stride, sizeof ap.k_stride);
         memcpy(p.v_stride, ap.v_stride, sizeof ap.v_stride);
     }
+    set_decode_sizes(&p, nq * 2);
     ck_assert_msg(kiln_attention_decode_cpu(&p) == KILN_OK, "decode (paged %d): %s", paged, kiln_last_error());
     AttnDecodeErr e = attn_decode_judge(&ap, seqlens, q.p, k.p, v.p, o.p, lse);
     ck_assert_msg(e.e.nonfinite == 0, "paged %d: %lld non-finite outputs", paged, (long long)e.e.nonfinite);
@@ -212,6 +324,8 @@ int main(void)
     tcase_add_loop_test(tc, bwd_cpu_matches_float64, 0, 4);
     tcase_add_test(tc, bwd_cpu_refuses_before_running);
     tcase_add_loop_test(tc, decode_cpu_matches_float64, 0, 4);
+    tcase_add_test(tc, bwd_cpu_refuses_short_buffers);
+    tcase_add_test(tc, decode_cpu_refuses_short_buffers);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
