@@ -188,6 +188,9 @@ START_TEST(shard_bwd_matches_float64)
     b.dk = (uintptr_t)(dk + (size_t)s->ka * D), b.dv = (uintptr_t)(dv + (size_t)s->ka * D);
     memcpy(b.dout_stride, b.fwd.q_stride, sizeof b.dout_stride), memcpy(b.dq_stride, b.fwd.q_stride, sizeof b.dq_stride);
     memcpy(b.dk_stride, b.fwd.k_stride, sizeof b.dk_stride), memcpy(b.dv_stride, b.fwd.k_stride, sizeof b.dv_stride);
+    /* the host buffers' sizes from the shard's first row on (the _cpu calls bound every access) */
+    b.dout_bytes = b.dq_bytes = (nq - (size_t)s->qa * D) * 2;
+    b.dk_bytes = b.dv_bytes = (nk - (size_t)s->ka * D) * 2;
     b.scratch_size = kiln_attention_bwd_scratch_size(&b);
     void *scratch = aligned_alloc(64, (b.scratch_size + 63) / 64 * 64);
     b.scratch = (uintptr_t)scratch;

@@ -337,10 +337,11 @@ START_TEST(attention_takes_the_stored_winner)
     ck_assert_msg(kiln_attention_check(&p) == KILN_OK, "%s", kiln_last_error());
     RtAttnVariant v;
     RtAttnRequest q;
-    /* the table's sm_90 d 128 row: 128 x 64, 4 warps */
+    /* the table's sm_90 d 128 row: 128 x 128, 8 warps, warp specialisation with TMA */
     ck_assert_int_eq(rt_attn_fwd_request(90, &p, &v, &q), KILN_OK);
     ck_assert_str_eq(define_of(&q, "BLOCK_M"), "128");
-    ck_assert_int_eq(q.opts.num_warps, 4);
+    ck_assert_int_eq(q.opts.num_warps, 8);
+    ck_assert_int_eq(q.opts.schedule.warp_specialize, 1);
     free(q.owned);
     KilnTuneRow rows[3];
     KilnTuneReport r = fake_report("attn_fwd_f16", "NVIDIA H200 sm_90a", "sm_90a",
@@ -357,6 +358,7 @@ START_TEST(attention_takes_the_stored_winner)
     ck_assert_int_eq(q.opts.num_warps, 8);
     ck_assert_int_eq(q.opts.num_stages, 3);
     ck_assert_int_eq(q.opts.schedule.pingpong, 1);
+    ck_assert_int_eq(q.opts.schedule.warp_specialize, 0);   /* the winner's options, not the row's */
     free(q.owned);
     /* causal, another sequence bucket, or bf16: the table again */
     p.causal = 1;
