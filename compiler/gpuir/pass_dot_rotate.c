@@ -120,7 +120,9 @@ static IrValue *clone_d1(Rot *r, IrOp *at, IrValue *iv)
     map[r->body->args[0]->id] = iv;
     IrOp *cv = r->d1->args[1]->def;
     for (IrOp *x = r->body->first; x; x = x->next) {
-        bool want = (x->nres && x->res[0]->id < nids && r->slice[x->res[0]->id]) || x == cv;
+        /* r->slice covers the ids before this loop's rotation began (r->nids): the ops it adds
+         * to the body since (the second call's iv + step) are never part of the slice */
+        bool want = (x->nres && x->res[0]->id < r->nids && r->slice[x->res[0]->id]) || x == cv;
         if (!want) continue;
         IrValue *args[8];
         int n = x->nargs < 8 ? x->nargs : 8;
