@@ -259,7 +259,8 @@ static char *variant_text(const RtAttnVariant *v)
     char *t = malloc(n);
     /* a variant: its digest (text, path, defines, include dirs); the flags decide defines */
     if (t && v->vs && v->vs->var)
-        snprintf(t, n, "%s|%s|variant %s%s", v->program, desc, v->vs->digest, v->plain_scores ? " plain" : "");
+        snprintf(t, n, "%s|%s|variant %s%s%s", v->program, desc, v->vs->digest, v->plain_scores ? " plain" : "",
+                 v->q_end ? " q_end" : "");
     else if (t)
         snprintf(t, n, "%s|%s", v->program, desc);
     return t;
@@ -301,6 +302,8 @@ KilnStatus rt_attn_compile_request(const char *api, const RtAttnVariant *v, RtAt
         const KilnAttentionVariant *var = vs->var;
         if (v->plain_scores && !rt_attn_var_binds(vs, v->program, "score_mod"))
             r->defines[r->ndefines++] = (KilnDefine){"PLAIN_SCORES", "true"};
+        if (v->q_end && rt_attn_var_binds(vs, v->program, "q_end"))
+            r->defines[r->ndefines++] = (KilnDefine){"Q_END", "true"};
         if (r->ndefines + var->ndefines > (int)(sizeof r->defines / sizeof r->defines[0]))
             return rt_attn_error(api, KILN_ERR_USAGE, "variant: %d defines is too many", var->ndefines);
         for (int i = 0; i < var->ndefines; i++) r->defines[r->ndefines++] = var->defines[i];

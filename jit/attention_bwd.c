@@ -240,9 +240,11 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
     if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
     bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
-    if (sk > 0)
+    if (sk > 0) {
         plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? tk->num_warps : 0,
                     kv_table ? tk->num_stages : 0, kv, m ? 7 : 5);
+        pl->k[pl->n - 1].q_end = !m;   /* a block mask's lists bound the query blocks instead */
+    }
     if (sq > 0 && dq_pass)
         plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? tq->num_warps : 0,
                     q_table ? tq->num_stages : 0, dq, m ? 6 : 4);

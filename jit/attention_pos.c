@@ -40,8 +40,8 @@
 
 /* The hooks a variant may bind, with the parameter lists their wrappers forward (the
  * positions shifted) and the program to ask whether the variant binds them. */
-enum { HOOK_SCORE, HOOK_SCORE_GRAD, HOOK_MASK, HOOK_KV_START, NHOOKS };
-static const char *const g_hooks[NHOOKS] = {"score_mod", "score_mod_grad", "mask_mod", "kv_start"};
+enum { HOOK_SCORE, HOOK_SCORE_GRAD, HOOK_MASK, HOOK_KV_START, HOOK_Q_END, NHOOKS };
+static const char *const g_hooks[NHOOKS] = {"score_mod", "score_mod_grad", "mask_mod", "kv_start", "q_end"};
 
 KilnStatus rt_attn_pos_check(const char *api, const KilnAttentionParams *p)
 {
@@ -208,6 +208,11 @@ static void wrappers(StrBuf *sb, const KilnAttentionVariant *var, unsigned wrap,
         hook_target(var, HOOK_KV_START, t, sizeof t);
         sb_printf(sb, "fn kv_start(start_m, block_m, seqlen_q, seqlen_k) { return %s(start_m + kiln_pos_q, "
                       "block_m, seqlen_q, seqlen_k) - kiln_pos_kv; }\n", t);
+    }
+    if (wrap & (1u << HOOK_Q_END)) {   /* kv_start's mirror: key blocks in, query rows out */
+        hook_target(var, HOOK_Q_END, t, sizeof t);
+        sb_printf(sb, "fn q_end(start_n, block_n, seqlen_q, seqlen_k) { return %s(start_n + kiln_pos_kv, "
+                      "block_n, seqlen_q, seqlen_k) - kiln_pos_q; }\n", t);
     }
 }
 

@@ -318,10 +318,11 @@ typedef struct RtAttnVariant {
     char vals[RT_ATTN_MAX_DEFINES][24];    /* rt_attn_variant_define's values */
     /* With a variant (vs non-NULL and open): compiled from rt_attn_var_root with the
      * variant's defines after these. plain_scores: add PLAIN_SCORES=true unless the
-     * variant binds score_mod (the forward's fast path). The backward needs no flag: its
-     * score_mod_grad defaults to grad(score_mod), derived by the compiler. */
+     * variant binds score_mod (the forward's fast path). The backward's score_mod_grad
+     * defaults to grad(score_mod), derived by the compiler; q_end: add Q_END=true when the
+     * variant binds q_end (the dK/dV kernels: query blocks past it are skipped). */
     const RtAttnVarSrc *vs;
-    bool plain_scores;
+    bool plain_scores, q_end;
 } RtAttnVariant;
 void rt_attn_variant_init(RtAttnVariant *v, const char *program, const char *kernel, int num_warps,
                           int num_stages, const KilnSchedule *schedule);

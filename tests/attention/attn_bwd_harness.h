@@ -60,6 +60,13 @@ static IrFunc *bwd_compile(Arena *arena, const BwdCase *bc, const char *kernel, 
         src = arena_strdup(arena, root);
         path = arena_strdup(arena, vs.path);
         free(root);
+        /* as rt_attn_compile_request: the dK/dV kernels read a q_end the variant binds */
+        if (strstr(kernel, "_dkdv") && !strstr(kernel, "_dkdv_bm") && rt_attn_var_binds(&vs, BWD_PROGRAM, "q_end")) {
+            KilnDefine *d = arena_alloc(arena, ((size_t)ndefs + 1) * sizeof *d);
+            if (ndefs) memcpy(d, defs, (size_t)ndefs * sizeof *d);
+            d[ndefs++] = (KilnDefine){"Q_END", "true"};
+            defs = d;
+        }
         rt_attn_var_close(&vs);
     } else if (bc->hooks) {
         src = arena_alloc(arena, strlen(bc->hooks) + strlen(prog) + 2);
