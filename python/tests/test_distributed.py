@@ -4,7 +4,9 @@ context-parallel attention on its shard; its output shard, and after backward it
 shards, are compared with float64 attention of the whole sequence (and rank 0 compares the
 gathered output with a single-process kiln.attention call). Cases: causal and not (ring, zigzag),
 contiguous layout, GQA, a causal sliding window (global positions), the all-gather schedule, and a
-packed (varlen) batch, causal."""
+packed (varlen) batch, causal. Block masks of the whole sequence (a document mask, causal and not,
+and a sliding-window mask; ring and all-gather): the outputs and gradients as above, and the ring
+steps each rank skips equal to those the dense mask hides entirely."""
 import math
 import os
 import socket
@@ -34,19 +36,21 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _ref(q, k, v, causal, window):
-    """float64 attention of the whole sequence, causal / window in positions; differentiable."""
+def _ref(q, k, v, causal=False, window=False, vis=None):
+    """float64 attention of the whole sequence, causal / window in positions (or the dense
+    visibility vis [n, n]); rows that see no key give 0; differentiable."""
     g = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     n = q.shape[2]
     s = torch.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(q.shape[-1])
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
-    vis = torch.ones(n, n, dtype=torch.bool)
-    if causal:
-        vis &= j <= i
-    if window:
-        vis &= j >= i - WL
-    p = torch.softmax(s.masked_fill(~vis, float("-inf")), -1)
+    if vis is None:
+        vis = torch.ones(n, n, dtype=torch.bool)
+        if causal:
+            vis &= j <= i
+        if window:
+            vis &= j >= i - WL
+    p = torch.softmax(s.masked_fill(~vis, float("-inf")), -1).nan_to_num(0.0)
     return torch.einsum("bhij,bhjd->bhid", p, v)
 
 
@@ -111,6 +115,100 @@ def _varlen_case(rank, world, kd, rand):
     assert (whole.double() - ref.detach()).abs().max().item() <= 2e-3
 
 
+# ---------------- block masks of the whole sequence ----------------
+
+BM_CHUNK, BM_BLOCK, BM_WL = 32, 16, 20
+# documents (lengths) of the block-mask cases' whole sequence, 2W chunks of 32: boundaries inside
+# chunks and blocks (partial blocks) and long documents that leave whole chunk pairs hidden
+BM_DOCS = {2: [24, 8, 64, 32], 4: [40, 24, 64, 80, 48]}
+
+
+def _bm_cases(world, kiln, n):
+    """(name, variant, causal, dense visibility [n, n], layout, mode) of the block-mask cases."""
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    docs = torch.repeat_interleave(torch.arange(len(BM_DOCS[world]), dtype=torch.int32), torch.tensor(BM_DOCS[world]))
+    doc = kiln.Variant("document", doc_ids=docs[None].contiguous(), doc_stride=n, doc_len=n)
+    win = kiln.Variant("sliding_window", window_left=BM_WL, window_right=0)
+    same = docs[:, None] == docs[None, :]
+    return [("doc causal ring", doc, True, same & (j <= i), "zigzag", "ring"),
+            ("doc full ring", doc, False, same, "zigzag", "ring"),
+            ("doc causal allgather", doc, True, same & (j <= i), "zigzag", "allgather"),
+            ("window ring contiguous", win, True, (j <= i) & (j >= i - BM_WL), "contiguous", "ring"),
+            ("window ring zigzag", win, True, (j <= i) & (j >= i - BM_WL), "zigzag", "ring")]
+
+
+def _hidden_steps(vis, layout, rank, world):
+    """Ring steps of rank whose (its queries, the step's keys) the dense mask hides entirely."""
+    owned = _owned(layout, world)
+    c = vis.shape[0] // sum(map(len, owned))
+    pos = [torch.cat([torch.arange(x * c, (x + 1) * c) for x in owned[r]]) for r in range(world)]
+    return sum(not vis[pos[rank]][:, pos[(rank - t) % world]].any() for t in range(world))
+
+
+def _owned(layout, world):
+    return [[r, 2 * world - 1 - r] if layout == "zigzag" else [r] for r in range(world)]
+
+
+def _bm_worker(rank, world, kiln, kd, rand):
+    n = 2 * world * BM_CHUNK
+    q = rand(1, HQ, n, D, seed=11)
+    k, v = rand(1, HKV, n, D, seed=12), rand(1, HKV, n, D, seed=13)
+    dout = rand(1, HQ, n, D, seed=14)
+    for name, var, causal, vis, layout, mode in _bm_cases(world, kiln, n):
+        bm = kiln.create_block_mask(var, None, None, n, n, BLOCK_SIZE=BM_BLOCK, causal=causal)
+        kd.reset_stats()
+        ql, kl, vl = (kd.shard(t, layout=layout).requires_grad_() for t in (q, k, v))
+        out = kd.attention(ql, kl, vl, causal=causal, variant=var, layout=layout, mode=mode, block_mask=bm)
+        out.backward(kd.shard(dout, layout=layout))
+        where = f"{name}, {world} ranks, rank {rank}"
+        if mode == "ring":   # the steps the mask hides are skipped, forward and backward
+            want = _hidden_steps(vis, layout, rank, world)
+            got = (kd.STATS["fwd_skipped"], kd.STATS["bwd_skipped"])
+            assert got == (want, want), f"{where}: skipped steps {got}, the mask hides {want}"
+        q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+        ref = _ref(q64, k64, v64, vis=vis)
+        ref.backward(dout.double())
+        _check(where, layout, kd, ((out, ref), (ql.grad, q64.grad), (kl.grad, k64.grad), (vl.grad, v64.grad)))
+        whole = kd.unshard(out.detach(), layout=layout)
+        if rank == 0:   # the same as one process's kiln.attention with the whole mask
+            single = kiln.attention(q, k, v, causal=causal, variant=var, block_mask=bm)
+            assert (whole.double() - single.double()).abs().max().item() <= 2e-3, where
+    # a mask whose blocks do not divide the chunks is refused
+    bm = kiln.create_block_mask(None, None, None, n, n, BLOCK_SIZE=64, causal=True)
+    with pytest.raises(ValueError, match="divide the chunks"):
+        kd.attention(*(kd.shard(t) for t in (q, k, v)), causal=True, block_mask=bm)
+
+
+def _check(where, layout, kd, pairs):
+    for what, (got, want) in zip(("out", "dq", "dk", "dv"), pairs):
+        want = kd.shard(want.detach(), layout=layout)
+        err = (got.double() - want).abs().max().item()
+        tol = 2e-3 if what == "out" else 1e-2 * want.abs().max().item() + 1e-3
+        assert err <= tol, f"{where}: max |{what} - ref| = {err:.3g} > {tol:.3g}"
+
+
+def _bm_entry(rank, world, port):
+    _init(rank, world, port)
+    try:
+        import kiln
+        import kiln.distributed as kd
+        from conftest import rand
+        _bm_worker(rank, world, kiln, kd, rand)
+    finally:
+        dist.destroy_process_group()
+
+
+def _init(rank, world, port):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_block_mask_gloo(world):
+    mp.start_processes(_bm_entry, args=(world, _free_port()), nprocs=world, join=True, start_method="fork")
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_context_parallel_gloo(world):
     n = 2 * world * 24   # zigzag: 2 * world chunks of 24 tokens (no multiple of the 64-row tiles)
@@ -146,3 +244,36 @@ def test_use_ring_rule():
     assert use_ring(16, "ring") and not use_ring(1 << 20, "allgather")
     with pytest.raises(ValueError):
         use_ring(16, "bogus")
+
+
+def test_block_mask_slice_rebuilds_the_lists():
+    """A slice of the whole mask over the whole sequence rebuilds the lists create_block_mask made
+    (counts, the listed indices, classes); a chunk pair's slice holds the rectangle's classes."""
+    import kiln
+    from kiln.distributed import _BlockMaskSlicer, _bm_offsets
+    n, world = 256, 2
+    docs = torch.repeat_interleave(torch.arange(3, dtype=torch.int32), torch.tensor([40, 100, 116]))
+    var = kiln.Variant("document", doc_ids=docs[None].contiguous(), doc_stride=n, doc_len=n)
+    bm = kiln.create_block_mask(var, None, None, n, n, BLOCK_SIZE=(16, 32), causal=True)
+    sl = _BlockMaskSlicer(bm, torch.empty(1, 2, n // world, 32), world, 2 * world, True)
+    data, meta = sl.sub(0, n, 0, n, True)
+    assert meta == bm.meta and data.numel() == _bm_offsets(1, bm.num_q_blocks, bm.num_kv_blocks)[1]
+
+    def arrays(d, m):
+        offs, nq, nk = m[9:], m[7], m[8]
+        sizes = (nq, nq * nk, nq, nq * nk, nk, nq * nk, nk, nq * nk, nq * nk)
+        return [d[o:o + 4 * e].view(torch.int32) for o, e in zip(offs, sizes)]
+
+    got, want = arrays(data, meta), arrays(bm.data, bm.meta)
+    for cnt, idx, r in ((0, 1, bm.num_kv_blocks), (2, 3, bm.num_kv_blocks), (4, 5, bm.num_q_blocks),
+                        (6, 7, bm.num_q_blocks)):
+        assert torch.equal(got[cnt], want[cnt])
+        for row, c in enumerate(want[cnt].tolist()):
+            assert torch.equal(got[idx][row * r:row * r + c], want[idx][row * r:row * r + c])
+    assert torch.equal(got[8], want[8]) and want[8].eq(1).any() and want[8].eq(2).any()
+    cls = want[8].view(bm.num_q_blocks, bm.num_kv_blocks)
+    d2, m2 = sl.sub(192, 64, 128, 64, False)   # global chunk 3's queries against chunk 2's keys
+    assert m2[4:9] == [64, 64, 0, 4, 2]
+    assert torch.equal(arrays(d2, m2)[8].view(4, 2), cls[12:16, 4:6]) and cls[12:16, 4:6].any()
+    # chunks of 64: documents [0, 40), [40, 140), [140, 256); causal
+    assert sl.vis[3][2] and sl.vis[1][0] and not sl.vis[3][1] and not sl.vis[0][3] and not sl.vis[3][0]
