@@ -187,6 +187,26 @@ def _plan_packed(qch, kch, half, causal):
     return calls
 
 
+def _plan_packed_var(qch, kch, half, lens, causal, window=None):
+    """The calls of one step of a packed zigzag shard with a variant: one fixed-length call per
+    sequence and region pair, at the sequence's own positions (its chunk qc of length L_b / 2W
+    starts at qc * L_b / 2W; a call takes one offset, and the sequences' chunks differ in
+    length), as (q slice, k slice, causal, positions) over the packed tokens; pairs that causality
+    or a shipped variant's window hides are never run."""
+    calls = []
+    for x, qc in enumerate(qch):
+        for y, kc in enumerate(kch):
+            start = 0
+            for n in lens:
+                a, b = (x * half + start, n, qc * n), (y * half + start, n, kc * n)
+                start += n
+                cls = _pair(a, b, causal, window) if n else "hidden"
+                if cls != "hidden":
+                    calls.append((slice(a[0], a[0] + n), slice(b[0], b[0] + n), causal and cls == "partial",
+                                  [a[2], b[2]]))
+    return calls
+
+
 def _slices(call):
     """_plan's (q_lo, q_hi, k_lo, k_hi, causal, positions) as (q slice, k slice, causal, positions)."""
     return slice(call[0], call[1]), slice(call[2], call[3]), call[4], call[5]
@@ -270,8 +290,8 @@ class _Geom:
     ones with LSE [h, t] and the prefix sums every call of the shard's regions takes (cu, the
     int32 prefix sums of one chunk per sequence on the device, and their max length)."""
 
-    def __init__(self, cu=None, max_len=0):
-        self.cu, self.max_len = cu, max_len
+    def __init__(self, cu=None, max_len=0, lens=()):
+        self.cu, self.max_len, self.lens = cu, max_len, list(lens)   # lens: each sequence's chunk
         self.ax, self.lax = (0, 1) if cu is not None else (2, 2)
 
     def sl(self, t, s):
@@ -300,9 +320,22 @@ def _call_mask(call, bms):
     return bms.sub(pos[0], qs.stop - qs.start, pos[1], ks.stop - ks.start, causal)
 
 
+def _seq(x):
+    """A packed [c, h, d] run of one sequence as a fixed-length [1, h, c, d] view."""
+    return x.transpose(0, 1)[None]
+
+
+def _unseq(x):
+    return x[0].transpose(0, 1)
+
+
 def _fwd_call(q, k, v, call, scale, var, g, bms=None):
     qs, ks, causal, pos = call
     vid, vts = var
+    if g.cu is not None and pos:   # one sequence of a packed batch at its positions (_plan_packed_var)
+        o, l = _A._fwd_impl(_seq(q[qs]), _seq(k[ks]), _seq(v[ks]), None, None, 0, 0, causal, scale, False, vid, vts,
+                            None, [], pos)
+        return _unseq(o), l[0]
     return _A._fwd_impl(g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), *g.seqs(), causal, scale, False, vid, vts,
                         *_call_mask(call, bms), pos)
 
@@ -310,6 +343,10 @@ def _fwd_call(q, k, v, call, scale, var, g, bms=None):
 def _bwd_call(dout, q, k, v, out, lse, call, scale, var, deterministic, g, bms=None):
     qs, ks, causal, pos = call
     vid, vts = var
+    if g.cu is not None and pos:
+        grads = _A._bwd_impl(_seq(dout[qs]), _seq(q[qs]), _seq(k[ks]), _seq(v[ks]), _seq(out[qs]), lse[None, :, qs],
+                             None, None, 0, 0, causal, scale, deterministic, vid, vts, None, [], pos)
+        return tuple(_unseq(t) for t in grads)
     return _A._bwd_impl(g.sl(dout, qs), g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), g.sl(out, qs), g.lsl(lse, qs),
                         *g.seqs(), causal, scale, deterministic, vid, vts, *_call_mask(call, bms), pos)
 
@@ -382,11 +419,14 @@ def reset_stats():
 
 def _step_calls(layout, rank, src, world, q, k, causal, var, g, bms=None):
     """The calls of the ring step that holds rank src's K/V, as slices."""
+    window = _window_of(_A._variants.get(var[0])) if var[0] else None
     if g.cu is not None:
-        return _plan_packed(_owned("zigzag", rank, world), _owned("zigzag", src, world), q.shape[0] // 2, causal)
+        qch, kch = _owned("zigzag", rank, world), _owned("zigzag", src, world)
+        if var[0]:
+            return _plan_packed_var(qch, kch, q.shape[0] // 2, g.lens, causal, window)
+        return _plan_packed(qch, kch, q.shape[0] // 2, causal)
     qcs = _chunks(layout, rank, world, q.shape[2])
     kcs = _chunks(layout, src, world, k.shape[2])
-    window = _window_of(_A._variants.get(var[0])) if var[0] else None
     return [_slices(c) for c in _plan(qcs, kcs, causal, var[0] != 0, src == rank, window,
                                       bms.vis if bms is not None else None)]
 
@@ -620,12 +660,14 @@ def unshard_varlen(x, cu_seqlens, group=None):
 
 
 def attention_varlen(q, k, v, cu_seqlens, causal=False, scale=None, group=None, return_lse=False,
-                     deterministic=False):
+                     deterministic=False, variant=None):
     """Context-parallel attention of a packed batch: q [t_local, h_q, d], k, v [t_local, h_kv, d]
     this rank's shards (shard_varlen), cu_seqlens the WHOLE batch's int32 prefix sums (every
     length a multiple of 2 x ranks; read on the host once per call). Each sequence attends to
-    itself only; causal within it. The ring schedule, zigzag; no variant (the positions would
-    differ per sequence). Returns this rank's output shard (and its LSE [h_q, t_local])."""
+    itself only; causal within it. The ring schedule, zigzag. variant: a kiln.Variant whose hooks
+    see each token's position in its own sequence (q_idx, kv_idx) and b = 0: with a variant every
+    sequence runs its own calls (_plan_packed_var). Returns this rank's output shard (and its LSE
+    [h_q, t_local])."""
     _A._check_qkv(q, k, v, 3, "[tokens_local, heads, head_dim]")
     world, _ = _world(group)
     c = _half_lengths(cu_seqlens, world)
@@ -636,8 +678,8 @@ def attention_varlen(q, k, v, cu_seqlens, causal=False, scale=None, group=None, 
         raise ValueError(f"k: {k.shape[1]} heads do not divide q's {q.shape[1]}")
     cu = torch.tensor([0] + list(_cumsum(c)), dtype=torch.int32, device=q.device)
     q, k, v = (t.contiguous() for t in (q, k, v))
-    out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), None, group,
-                                      "zigzag", True, bool(deterministic), _Geom(cu, max(c, default=0)), None)
+    out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), variant, group,
+                                      "zigzag", True, bool(deterministic), _Geom(cu, max(c, default=0), c), None)
     return (out, lse) if return_lse else out
 
 
