@@ -229,8 +229,9 @@ def _bm_lists(cls, want):
     """(counts [G, R], indices [G, R, C] ascending, the rest unspecified) of the blocks of class
     `want` in each row of cls [G, R, C]."""
     hit = cls == want
-    idx = torch.argsort((~hit).to(torch.int8), dim=-1, stable=True)   # hits first, in order
-    return hit.sum(-1, dtype=torch.int32), idx.to(torch.int32)
+    col = torch.arange(cls.shape[-1], dtype=torch.int32, device=cls.device)
+    key = torch.where(hit, col, col + cls.shape[-1])   # distinct keys: hits first, in order
+    return hit.sum(-1, dtype=torch.int32), torch.argsort(key, dim=-1).to(torch.int32)
 
 
 class _BlockMaskSlicer:
