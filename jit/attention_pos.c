@@ -12,6 +12,11 @@
  * kernel's CAUSAL runs it, where every key is visible causal is dropped, else it becomes a
  * mask_mod term (j <= i + kiln_pos_diag) with the kernel's CAUSAL off.
  *
+ * With a block mask: the mask's lists are the caller's (kiln.distributed slices one made for
+ * the whole sequence); its FULL blocks run without mask_mod, its PARTIAL ones with the derived
+ * mask_mod, so the whole-sequence hooks and causal term apply there. The mask's causal flag is
+ * the call's as the caller made it (checked before the derivation turns CAUSAL into a term).
+ *
  * Invariants: without positions, or with positions that change nothing (no causal
  * term and no hooks to shift), the call is untouched: the shipped kernels compile exactly as before (their
  * PTX does not change). The generated names start with kiln_pos_ (reserved); their
@@ -59,9 +64,6 @@ KilnStatus rt_attn_pos_check(const char *api, const KilnAttentionParams *p)
     if ((int64_t)p->q_pos_offset + p->seqlen_q > lim || (int64_t)p->kv_pos_offset + p->seqlen_k > lim)
         return rt_attn_error(api, KILN_ERR_USAGE, "q_pos_offset + seqlen_q and kv_pos_offset + seqlen_k must stay "
                              "below %lld (the kernel's 32-bit positions)", (long long)lim);
-    if (p->block_mask)
-        return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "positions with a block mask (the mask is made for local "
-                             "indices): set positions to 0");
     if (rt_attn_varlen(p) && p->causal && p->q_pos_offset != p->kv_pos_offset)
         return rt_attn_error(api, KILN_ERR_UNSUPPORTED, "causal packed batches with unequal q_pos_offset (%d) and "
                              "kv_pos_offset (%d) (each sequence has its own diagonal)", p->q_pos_offset,

@@ -177,7 +177,11 @@ typedef struct KilnAttentionParams {
      * mask on every block (no key block above the diagonal is skipped). Packed batches: the
      * same offsets for every sequence; with causal they must be equal, and each sequence's
      * diagonal is then its own bottom-right one (exact when its query and key lengths agree).
-     * Not with a block mask (KILN_ERR_UNSUPPORTED). */
+     * With a block mask: the mask's blocks are the call's (local) blocks, classified under the
+     * whole-sequence masks (e.g. a slice of a mask made for the whole sequence, as
+     * kiln.distributed does): FULL blocks run without mask_mod, PARTIAL ones with the hooks at
+     * positions; the mask's causal flag is the call's. kiln_attention_block_mask_create does not
+     * take positions (its classifier runs on local indices). */
     int positions;
     int q_pos_offset, kv_pos_offset;
 } KilnAttentionParams;

@@ -92,35 +92,80 @@ def correctness(a, dev, rows_table):
                               f"{'OK' if ok else 'FAIL'}")
             log(rows_table[-1])
         dist.barrier()
+    block_mask_check(a, dev, rows_table)
     # a packed batch: three sequences, causal, against one GPU's flash_attn_varlen_func
     lens = [2 * world * c for c in (a.check_tokens // 4, a.check_tokens // 8, a.check_tokens // 2)]
     cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32, device=dev)
     t = cu[-1].item()
     q, k, v, dout = (x[0].transpose(0, 1).contiguous() for x in inputs(t, a.hq, a.hkv, a.d, a.dtype, dev, seed=9))
-    ql, kl, vl = (kd.shard_varlen(x, cu).requires_grad_() for x in (q, k, v))
-    out = kd.attention_varlen(ql, kl, vl, cu, causal=True)
-    out.backward(kd.shard_varlen(dout, cu))
-    got = [kd.unshard_varlen(x.detach(), cu) for x in (out, ql.grad, kl.grad, vl.grad)]
+    for name, window in (("varlen causal (3 seqs)", -1), (f"varlen causal window {a.window}", a.window)):
+        ql, kl, vl = (kd.shard_varlen(x, cu).requires_grad_() for x in (q, k, v))
+        var = kiln.Variant("sliding_window", window_left=window, window_right=-1) if window >= 0 else None
+        out = kd.attention_varlen(ql, kl, vl, cu, causal=True, variant=var)
+        out.backward(kd.shard_varlen(dout, cu))
+        got = [kd.unshard_varlen(x.detach(), cu) for x in (out, ql.grad, kl.grad, vl.grad)]
+        if rank == 0:
+            qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
+            m = max(lens)
+            single = kiln.flash_attn_varlen_func(qs, ks, vs, cu, cu, m, m, causal=True, window_size=(window, -1))
+            single.backward(dout)
+            want = [single.detach(), qs.grad, ks.grad, vs.grad]
+            check_row(rows_table, name, t, got, want)
+        dist.barrier()
+
+
+def rel_errs(got, want):
+    return [((x.float() - y.float()).abs().max() / y.float().abs().max().clamp_min(1e-6)).item()
+            for x, y in zip(got, want)]
+
+
+def check_row(rows_table, name, n, got, want, extra=""):
+    errs = rel_errs(got, want)
+    ok = errs[0] < 2e-2 and max(errs[1:]) < 5e-2
+    rows_table.append(f"check {name:26s} N={n:7d} rel err vs 1 GPU: out {errs[0]:.2e} dq {errs[1]:.2e} "
+                      f"dk {errs[2]:.2e} dv {errs[3]:.2e}{extra} {'OK' if ok else 'FAIL'}")
+    log(rows_table[-1])
+
+
+def block_mask_check(a, dev, rows_table):
+    """A document mask of the whole sequence (documents of 3/8, 1/8, 1/4 and 1/4 of it; causal):
+    the ring with its slices against one GPU's kiln.attention with the whole mask, and the ring
+    steps it skipped (rank 0's, forward)."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    n = a.check_tokens * world
+    q, k, v, dout = inputs(n, a.hq, a.hkv, a.d, a.dtype, dev, seed=8)
+    cuts = [0, 3 * n // 8, n // 2, 3 * n // 4, n]
+    docs = torch.cat([torch.full((b - c,), i, dtype=torch.int32, device=dev) for i, (c, b) in
+                      enumerate(zip(cuts, cuts[1:]))])[None].contiguous()
+    var = kiln.Variant("document", doc_ids=docs, doc_stride=n, doc_len=n)
+    bm = kiln.create_block_mask(var, None, None, n, n, device=dev, BLOCK_SIZE=a.bm_block, causal=True)
+    kd.reset_stats()
+    ql, kl, vl = (kd.shard(t).requires_grad_() for t in (q, k, v))
+    out = kd.attention(ql, kl, vl, causal=True, variant=var, mode="ring", block_mask=bm)
+    out.backward(kd.shard(dout))
+    got = [kd.unshard(t.detach()) for t in (out, ql.grad, kl.grad, vl.grad)]
     if rank == 0:
-        qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
-        m = max(lens)
-        single = kiln.flash_attn_varlen_func(qs, ks, vs, cu, cu, m, m, causal=True)
+        qs, ks, vs = (t.clone().requires_grad_() for t in (q, k, v))
+        single = kiln.attention(qs, ks, vs, causal=True, variant=var, block_mask=bm)
         single.backward(dout)
-        want = [single.detach(), qs.grad, ks.grad, vs.grad]
-        errs = [((x.float() - y.float()).abs().max() / y.float().abs().max().clamp_min(1e-6)).item()
-                for x, y in zip(got, want)]
-        ok = errs[0] < 2e-2 and max(errs[1:]) < 5e-2
-        rows_table.append(f"check {'varlen causal (3 seqs)':26s} N={t:7d} rel err vs 1 GPU: out {errs[0]:.2e} "
-                          f"dq {errs[1]:.2e} dk {errs[2]:.2e} dv {errs[3]:.2e} {'OK' if ok else 'FAIL'}")
-        log(rows_table[-1])
+        check_row(rows_table, "ring doc block mask", n, got, [single.detach(), qs.grad, ks.grad, vs.grad],
+                  f"; steps skipped {kd.STATS['fwd_skipped']}/{kd.STATS['fwd_steps']}")
     dist.barrier()
 
 
+_warm = set()
+
+
 def fwd_bwd_time(q, k, v, dout, group, iters, dist_call):
-    """Median seconds of forward+backward (distributed when dist_call, else kiln.attention)."""
+    """Median seconds of forward+backward (distributed when dist_call, else kiln.attention), after
+    one untimed run the first time a kind of call (one GPU, or W GPUs) is timed: the kernels are
+    the same at every length, so later lengths need no warm-up."""
     dev = q.device
     times = []
-    for it in range(iters + 1):
+    kind = (dist_call, dist.get_world_size(group) if group is not None else 1)
+    first = 0 if kind in _warm else 1
+    _warm.add(kind)
+    for it in range(iters + first):
         qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
         if group is not None:
             dist.barrier(group=group)
@@ -130,7 +175,7 @@ def fwd_bwd_time(q, k, v, dout, group, iters, dist_call):
             kiln.attention(qq, kk, vv, causal=True)
         out.backward(dout)
         sync(dev)
-        if it:
+        if it >= first:
             times.append(time.perf_counter() - t0)
         del out, qq, kk, vv
     times.sort()
@@ -138,34 +183,49 @@ def fwd_bwd_time(q, k, v, dout, group, iters, dist_call):
 
 
 def scaling(a, dev, rows_table, budget_end):
-    """(b): fixed tokens per GPU, 1..W GPUs (subgroups of the first ranks)."""
+    """(b): fixed tokens per GPU, 1..W GPUs (subgroups of the first ranks). A point whose estimated
+    time (t_1 grows as N^2 under causal masking, from the last one measured) would pass the
+    phase's budget is skipped with a line saying so; long points are timed once."""
     world, rank = dist.get_world_size(), dist.get_rank()
     sizes = [w for w in (1, 2, 4, 8) if w <= world]
     groups = {w: dist.new_group(list(range(w))) for w in sizes if w > 1}
+    t1_known = {}   # N -> t_1(N), rank 0's, shared
     for tpg in a.tokens:
         for w in sizes:
             n = w * tpg
-            if time.time() > budget_end:
-                log(f"scaling: time budget spent before {tpg} tokens/GPU on {w} GPUs")
-                return
+            est = torch.zeros(1, device=dev)
+            if rank == 0 and t1_known:
+                n0 = max(t1_known)
+                t1e = t1_known.get(n, t1_known[n0] * (n / n0) ** 2)
+                est[0] = t1e * (1 + 1.3 / w) if w > 1 else t1e   # t_1 and t_W (efficiency >= ~75%)
+            dist.broadcast(est, 0)
+            iters = a.iters if est.item() < 5 else 1
+            if time.time() + iters * est.item() > budget_end:
+                log(f"scaling: skipping {tpg // 1024}k tokens/GPU on {w} GPUs (about {iters * est.item():.0f} s, "
+                    f"{budget_end - time.time():.0f} s left)")
+                continue
             # t_1(n): the whole sequence on one GPU (rank 0)
             t1 = None
             if rank == 0:
-                q, k, v, dout = inputs(n, a.hq, a.hkv, a.d, a.dtype, dev, seed=1)
-                t1 = fwd_bwd_time(q, k, v, dout, None, a.iters, False)
-                del q, k, v, dout
+                if n in t1_known:
+                    t1 = t1_known[n]
+                else:
+                    q, k, v, dout = inputs(n, a.hq, a.hkv, a.d, a.dtype, dev, seed=1)
+                    t1 = t1_known[n] = fwd_bwd_time(q, k, v, dout, None, iters, False)
+                    del q, k, v, dout
             tw = None
             if w > 1 and rank < w:
                 q, k, v, dout = inputs(n, a.hq, a.hkv, a.d, a.dtype, dev, seed=1)
                 g = groups[w]
                 ql, kl, vl, dl = (kd.shard(t, group=g) for t in (q, k, v, dout))
                 del q, k, v, dout
-                tw = fwd_bwd_time(ql, kl, vl, dl, g, a.iters, True)
+                tw = fwd_bwd_time(ql, kl, vl, dl, g, iters, True)
                 del ql, kl, vl, dl
             dist.barrier()
             if rank == 0:
                 tw = t1 if w == 1 else tw
                 eff = t1 / (w * tw)
+                a.eff[(tpg, w)] = eff
                 rows_table.append(f"scale {tpg // 1024:4d}k tok/GPU x {w} GPU (N={n // 1024:5d}k causal fwd+bwd): "
                                   f"{tw * 1e3:9.1f} ms, 1 GPU {t1 * 1e3:9.1f} ms, efficiency {eff * 100:5.1f}%")
                 log(rows_table[-1])
@@ -181,14 +241,18 @@ def longest(a, dev, rows_table, budget_end):
         n = tpg * world
         left = budget_end - time.time()
         if last is not None and last * 4.5 > left:   # causal: ~4x the time per doubling
-            log(f"longest: stopping before N={n} (estimated {last * 4.5:.0f} s, {left:.0f} s left)")
+            stop = f"longest: stopped before N={n // 1024}k by the time limit (about {last * 4.5:.0f} s, {left:.0f} s left)"
+            rows_table.append(stop)
+            log(stop)
             break
         # an out-of-memory on one rank mid-ring would leave the others waiting: estimate first
         # (q, out, dout, dq in the dtype, the fp32 output and dQ accumulators; K/V, the ring's two
         # K/V buffers, dK/dV and their fp32 partials)
         need = tpg * a.d * (a.hq * (4 * 2 + 2 * 4) + a.hkv * (8 * 2 + 6 * 4))
         if dev.type == "cuda" and need > 0.85 * torch.cuda.get_device_properties(dev).total_memory:
-            log(f"longest: stopping before N={n} (about {need / 2 ** 30:.0f} GiB per GPU needed)")
+            stop = f"longest: stopped before N={n // 1024}k by memory (about {need / 2 ** 30:.0f} GiB per GPU needed)"
+            rows_table.append(stop)
+            log(stop)
             break
         status = torch.zeros(1, device=dev)
         try:
@@ -212,11 +276,14 @@ def longest(a, dev, rows_table, budget_end):
             torch.cuda.empty_cache()
         dist.all_reduce(status, op=dist.ReduceOp.MAX)
         if status.item() != 1:
-            log(f"longest: N={n} {'not finite' if status.item() == 2 else 'out of memory'} on some rank")
+            stop = f"longest: N={n // 1024}k {'not finite' if status.item() == 2 else 'out of memory'} on some rank"
+            rows_table.append(stop)
+            log(stop)
             break
         mem = torch.cuda.max_memory_allocated(dev) / 2 ** 30 if dev.type == "cuda" else 0
         rows_table.append(f"train N={n // 1024:6d}k causal on {world} GPUs: fwd+bwd {dt:8.2f} s, "
                           f"peak {mem:.1f} GiB/GPU")
+        a.longest = f"{n // 1024}k tokens in {dt:.1f} s, {mem:.1f} GiB/GPU"
         log(rows_table[-1])
         write_table(a, rows_table, dev)
         last, tpg = dt, tpg * 2
@@ -224,10 +291,22 @@ def longest(a, dev, rows_table, budget_end):
             break
 
 
+def summary(a):
+    """The short table: efficiency per tokens per GPU and GPU count, the longest that trained."""
+    lines = ["---- summary (causal fwd+bwd; efficiency t_1(N) / (W t_W(N)))"]
+    for tpg in a.tokens:
+        cells = [f"{w} GPUs {a.eff[(tpg, w)] * 100:5.1f}%" for w in (2, 4, 8) if (tpg, w) in a.eff]
+        if cells:
+            lines.append(f"{tpg // 1024:4d}k tok/GPU: " + ", ".join(cells))
+    lines.append(f"longest trained on {dist.get_world_size()} GPUs: {a.longest or 'none'}")
+    return lines
+
+
 def write_table(a, rows, dev):
     if a.table and dist.get_rank() == 0:
         with open(a.table, "w") as f:
-            f.write(f"==== kiln.distributed on {dist.get_world_size()} x {dev.type}\n" + "\n".join(rows) + "\n")
+            f.write(f"==== kiln.distributed on {dist.get_world_size()} x {dev.type}\n" + "\n".join(rows + summary(a)) +
+                    "\n")
 
 
 def main():
@@ -239,15 +318,18 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--tokens", default="65536,131072", help="tokens per GPU for the scaling runs")
     ap.add_argument("--iters", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=300, help="seconds for (b) and (c) together")
+    ap.add_argument("--budget", type=float, default=300,
+                    help="seconds for the whole run from its start: (a), then (b) up to half of it, (c) the rest")
     ap.add_argument("--table", default="", help="also write the table to this file (rank 0)")
     ap.add_argument("--skip", default="", help="phases to skip: a, b, c")
     a = ap.parse_args()
     a.hq, a.hkv, a.d, a.dtype = a.heads, a.heads_kv, a.head_dim, torch.bfloat16
     a.tokens = [int(x) for x in a.tokens.split(",")]
-    a.check_tokens, a.long_start, a.long_max, a.window = 4096, 262144, 1 << 22, 1024
+    a.eff, a.longest = {}, None   # the summary's: (tokens per GPU, GPUs) -> efficiency; the longest run
+    a.check_tokens, a.long_start, a.long_max, a.window, a.bm_block = 4096, 262144, 1 << 23, 1024, 128
     if a.tiny:
-        a.hq, a.hkv, a.d, a.tokens, a.check_tokens, a.long_start, a.long_max, a.window = 2, 1, 32, [64], 48, 64, 128, 29
+        a.hq, a.hkv, a.d, a.tokens, a.check_tokens, a.long_start, a.long_max, a.window, a.bm_block = \
+            2, 1, 32, [64], 64, 64, 128, 29, 16
     if a.device == "cuda":
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local)
@@ -266,15 +348,15 @@ def main():
     if "a" not in a.skip:
         correctness(a, dev, rows)
         write_table(a, rows, dev)
-    budget_end = time.time() + a.budget
+    budget_end = start + a.budget
     # rows so far go to the table file after each phase: a run cut by the time limit keeps them
     if "b" not in a.skip:
-        scaling(a, dev, rows, budget_end - a.budget * 0.4)
+        scaling(a, dev, rows, start + a.budget * (0.5 if "c" not in a.skip else 1.0))
         write_table(a, rows, dev)
     if "c" not in a.skip:
         longest(a, dev, rows, budget_end)
     log(f"\n==== kiln.distributed on {dist.get_world_size()} x {dev.type} ({time.time() - start:.0f} s)")
-    for r in rows:
+    for r in rows + summary(a):
         log(r)
     write_table(a, rows, dev)
     dist.destroy_process_group()

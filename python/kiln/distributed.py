@@ -14,7 +14,9 @@ Two schedules, chosen per call by one rule (ALLGATHER_MAX_TOKENS, below):
              all_reduce elsewhere: gloo has no reduce_scatter).
 Every call is Kiln's attention with whole-sequence positions (KilnAttentionParams.positions), so
 causal masking, sliding windows and any variant's hooks see global positions; a causal call never
-runs (query chunk, key chunk) pairs that causality hides.
+runs (query chunk, key chunk) pairs that causality hides. A kiln.BlockMask made for the whole
+sequence is sliced per call (_BlockMaskSlicer): pairs it hides are never run, and a ring step
+whose pairs are all hidden launches nothing (STATS counts the steps skipped).
 
 Layouts: "zigzag" (default; load balance for causal: rank r holds chunks r and 2W-1-r of 2W
 equal chunks, FlashAttention ring implementations' head-tail split) or "contiguous" (rank r holds
@@ -129,14 +131,21 @@ def _window_of(variant):
     return int(sc["window_left"]), int(sc["window_right"])
 
 
-def _plan(qcs, kcs, causal, has_variant, same, window=None):
+def _plan(qcs, kcs, causal, has_variant, same, window=None, bm_vis=None):
     """The attention calls of one step: (q_lo, q_hi, k_lo, k_hi, causal, positions). Without a
     variant, calls that see every key merge (positions then change nothing), and a rank's own
     shard runs as one causal call (its local order is increasing in positions and its query and
-    key lengths agree, so the local diagonal is the global one)."""
+    key lengths agree, so the local diagonal is the global one). bm_vis: a block mask's
+    visibility of (query chunk, key chunk) pairs by global chunk index (_BlockMaskSlicer.vis);
+    a pair it hides is never run, and every visible pair is its own call (its slice of the mask
+    needs one position offset)."""
     sq = sum(c[1] for c in qcs)
     sk = sum(c[1] for c in kcs)
     cls = [[_pair(qc, kc, causal, window) for kc in kcs] for qc in qcs]
+    if bm_vis is not None:
+        has_variant = True
+        cls = [[c if bm_vis[qc[2] // qc[1]][kc[2] // kc[1]] else "hidden" for kc, c in zip(kcs, row)]
+               for qc, row in zip(qcs, cls)]
     if not has_variant:
         if all(c == "full" for row in cls for c in row):
             return [(0, sq, 0, sk, False, [])]
@@ -178,9 +187,101 @@ def _plan_packed(qch, kch, half, causal):
     return calls
 
 
+def _plan_packed_var(qch, kch, half, lens, causal, window=None):
+    """The calls of one step of a packed zigzag shard with a variant: one fixed-length call per
+    sequence and region pair, at the sequence's own positions (its chunk qc of length L_b / 2W
+    starts at qc * L_b / 2W; a call takes one offset, and the sequences' chunks differ in
+    length), as (q slice, k slice, causal, positions) over the packed tokens; pairs that causality
+    or a shipped variant's window hides are never run."""
+    calls = []
+    for x, qc in enumerate(qch):
+        for y, kc in enumerate(kch):
+            start = 0
+            for n in lens:
+                a, b = (x * half + start, n, qc * n), (y * half + start, n, kc * n)
+                start += n
+                cls = _pair(a, b, causal, window) if n else "hidden"
+                if cls != "hidden":
+                    calls.append((slice(a[0], a[0] + n), slice(b[0], b[0] + n), causal and cls == "partial",
+                                  [a[2], b[2]]))
+    return calls
+
+
 def _slices(call):
     """_plan's (q_lo, q_hi, k_lo, k_hi, causal, positions) as (q slice, k slice, causal, positions)."""
     return slice(call[0], call[1]), slice(call[2], call[3]), call[4], call[5]
+
+
+# ---------------- block masks of the whole sequence ----------------
+
+def _bm_offsets(g, nq, nk):
+    """Byte offsets of the nine arrays of a mask of g rows of nq x nk blocks, and its bytes:
+    jit/attention_block_mask.c's layout (each array 16-byte aligned, KilnBlockMaskArray order)."""
+    elems = (g * nq, g * nq * nk, g * nq, g * nq * nk, g * nk, g * nq * nk, g * nk, g * nq * nk, g * nq * nk)
+    offs, at = [], 0
+    for e in elems:
+        offs.append(at * 4)
+        at += (e + 3) // 4 * 4
+    return offs, at * 4
+
+
+def _bm_lists(cls, want):
+    """(counts [G, R], indices [G, R, C] ascending, the rest unspecified) of the blocks of class
+    `want` in each row of cls [G, R, C]."""
+    hit = cls == want
+    col = torch.arange(cls.shape[-1], dtype=torch.int32, device=cls.device)
+    key = torch.where(hit, col, col + cls.shape[-1])   # distinct keys: hits first, in order
+    return hit.sum(-1, dtype=torch.int32), torch.argsort(key, dim=-1).to(torch.int32)
+
+
+class _BlockMaskSlicer:
+    """A kiln.BlockMask made for the whole sequence (seqlen_q = seqlen_k = the whole length, the
+    call's causal flag), cut into the masks of the calls of a schedule. Every chunk must be a
+    multiple of the mask's blocks, so a call's (query chunk, key range) is a block-aligned
+    rectangle of the mask: its classes sliced, its lists rebuilt (_bm_lists). vis[qc][kc]:
+    whether global query chunk qc sees any key of chunk kc (one host read per call)."""
+
+    def __init__(self, bm, q, world, nchunks, causal):
+        n = q.shape[2] * world
+        if (bm.seqlen_q, bm.seqlen_k) != (n, n):
+            raise ValueError(f"block_mask: made for {bm.seqlen_q} x {bm.seqlen_k}; the whole sequence is {n} tokens "
+                             f"({q.shape[2]} per rank x {world} ranks)")
+        if bool(bm.causal) != causal:
+            raise ValueError(f"block_mask: made with causal={bool(bm.causal)}, the call is causal={causal}")
+        if bm.data.device != q.device:
+            raise ValueError(f"block_mask: on {bm.data.device}, the call on {q.device}")
+        if bm.batch not in (1, q.shape[0]) or bm.heads not in (1, q.shape[1]):
+            raise ValueError(f"block_mask: made for batch {bm.batch}, heads {bm.heads}; the call has {q.shape[0]}, "
+                             f"{q.shape[1]} (1 broadcasts)")
+        c = n // nchunks
+        if c % bm.block_q or c % bm.block_kv:
+            raise ValueError(f"block_mask: its blocks ({bm.block_q} x {bm.block_kv}) must divide the chunks of "
+                             f"{c} tokens (whole sequence {n} in {nchunks} chunks)")
+        self.bm, self.g = bm, bm.batch * bm.heads
+        off = bm.meta[len(_A._BM_META) + 8]
+        nq, nk = bm.num_q_blocks, bm.num_kv_blocks
+        self.cls = bm.data[off:off + self.g * nq * nk * 4].view(torch.int32).view(self.g, nq, nk)
+        cq, ck = c // bm.block_q, c // bm.block_kv
+        self.vis = self.cls.view(self.g, nchunks, cq, nchunks, ck).ne(0).any(4).any(2).any(0).tolist()
+        self._memo = {}
+
+    def sub(self, qpos, ql, kpos, kl, causal):
+        """(data, meta) of the call of ql queries at qpos against kl keys at kpos (causal: the
+        call's flag, which the mask must carry; the whole mask's classes include causal)."""
+        key = (qpos, ql, kpos, kl, causal)
+        if key not in self._memo:
+            bm = self.bm
+            cls = self.cls[:, qpos // bm.block_q:(qpos + ql) // bm.block_q, kpos // bm.block_kv:(kpos + kl) // bm.block_kv]
+            nq, nk = cls.shape[1], cls.shape[2]
+            offs, total = _bm_offsets(self.g, nq, nk)
+            data = torch.zeros(total, dtype=torch.uint8, device=cls.device)
+            clsT = cls.transpose(1, 2)
+            arrays = (*_bm_lists(cls, 1), *_bm_lists(cls, 2), *_bm_lists(clsT, 1), *_bm_lists(clsT, 2), cls)
+            for o, a in zip(offs, arrays):
+                data[o:o + a.numel() * 4].view(torch.int32).copy_(a.reshape(-1))
+            meta = [bm.block_q, bm.block_kv, bm.batch, bm.heads, ql, kl, int(causal), nq, nk] + offs
+            self._memo[key] = (data, meta)
+        return self._memo[key]
 
 
 # ---------------- the kernels of a step ----------------
@@ -190,8 +291,8 @@ class _Geom:
     ones with LSE [h, t] and the prefix sums every call of the shard's regions takes (cu, the
     int32 prefix sums of one chunk per sequence on the device, and their max length)."""
 
-    def __init__(self, cu=None, max_len=0):
-        self.cu, self.max_len = cu, max_len
+    def __init__(self, cu=None, max_len=0, lens=()):
+        self.cu, self.max_len, self.lens = cu, max_len, list(lens)   # lens: each sequence's chunk
         self.ax, self.lax = (0, 1) if cu is not None else (2, 2)
 
     def sl(self, t, s):
@@ -211,18 +312,44 @@ class _Geom:
         return (self.cu, self.cu, self.max_len, self.max_len) if self.cu is not None else (None, None, 0, 0)
 
 
-def _fwd_call(q, k, v, call, scale, var, g):
+def _call_mask(call, bms):
+    """(data, meta) of the call's slice of the whole-sequence mask (None, [] without one): its
+    positions are its chunks' (_plan gives every call positions when there is a mask)."""
     qs, ks, causal, pos = call
-    vid, vts = var
-    return _A._fwd_impl(g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), *g.seqs(), causal, scale, False, vid, vts, None, [],
-                        pos)
+    if bms is None:
+        return None, []
+    return bms.sub(pos[0], qs.stop - qs.start, pos[1], ks.stop - ks.start, causal)
 
 
-def _bwd_call(dout, q, k, v, out, lse, call, scale, var, deterministic, g):
+def _seq(x):
+    """A packed [c, h, d] run of one sequence as a fixed-length [1, h, c, d] view."""
+    return x.transpose(0, 1)[None]
+
+
+def _unseq(x):
+    return x[0].transpose(0, 1)
+
+
+def _fwd_call(q, k, v, call, scale, var, g, bms=None):
     qs, ks, causal, pos = call
     vid, vts = var
+    if g.cu is not None and pos:   # one sequence of a packed batch at its positions (_plan_packed_var)
+        o, l = _A._fwd_impl(_seq(q[qs]), _seq(k[ks]), _seq(v[ks]), None, None, 0, 0, causal, scale, False, vid, vts,
+                            None, [], pos)
+        return _unseq(o), l[0]
+    return _A._fwd_impl(g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), *g.seqs(), causal, scale, False, vid, vts,
+                        *_call_mask(call, bms), pos)
+
+
+def _bwd_call(dout, q, k, v, out, lse, call, scale, var, deterministic, g, bms=None):
+    qs, ks, causal, pos = call
+    vid, vts = var
+    if g.cu is not None and pos:
+        grads = _A._bwd_impl(_seq(dout[qs]), _seq(q[qs]), _seq(k[ks]), _seq(v[ks]), _seq(out[qs]), lse[None, :, qs],
+                             None, None, 0, 0, causal, scale, deterministic, vid, vts, None, [], pos)
+        return tuple(_unseq(t) for t in grads)
     return _A._bwd_impl(g.sl(dout, qs), g.sl(q, qs), g.sl(k, ks), g.sl(v, ks), g.sl(out, qs), g.lsl(lse, qs),
-                        *g.seqs(), causal, scale, deterministic, vid, vts, None, [], pos)
+                        *g.seqs(), causal, scale, deterministic, vid, vts, *_call_mask(call, bms), pos)
 
 
 def _merge(acc, acc_lse, qs, out, lse, g):
@@ -280,17 +407,32 @@ class _Ring:
 
 # ---------------- ring attention ----------------
 
-def _step_calls(layout, rank, src, world, q, k, causal, var, g):
+# What the schedules did in this process (tests and benchmarks read it; reset_stats() clears
+# it): ring steps run and skipped (a step whose every call a causal mask, a window or a block
+# mask hides), forward and backward, and the attention calls launched.
+STATS = {"fwd_steps": 0, "fwd_skipped": 0, "bwd_steps": 0, "bwd_skipped": 0, "calls": 0}
+
+
+def reset_stats():
+    for key in STATS:
+        STATS[key] = 0
+
+
+def _step_calls(layout, rank, src, world, q, k, causal, var, g, bms=None):
     """The calls of the ring step that holds rank src's K/V, as slices."""
+    window = _window_of(_A._variants.get(var[0])) if var[0] else None
     if g.cu is not None:
-        return _plan_packed(_owned("zigzag", rank, world), _owned("zigzag", src, world), q.shape[0] // 2, causal)
+        qch, kch = _owned("zigzag", rank, world), _owned("zigzag", src, world)
+        if var[0]:
+            return _plan_packed_var(qch, kch, q.shape[0] // 2, g.lens, causal, window)
+        return _plan_packed(qch, kch, q.shape[0] // 2, causal)
     qcs = _chunks(layout, rank, world, q.shape[2])
     kcs = _chunks(layout, src, world, k.shape[2])
-    window = _window_of(_A._variants.get(var[0])) if var[0] else None
-    return [_slices(c) for c in _plan(qcs, kcs, causal, var[0] != 0, src == rank, window)]
+    return [_slices(c) for c in _plan(qcs, kcs, causal, var[0] != 0, src == rank, window,
+                                      bms.vis if bms is not None else None)]
 
 
-def _ring_fwd(q, k, v, causal, scale, var, group, layout, g):
+def _ring_fwd(q, k, v, causal, scale, var, group, layout, g, bms=None):
     ring = _Ring(group, q.device)
     world, rank = ring.world, ring.rank
     acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
@@ -299,15 +441,19 @@ def _ring_fwd(q, k, v, causal, scale, var, group, layout, g):
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        for call in _step_calls(layout, rank, src, world, q, k, causal, var, g):
-            o, l = _fwd_call(q, kv[0], kv[1], call, scale, var, g)
+        calls = _step_calls(layout, rank, src, world, q, k, causal, var, g, bms)
+        STATS["fwd_steps"] += 1
+        STATS["fwd_skipped"] += not calls
+        STATS["calls"] += len(calls)
+        for call in calls:   # a hidden step: no kernel, nothing merged
+            o, l = _fwd_call(q, kv[0], kv[1], call, scale, var, g, bms)
             _merge(acc, acc_lse, call[0], o, l, g)
         if handle is not None:
             kv = ring.finish(handle)
     return acc.to(q.dtype), acc_lse
 
 
-def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic, g):
+def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic, g, bms=None):
     ring = _Ring(group, q.device)
     world, rank = ring.world, ring.rank
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
@@ -316,14 +462,21 @@ def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, determ
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
-        for call in _step_calls(layout, rank, src, world, q, k, causal, var, g):
-            gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic, g)
+        calls = _step_calls(layout, rank, src, world, q, k, causal, var, g, bms)
+        STATS["bwd_steps"] += 1
+        STATS["bwd_skipped"] += not calls
+        STATS["calls"] += len(calls)
+        dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device) if calls else None
+        for call in calls:
+            gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic, g, bms)
             g.sl(dq, call[0]).add_(gq)
             g.sl(dkv[0], call[1]).add_(gk)
             g.sl(dkv[1], call[1]).add_(gv)
         if dkv_handle is not None:   # the partials of the previous ranks for this K/V shard
-            dkv += ring.finish(dkv_handle)
+            recv = ring.finish(dkv_handle)
+            dkv = recv if dkv is None else dkv.add_(recv)   # a hidden step passes them on as they came
+        if dkv is None:   # a hidden first step: this shard's partials start at zero
+            dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
         if world > 1:
             dkv_handle = ring.start(dkv)
         if handle is not None:
@@ -343,36 +496,50 @@ def _gather_kv(k, v, group, layout):
     return _reorder(parts, layout, world, 3)
 
 
-def _ag_calls(qcs, sk, causal):
+def _ag_calls(qcs, sk, causal, bm_vis=None):
     """One call per query chunk against the keys it may see (causal: up to its last position,
-    so the diagonal is the kernel's own)."""
-    return [(q0, q0 + ql, 0, min(sk, qp + ql) if causal else sk, causal, [qp, 0]) for q0, ql, qp in qcs]
+    so the diagonal is the kernel's own); with a block mask, from its first to its last visible
+    key chunk, and none where it sees no key."""
+    calls = []
+    for q0, ql, qp in qcs:
+        k0, k1 = 0, min(sk, qp + ql) if causal else sk
+        if bm_vis is not None:
+            seen = [i for i, v in enumerate(bm_vis[qp // ql]) if v and i * ql < k1]
+            if not seen:
+                continue
+            k0, k1 = seen[0] * ql, min(k1, (seen[-1] + 1) * ql)
+        calls.append((q0, q0 + ql, k0, k1, causal, [qp, k0]))
+    return calls
 
 
-def _ag_fwd(q, k, v, causal, scale, var, group, layout, g):
+def _ag_fwd(q, k, v, causal, scale, var, group, layout, g, bms=None):
     world, rank = _world(group)
     kv = _gather_kv(k, v, group, layout)
     qcs = _chunks(layout, rank, world, q.shape[2])
-    out = torch.empty_like(q)
-    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    for call in _ag_calls(qcs, kv.shape[3], causal):
-        o, l = _fwd_call(q, kv[0], kv[1], _slices(call), scale, var, g)
+    out = torch.zeros_like(q)   # rows of a chunk a block mask hides entirely: 0, LSE -inf
+    lse = torch.full(q.shape[:3], float("-inf"), dtype=torch.float32, device=q.device)
+    calls = _ag_calls(qcs, kv.shape[3], causal, bms.vis if bms is not None else None)
+    STATS["calls"] += len(calls)
+    for call in calls:
+        o, l = _fwd_call(q, kv[0], kv[1], _slices(call), scale, var, g, bms)
         out[:, :, call[0]:call[1]] = o
         lse[:, :, call[0]:call[1]] = l
     return out, lse
 
 
-def _ag_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic, g):
+def _ag_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, deterministic, g, bms=None):
     world, rank = _world(group)
     kv = _gather_kv(k, v, group, layout)
     qcs = _chunks(layout, rank, world, q.shape[2])
-    dq = torch.empty_like(q)
+    dq = torch.zeros_like(q)
     dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
-    for call in _ag_calls(qcs, kv.shape[3], causal):
-        gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, _slices(call), scale, var, deterministic, g)
+    calls = _ag_calls(qcs, kv.shape[3], causal, bms.vis if bms is not None else None)
+    STATS["calls"] += len(calls)
+    for call in calls:
+        gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, _slices(call), scale, var, deterministic, g, bms)
         dq[:, :, call[0]:call[1]] = gq
-        dkv[0, :, :, :call[3]] += gk
-        dkv[1, :, :, :call[3]] += gv
+        dkv[0, :, :, call[2]:call[3]] += gk
+        dkv[1, :, :, call[2]:call[3]] += gv
     # back to sequence-ordered shards per rank: rank r's chunks, in its local order
     n = _nchunks(layout, world)
     chunks = dkv.chunk(n, 3)
@@ -391,22 +558,23 @@ def _ag_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, determin
 
 class _ContextParallel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, variant, group, layout, use_ring, deterministic, g):
+    def forward(ctx, q, k, v, causal, scale, variant, group, layout, use_ring, deterministic, g, bms):
         var = _A._variant_args(variant, q.device)
         fwd = _ring_fwd if use_ring else _ag_fwd
-        out, lse = fwd(q, k, v, causal, scale, var, group, layout, g)
+        out, lse = fwd(q, k, v, causal, scale, var, group, layout, g, bms)
         ctx.save_for_backward(q, k, v, out, lse, *var[1])
-        ctx.args = (causal, scale, variant, group, layout, use_ring, deterministic, var[0], g)
+        # bms: the mask's slices, made in the forward, reused by the backward's same calls
+        ctx.args = (causal, scale, variant, group, layout, use_ring, deterministic, var[0], g, bms)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse, *vts = ctx.saved_tensors
-        causal, scale, variant, group, layout, use_ring, deterministic, vid, g = ctx.args
+        causal, scale, variant, group, layout, use_ring, deterministic, vid, g, bms = ctx.args
         bwd = _ring_bwd if use_ring else _ag_bwd
         dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, causal, scale, (vid, vts), group, layout,
-                         deterministic, g)
-        return dq, dk, dv, None, None, None, None, None, None, None, None
+                         deterministic, g, bms)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
 def use_ring(seqlen_local, mode="auto"):
@@ -418,13 +586,17 @@ def use_ring(seqlen_local, mode="auto"):
 
 
 def attention(q, k, v, causal=False, scale=None, variant=None, group=None, layout="zigzag", mode="auto",
-              return_lse=False, deterministic=False):
+              return_lse=False, deterministic=False, block_mask=None):
     """Context-parallel softmax(scale * q k^T) v over `group` (None: the default group): q, k, v
     are this rank's shards ([batch, heads, seq_local, head_dim], made by shard() with `layout`),
     the result is this rank's shard of the output (and with return_lse its log-sum-exp [b, h,
     seq_local], fp32, not differentiated). causal: in whole-sequence positions (top-left, the
     whole problem being self-attention); variant: a kiln.Variant whose hooks see whole-sequence
-    positions. mode: 'auto' (use_ring's rule), 'ring' or 'allgather'. Differentiable in q, k, v."""
+    positions. block_mask: a kiln.BlockMask of the WHOLE sequence (kiln.create_block_mask with
+    Q_LEN = KV_LEN = the whole length, this call's causal flag, normally from `variant`; on q's
+    device, every rank the same; its blocks dividing the layout's chunks): each call runs with
+    its slice, and ring steps (all-gather chunks) it hides entirely are skipped. mode: 'auto'
+    (use_ring's rule), 'ring' or 'allgather'. Differentiable in q, k, v."""
     _A._check_qkv(q, k, v, 4, "[batch, heads, seq_local, head_dim]")
     if layout not in LAYOUTS:
         raise ValueError(f"layout: want one of {LAYOUTS}, got {layout!r}")
@@ -437,9 +609,15 @@ def attention(q, k, v, causal=False, scale=None, variant=None, group=None, layou
     if q.shape[2] % per:
         raise ValueError(f"q: {q.shape[2]} tokens per rank do not split into the {layout} layout's {per} chunks")
     ring = use_ring(q.shape[2], mode)
+    bms = None
+    if block_mask is not None:
+        if not isinstance(block_mask, _A.BlockMask):
+            raise TypeError(f"block_mask: want a kiln.BlockMask or None, got {type(block_mask).__name__}")
+        world, _ = _world(group)
+        bms = _BlockMaskSlicer(block_mask, q, world, _nchunks(layout, world), bool(causal))
     q, k, v = (t.contiguous() for t in (q, k, v))
     out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), variant, group,
-                                      layout, ring, bool(deterministic), _Geom())
+                                      layout, ring, bool(deterministic), _Geom(), bms)
     return (out, lse) if return_lse else out
 
 
@@ -483,12 +661,14 @@ def unshard_varlen(x, cu_seqlens, group=None):
 
 
 def attention_varlen(q, k, v, cu_seqlens, causal=False, scale=None, group=None, return_lse=False,
-                     deterministic=False):
+                     deterministic=False, variant=None):
     """Context-parallel attention of a packed batch: q [t_local, h_q, d], k, v [t_local, h_kv, d]
     this rank's shards (shard_varlen), cu_seqlens the WHOLE batch's int32 prefix sums (every
     length a multiple of 2 x ranks; read on the host once per call). Each sequence attends to
-    itself only; causal within it. The ring schedule, zigzag; no variant (the positions would
-    differ per sequence). Returns this rank's output shard (and its LSE [h_q, t_local])."""
+    itself only; causal within it. The ring schedule, zigzag. variant: a kiln.Variant whose hooks
+    see each token's position in its own sequence (q_idx, kv_idx) and b = 0: with a variant every
+    sequence runs its own calls (_plan_packed_var). Returns this rank's output shard (and its LSE
+    [h_q, t_local])."""
     _A._check_qkv(q, k, v, 3, "[tokens_local, heads, head_dim]")
     world, _ = _world(group)
     c = _half_lengths(cu_seqlens, world)
@@ -499,8 +679,8 @@ def attention_varlen(q, k, v, cu_seqlens, causal=False, scale=None, group=None, 
         raise ValueError(f"k: {k.shape[1]} heads do not divide q's {q.shape[1]}")
     cu = torch.tensor([0] + list(_cumsum(c)), dtype=torch.int32, device=q.device)
     q, k, v = (t.contiguous() for t in (q, k, v))
-    out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), None, group,
-                                      "zigzag", True, bool(deterministic), _Geom(cu, max(c, default=0)))
+    out, lse = _ContextParallel.apply(q, k, v, bool(causal), _A._scale(scale, q.shape[-1]), variant, group,
+                                      "zigzag", True, bool(deterministic), _Geom(cu, max(c, default=0), c), None)
     return (out, lse) if return_lse else out
 
 

@@ -256,6 +256,14 @@ def test_block_mask(device):
     i = torch.arange(150, device=device)[:, None]
     j = torch.arange(150, device=device)[None, :]
     close(out, ref_attention(q, k, v, mask=(j <= i) & (j >= i - 40)), TOL[torch.float16])
+    # the backward through autograd takes the mask too (the op's block-mask inputs get no gradient)
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    dout = rand(*q.shape, device=device, seed=81)
+    kiln.attention(qg, kg, vg, variant=var, block_mask=bm).backward(dout)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_attention(q64, k64, v64, mask=(j <= i) & (j >= i - 40)).backward(dout.double())
+    for got, want in ((qg.grad, q64.grad), (kg.grad, k64.grad), (vg.grad, v64.grad)):
+        assert (got.double() - want).abs().max().item() <= 1e-2 * want.abs().max().item() + 1e-3
     with pytest.raises(ValueError, match="block_mask"):
         kiln.attention(q[:, :, :100], k, v, variant=var, block_mask=bm)
 

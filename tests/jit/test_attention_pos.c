@@ -10,11 +10,15 @@
  * all keys is thus the full call's rows. The backward of a shard, given the whole problem's O
  * and LSE (as a ring's backward does), must give that shard's part of dQ, dK, dV: sums over
  * the (query row, key) pairs of the two shards only. Outputs are NaN-poisoned before each run.
- * And: the refusals (offsets without positions, negative offsets, a block mask).
+ * The same shard calls with a block mask of their own lengths classified in positions (what
+ * kiln.distributed slices out of a whole-sequence mask), forward and backward.
+ * And: the refusals (offsets without positions, negative offsets, positions in
+ * kiln_attention_block_mask_create).
  */
 #include "testutil.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,15 +123,56 @@ static void setup(void)
 
 static void teardown(void) { free(g_q), free(g_k), free(g_v), free(g_do); }
 
-START_TEST(shard_fwd_matches_float64)
+/* A block mask of shard s's call (16 x 16 blocks; the shards' lengths are no multiples of 16, so
+ * the last blocks cross the ends and are PARTIAL) classified in POSITIONS by visible(): what a
+ * slice of the whole problem's mask holds (kiln.distributed's). Its layout comes from
+ * kiln_attention_block_mask_create_cpu for the same lengths without positions; then every
+ * array is rewritten (*data: the buffer, the caller frees it). */
+static KilnBlockMask shard_mask(const Shard *s, int32_t **data)
 {
-    const Shard *s = &k_shards[_i];
+    enum { B = 16 };
+    KilnAttentionParams p = shard_params(s, NULL, NULL);
+    p.positions = p.q_pos_offset = p.kv_pos_offset = 0;
+    KilnBlockMask m = {.block_q = B, .block_kv = B, .batch = 1, .heads = 1};
+    size_t bytes = kiln_attention_block_mask_size(&p, &m);
+    ck_assert_uint_gt(bytes, 0);
+    *data = aligned_alloc(16, (bytes + 15) / 16 * 16);
+    m.data = (uintptr_t)*data, m.bytes = bytes;
+    ck_assert_msg(kiln_attention_block_mask_create_cpu(&p, &m) == KILN_OK, "%s", kiln_last_error());
+    int nq = m.num_q_blocks, nk = m.num_kv_blocks;
+    int32_t *a[KILN_BM_NARRAYS];
+    for (int i = 0; i < KILN_BM_NARRAYS; i++) a[i] = (int32_t *)((char *)*data + m.offset[i]);
+    memset(a[KILN_BM_KV_NUM], 0, 4 * (size_t)nq), memset(a[KILN_BM_FULL_KV_NUM], 0, 4 * (size_t)nq);
+    memset(a[KILN_BM_Q_NUM], 0, 4 * (size_t)nk), memset(a[KILN_BM_FULL_Q_NUM], 0, 4 * (size_t)nk);
+    for (int qb = 0; qb < nq; qb++)
+        for (int kb = 0; kb < nk; kb++) {
+            int vis = 0, in = 0;
+            for (int i = qb * B; i < (qb + 1) * B; i++)
+                for (int j = kb * B; j < (kb + 1) * B; j++) {
+                    bool inside = i < s->lq && j < s->lk;
+                    in += inside;
+                    vis += inside && visible(s, s->qa + i, s->ka + j);
+                }
+            int cls = vis == 0 ? 0 : vis == B * B ? 2 : 1;
+            a[KILN_BM_CLASS][qb * nk + kb] = cls;
+            if (!cls) continue;
+            int r = cls == 2 ? KILN_BM_FULL_KV_NUM : KILN_BM_KV_NUM, t = cls == 2 ? KILN_BM_FULL_Q_NUM : KILN_BM_Q_NUM;
+            a[r + 1][qb * nk + a[r][qb]++] = kb;
+            a[t + 1][kb * nq + a[t][kb]++] = qb;
+        }
+    return m;
+}
+
+/* Shard s's forward (with block mask bm, or none) against float64. */
+static void check_fwd(const Shard *s, const KilnBlockMask *bm)
+{
     uint16_t *o = malloc((size_t)HQ * N * D * 2);
     float *lse = malloc((size_t)HQ * s->lq * 4);
     memset(o, 0xFF, (size_t)HQ * N * D * 2);
     memset(lse, 0xFF, (size_t)HQ * s->lq * 4);
     KilnAttentionParams p = shard_params(s, o, lse);
     if (s->window) p.variant = s->window == 2 ? &g_gemma2 : &g_window;
+    p.block_mask = bm;
     ck_assert_msg(kiln_attention_fwd_cpu(&p) == KILN_OK, "%s: %s", s->what, kiln_last_error());
     double *pr = malloc(sizeof(double) * N), err_o = 0, err_l = 0;
     int bad = 0;
@@ -150,6 +195,11 @@ START_TEST(shard_fwd_matches_float64)
     ck_assert_msg(err_l <= 1e-4, "%s: LSE relative error %.3g", s->what, err_l);
     free(pr), free(o), free(lse);
 }
+
+START_TEST(shard_fwd_matches_float64)
+{
+    check_fwd(&k_shards[_i], NULL);
+}
 END_TEST
 
 /* The whole problem's O and LSE in float64, rounded as a forward stores them (O in f16). */
@@ -169,16 +219,17 @@ static void full_forward(const Shard *s, uint16_t *o, float *lse)
     free(pr);
 }
 
-START_TEST(shard_bwd_matches_float64)
+/* Shard s's backward (with block mask bm, or none; deterministic or not) against float64. */
+static void check_bwd(const Shard *s, const KilnBlockMask *bm, int deterministic)
 {
-    const Shard *s = &k_shards[_i];
     size_t nq = (size_t)HQ * N * D, nk = (size_t)HKV * N * D;
     uint16_t *o = malloc(nq * 2), *dq = malloc(nq * 2), *dk = malloc(nk * 2), *dv = malloc(nk * 2);
     float *lse = malloc((size_t)HQ * N * 4);
     full_forward(s, o, lse);
     memset(dq, 0xFF, nq * 2), memset(dk, 0xFF, nk * 2), memset(dv, 0xFF, nk * 2);
-    KilnAttentionBwdParams b = {.fwd = shard_params(s, NULL, NULL), .deterministic = _i % 2};
+    KilnAttentionBwdParams b = {.fwd = shard_params(s, NULL, NULL), .deterministic = deterministic};
     if (s->window) b.fwd.variant = s->window == 2 ? &g_gemma2 : &g_window;
+    b.fwd.block_mask = bm;
     /* the shard's rows of the whole O and LSE: LSE dense [HQ, N] is no [HQ, lq] shard, so copy */
     float *lse_s = malloc((size_t)HQ * s->lq * 4);
     for (int h = 0; h < HQ; h++) memcpy(lse_s + (size_t)h * s->lq, lse + (size_t)h * N + s->qa, (size_t)s->lq * 4);
@@ -244,6 +295,24 @@ START_TEST(shard_bwd_matches_float64)
     free(rq), free(rk), free(rv), free(pr), free(o), free(dq), free(dk), free(dv), free(lse), free(lse_s);
     free(scratch);
 }
+
+START_TEST(shard_bwd_matches_float64)
+{
+    check_bwd(&k_shards[_i], NULL, _i % 2);
+}
+END_TEST
+
+/* The same shard calls with a block mask classified in positions: its EMPTY blocks skipped,
+ * FULL ones run without the mask, PARTIAL ones with the hooks and the causal term at positions. */
+START_TEST(shard_with_block_mask)
+{
+    const Shard *s = &k_shards[_i];
+    int32_t *data;
+    KilnBlockMask m = shard_mask(s, &data);
+    check_fwd(s, &m);
+    check_bwd(s, &m, _i % 2);
+    free(data);
+}
 END_TEST
 
 START_TEST(positions_refused)
@@ -265,7 +334,7 @@ START_TEST(positions_refused)
     p.kv_pos_offset = 0;
     p.q_pos_offset = INT32_MAX - 100;
     ck_assert_int_eq(kiln_attention_check(&p), KILN_ERR_USAGE);
-    p.q_pos_offset = 5;
+    p.q_pos_offset = 5;   /* the classifier runs on local indices */
     KilnBlockMask m = {.block_q = 16, .block_kv = 16, .batch = 1, .heads = 1};
     ck_assert_int_eq(kiln_attention_block_mask_create_cpu(&p, &m), KILN_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(kiln_last_error(), "positions"));
@@ -281,6 +350,7 @@ int main(void)
     int n = (int)(sizeof k_shards / sizeof k_shards[0]);
     tcase_add_loop_test(t, shard_fwd_matches_float64, 0, n);
     tcase_add_loop_test(t, shard_bwd_matches_float64, 0, n);
+    tcase_add_loop_test(t, shard_with_block_mask, 0, n);
     tcase_add_test(t, positions_refused);
     suite_add_tcase(s, t);
     return tu_run_suite(s);
