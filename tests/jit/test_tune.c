@@ -375,6 +375,74 @@ START_TEST(attention_takes_the_stored_winner)
 }
 END_TEST
 
+static const char *vdefine(const RtAttnVariant *v, const char *name)
+{
+    for (int i = 0; i < v->ndefines; i++)
+        if (!strcmp(v->defines[i].name, name)) return v->defines[i].value;
+    return NULL;
+}
+
+/* kiln_attention_bwd's plan takes the two kernels' stored winners over its table rows: the
+ * dQ pass's (its BLOCK_M also the pre kernel's), the dK/dV kernel's under COMPUTE_DQ=false
+ * (the sm_90 rows' separate dQ pass); another key (causal), dtype or the caller's tiles:
+ * the table. */
+START_TEST(attention_bwd_takes_the_stored_winners)
+{
+    tmp_cache();
+    KilnAttentionBwdParams p = {.fwd = {.dtype = KILN_F16, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 3000,
+                                        .seqlen_k = 3000, .head_dim = 128}};
+    RtAttnBwdPlan pl;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.n, 3);
+    ck_assert_str_eq(pl.k[1].kernel, "attn_bwd_dkdv_f16");
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");   /* the table's sm_90 d 128 rows: 64 x 64, 4 warps */
+    ck_assert_int_eq(pl.k[1].num_warps, 4);
+    ck_assert_str_eq(pl.k[2].kernel, "attn_bwd_dq_f16");
+    ck_assert_int_eq(pl.k[2].num_warps, 4);
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnTuneRow rows[3];
+    char *path = NULL;
+    KilnTuneReport r = fake_report("attn_bwd_dkdv_f16", "NVIDIA H200 sm_90a", "sm_90a",
+                                   "HEAD_DIM=128 CAUSAL=false COMPUTE_DQ=false seqlen_q=4096", rows);
+    ck_assert_int_eq(rt_tune_store("BLOCK_M=32 BLOCK_N=128 num_warps=8 num_stages=3", src, &r, &path), KILN_OK);
+    free(path);
+    r = fake_report("attn_bwd_dq_f16", "NVIDIA H200 sm_90a", "sm_90a", "HEAD_DIM=128 CAUSAL=false seqlen_q=4096", rows);
+    ck_assert_int_eq(rt_tune_store("BLOCK_M=128 BLOCK_N=32 num_warps=8 num_stages=1", src, &r, &path), KILN_OK);
+    free(path);
+    rt_tune_memo_clear();
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.n, 3);
+    ck_assert_str_eq(vdefine(&pl.k[0], "BLOCK_M"), "128");   /* pre: the dQ pass's row blocks */
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_M"), "32");
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "128");
+    ck_assert_str_eq(vdefine(&pl.k[1], "COMPUTE_DQ"), "false");
+    ck_assert_int_eq(pl.k[1].num_warps, 8);
+    ck_assert_int_eq(pl.k[1].num_stages, 3);
+    ck_assert_str_eq(pl.k[2].kernel, "attn_bwd_dq_f16");   /* the row's dq_pass stays */
+    ck_assert_str_eq(vdefine(&pl.k[2], "BLOCK_M"), "128");
+    ck_assert_str_eq(vdefine(&pl.k[2], "BLOCK_N"), "32");
+    ck_assert_int_eq(pl.k[2].num_warps, 8);
+    ck_assert_int_eq(pl.k[2].num_stages, 1);
+    ck_assert_int_eq(pl.grid[2][0], (3000 + 127) / 128);
+    /* causal, bf16, or the caller's tiles: the table */
+    p.fwd.causal = 1;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");
+    ck_assert_int_eq(pl.k[2].num_warps, 4);
+    p.fwd.causal = 0;
+    p.fwd.dtype = KILN_BF16;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");
+    p.fwd.dtype = KILN_F16;
+    p.block_m = p.block_n = 64;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.k[1].num_warps, 0);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_M"), "64");
+    rt_tune_memo_clear();
+    rm_dir();
+}
+END_TEST
+
 START_TEST(report_forms)
 {
     KilnTuneRow rows[3];
@@ -437,6 +505,7 @@ static Suite *suite(void)
     tcase_add_test(tc, parallel_compiles_match_serial);
     tcase_add_test(tc, store_hit_rebuild_corrupt);
     tcase_add_test(tc, attention_takes_the_stored_winner);
+    tcase_add_test(tc, attention_bwd_takes_the_stored_winners);
     tcase_add_test(tc, report_forms);
     tcase_add_test(tc, bad_space_and_usage);
     suite_add_tcase(s, tc);
