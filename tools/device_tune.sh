@@ -13,7 +13,8 @@
 #  (a) `kiln tune` over the spaces the programs declare (lang/lib/attention_fwd.tile: attn_fwd;
 #      attention_bwd.tile: attn_bwd_dq, attn_bwd_dkdv with COMPUTE_DQ=false, the sm_90 rows'
 #      separate dQ pass): the space compiled on all cores, pruned at compile time (shared memory,
-#      spills over SPILL bytes, occupancy 0), the rest timed (warm-up, L2 flushed, the median of
+#      spills over SPILL bytes (default 256: a few spilled words can still win, the d 128 row
+#      of 128 x 64 on 4 warps spills 160 bytes), occupancy 0), the rest timed (warm-up, L2 flushed, the median of
 #      REPEATS) and checked against config 0's output; winners stored in $TUNE_CACHE (default
 #      /tmp/kiln-tune-cache, apart from the cache the other scripts use: kiln_attention_fwd/_bwd
 #      take them before jit/attention_tune.c's table only with KILN_CACHE_DIR=$TUNE_CACHE).
@@ -29,7 +30,7 @@
 #  (d) writes $OUT/tune_<kernel>_d<D>_<causal>.{csv,svg,txt} (and sweep_*.csv), summary.csv
 #      (one row per class and kernel) and prints the summary table last.
 # No step starts without the time it needs; each `kiln tune` is killed at the budget's end.
-# env: CLASSES, JOBS (default: the CPUs), SPILL (0), REPEATS (20), N (4096), BATCH (4), HEADS (16),
+# env: CLASSES, JOBS (default: the CPUs), SPILL (256), REPEATS (20), N (4096), BATCH (4), HEADS (16),
 #      SWEEP (1: do (b)), TUNE_CACHE, CPU (1: the interpreter), MAXC (CPU: configs per space, 3),
 #      KILN (the kiln binary; default the bundle's).
 set -uo pipefail
@@ -146,7 +147,7 @@ declare -A secs class_s
 for c in $classes; do
   d=${c%%:*}; causal=${c##*:}; total=0
   for k in fwd dq dkdv; do
-    s=$(tune_one tune "$k" "$d" "$causal" 30 --max-spill "${SPILL:-0}" --repeats "$repeats" "${run_opts[@]}") || continue
+    s=$(tune_one tune "$k" "$d" "$causal" 30 --max-spill "${SPILL:-256}" --repeats "$repeats" "${run_opts[@]}") || continue
     secs[$k:$c]=$s; total=$((total + s))
   done
   class_s[$c]=$total
