@@ -5,6 +5,8 @@
 # On the GPU machine, from the repository root, with .carry/bundle.tar.xz (tools/device_pack.sh)
 # carried along:
 #   bash tools/device_tune.sh [BUDGET_S]          (default 400: the whole script, all steps)
+#   bash tools/device_tune.sh compile             (the d 128 forward's space compiled and pruned
+#                                                   on JOBS threads, nothing run: the compile target)
 # Here, to test it (no GPU: the CPU interpreter, tiny shapes, the first configs only, nothing timed):
 #   CPU=1 KILN=build/kiln OUT=/tmp/tune-cpu bash tools/device_tune.sh 120
 #
@@ -34,6 +36,8 @@
 #      SWEEP (1: do (b)), TUNE_CACHE, CPU (1: the interpreter), MAXC (CPU: configs per space, 3),
 #      KILN (the kiln binary; default the bundle's).
 set -uo pipefail
+only_compile=0
+if [ "${1:-}" = compile ]; then only_compile=1; shift; fi
 budget=${1:-${BUDGET_S:-400}}
 start=$(date +%s)
 cpu=${CPU:-0}
@@ -143,6 +147,12 @@ tune_one() {   # PREFIX KERNEL D CAUSAL MIN_S OPTIONS...
 }
 
 : >"$out/tune.log"
+if [ "$only_compile" = 1 ]; then
+  s=$(tune_one compile fwd 128 false 0 --no-run --max-spill "${SPILL:-256}" "${run_opts[@]}")
+  cat "$out/tune.log"
+  echo "compile_fwd_d128_false: $s s in all; the report in $out/compile_fwd_d128_false.{txt,csv,svg}"
+  exit 0
+fi
 echo "class,kernel,configs,compile_s,tune_s,class_s,winner,winner_ms,tflops,hand_ms,hand_status,hand/win,sweep_best_ms,pick/best,within_2pct" \
   >"$out/summary.csv"
 declare -A secs class_s
