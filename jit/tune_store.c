@@ -138,7 +138,7 @@ static bool parse_config(const char *cfg, RtTuneRow *row)
     return row->block_m > 0 && row->block_n > 0;
 }
 
-#define MEMO_MAX 64
+#define MEMO_MAX 256   /* (kernel, arch, key) triples; past it a look-up reads the cache each time */
 
 /* A look-up remembered: the stored config's text (a hit) or none (a miss). The row is
  * made per call, over the call's table row. */
