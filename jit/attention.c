@@ -120,8 +120,8 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
     /* a winner `kiln tune` stored for this call comes first (tune_store.c), then the table */
     RtTuneRow tuned;
-    const RtTuneRow *t = rt_tune_attn_row(kernel_name(p->dtype, false, false), sm_version, p->head_dim, p->causal,
-                                          p->seqlen_q, &tuned) ? &tuned
+    const RtTuneRow *t = rt_tune_attn_row(RT_TUNE_FWD, kernel_name(p->dtype, false, false), sm_version, p->head_dim,
+                                          p->causal, 0, p->seqlen_q, NULL, &tuned) ? &tuned
                          : rt_attn_tune(RT_TUNE_FWD, sm_version, p->head_dim, p->causal, p->seqlen_q);
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = rt_attn_tune(RT_TUNE_FWD, 0, 32, 0, 0);

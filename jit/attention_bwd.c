@@ -202,6 +202,17 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     if (!tk) tk = rt_attn_tune(RT_TUNE_BWD_DKDV, 0, 32, 0, 0);
     if (!tq) tq = rt_attn_tune(RT_TUNE_BWD_DQ, 0, 32, 0, 0);
     bool own = p->block_m || p->block_n;   /* the caller's tiles: the program's own warps */
+    /* winners `kiln tune` stored for the two kernels come before the rows (tune_store.c): the
+     * dQ kernel's first (the row's dq_pass stays), then the dK/dV kernel's under the
+     * COMPUTE_DQ this call compiles it with */
+    RtTuneRow tuned_k, tuned_q;
+    bool bf16 = f->dtype == KILN_BF16;
+    if (!own && rt_tune_attn_row(RT_TUNE_BWD_DQ, bf16 ? "attn_bwd_dq_bf16" : "attn_bwd_dq_f16", sm_version,
+                                 f->head_dim, f->causal, 0, f->seqlen_q, tq, &tuned_q))
+        tq = &tuned_q;
+    if (!own && rt_tune_attn_row(RT_TUNE_BWD_DKDV, bf16 ? "attn_bwd_dkdv_bf16" : "attn_bwd_dkdv_f16", sm_version,
+                                 f->head_dim, f->causal, !(p->deterministic || tq->dq_pass), f->seqlen_q, tk, &tuned_k))
+        tk = &tuned_k;
     int kv_bm = p->block_m ? p->block_m : tk->block_m, kv_bn = p->block_n ? p->block_n : tk->block_n;
     int q_bm = p->block_m ? p->block_m : tq->block_m, q_bn = p->block_n ? p->block_n : tq->block_n;
     bool kv_shrunk = false, q_shrunk = false;

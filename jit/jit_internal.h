@@ -302,9 +302,13 @@ KilnStatus rt_tune_store(const char *config, const char *src, const KilnTuneRepo
 int rt_tune_occupancy(int regs, int smem, int warps, int sram_block, int sram_sm);
 /* A runtime key's bucket: the next power of two >= n. */
 long long rt_tune_bucket(long long n);
-/* The forward's tuned row for a call (kernel attn_fwd_f16 / _bf16), remembered per
- * process; false: none stored (the table decides). */
-bool rt_tune_attn_row(const char *kernel, int sm_version, int head_dim, int causal, int seqlen_q, RtTuneRow *out);
+/* The tuned row of an attention call's kernel (`kernel` of the call's program: the
+ * forward's attn_fwd_f16 / _bf16, the backward's attn_bwd_dkdv_* under its compute_dq, and
+ * attn_bwd_dq_*), remembered per process; false: none stored (the table decides). The
+ * fields a winner does not name (dq_pass, and the options of the backward's kernels) are
+ * `base`'s, the table's row (NULL: zero). */
+bool rt_tune_attn_row(RtTuneCall call, const char *kernel, int sm_version, int head_dim, int causal, int compute_dq,
+                      int seqlen_q, const RtTuneRow *base, RtTuneRow *out);
 /* Tests: forget the remembered look-ups. */
 void rt_tune_memo_clear(void);
 

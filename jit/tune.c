@@ -63,6 +63,7 @@ typedef struct Tuner {
     KilnStatus *st;
     KilnTuneReport *r;
     _Atomic int next;
+    int *order;                /* the configs in the order the threads take them */
     TArg args[TUNE_MAX_ARGS];
     int nargs;
     int ref;                   /* the row whose outputs are the reference, -1 before one ran */
@@ -110,8 +111,9 @@ static void *compile_worker(void *arg)
 {
     Tuner *t = arg;
     for (;;) {
-        int c = atomic_fetch_add(&t->next, 1);
-        if (c >= t->r->nrows) break;
+        int i = atomic_fetch_add(&t->next, 1);
+        if (i >= t->r->nrows) break;
+        int c = t->order[i];
         double t0 = sup_now_ms();
         t->st[c] = kiln_compile(t->path, t->src, &t->copts[c], &t->res[c]);
         t->r->rows[c].compile_ms = sup_now_ms() - t0;
@@ -119,8 +121,40 @@ static void *compile_worker(void *arg)
     return NULL;
 }
 
+/* A config's expected compile cost: the product of its numeric const values (tile sizes:
+ * the IR, LLVM's and ptxas's work grow with them) times its warps. Only an order. */
+static double config_weight(const Tuner *t, int c)
+{
+    double w = 1;
+    for (int d = 0; d < t->sp->ndims; d++) {
+        const TuneDim *dim = &t->sp->dims[d];
+        int64_t v = dim->vals[t->sp->configs[(int64_t)c * t->sp->ndims + d]].num;
+        if ((dim->kind == TUNE_CONST && !dim->is_dtype && v > 1) || (dim->kind == TUNE_WARPS && v > 1)) w *= (double)v;
+    }
+    return w;
+}
+
+typedef struct Weighted {
+    double w;
+    int c;
+} Weighted;
+
+static int by_weight(const void *a, const void *b)
+{
+    const Weighted *x = a, *y = b;
+    return x->w > y->w ? -1 : x->w < y->w ? 1 : x->c - y->c;
+}
+
+/* Compile every config on `jobs` threads, the costliest first (largest tiles: the wall
+ * time is not then set by one big config started last); rows stay in space order. */
 static void compile_all(Tuner *t, int jobs)
 {
+    int n = t->r->nrows;
+    Weighted *wc = ARENA_ARRAY(&t->arena, Weighted, n ? n : 1);
+    for (int i = 0; i < n; i++) wc[i] = (Weighted){config_weight(t, i), i};
+    qsort(wc, (size_t)n, sizeof *wc, by_weight);
+    t->order = ARENA_ARRAY(&t->arena, int, n ? n : 1);
+    for (int i = 0; i < n; i++) t->order[i] = wc[i].c;
     if (jobs > t->r->nrows) jobs = t->r->nrows;
     if (jobs < 1) jobs = 1;
     pthread_t th[256];

@@ -9,11 +9,15 @@
  * that knows only the arch (the attention calls) looks up. A rebuilt compiler has
  * another build identity and so misses every older winner.
  *
- * rt_tune_attn_row turns the forward's stored winner for a call (kernel attn_fwd_f16
- * or _bf16 of lang/lib/attention_fwd.tile, key "HEAD_DIM=D CAUSAL=true|false
- * seqlen_q=B", B the next power of two) into a table row; resolve_key (attention.c)
- * takes it before the table. Looked-up answers, hits and misses, are remembered per
- * process (a call must not hash the program and read a file every time).
+ * rt_tune_attn_row turns an attention call's stored winner into a table row: the
+ * forward's (kernel attn_fwd_f16 or _bf16 of lang/lib/attention_fwd.tile, key
+ * "HEAD_DIM=D CAUSAL=true|false seqlen_q=B", B the next power of two), taken by
+ * resolve_key (attention.c) before the table, and the backward's two kernels'
+ * (attn_bwd_dkdv_* with "... COMPUTE_DQ=false ..." in its key, attn_bwd_dq_*, of
+ * lang/lib/attention_bwd.tile), taken by rt_attn_bwd_plan (attention_bwd.c) over its
+ * table rows (a winner names tiles, warps and stages; dq_pass stays the table's).
+ * Looked-up answers, hits and misses, are remembered per process (a call must not
+ * hash the program and read a file every time).
  *
  * Example: after `kiln tune lib/attention_fwd.tile -k attn_fwd_f16 -D HEAD_DIM=128 -D
  * CAUSAL=false ... seqlen_q=4096 --store`, kiln_attention_fwd at d 128, N 3000..4096,
@@ -134,12 +138,14 @@ static bool parse_config(const char *cfg, RtTuneRow *row)
     return row->block_m > 0 && row->block_n > 0;
 }
 
-#define MEMO_MAX 64
+#define MEMO_MAX 256   /* (kernel, arch, key) triples; past it a look-up reads the cache each time */
 
+/* A look-up remembered: the stored config's text (a hit) or none (a miss). The row is
+ * made per call, over the call's table row. */
 typedef struct Memo {
-    char what[160];
+    char what[192];
     bool hit;
-    RtTuneRow row;
+    char config[192];
 } Memo;
 
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -153,38 +159,51 @@ void rt_tune_memo_clear(void)
     pthread_mutex_unlock(&memo_lock);
 }
 
-bool rt_tune_attn_row(const char *kernel, int sm_version, int head_dim, int causal, int seqlen_q, RtTuneRow *out)
+/* The stored config for `what` (remembered) into cfg; false on a miss. */
+static bool lookup_memo(const char *what, const char *src, const char *kernel, const char *arch, const char *key,
+                        char cfg[192])
 {
-    if (!kiln_cache_enabled()) return false;
-    const char *arch = sm_version >= 90 ? "sm_90a" : sm_version >= 89 ? "sm_89" : sm_version >= 86 ? "sm_86" : "sm_80";
-    char key[96], what[160];
-    snprintf(key, sizeof key, "HEAD_DIM=%d CAUSAL=%s seqlen_q=%lld", head_dim, causal ? "true" : "false",
-             rt_tune_bucket(seqlen_q));
-    snprintf(what, sizeof what, "%s %s %s", kernel, arch, key);
     pthread_mutex_lock(&memo_lock);
     for (int i = 0; i < nmemo; i++)
         if (!strcmp(memo[i].what, what)) {
             bool hit = memo[i].hit;
-            if (hit) *out = memo[i].row;
+            snprintf(cfg, 192, "%s", memo[i].config);
             pthread_mutex_unlock(&memo_lock);
             return hit;
         }
     pthread_mutex_unlock(&memo_lock);
-    const char *src = kiln_lib_source("lang/lib/attention_fwd.tile");
-    char *cfg = NULL;
-    RtTuneRow row = {.call = RT_TUNE_FWD, .min_sm = sm_version, .head_dim = head_dim, .causal = causal != 0,
-                     .num_stages = 2, .num_warps = 4};
-    bool hit = src && kiln_tune_lookup(src, kernel, arch, key, &cfg) == KILN_OK && parse_config(cfg, &row) &&
-               sched_resolve(&row.schedule, NULL, NULL, NULL, 0);
-    free(cfg);
+    char *c = NULL;
+    bool hit = src && kiln_tune_lookup(src, kernel, arch, key, &c) == KILN_OK && strlen(c) < 192;
+    snprintf(cfg, 192, "%s", hit ? c : "");
+    free(c);
     kiln_clear_error();
     pthread_mutex_lock(&memo_lock);
     if (nmemo < MEMO_MAX) {
         snprintf(memo[nmemo].what, sizeof memo[nmemo].what, "%s", what);
         memo[nmemo].hit = hit;
-        memo[nmemo++].row = row;
+        snprintf(memo[nmemo++].config, 192, "%s", cfg);
     }
     pthread_mutex_unlock(&memo_lock);
-    if (hit) *out = row;
     return hit;
+}
+
+bool rt_tune_attn_row(RtTuneCall call, const char *kernel, int sm_version, int head_dim, int causal, int compute_dq,
+                      int seqlen_q, const RtTuneRow *base, RtTuneRow *out)
+{
+    if (!kiln_cache_enabled() || call == RT_TUNE_DECODE) return false;
+    const char *arch = sm_version >= 90 ? "sm_90a" : sm_version >= 89 ? "sm_89" : sm_version >= 86 ? "sm_86" : "sm_80";
+    /* the key as the program's tune decl declares it (attention_fwd.tile, attention_bwd.tile) */
+    char key[128], what[192], cfg[192];
+    snprintf(key, sizeof key, "HEAD_DIM=%d CAUSAL=%s%s seqlen_q=%lld", head_dim, causal ? "true" : "false",
+             call == RT_TUNE_BWD_DKDV ? (compute_dq ? " COMPUTE_DQ=true" : " COMPUTE_DQ=false") : "",
+             rt_tune_bucket(seqlen_q));
+    snprintf(what, sizeof what, "%s %s %s", kernel, arch, key);
+    const char *src = kiln_lib_source(call == RT_TUNE_FWD ? "lang/lib/attention_fwd.tile" : "lang/lib/attention_bwd.tile");
+    if (!lookup_memo(what, src, kernel, arch, key, cfg)) return false;
+    RtTuneRow row = {.call = call, .num_stages = 2, .num_warps = 4};
+    if (base) row = *base;
+    row.min_sm = sm_version, row.head_dim = head_dim, row.causal = causal != 0, row.max_n = 0;
+    if (!parse_config(cfg, &row) || !sched_resolve(&row.schedule, NULL, NULL, NULL, 0)) return false;
+    *out = row;
+    return true;
 }

@@ -38,6 +38,7 @@
  */
 #include "gpuir.h"
 
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -303,22 +304,51 @@ bool cg_geom_replicated(const CgGeom *g)
     return false;
 }
 
+/* Each value dim's register part of every register of g (n x rank, row-major): the part of
+ * an element's index that does not depend on the thread (cg_geom_index's const part). */
+static void reg_parts(const CgGeom *g, int rank, int *out)
+{
+    for (int r = 0; r < g->nregs; r++) {
+        int rd[CG_MAX_RANK];
+        cg_geom_reg_dims(g, r, rd);
+        for (int i = 0; i < rank; i++) out[r * rank + i] = cg_geom_const_part(g, g->vdims[i], rd[g->vdims[i]]);
+    }
+}
+
+/* Whether every thread's every register holds the same element under both layouts. An
+ * element's index per base dim is (register part + thread part) & (shape - 1), so the
+ * register parts are computed once per register and the thread parts once per thread
+ * rather than both for each (thread, register) pair: this walk over every thread and
+ * register was the GPU passes' largest cost on the attention kernels. Same answers. */
 bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
 {
     if (la == lb) return true;
     CgGeom ga, gb;
     if (!cg_geom(f, la, t, &ga) || !cg_geom(f, lb, t, &gb)) return false;
     if (ga.nregs != gb.nregs) return false;
-    int nthreads = 32 * f->sched.num_warps;
-    for (int tid = 0; tid < nthreads; tid++)
-        for (int r = 0; r < ga.nregs; r++) {
-            int ia[CG_MAX_RANK], ib[CG_MAX_RANK];
-            cg_geom_index(&ga, tid, r, ia);
-            cg_geom_index(&gb, tid, r, ib);
-            for (int i = 0; i < t.rank; i++)
-                if (ia[ga.vdims[i]] != ib[gb.vdims[i]]) return false;
-        }
-    return true;
+    int n = ga.nregs, rank = t.rank, nthreads = 32 * f->sched.num_warps;
+    int *pa = malloc(sizeof(int) * (size_t)(2 * n * (rank ? rank : 1)));
+    if (!pa) return false;   /* out of memory: "not known equivalent" is always safe (a conversion stays) */
+    int *pb = pa + n * rank;
+    reg_parts(&ga, rank, pa);
+    reg_parts(&gb, rank, pb);
+    int ma[CG_MAX_RANK], mb[CG_MAX_RANK];
+    for (int i = 0; i < rank; i++) ma[i] = ga.shape[ga.vdims[i]] - 1, mb[i] = gb.shape[gb.vdims[i]] - 1;
+    bool same = true;
+    for (int tid = 0; tid < nthreads && same; tid++) {
+        int basea[CG_MAX_RANK], baseb[CG_MAX_RANK], ta[CG_MAX_RANK], tb[CG_MAX_RANK];
+        cg_geom_thread_base(&ga, tid, basea);
+        cg_geom_thread_base(&gb, tid, baseb);
+        for (int i = 0; i < rank; i++) ta[i] = basea[ga.vdims[i]], tb[i] = baseb[gb.vdims[i]];
+        for (int r = 0; r < n && same; r++)
+            for (int i = 0; i < rank; i++)
+                if (((pa[r * rank + i] + ta[i]) & ma[i]) != ((pb[r * rank + i] + tb[i]) & mb[i])) {
+                    same = false;
+                    break;
+                }
+    }
+    free(pa);
+    return same;
 }
 
 typedef struct RegCheck {

@@ -16,7 +16,10 @@
 
 #include "kiln.h"
 #include "jit_internal.h"
+#include "compiler/driver/driver.h"
+#include "compiler/lang/lang.h"
 #include "compiler/support/ptxas.h"
+#include "compiler/support/schedule.h"
 
 static char g_dir[256];
 
@@ -375,6 +378,131 @@ START_TEST(attention_takes_the_stored_winner)
 }
 END_TEST
 
+static const char *vdefine(const RtAttnVariant *v, const char *name)
+{
+    for (int i = 0; i < v->ndefines; i++)
+        if (!strcmp(v->defines[i].name, name)) return v->defines[i].value;
+    return NULL;
+}
+
+/* kiln_attention_bwd's plan takes the two kernels' stored winners over its table rows: the
+ * dQ pass's (its BLOCK_M also the pre kernel's), the dK/dV kernel's under COMPUTE_DQ=false
+ * (the sm_90 rows' separate dQ pass); another key (causal), dtype or the caller's tiles:
+ * the table. */
+START_TEST(attention_bwd_takes_the_stored_winners)
+{
+    tmp_cache();
+    KilnAttentionBwdParams p = {.fwd = {.dtype = KILN_F16, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 3000,
+                                        .seqlen_k = 3000, .head_dim = 128}};
+    RtAttnBwdPlan pl;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.n, 3);
+    ck_assert_str_eq(pl.k[1].kernel, "attn_bwd_dkdv_f16");
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");   /* the table's sm_90 d 128 rows: 64 x 64, 4 warps */
+    ck_assert_int_eq(pl.k[1].num_warps, 4);
+    ck_assert_str_eq(pl.k[2].kernel, "attn_bwd_dq_f16");
+    ck_assert_int_eq(pl.k[2].num_warps, 4);
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnTuneRow rows[3];
+    char *path = NULL;
+    KilnTuneReport r = fake_report("attn_bwd_dkdv_f16", "NVIDIA H200 sm_90a", "sm_90a",
+                                   "HEAD_DIM=128 CAUSAL=false COMPUTE_DQ=false seqlen_q=4096", rows);
+    ck_assert_int_eq(rt_tune_store("BLOCK_M=32 BLOCK_N=128 num_warps=8 num_stages=3", src, &r, &path), KILN_OK);
+    free(path);
+    r = fake_report("attn_bwd_dq_f16", "NVIDIA H200 sm_90a", "sm_90a", "HEAD_DIM=128 CAUSAL=false seqlen_q=4096", rows);
+    ck_assert_int_eq(rt_tune_store("BLOCK_M=128 BLOCK_N=32 num_warps=8 num_stages=1", src, &r, &path), KILN_OK);
+    free(path);
+    rt_tune_memo_clear();
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.n, 3);
+    ck_assert_str_eq(vdefine(&pl.k[0], "BLOCK_M"), "128");   /* pre: the dQ pass's row blocks */
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_M"), "32");
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "128");
+    ck_assert_str_eq(vdefine(&pl.k[1], "COMPUTE_DQ"), "false");
+    ck_assert_int_eq(pl.k[1].num_warps, 8);
+    ck_assert_int_eq(pl.k[1].num_stages, 3);
+    ck_assert_str_eq(pl.k[2].kernel, "attn_bwd_dq_f16");   /* the row's dq_pass stays */
+    ck_assert_str_eq(vdefine(&pl.k[2], "BLOCK_M"), "128");
+    ck_assert_str_eq(vdefine(&pl.k[2], "BLOCK_N"), "32");
+    ck_assert_int_eq(pl.k[2].num_warps, 8);
+    ck_assert_int_eq(pl.k[2].num_stages, 1);
+    ck_assert_int_eq(pl.grid[2][0], (3000 + 127) / 128);
+    /* causal, bf16, or the caller's tiles: the table */
+    p.fwd.causal = 1;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");
+    ck_assert_int_eq(pl.k[2].num_warps, 4);
+    p.fwd.causal = 0;
+    p.fwd.dtype = KILN_BF16;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");
+    p.fwd.dtype = KILN_F16;
+    p.block_m = p.block_n = 64;
+    rt_attn_bwd_plan(90, &p, &pl);
+    ck_assert_int_eq(pl.k[1].num_warps, 0);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_M"), "64");
+    rt_tune_memo_clear();
+    rm_dir();
+}
+END_TEST
+
+/* Whether the table row r is a config of `kernel`'s space in `file` (at its head dim, its
+ * causal or non-causal when it takes both, the fixed consts `defs` more): its tiles, warps,
+ * stages (0: the program's own, 1) and, for dimensions that are schedule options, its options. */
+static bool row_in_space(const char *file, const char *kernel, const RtTuneRow *r, const char *extra)
+{
+    Arena a;
+    arena_init(&a);
+    const char *src = kiln_lib_source(file);
+    Diag d;
+    diag_init(&d, file, src);
+    KilnCompileOptions co = {.kernel = kernel};
+    AstFile *f = kiln_modules_load(&a, &d, src, &co, NULL);
+    char hd[16];
+    snprintf(hd, sizeof hd, "%d", r->head_dim);
+    LangDefine defs[3] = {{"HEAD_DIM", hd}, {"CAUSAL", r->causal == 1 ? "true" : "false"}, {extra, "false"}};
+    const TuneSpace *sp = f ? sema_tune_space(&a, &d, f, kernel, defs, extra ? 3 : 2) : NULL;
+    ck_assert_msg(sp, "%s: %s", kernel, d.out.data ? d.out.data : "no space");
+    bool found = false;
+    for (int c = 0; c < sp->nconfigs && !found; c++) {
+        bool ok = true;
+        for (int i = 0; i < sp->ndims; i++) {
+            const TuneDim *dim = &sp->dims[i];
+            int64_t v = dim->vals[sp->configs[(int64_t)c * sp->ndims + i]].num, want = -1;
+            if (dim->kind == TUNE_WARPS) want = r->num_warps;
+            else if (dim->kind == TUNE_STAGES) want = r->num_stages ? r->num_stages : 1;
+            else if (dim->kind == TUNE_SCHED) want = sched_get(&r->schedule, dim->sched) > 0;
+            else if (!strcmp(dim->name, "BLOCK_M")) want = r->block_m;
+            else if (!strcmp(dim->name, "BLOCK_N")) want = r->block_n;
+            ok = ok && v == want;
+        }
+        found = ok;
+    }
+    diag_free(&d);
+    arena_free(&a);
+    return found;
+}
+
+/* Every sm_90 row of the hand table is a config of its kernel's declared space: the tuner
+ * searches what the table chose among (tools/device_tune.sh compares the two). */
+START_TEST(hand_rows_are_in_the_spaces)
+{
+    int checked = 0;
+    for (int i = 0; rt_attn_tune_row(i); i++) {
+        const RtTuneRow *r = rt_attn_tune_row(i);
+        if (r->min_sm < 90 || r->call == RT_TUNE_DECODE) continue;
+        bool in = r->call == RT_TUNE_FWD ? row_in_space("lang/lib/attention_fwd.tile", "attn_fwd_f16", r, NULL)
+                  : r->call == RT_TUNE_BWD_DQ
+                      ? row_in_space("lang/lib/attention_bwd.tile", "attn_bwd_dq_f16", r, NULL)
+                      : row_in_space("lang/lib/attention_bwd.tile", "attn_bwd_dkdv_f16", r, "COMPUTE_DQ");
+        ck_assert_msg(in, "table row %d (call %d, d %d, causal %d: %d x %d, %d warps, %d stages) is not in its space", i,
+                      (int)r->call, r->head_dim, r->causal, r->block_m, r->block_n, r->num_warps, r->num_stages);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 12);
+}
+END_TEST
+
 START_TEST(report_forms)
 {
     KilnTuneRow rows[3];
@@ -437,6 +565,8 @@ static Suite *suite(void)
     tcase_add_test(tc, parallel_compiles_match_serial);
     tcase_add_test(tc, store_hit_rebuild_corrupt);
     tcase_add_test(tc, attention_takes_the_stored_winner);
+    tcase_add_test(tc, attention_bwd_takes_the_stored_winners);
+    tcase_add_test(tc, hand_rows_are_in_the_spaces);
     tcase_add_test(tc, report_forms);
     tcase_add_test(tc, bad_space_and_usage);
     suite_add_tcase(s, tc);

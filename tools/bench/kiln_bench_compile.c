@@ -53,6 +53,7 @@ typedef struct Job {
     KilnDefine defs[8];
     char vals[8][16];
     int ndefs, warps, stages;
+    KilnSchedule sched;   /* the table row's schedule options */
     int hints;   /* hint every pointer and integer parameter as a multiple of 16 */
 } Job;
 
@@ -99,16 +100,22 @@ static void def_bool(Job *j, const char *name, int v)
 
 /* ---- the kernels ---- */
 
-/* The forward: jit/attention_tune.c's k_tune (tests/codegen/test_e2e_ptx_hashes.c). */
+/* The forward: jit/attention_tune.c's k_tune (tests/codegen/test_e2e_ptx_hashes.c). sm_90a:
+ * d 64 64 x 128 (causal short 64 x 64) on 4 warps; d 128 128 x 128 on 8 warps with warp
+ * specialisation and TMA (causal short: 64 x 64 on 4); d 256 128 x 64 on 8 with warp
+ * specialisation. */
 static void add_forward(const char *arch, const char *dtype, int d, int causal, int short_seq)
 {
     int sm90 = !strcmp(arch, "sm_90a"), bm, bn, w = 4;
+    KilnSchedule sc = {0};
     if (!sm90) bm = d == 256 ? 64 : 128, bn = d == 256 ? 32 : 64, w = d == 256 ? 4 : 8;
     else if (d == 64) bm = 64, bn = causal && short_seq ? 64 : 128;
-    else if (d == 128) bm = causal && short_seq ? 64 : 128, bn = 64;
-    else bm = 64, bn = 64;
+    else if (d == 128 && causal && short_seq) bm = 64, bn = 64;
+    else if (d == 128) bm = 128, bn = 128, w = 8, sc.warp_specialize = 1, sc.tma = 1;
+    else bm = 128, bn = 64, w = 8, sc.warp_specialize = 1;
     Job *j = add_job("lang/lib/attention_fwd.tile", strcmp(dtype, "f16") ? "attn_fwd_bf16" : "attn_fwd_f16", arch, w,
                      2, 1);
+    j->sched = sc;
     snprintf(j->name, sizeof j->name, "fwd_%s_d%d_%s%s", dtype, d, causal ? "causal" : "full", short_seq ? "_short" : "");
     def(j, "HEAD_DIM", d);
     def(j, "BLOCK_M", bm);
@@ -117,28 +124,33 @@ static void add_forward(const char *arch, const char *dtype, int d, int causal, 
     def_bool(j, "PLAIN_SCORES", 1);
 }
 
-/* The backward: jit/attention_tune.c's backward rows and rt_attn_bwd_plan. */
+/* The backward: jit/attention_tune.c's backward rows and rt_attn_bwd_plan (sm_90a: 64 x 64
+ * for both kernels, 4 warps, 8 at d 256, 2 stages). */
 static void add_backward(const char *arch, int d, int causal, int atomic)
 {
-    static const struct { int d, kbm, kbn, kw, qbm, qbn, qw; } t[] = {
+    static const struct { int d, kbm, kbn, kw, qbm, qbn, qw; } t80[] = {
         {64, 32, 128, 8, 128, 32, 8}, {128, 16, 64, 8, 64, 32, 8}, {256, 16, 32, 8, 32, 16, 8}};
-    int r = d == 64 ? 0 : d == 128 ? 1 : 2;
+    static const struct { int d, kbm, kbn, kw, qbm, qbn, qw; } t90[] = {
+        {64, 64, 64, 4, 64, 64, 4}, {128, 64, 64, 4, 64, 64, 4}, {256, 64, 64, 8, 64, 64, 8}};
+    int r = d == 64 ? 0 : d == 128 ? 1 : 2, sm90 = !strcmp(arch, "sm_90a"), st = sm90 ? 2 : 0;
+    int kbm = sm90 ? t90[r].kbm : t80[r].kbm, kbn = sm90 ? t90[r].kbn : t80[r].kbn, kw = sm90 ? t90[r].kw : t80[r].kw;
+    int qbm = sm90 ? t90[r].qbm : t80[r].qbm, qbn = sm90 ? t90[r].qbn : t80[r].qbn, qw = sm90 ? t90[r].qw : t80[r].qw;
     const char *f = "lang/lib/attention_bwd.tile";
     Job *j = add_job(f, "attn_bwd_pre_f16", arch, 4, 0, 1);
     snprintf(j->name, sizeof j->name, "bwd_pre_d%d%s", d, atomic ? "_atomic" : "");
-    def(j, "HEAD_DIM", d), def(j, "BLOCK_M", t[r].qbm), def_bool(j, "ZERO_DQ_ACC", atomic);
+    def(j, "HEAD_DIM", d), def(j, "BLOCK_M", qbm), def_bool(j, "ZERO_DQ_ACC", atomic);
     if (atomic) {
         j = add_job(f, "attn_bwd_dq_cvt_f16", arch, 4, 0, 1);
         snprintf(j->name, sizeof j->name, "bwd_dq_cvt_d%d", d);
-        def(j, "HEAD_DIM", d), def(j, "BLOCK_M", t[r].qbm);
+        def(j, "HEAD_DIM", d), def(j, "BLOCK_M", qbm);
     } else {
-        j = add_job(f, "attn_bwd_dq_f16", arch, t[r].qw, 0, 1);
+        j = add_job(f, "attn_bwd_dq_f16", arch, qw, st, 1);
         snprintf(j->name, sizeof j->name, "bwd_dq_d%d_%s", d, causal ? "causal" : "full");
-        def(j, "HEAD_DIM", d), def(j, "BLOCK_M", t[r].qbm), def(j, "BLOCK_N", t[r].qbn), def_bool(j, "CAUSAL", causal);
+        def(j, "HEAD_DIM", d), def(j, "BLOCK_M", qbm), def(j, "BLOCK_N", qbn), def_bool(j, "CAUSAL", causal);
     }
-    j = add_job(f, "attn_bwd_dkdv_f16", arch, t[r].kw, 0, 1);
+    j = add_job(f, "attn_bwd_dkdv_f16", arch, kw, st, 1);
     snprintf(j->name, sizeof j->name, "bwd_dkdv_d%d_%s%s", d, causal ? "causal" : "full", atomic ? "_atomic" : "");
-    def(j, "HEAD_DIM", d), def(j, "BLOCK_M", t[r].kbm), def(j, "BLOCK_N", t[r].kbn), def_bool(j, "CAUSAL", causal);
+    def(j, "HEAD_DIM", d), def(j, "BLOCK_M", kbm), def(j, "BLOCK_N", kbn), def_bool(j, "CAUSAL", causal);
     def_bool(j, "COMPUTE_DQ", atomic);
 }
 
@@ -267,7 +279,8 @@ static double bench_job(const Opts *o, const Job *j)
         return -1;
     }
     KilnCompileOptions co = {.kernel = j->kernel, .defines = j->defs, .ndefines = j->ndefs, .arch = j->arch,
-                             .num_warps = j->warps, .num_stages = j->stages, .emit = KILN_EMIT_PTX};
+                             .num_warps = j->warps, .num_stages = j->stages, .schedule = j->sched,
+                             .emit = KILN_EMIT_PTX};
     KilnParamHint hints[64];
     static char names[64][64];
     if (j->hints) co.nhints = make_hints(j->file, src, &co, hints, names, 64), co.hints = hints;
@@ -320,7 +333,8 @@ static void bench_cache_hit(const Opts *o, const Job *j)
     }
     setenv("KILN_CACHE_DIR", dir, 1);
     KilnCompileOptions co = {.kernel = j->kernel, .defines = j->defs, .ndefines = j->ndefs, .arch = j->arch,
-                             .num_warps = j->warps, .num_stages = j->stages, .emit = KILN_EMIT_PTX};
+                             .num_warps = j->warps, .num_stages = j->stages, .schedule = j->sched,
+                             .emit = KILN_EMIT_PTX};
     KilnParamHint hints[64];
     static char names[64][64];
     if (j->hints) co.nhints = make_hints(j->file, src, &co, hints, names, 64), co.hints = hints;
