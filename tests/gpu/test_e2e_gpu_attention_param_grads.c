@@ -97,14 +97,7 @@ static void reference(Kind kind, const AttnProblem *p, const void *q, const void
 }
 
 static KilnDevPtr up(const void *host, size_t bytes) { return gu_upload(g_dev, host, bytes); }
-
-static void *down(KilnDevPtr d, size_t bytes)
-{
-    void *h = malloc(bytes ? bytes : 16);
-    kiln_synchronize(g_dev);
-    kiln_memcpy_dtoh(g_dev, h, d, bytes);
-    return h;
-}
+static void *down(KilnDevPtr d, size_t bytes) { return gu_download(g_dev, d, bytes); }
 
 /* One backward (poisoned gradient and scratch); its time in ms (synchronised). */
 static double bwd_once(KilnAttentionBwdParams *b, KilnStatus *st)

@@ -162,6 +162,17 @@ static void teardown(Problem *P, KilnAttentionBwdParams *p, float *lse)
     free((void *)(uintptr_t)p->dq), free((void *)(uintptr_t)p->dk), free((void *)(uintptr_t)p->dv);
 }
 
+/* The call of case c with tensor theta and one param_grads entry g (grad set by run_once). */
+static void setup_call(Problem *P, const PgCase *c, float *theta, KilnVariantArg *arg, KilnAttentionVariant *var,
+                       KilnAttentionBwdParams *p, KilnParamGrad *g, float **lse)
+{
+    *var = variant_of(c, theta, arg);
+    memset(p, 0, sizeof *p);
+    setup(P, c, p, var, lse);
+    *g = (KilnParamGrad){arg->name, 0, (size_t)numel_of(c)};
+    p->param_grads = g, p->nparam_grads = 1;
+}
+
 /* One backward with poisoned scratch and gradient; the gradient copied to out. */
 static void run_once(KilnAttentionBwdParams *p, KilnParamGrad *g, float *out)
 {
@@ -195,14 +206,12 @@ START_TEST(param_grads_match_finite_differences)
         theta[i] = c->kind == V_T5 ? (float)(2 * u - 1) : (float)(0.02 + 0.28 * u);
     }
     KilnVariantArg arg;
-    KilnAttentionVariant var = variant_of(c, theta, &arg);
+    KilnAttentionVariant var;
     Problem P;
     KilnAttentionBwdParams p;
-    memset(&p, 0, sizeof p);
+    KilnParamGrad g;
     float *lse;
-    setup(&P, c, &p, &var, &lse);
-    KilnParamGrad g = {arg.name, 0, (size_t)n};
-    p.param_grads = &g, p.nparam_grads = 1;
+    setup_call(&P, c, theta, &arg, &var, &p, &g, &lse);
     float *g1 = malloc((size_t)n * 4), *g2 = malloc((size_t)n * 4);
     run_once(&p, &g, g1);
     run_once(&p, &g, g2);
@@ -246,15 +255,14 @@ START_TEST(param_grads_refused)
     const PgCase *c = &k_cases[2];
     float theta[4] = {0.1f, 0.2f, 0.05f, 0.3f};
     KilnVariantArg arg;
-    KilnAttentionVariant var = variant_of(c, theta, &arg);
+    KilnAttentionVariant var;
     Problem P;
     KilnAttentionBwdParams p;
-    memset(&p, 0, sizeof p);
+    KilnParamGrad g;
     float *lse;
-    setup(&P, c, &p, &var, &lse);
+    setup_call(&P, c, theta, &arg, &var, &p, &g, &lse);
     float grad[4];
-    KilnParamGrad g = {"alibi_slopes", (uintptr_t)grad, 4};
-    p.param_grads = &g, p.nparam_grads = 1;
+    g.grad = (uintptr_t)grad;
     size_t with = kiln_attention_bwd_scratch_size(&p);
     p.nparam_grads = 0;
     size_t without = kiln_attention_bwd_scratch_size(&p);
@@ -327,7 +335,7 @@ START_TEST(differentiable_param_errors)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("attention_param_grads");
     TCase *tc = tcase_create("core");
@@ -336,9 +344,7 @@ int main(void)
     tcase_add_test(tc, param_grads_refused);
     tcase_add_test(tc, differentiable_param_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }
+
+TU_MAIN(make_suite)
