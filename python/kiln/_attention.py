@@ -461,7 +461,7 @@ def _backward_fwd(ctx, dout, dlse):
     # one entry per input of kiln::fwd, lists as lists (the autograd wrapper checks the structure:
     # a non-empty list of ints is one leaf, whose grad is None; an empty list stays a list)
     return (dq, dk, dv, None, None, None, None, None, None, None, None, vgrads, None,
-            [None] * len(bm_meta), None if positions else [])
+            None if bm_meta else [], None if positions else [])
 
 
 _fwd_op.register_autograd(_backward_fwd, setup_context=_setup_fwd)
