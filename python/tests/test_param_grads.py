@@ -112,3 +112,63 @@ def test_opcheck_bwd_params(device):
                           (dout, q, k, v, out, lse, None, None, 0, 0, False, 0.125, True, var.id, [bias], None, [],
                            []),
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def test_varlen_alibi_slopes_grad(device):
+    """flash_attn_varlen_func with learnable alibi_slopes: the slopes' gradient summed over packed
+    sequences (each sees its own indices), against float64 autograd per sequence."""
+    lens_q, lens_k = [37, 1, 70], [50, 20, 70]
+    hq, hkv, d = 4, 2, 32
+    cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32, device=device)
+    q = rand(sum(lens_q), hq, d, device=device, seed=330).requires_grad_()
+    k = rand(sum(lens_k), hkv, d, device=device, seed=331).requires_grad_()
+    v = rand(sum(lens_k), hkv, d, device=device, seed=332).requires_grad_()
+    slopes = (0.05 + 0.2 * torch.rand(hq, generator=torch.Generator().manual_seed(333))).to(device).requires_grad_()
+    out = kiln.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True,
+                                      alibi_slopes=slopes, deterministic=True)
+    dout = rand(*out.shape, device=device, seed=334)
+    out.backward(dout)
+    s64 = slopes.detach().double().requires_grad_()
+    for i in range(3):
+        a, e, ka, ke = int(cu_q[i]), int(cu_q[i + 1]), int(cu_k[i]), int(cu_k[i + 1])
+        qs, ks, vs = (t.detach()[x:y].transpose(0, 1)[None] for t, x, y in ((q, a, e), (k, ka, ke), (v, ka, ke)))
+        ii = torch.arange(e - a, device=device)[:, None]
+        jj = torch.arange(ke - ka, device=device)[None, :]
+        bias = -s64[:, None, None] * (ii - jj).abs().double()
+        ref = ref_attention(qs, ks, vs, causal=True, score_mod=lambda s, bias=bias: s + bias)
+        ref.backward(dout[a:e].transpose(0, 1)[None].double())
+    assert slopes.grad is not None
+    close(slopes.grad, s64.grad, 8 * 2.0 ** -11 * s64.grad.abs().max().item() + 1e-4)
+
+
+T5_WINDOW = """
+import "attention";
+import "variants/relative_bias" as t5;
+import "variants/sliding_window" as win;
+fn score_mod(s, b, h, q_idx, kv_idx) { return t5_score_mod(s, b, h, q_idx, kv_idx); }
+fn mask_mod(b, h, q_idx, kv_idx) { return win_mask_mod(b, h, q_idx, kv_idx); }
+fn kv_start(start_m, block_m, seqlen_q, seqlen_k) { return win_kv_start(start_m, block_m, seqlen_q, seqlen_k); }
+"""
+
+
+def test_block_mask_t5_in_a_window(device):
+    """The T5 table's gradient through the block-mask kernels (a composed variant: T5 bias inside
+    a sliding window; the table imported under an alias stays differentiable)."""
+    b, hq, n, d, left = 1, 2, 150, 32, 40
+    q, k, v = qkv(b, hq, hq, n, n, d, torch.float16, device, seed=340)
+    table = (torch.rand(hq, NB, generator=torch.Generator().manual_seed(341)) * 2 - 1).to(device).requires_grad_()
+    var = kiln.Variant(T5_WINDOW, rel_bias=table, window_left=left, window_right=0)
+    bm = kiln.create_block_mask(var, None, None, n, n, device=device, BLOCK_SIZE=32)
+    out = kiln.attention(q, k, v, variant=var, block_mask=bm)
+    dout = rand(*out.shape, device=device, seed=342)
+    out.backward(dout)
+    i = torch.arange(n, device=device)[:, None]
+    j = torch.arange(n, device=device)[None, :]
+    t64 = table.detach().double().requires_grad_()
+    bias = t64[:, t5_buckets(n, n, device)]
+    ref = ref_attention(q.detach(), k.detach(), v.detach(), score_mod=lambda s: s + bias,
+                        mask=(j <= i) & (j >= i - left))
+    ref.backward(dout.double())
+    assert t64.grad.abs().max() > 1e-2
+    close(table.grad, t64.grad, 8 * 2.0 ** -11 * t64.grad.abs().max().item() + 1e-4)
