@@ -267,6 +267,10 @@ typedef struct KilnAttentionBwdParams {
      * kiln_attention_bwd_scratch_size. */
     const struct KilnParamGrad *param_grads;
     int nparam_grads;
+    /* Nonzero: the dK/dV programs add the params' gradients straight into the grad buffers
+     * with f32 atomics (FlexAttention's way: no scratch rows, no reduction launch; the last
+     * bits depend on the order the programs run in). Zero: deterministic (above). */
+    int param_grads_atomic;
 } KilnAttentionBwdParams;
 
 /* A differentiable param's gradient (KilnAttentionBwdParams.param_grads). */
