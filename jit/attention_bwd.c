@@ -246,9 +246,11 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
     /* learnable params: the dK/dV kernel adds their gradients (after the mask's blocks) */
     int nkv = m ? 7 : 5;
-    const char *kvp[2 * 8];
+    const char *kvp[2 * 9];
     memcpy(kvp, kv, sizeof(const char *) * 2 * (size_t)nkv);
     if (p->nparam_grads > 0) kvp[2 * nkv] = "PARAM_GRADS", kvp[2 * nkv + 1] = "true", nkv++;
+    if (p->nparam_grads > 0 && p->param_grads_atomic)
+        kvp[2 * nkv] = "PARAM_GRADS_ATOMIC", kvp[2 * nkv + 1] = "true", nkv++;
     /* Grid axis 0 over the (max) lengths; packed, a program past its sequence's end does
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
@@ -384,7 +386,7 @@ static KilnStatus bwd_run(KilnDevice *dev, const KilnAttentionBwdParams *p, Kiln
     if (st == KILN_OK && plan.dkdv >= 0 && p->nparam_grads > 0) st = rt_attn_pg_check_kernel(BWD, p, infos[plan.dkdv]);
     /* the learnable params' rows start at 0 (one launch before the kernels that add to them) */
     bool rows = !rt_attn_no_rows(&p->fwd) && plan.dkdv >= 0;
-    if (st == KILN_OK && rows) st = rt_attn_pg_zero(dev, BWD, p, stream);
+    if (st == KILN_OK && (rows || p->param_grads_atomic)) st = rt_attn_pg_zero(dev, BWD, p, stream);
     /* arguments bound once per launch of whole batches; a cold call compiles the kernels'
      * code at once on threads */
     for (int b0 = 0; st == KILN_OK && b0 < p->fwd.batch; b0 += plan.launch_batch) {

@@ -14,6 +14,8 @@
  * 16) * batch * heads_kv programs (the smallest tile any plan takes), param i's rows after
  * param i-1's, each share rounded up to 256 bytes. Every bit of a gradient is the same on every
  * run: each row is written by one program in its own order, the rows summed in row order.
+ * With param_grads_atomic there are no rows: the gradients are cleared and the kernel adds into
+ * them with f32 atomics (not deterministic), and nothing is reduced.
  *
  * Example: T5 bias with param_grads = {{"rel_bias", grad, 16 * 32}}, batch 2, heads_kv 16,
  * seqlen_k 4096, block_n 0: 256 * 32 = 8192 rows of 512 floats (16 MiB) before delta; the
@@ -76,6 +78,7 @@ static uint64_t share_bytes(const KilnAttentionBwdParams *p, int i)
 
 size_t rt_attn_pg_bytes(const KilnAttentionBwdParams *p)
 {
+    if (p->param_grads_atomic) return 0;   /* straight into the gradients: no rows */
     uint64_t total = 0;
     for (int i = 0; i < p->nparam_grads; i++) {
         uint64_t b = share_bytes(p, i);
@@ -117,7 +120,8 @@ bool rt_attn_pg_arg(const char *api, const KilnAttentionBwdParams *p, const Kiln
         return true;
     }
     *st = numel ? rt_attn_int_arg(api, prm, (int64_t)p->param_grads[i].numel, a)
-                : (*a = kiln_arg_ptr(p->scratch ? p->scratch + share_offset(p, i) : p->param_grads[i].grad), KILN_OK);
+                : (*a = kiln_arg_ptr(p->scratch && !p->param_grads_atomic ? p->scratch + share_offset(p, i)
+                                                                           : p->param_grads[i].grad), KILN_OK);
     return true;
 }
 
@@ -175,23 +179,34 @@ static void pg_kernel(RtAttnVariant *v, const char *kernel)
     rt_attn_variant_init(v, PG_PROGRAM, kernel, 4, 1, NULL);
 }
 
+static KilnStatus zero_launch(const char *api, KilnKernel *k, const KilnAttentionBwdParams *p, KilnDevPtr ptr,
+                              int64_t n, KilnStream *stream)
+{
+    PgCall c = {.p = p, .scr = ptr, .n = n};
+    int grid[3] = {(int)((n + PG_ZERO_BLOCK - 1) / PG_ZERO_BLOCK), 1, 1};
+    return rt_attn_launch(api, k, grid, stream, pg_bind, &c);
+}
+
+/* The rows (deterministic) or, atomic, the gradients themselves. */
 KilnStatus rt_attn_pg_zero(KilnDevice *dev, const char *api, const KilnAttentionBwdParams *p, KilnStream *stream)
 {
     size_t bytes = rt_attn_pg_bytes(p);
-    if (!p->nparam_grads || !bytes) return KILN_OK;
+    if (!p->nparam_grads || (!bytes && !p->param_grads_atomic)) return KILN_OK;
     RtAttnVariant v;
     pg_kernel(&v, "attn_param_grad_zero");
     KilnKernel *k;
     KilnStatus st = rt_attn_get_kernel(dev, api, &v, &k);
-    PgCall c = {.p = p, .scr = p->scratch, .n = (int64_t)(bytes / 4)};
-    int grid[3] = {(int)((c.n + PG_ZERO_BLOCK - 1) / PG_ZERO_BLOCK), 1, 1};
-    return st == KILN_OK ? rt_attn_launch(api, k, grid, stream, pg_bind, &c) : st;
+    if (st != KILN_OK) return st;
+    if (!p->param_grads_atomic) return zero_launch(api, k, p, p->scratch, (int64_t)(bytes / 4), stream);
+    for (int i = 0; st == KILN_OK && i < p->nparam_grads; i++)
+        st = zero_launch(api, k, p, p->param_grads[i].grad, (int64_t)p->param_grads[i].numel, stream);
+    return st;
 }
 
 KilnStatus rt_attn_pg_reduce(KilnDevice *dev, const char *api, const KilnAttentionBwdParams *p, int nrows,
                              KilnStream *stream)
 {
-    if (!p->nparam_grads) return KILN_OK;
+    if (!p->nparam_grads || p->param_grads_atomic) return KILN_OK;   /* atomic: already there */
     RtAttnVariant v;
     pg_kernel(&v, "attn_param_grad_reduce");
     KilnKernel *k;
@@ -211,11 +226,14 @@ void rt_attn_pg_zero_cpu(const KilnAttentionBwdParams *p)
 {
     size_t bytes = rt_attn_pg_bytes(p);
     if (p->nparam_grads && bytes) memset((void *)(uintptr_t)p->scratch, 0, bytes);
+    for (int i = 0; p->param_grads_atomic && i < p->nparam_grads; i++)
+        memset((void *)(uintptr_t)p->param_grads[i].grad, 0, p->param_grads[i].numel * 4);
 }
 
 KilnStatus rt_attn_pg_reduce_cpu(const char *api, const KilnAttentionBwdParams *p, int nrows)
 {
     KilnStatus st = KILN_OK;
+    if (p->param_grads_atomic) return st;   /* the kernel added into the gradients */
     for (int i = 0; st == KILN_OK && i < p->nparam_grads; i++) {
         RtAttnVariant v;
         pg_kernel(&v, "attn_param_grad_reduce");
@@ -233,6 +251,7 @@ bool rt_attn_pg_buffer(const KilnAttentionBwdParams *p, const char *name, KilnDe
     bool numel = false;
     int i = entry_of(p, name, &numel);
     if (i < 0 || numel) return false;
-    *out = kiln_host_buf((void *)(uintptr_t)ptr, (size_t)share_bytes(p, i), KILN_HOST_INOUT);
+    size_t bytes = p->param_grads_atomic ? p->param_grads[i].numel * 4 : (size_t)share_bytes(p, i);
+    *out = kiln_host_buf((void *)(uintptr_t)ptr, bytes, KILN_HOST_INOUT);
     return true;
 }

@@ -160,7 +160,7 @@ KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p)
     }
     /* the learnable params' rows start at 0; the dK/dV kernel adds to them, the reduce sums them */
     bool rows = !rt_attn_no_rows(&q.fwd) && plan.dkdv >= 0;
-    if (rows) rt_attn_pg_zero_cpu(&q);
+    if (rows || q.param_grads_atomic) rt_attn_pg_zero_cpu(&q);
     for (int i = 0; i < plan.n && st == KILN_OK; i++) {
         if (vs.var) plan.k[i].vs = &vs;
         /* the device call checks the variant's arguments against the three kernels together;

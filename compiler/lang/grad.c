@@ -468,14 +468,16 @@ Val bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
 
 /* ---- param_grads: the gradients of a hook's differentiable params ----
  *
- * `param_grads(f, slot, dt, s, b, h, q_idx, kv_idx)` inlines f(s, b, h, q_idx, kv_idx) and,
+ * `param_grads(f, slot, dt, s, b, h, q_idx, kv_idx[, atomic])` inlines f(s, b, h, q_idx, kv_idx) and,
  * for every load of f from a differentiable param X (`param X: *f32 differentiable;`),
  * takes the derivative of f's result with respect to the loaded value (forward mode, as
  * grad does, seeded at the load), multiplies it by dt (dL/d(f's result), elementwise) and
  * hands (this program's scratch row of X, X's size, the load's element offsets, the products)
  * to the library helper attn_param_grad_acc (lang/lib/attention_bwd.tile), which adds each
  * product to the row at its offset in a fixed order. The row is X__grad + slot * X__numel:
- * two kernel parameters the call binds (jit/attention_bwd_params.c). A load's address must be
+ * two kernel parameters the call binds (jit/attention_bwd_params.c); with `atomic` (a const
+ * bool) the row is X__grad itself and attn_param_grad_atomic adds each element with an f32
+ * atomic (not deterministic). A load's address must be
  * X plus integer offsets (`load(X + h * 32 + bucket(...))`); a masked load's derivative is 0
  * where masked off. Errors are located: no differentiable param, one that f never loads, an
  * address the differentiator cannot follow, an op on the path to f's result with no rule. */
@@ -577,7 +579,7 @@ static int differentiable_params(const Sema *s, const AstParam **out, int max)
 /* One load's contribution: dt * d(result)/d(load), masked like the load, added by
  * attn_param_grad_acc to X's row at the load's offsets. */
 static bool param_grad_of_load(Sema *s, const AstDecl *fn, const PgLoad *L, Val r, Val dt, Val slot, int base,
-                               IrOp *last, const AstDecl *const acc[2], SrcLoc loc)
+                               IrOp *last, const AstDecl *const acc[2], bool atomic, SrcLoc loc)
 {
     Diff D = {.s = s, .fn = fn, .call = loc, .seed = L->op->res[0], .base = base, .wrt = L->param->name};
     D.end = s->b.f->next_id;
@@ -612,11 +614,15 @@ static bool param_grad_of_load(Sema *s, const AstDecl *fn, const PgLoad *L, Val 
     const char *name = L->param->name;
     IrValue *g = kernel_param(s, pf, arena_printf(s->arena, "%s__grad", name));
     IrValue *numel = kernel_param(s, ir_type_scalar(IR_I32), arena_printf(s->arena, "%s__numel", name));
-    /* this program's row: X__grad + slot * X__numel (i64: rows of many programs) */
-    IrValue *sl = sema_cast(s, sema_convert(s, &slot, ir_type_scalar(IR_I32), loc), IR_I64, loc);
-    IrValue *nl = sema_cast(s, numel, IR_I64, loc);
-    IrValue *rowoff = sema_emit(s, loc, IR_MUL, sl->type, 2, (IrValue *[]){sl, nl});
-    IrValue *row = sema_emit(s, loc, IR_ADDPTR, pf, 2, (IrValue *[]){g, rowoff});
+    /* this program's row: X__grad + slot * X__numel (i64: rows of many programs); atomic:
+     * the gradient itself, every program adding into it */
+    IrValue *row = g;
+    if (!atomic) {
+        IrValue *sl = sema_cast(s, sema_convert(s, &slot, ir_type_scalar(IR_I32), loc), IR_I64, loc);
+        IrValue *nl = sema_cast(s, numel, IR_I64, loc);
+        IrValue *rowoff = sema_emit(s, loc, IR_MUL, sl->type, 2, (IrValue *[]){sl, nl});
+        row = sema_emit(s, loc, IR_ADDPTR, pf, 2, (IrValue *[]){g, rowoff});
+    }
     Val args[4] = {val_rt(row, loc), val_rt(numel, loc), off, c};
     bool scalar = off.kind == V_CONST || sema_val_type(&off).rank == 0;   /* ALiBi's slope[h]: one sum */
     return sema_inline_call(s, acc[scalar], args, loc).kind != V_ERR;
@@ -644,8 +650,19 @@ Val bi_param_grads(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
                    "differentiable;`)", fn->name);
         return val_err();
     }
+    bool atomic = false;
+    if (a->have[8]) {   /* a compile-time bool: atomics straight into the gradient */
+        Val at = a->v[8];
+        if (at.kind != V_CONST || at.type.elem != IR_I1) {
+            diag_error(s->diag, at.loc, "param_grads: 'atomic' must be a compile-time bool, got %s",
+                       sema_val_desc(s, &at));
+            return val_err();
+        }
+        atomic = at.i != 0;
+    }
     const AstDecl *acc[2];
-    static const char *const acc_names[2] = {"attn_param_grad_acc", "attn_param_grad_acc1"};
+    const char *const acc_names[2] = {atomic ? "attn_param_grad_atomic" : "attn_param_grad_acc",
+                                      "attn_param_grad_acc1"};
     for (int i = 0; i < 2; i++) {
         Sym *ay = sema_lookup(s, acc_names[i]);
         if (!ay || ay->kind != SYM_FN || !ay->decl) {
@@ -695,7 +712,7 @@ Val bi_param_grads(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
         return v;
     }
     for (int i = 0; i < nl; i++)
-        if (!param_grad_of_load(s, fn, &loads[i], r, dt, slot, base, last, acc, loc)) return val_err();
+        if (!param_grad_of_load(s, fn, &loads[i], r, dt, slot, base, last, acc, atomic, loc)) return val_err();
     Val v;
     memset(&v, 0, sizeof v);
     v.kind = V_VOID;

@@ -200,7 +200,7 @@ Val    sema_inline_rescaled(Sema *s, const Val *f, Val *args, SrcLoc loc);
 /* ---- builtins.c, builtins_mem.c ---- */
 Val    sema_builtin_call(Sema *s, const AstExpr *call);
 
-#define BUILTIN_MAX_ARGS 8
+#define BUILTIN_MAX_ARGS 9
 typedef struct Builtin Builtin;
 /* Arguments bound to a builtin's parameters (positional first, then keyword). */
 typedef struct BArgs {

@@ -5,7 +5,7 @@
  * Variants: the shipped T5 bucketed bias (lang/lib/variants/relative_bias.tile, bias[h,
  * bucket(j - i)]) and ALiBi with learnable slopes (alibi.tile, slope[h] |i - j|). Random f16 /
  * bf16 inputs, GQA 4/2, lengths no multiple of the 16-row tiles, causal and not, both dQ
- * algorithms; the gradients and the scratch poisoned (NaN) before each run, and each run
+ * algorithms, both ways of summing the gradient (per-program rows, param_grads_atomic); the gradients and the scratch poisoned (NaN) before each run, and each run
  * twice: the two gradients must have the same bits. Judged by max |g - fd| <= 8 eps max |fd|
  * + 1e-4, eps the dtype's (the O the backward reads is rounded to the dtype: measured 3.3 to
  * 3.7 eps).
@@ -34,6 +34,7 @@ typedef struct PgCase {
     Kind kind;
     AttnDtype dtype;
     int batch, hq, hkv, sq, sk, d, causal, deterministic;
+    int atomic;   /* param_grads_atomic */
 } PgCase;
 
 /* T5's bucket of kv - q, as relative_bias.tile computes it (f32 log2: exact at the powers of
@@ -170,7 +171,7 @@ static void setup_call(Problem *P, const PgCase *c, float *theta, KilnVariantArg
     memset(p, 0, sizeof *p);
     setup(P, c, p, var, lse);
     *g = (KilnParamGrad){arg->name, 0, (size_t)numel_of(c)};
-    p->param_grads = g, p->nparam_grads = 1;
+    p->param_grads = g, p->nparam_grads = 1, p->param_grads_atomic = c->atomic;
 }
 
 /* One backward with poisoned scratch and gradient; the gradient copied to out. */
@@ -188,10 +189,12 @@ static void run_once(KilnAttentionBwdParams *p, KilnParamGrad *g, float *out)
 }
 
 static const PgCase k_cases[] = {
-    {"t5 f16 gqa 4/2 37 x 45 det", V_T5, ATTN_F16, 2, 4, 2, 37, 45, 32, 0, 1},
-    {"t5 bf16 mha 2/2 29 x 53 causal atomic-dq", V_T5, ATTN_BF16, 1, 2, 2, 29, 53, 32, 1, 0},
-    {"alibi f16 gqa 4/2 37 x 45 causal det", V_ALIBI, ATTN_F16, 2, 4, 2, 37, 45, 32, 1, 1},
-    {"alibi bf16 mha 2/2 53 x 29 atomic-dq", V_ALIBI, ATTN_BF16, 1, 2, 2, 53, 29, 32, 0, 0},
+    {"t5 f16 gqa 4/2 37 x 45 det", V_T5, ATTN_F16, 2, 4, 2, 37, 45, 32, 0, 1, 0},
+    {"t5 bf16 mha 2/2 29 x 53 causal atomic-dq", V_T5, ATTN_BF16, 1, 2, 2, 29, 53, 32, 1, 0, 0},
+    {"alibi f16 gqa 4/2 37 x 45 causal det", V_ALIBI, ATTN_F16, 2, 4, 2, 37, 45, 32, 1, 1, 0},
+    {"alibi bf16 mha 2/2 53 x 29 atomic-dq", V_ALIBI, ATTN_BF16, 1, 2, 2, 53, 29, 32, 0, 0, 0},
+    {"t5 f16 gqa 4/2 37 x 45 atomic grads", V_T5, ATTN_F16, 2, 4, 2, 37, 45, 32, 1, 1, 1},
+    {"alibi bf16 gqa 4/2 45 x 37 atomic grads", V_ALIBI, ATTN_BF16, 2, 4, 2, 45, 37, 32, 0, 0, 1},
 };
 
 START_TEST(param_grads_match_finite_differences)
@@ -215,6 +218,7 @@ START_TEST(param_grads_match_finite_differences)
     float *g1 = malloc((size_t)n * 4), *g2 = malloc((size_t)n * 4);
     run_once(&p, &g, g1);
     run_once(&p, &g, g2);
+    /* the atomic mode's bits may differ on a GPU; here the programs run one after another */
     ck_assert_msg(!memcmp(g1, g2, (size_t)n * 4), "%s: two runs differ", c->what);
     /* central differences in float64 around the f32 parameters */
     double *th = malloc(sizeof(double) * (size_t)n), maxfd = 0, err = 0;
@@ -268,6 +272,9 @@ START_TEST(param_grads_refused)
     size_t without = kiln_attention_bwd_scratch_size(&p);
     /* one row of 4 floats per possible 16-key program: cdiv(45, 16) * 2 * 2 rows, rounded to 256 bytes */
     ck_assert_uint_eq(with - without, 256);
+    p.nparam_grads = 1, p.param_grads_atomic = 1;   /* atomics into the gradient: no rows */
+    ck_assert_uint_eq(kiln_attention_bwd_scratch_size(&p), without);
+    p.param_grads_atomic = 0;
     void *scratch = poisoned(with);
     p.scratch = (uintptr_t)scratch, p.scratch_size = without;
     p.nparam_grads = 1;
