@@ -106,7 +106,9 @@ class Variant:
 
     Learnable params: a param declared `param X: *f32 differentiable;` (the shipped T5 bias
     rel_bias and ALiBi's alibi_slopes are) given a contiguous tensor that requires grad gets its
-    gradient from the backward (X.grad after loss.backward()), bit-identical from run to run."""
+    gradient from the backward (X.grad after loss.backward()), bit-identical from run to run;
+    set `variant.param_grads_atomic = True` to have it added with f32 atomics instead (no
+    scratch rows, no reduction; the last bits vary from run to run)."""
 
     def __init__(self, source_or_path, **params):
         self.source, self.path = _variant_text(source_or_path)
@@ -144,6 +146,7 @@ class Variant:
         self.tensor_names = sorted(self.tensors)
         # the tensor params with a gradient (indexes into tensor_names)
         self.differentiable = [i for i, n in enumerate(self.tensor_names) if decl[n][2]]
+        self.param_grads_atomic = False
         self.id = next(_variant_ids)
         _variants[self.id] = self
 
@@ -404,6 +407,7 @@ def _bwd_core(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         for e, name, g in zip(entries, names, grads):
             e.name, e.grad, e.numel = name.encode(), g.data_ptr(), g.numel()
         b.param_grads, b.nparam_grads = ctypes.addressof(entries), len(idx)
+        b.param_grads_atomic = int(bool(_variants[variant].param_grads_atomic))
     if q.device.type == "cuda":   # only what the plan on this device writes (sm_90: no f32 dQ accumulator)
         major, minor = torch.cuda.get_device_capability(q.device)
         n = _lib.kiln_attention_bwd_scratch_size_sm(ctypes.byref(b), major * 10 + minor)

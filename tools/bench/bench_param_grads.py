@@ -17,7 +17,8 @@ of each provider against float64 autograd through the materialised scores, enfor
 backward runs give the same bits (each provider); then the backward's median time (CUDA events,
 one recorded forward, torch.autograd.grad of q, k, v and the tensor) at the timing shape
 (default B 2, H 16, N 4096, d 128, f16), Kiln's plain backward (the tensor not requiring grad)
-for the gradient's cost, and the ratio Flex / Kiln (> 1: Kiln faster). A provider that fails
+for the gradient's cost, Kiln with the gradient by atomics (Variant.param_grads_atomic: Flex's
+way, not deterministic), and the ratio Flex / Kiln (> 1: Kiln faster). A provider that fails
 (Flex's T5 gradient ran out of shared memory on the H200 in issue 28) is reported, not fatal.
 
 Output under --out ($OUT, else ./bench_out): param_grads_bench.{json,md}; the table is printed.
@@ -72,9 +73,10 @@ def inputs(b, h, n, d, dtype, seed):
             for _ in range(4)]
 
 
-def kiln_fwd(case, theta, q, k, v, causal):
+def kiln_fwd(case, theta, q, k, v, causal, atomic=False):
     import kiln
     var = kiln.Variant("relative_bias", rel_bias=theta) if case == "t5" else kiln.Variant("alibi", alibi_slopes=theta)
+    var.param_grads_atomic = atomic   # the gradient by f32 atomics instead of per-program rows
     return kiln.attention(q, k, v, causal=causal, variant=var, deterministic=True)
 
 
@@ -120,6 +122,7 @@ def check(case, flex, dtype, causal):
     bound = 8 * eps * ref.abs().max().item() + 1e-4
     res = {}
     for name, fwd in (("kiln", lambda t, a, b, c: kiln_fwd(case, t, a, b, c, causal)),
+                      ("kiln_atomic", lambda t, a, b, c: kiln_fwd(case, t, a, b, c, causal, True)),
                       ("flex", lambda t, a, b, c: flex_fwd(flex, case, t, a, b, c, causal))):
         try:
             g1 = grads(fwd, theta, q, k, v, dout)[3]
@@ -137,6 +140,7 @@ def timed(case, flex, b, h, n, d, dtype, causal, target_ms):
     theta = theta_for(case, h)
     res = {}
     for name, fwd, want in (("kiln", lambda t, a, c, e: kiln_fwd(case, t, a, c, e, causal), True),
+                            ("kiln_atomic", lambda t, a, c, e: kiln_fwd(case, t, a, c, e, causal, True), True),
                             ("kiln_plain", lambda t, a, c, e: kiln_fwd(case, t, a, c, e, causal), False),
                             ("flex", lambda t, a, c, e: flex_fwd(flex, case, t, a, c, e, causal), True)):
         try:
@@ -183,7 +187,7 @@ def main(argv=None):
         if "error" in k or k.get("err", 1e9) > k.get("bound", 0) or not k.get("same_bits"):
             failed = True
             print(f"FAILED {case}: kiln {k}")
-        kms, fms, pms = (tm.get(x, {}).get("ms") for x in ("kiln", "flex", "kiln_plain"))
+        kms, fms, pms, ams = (tm.get(x, {}).get("ms") for x in ("kiln", "flex", "kiln_plain", "kiln_atomic"))
         fl = chk.get("flex", {})
         rows.append([case, "causal" if causal else "full",
                      f"{k.get('err', float('nan')):.3g} / {k.get('bound', float('nan')):.3g}",
@@ -192,12 +196,13 @@ def main(argv=None):
                      "yes" if fl.get("same_bits") else ("no" if "same_bits" in fl else "-"),
                      f"{kms:.3f}" if kms else tm.get("kiln", {}).get("error", "-"),
                      f"{pms:.3f}" if pms else "-",
+                     f"{ams:.3f}" if ams else tm.get("kiln_atomic", {}).get("error", "-")[:60],
                      f"{fms:.3f}" if fms else tm.get("flex", {}).get("error", "-")[:60],
                      f"{fms / kms:.2f}x" if kms and fms else "-"])
     md = (f"GPU: {data['gpu']}; B {args.batch}, H {args.heads}, N {args.n}, d {args.d}, {args.dtype}; backward "
           f"(dQ, dK, dV and the tensor's gradient) median ms\n\n" +
           common.markdown_table(["case", "mask", "kiln err / bound", "kiln same bits", "flex err", "flex same bits",
-                                 "kiln ms", "kiln plain ms", "flex ms", "flex / kiln"], rows))
+                                 "kiln ms", "kiln plain ms", "kiln atomic ms", "flex ms", "flex / kiln"], rows))
     out = common.out_dir(args.out, "bench_out")
     common.write_outputs(out, "param_grads_bench", data, md)
     print(md)
