@@ -356,7 +356,7 @@ KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
         RtAttnVariant v;
         fwd_variant(&key, rt_attn_varlen(p), &vs, &v);
         int grid[3] = {(p->seqlen_q + key.block_m - 1) / key.block_m, p->batch * p->heads_q, 1};
-        st = rt_attn_run_cpu(FWD, &v, grid, make_arg, cpu_buffer, p, p->variant);
+        st = rt_attn_run_cpu(FWD, &v, grid, make_arg, cpu_buffer, p, p->variant, NULL);
         rt_attn_var_close(&vs);
     }
     rt_attn_pos_free(&pos);

@@ -611,7 +611,8 @@ size_t rt_attn_span_bytes(const int64_t st[3], int nb, int nh, int ns, int d, in
 KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int grid[3],
                            KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
                            KilnHostArg (*buffer)(const void *ctx, const char *name, KilnDevPtr ptr), const void *ctx,
-                           const KilnAttentionVariant *check_used)
+                           const KilnAttentionVariant *check_used,
+                           KilnStatus (*check)(const void *ctx, const KilnKernelInfo *info))
 {
     RtAttnRequest req;
     KilnStatus st = rt_attn_compile_request(api, v, &req);
@@ -619,6 +620,7 @@ KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int gr
     if (st == KILN_OK) st = rt_cpu_compile(api, req.path, req.src, &req.opts, &ck);
     const KilnKernelInfo *info = st == KILN_OK ? rt_cpu_kernel_info(ck) : NULL;
     if (st == KILN_OK) st = rt_attn_var_check_used(api, check_used, &info, 1);
+    if (st == KILN_OK && check) st = check(ctx, info);
     KilnHostArg args[64];
     if (st == KILN_OK && info->nparams > (int)COUNT(args))
         st = rt_attn_error(api, KILN_ERR_INTERNAL, "%s has %d parameters", info->name, info->nparams);

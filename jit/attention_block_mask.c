@@ -273,7 +273,7 @@ static KilnStatus create(const char *api, bool cpu, KilnDevice *dev, const KilnA
     for (int i = 0; i < 2 && st == KILN_OK; i++) {
         if (grid[i][0] == 0) continue;   /* no query (key) blocks: nothing to write */
         KilnKernel *k = NULL;
-        if (cpu) st = rt_attn_run_cpu(api, &v[i], grid[i], bm_bind, bm_buffer, &call, NULL);
+        if (cpu) st = rt_attn_run_cpu(api, &v[i], grid[i], bm_bind, bm_buffer, &call, NULL, NULL);
         else if ((st = rt_attn_get_kernel(dev, api, &v[i], &k)) == KILN_OK)
             st = rt_attn_launch(api, k, grid[i], stream, bm_bind, &call);
     }

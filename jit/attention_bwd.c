@@ -66,9 +66,17 @@ static bool sizable(const KilnAttentionBwdParams *p)
     return p && p->fwd.seqlen_q > 0 && rt_attn_check_shape(BWD, &p->fwd) == KILN_OK;
 }
 
+/* The learnable params' rows (attention_bwd_params.c) come first, then delta and the
+ * accumulator; 0 past size_t. */
+static size_t with_params(const KilnAttentionBwdParams *p, size_t rest)
+{
+    size_t pg = p->nparam_grads > 0 && p->param_grads ? rt_attn_pg_bytes(p) : 0;
+    return pg == SIZE_MAX || !rest || rest > SIZE_MAX - pg ? 0 : pg + rest;
+}
+
 size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p)
 {
-    return sizable(p) ? scratch_bytes(&p->fwd, !p->deterministic) : 0;
+    return sizable(p) ? with_params(p, scratch_bytes(&p->fwd, !p->deterministic)) : 0;
 }
 
 size_t kiln_attention_bwd_scratch_size_sm(const KilnAttentionBwdParams *p, int sm_version)
@@ -76,7 +84,7 @@ size_t kiln_attention_bwd_scratch_size_sm(const KilnAttentionBwdParams *p, int s
     if (!sizable(p)) return 0;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(sm_version, p, &plan);
-    return scratch_bytes(&p->fwd, plan.dq_acc);
+    return with_params(p, scratch_bytes(&p->fwd, plan.dq_acc));
 }
 
 /* Batches per launch: grid axis 1 carries batch * heads (at most 65535); above that the
@@ -133,8 +141,9 @@ static KilnStatus check_tensors(const KilnAttentionBwdParams *p)
     if (st != KILN_OK) return st;
     if (kiln_attention_bwd_scratch_size(p) == 0)
         return rt_attn_error(BWD, KILN_ERR_USAGE, "the scratch size overflows size_t");
-    /* delta is every plan's; the accumulator only some devices' (kiln_attention_bwd checks) */
-    return check_scratch_size(p, scratch_bytes(f, false));
+    /* the params' rows and delta are every plan's; the accumulator only some devices'
+     * (kiln_attention_bwd checks) */
+    return check_scratch_size(p, with_params(p, scratch_bytes(f, false)));
 }
 
 KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
@@ -142,6 +151,7 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
     if (!p) return rt_attn_error(BWD, KILN_ERR_USAGE, "params is NULL");
     KilnStatus st = rt_attn_check_shape(BWD, &p->fwd);
     if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
+    if (st == KILN_OK) st = rt_attn_pg_check(BWD, p);
     /* a block mask: made for this call, and the caller's tiles divide its blocks */
     if (st == KILN_OK && p->fwd.block_mask) st = rt_attn_bm_check(BWD, &p->fwd, p->block_m, p->block_n);
     /* Above 65535 batch * heads_q the call runs as several launches of whole batches,
@@ -245,16 +255,26 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal,
                         "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
     const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
+    /* learnable params: the dK/dV kernel adds their gradients (after the mask's blocks) */
+    int nkv = m ? 7 : 5;
+    const char *kvp[2 * 9];
+    memcpy(kvp, kv, sizeof(const char *) * 2 * (size_t)nkv);
+    if (p->nparam_grads > 0) kvp[2 * nkv] = "PARAM_GRADS", kvp[2 * nkv + 1] = "true", nkv++;
+    if (p->nparam_grads > 0 && p->param_grads_atomic)
+        kvp[2 * nkv] = "PARAM_GRADS_ATOMIC", kvp[2 * nkv + 1] = "true", nkv++;
     /* Grid axis 0 over the (max) lengths; packed, a program past its sequence's end does
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
     if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
     bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
+    pl->dkdv = -1;
     if (sk > 0) {
+        pl->dkdv = pl->n;
         plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? tk->num_warps : 0,
-                    kv_table ? tk->num_stages : 0, kv, m ? 7 : 5);
+                    kv_table ? tk->num_stages : 0, kvp, nkv);
         pl->k[pl->n - 1].q_end = !m;   /* a block mask's lists bound the query blocks instead */
+        pl->dkdv_rows = pl->grid[pl->dkdv][0] * pl->grid[pl->dkdv][1];
     }
     if (sq > 0 && dq_pass)
         plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? tq->num_warps : 0,
@@ -280,6 +300,10 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
     const KilnAttentionParams *f = &p->fwd;
     const char *n = prm->name;
     size_t delta_bytes = scratch_bytes(f, false);
+    KilnStatus st;
+    if (rt_attn_pg_arg(BWD, p, prm, a, &st)) return st;   /* the learnable params' rows */
+    /* with learnable params, delta and the accumulator follow their rows */
+    KilnDevPtr scratch = p->scratch && p->nparam_grads > 0 ? p->scratch + rt_attn_pg_bytes(p) : p->scratch;
     /* An empty tensor's pointer may be null; the kernels that would read it never
      * run a row of it, but a pointer parameter still wants an address. */
     KilnDevPtr any = f->q ? f->q : f->k ? f->k : p->dk;
@@ -287,11 +311,11 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
     struct { const char *name; KilnDevPtr v; } ptrs[] = {
         {"Q", OR_ANY(f->q)},   {"K", OR_ANY(f->k)},   {"V", OR_ANY(f->v)},   {"O", OR_ANY(f->o)},
         {"LSE", OR_ANY(f->lse)}, {"DO", OR_ANY(p->dout)}, {"DQ", OR_ANY(p->dq)}, {"DK", OR_ANY(p->dk)},
-        {"DV", OR_ANY(p->dv)}, {"DELTA", OR_ANY(p->scratch)},
+        {"DV", OR_ANY(p->dv)}, {"DELTA", OR_ANY(scratch)},
         /* deterministic: no accumulator, and scratch + delta_bytes may lie past the
          * caller's allocation (the launch's pointer check refuses it); the kernels
          * that get it then never touch it, so any device address does */
-        {"DQ_ACC", p->scratch ? (p->deterministic ? p->scratch : p->scratch + delta_bytes) : any},
+        {"DQ_ACC", scratch ? (p->deterministic ? scratch : scratch + delta_bytes) : any},
         {"cu_seqlens_q", f->cu_seqlens_q}, {"cu_seqlens_k", f->cu_seqlens_k}};
 #undef OR_ANY
     for (size_t i = 0; i < COUNT(ptrs); i++)
@@ -299,7 +323,6 @@ KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
             *a = kiln_arg_ptr(ptrs[i].v);
             return KILN_OK;
         }
-    KilnStatus st;
     if (rt_attn_bm_arg(f, prm, a, &st)) return st;   /* the block mask's arrays and strides */
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(BWD, prm, s, a);
@@ -354,7 +377,8 @@ static KilnStatus bwd_run(KilnDevice *dev, const KilnAttentionBwdParams *p, Kiln
     KilnStatus st = KILN_OK;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(dev->info.sm_version, p, &plan);
-    if (!rt_attn_no_rows(&p->fwd) && (st = check_scratch_size(p, scratch_bytes(&p->fwd, plan.dq_acc))) != KILN_OK)
+    if (!rt_attn_no_rows(&p->fwd) &&
+        (st = check_scratch_size(p, with_params(p, scratch_bytes(&p->fwd, plan.dq_acc)))) != KILN_OK)
         return st;
     /* As in the forward: a hook indexing its tensors by b would read another launch's rows. */
     if ((p->fwd.variant || p->fwd.block_mask) && plan.launch_batch < p->fwd.batch)
@@ -371,6 +395,10 @@ static KilnStatus bwd_run(KilnDevice *dev, const KilnAttentionBwdParams *p, Kiln
         if ((st = rt_attn_get_kernel(dev, BWD, &plan.k[i], &ks[i])) == KILN_OK) infos[i] = kiln_kernel_info(ks[i]);
     }
     if (st == KILN_OK) st = rt_attn_var_check_used(BWD, p->fwd.variant, infos, plan.n);
+    if (st == KILN_OK && plan.dkdv >= 0 && p->nparam_grads > 0) st = rt_attn_pg_check_kernel(BWD, p, infos[plan.dkdv]);
+    /* the learnable params' rows start at 0 (one launch before the kernels that add to them) */
+    bool rows = !rt_attn_no_rows(&p->fwd) && plan.dkdv >= 0;
+    if (st == KILN_OK && (rows || p->param_grads_atomic)) st = rt_attn_pg_zero(dev, BWD, p, stream);
     /* arguments bound once per launch of whole batches; a cold call compiles the kernels'
      * code at once on threads */
     for (int b0 = 0; st == KILN_OK && b0 < p->fwd.batch; b0 += plan.launch_batch) {
@@ -382,6 +410,7 @@ static KilnStatus bwd_run(KilnDevice *dev, const KilnAttentionBwdParams *p, Kiln
             st = rt_attn_launch_call(&call, i, grid, stream);
         }
     }
+    if (st == KILN_OK) st = rt_attn_pg_reduce(dev, BWD, p, rows ? plan.dkdv_rows : 0, stream);
     rt_attn_var_close(&vs);
     return st;
 }

@@ -94,6 +94,8 @@ static void bwd_buffers(const KilnAttentionBwdParams *p, KilnDevPtr acc_ptr, Cpu
     /* the scratch as rt_attn_bwd_arg splits it: delta, then (unless deterministic) the f32 dQ
      * accumulator at the end of the delta's rounded share; all of it within scratch_size */
     size_t total = kiln_attention_bwd_scratch_size(p), acc = p->deterministic ? 0 : rows * (size_t)d * 4;
+    /* the learnable params' rows come first (attention_bwd_params.c) */
+    size_t pg = p->nparam_grads > 0 ? rt_attn_pg_bytes(p) : 0;
     CpuBuf b[BWD_BUFS] = {
         {"Q", f->q, rt_attn_span_bytes(f->q_stride, nb, hq, sq, d, 2), KILN_HOST_IN, f->q_bytes, "fwd.q_bytes"},
         {"K", f->k, rt_attn_span_bytes(f->k_stride, nb, hk, sk, d, 2), KILN_HOST_IN, f->k_bytes, "fwd.k_bytes"},
@@ -105,7 +107,7 @@ static void bwd_buffers(const KilnAttentionBwdParams *p, KilnDevPtr acc_ptr, Cpu
         {"DQ", p->dq, rt_attn_span_bytes(p->dq_stride, nb, hq, sq, d, 2), KILN_HOST_INOUT, p->dq_bytes, "dq_bytes"},
         {"DK", p->dk, rt_attn_span_bytes(p->dk_stride, nb, hk, sk, d, 2), KILN_HOST_INOUT, p->dk_bytes, "dk_bytes"},
         {"DV", p->dv, rt_attn_span_bytes(p->dv_stride, nb, hk, sk, d, 2), KILN_HOST_INOUT, p->dv_bytes, "dv_bytes"},
-        {"DELTA", p->scratch, total - acc, KILN_HOST_INOUT, 0, NULL},   /* the scratch: checked whole */
+        {"DELTA", p->scratch + pg, total - acc - pg, KILN_HOST_INOUT, 0, NULL},   /* the scratch: checked whole */
         {"DQ_ACC", acc_ptr, acc, KILN_HOST_INOUT, 0, NULL},
         {"cu_seqlens_q", f->cu_seqlens_q, cu, KILN_HOST_IN, f->cu_seqlens_q_bytes, "fwd.cu_seqlens_q_bytes"},
         {"cu_seqlens_k", f->cu_seqlens_k, cu, KILN_HOST_IN, f->cu_seqlens_k_bytes, "fwd.cu_seqlens_k_bytes"}};
@@ -116,8 +118,15 @@ static KilnHostArg bwd_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
 {
     const KilnAttentionBwdParams *p = ctx;
     CpuBuf t[BWD_BUFS];
+    KilnHostArg pg;
+    if (rt_attn_pg_buffer(p, name, ptr, &pg)) return pg;   /* a learnable param's rows */
     bwd_buffers(p, ptr, t);
     return find_buffer(t, BWD_BUFS, p->fwd.block_mask, p->fwd.variant, name, ptr);
+}
+
+static KilnStatus pg_check(const void *ctx, const KilnKernelInfo *info)
+{
+    return rt_attn_pg_check_kernel(BWD, ctx, info);
 }
 
 KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p)
@@ -149,13 +158,18 @@ KilnStatus kiln_attention_bwd_cpu(const KilnAttentionBwdParams *p)
         rt_attn_pos_free(&pos);
         return st;
     }
+    /* the learnable params' rows start at 0; the dK/dV kernel adds to them, the reduce sums them */
+    bool rows = !rt_attn_no_rows(&q.fwd) && plan.dkdv >= 0;
+    if (rows || q.param_grads_atomic) rt_attn_pg_zero_cpu(&q);
     for (int i = 0; i < plan.n && st == KILN_OK; i++) {
         if (vs.var) plan.k[i].vs = &vs;
         /* the device call checks the variant's arguments against the three kernels together;
          * each kernel here is compiled alone, so none checks (the forward's call has, for
          * the same variant) */
-        st = rt_attn_run_cpu(BWD, &plan.k[i], plan.grid[i], rt_attn_bwd_arg, bwd_buffer, &q, NULL);
+        st = rt_attn_run_cpu(BWD, &plan.k[i], plan.grid[i], rt_attn_bwd_arg, bwd_buffer, &q, NULL,
+                             i == plan.dkdv && q.nparam_grads > 0 ? pg_check : NULL);
     }
+    if (st == KILN_OK) st = rt_attn_pg_reduce_cpu(BWD, &q, rows ? plan.dkdv_rows : 0);
     rt_attn_var_close(&vs);
     rt_attn_pos_free(&pos);
     return st;
@@ -218,7 +232,7 @@ KilnStatus kiln_attention_decode_cpu(const KilnAttentionDecodeParams *p)
     rt_attn_decode_split_variant(p, 1, false, &vs, &v);
     /* the device call's grid with one split: (batch, KV head) x 1 x row blocks */
     int grid[3] = {p->batch * p->heads_kv, 1, rt_attn_decode_row_blocks(p)};
-    st = rt_attn_run_cpu(DEC, &v, grid, rt_attn_decode_direct_arg, dec_buffer, p, p->variant);
+    st = rt_attn_run_cpu(DEC, &v, grid, rt_attn_decode_direct_arg, dec_buffer, p, p->variant, NULL);
     rt_attn_var_close(&vs);
     return st;
 }

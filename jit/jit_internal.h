@@ -373,7 +373,8 @@ KilnHostArg rt_attn_var_buffer(const KilnAttentionVariant *var, const char *name
 KilnStatus rt_attn_run_cpu(const char *api, const RtAttnVariant *v, const int grid[3],
                            KilnStatus (*bind)(const void *ctx, const KilnParam *prm, KilnArg *a),
                            KilnHostArg (*buffer)(const void *ctx, const char *name, KilnDevPtr ptr), const void *ctx,
-                           const KilnAttentionVariant *check_used);
+                           const KilnAttentionVariant *check_used,
+                           KilnStatus (*check)(const void *ctx, const KilnKernelInfo *info));
 
 /* ---- block masks (attention_block_mask.c) ---- */
 /* p->block_mask against the forward call p (block_m / block_n: the caller's tiles, 0 = any):
@@ -401,6 +402,8 @@ typedef struct RtAttnBwdPlan {
     bool dq_acc;                /* the plan uses the f32 dQ accumulator (scratch after delta) */
     char name[3][32];
     char value[3][RT_ATTN_MAX_DEFINES][16];
+    int dkdv;                   /* k[dkdv] is the dK/dV kernel; -1: none (no keys) */
+    int dkdv_rows;              /* its programs: the rows of each learnable param it writes */
 } RtAttnBwdPlan;
 void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwdPlan *plan);
 /* grid axis 1 holds at most this many programs (batch * heads) */
@@ -411,6 +414,23 @@ int rt_attn_bwd_launch_batch(const KilnAttentionBwdParams *p);
 /* The launch argument of a backward kernel's parameter `prm` (by its name) for the call
  * *(const KilnAttentionBwdParams *)ctx: what kiln_attention_bwd passes (tests check it). */
 KilnStatus rt_attn_bwd_arg(const void *ctx, const KilnParam *prm, KilnArg *a);
+
+/* Learnable params (attention_bwd_params.c): p->param_grads checked without a device; the
+ * bytes their rows take at the start of the scratch (SIZE_MAX: too many); the dK/dV kernel's
+ * X__grad / X__numel arguments (false: not one); its parameters against p's entries; the
+ * rows cleared before it and reduced into the gradients after it (device, interpreter); the
+ * interpreter's host buffer of X__grad. */
+KilnStatus rt_attn_pg_check(const char *api, const KilnAttentionBwdParams *p);
+size_t rt_attn_pg_bytes(const KilnAttentionBwdParams *p);
+bool rt_attn_pg_arg(const char *api, const KilnAttentionBwdParams *p, const KilnParam *prm, KilnArg *a,
+                    KilnStatus *st);
+KilnStatus rt_attn_pg_check_kernel(const char *api, const KilnAttentionBwdParams *p, const KilnKernelInfo *info);
+KilnStatus rt_attn_pg_zero(KilnDevice *dev, const char *api, const KilnAttentionBwdParams *p, KilnStream *stream);
+KilnStatus rt_attn_pg_reduce(KilnDevice *dev, const char *api, const KilnAttentionBwdParams *p, int nrows,
+                             KilnStream *stream);
+void rt_attn_pg_zero_cpu(const KilnAttentionBwdParams *p);
+KilnStatus rt_attn_pg_reduce_cpu(const char *api, const KilnAttentionBwdParams *p, int nrows);
+bool rt_attn_pg_buffer(const KilnAttentionBwdParams *p, const char *name, KilnDevPtr ptr, KilnHostArg *out);
 
 /* The decode's split kernel for `splits` splits (attention_decode.c): DIRECT for one, FUSED
  * when asked; `vs` (open) the variant's hooks. Filled in place (its defines point into it). */

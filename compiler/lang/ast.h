@@ -106,6 +106,8 @@ typedef struct AstParam {
     bool is_const;
     AstExpr *default_value;   /* kernels: const params only; helpers: any param; may be NULL */
     SrcLoc default_loc;       /* the '=' of the default */
+    bool differentiable;      /* a module param `param X: *f32 differentiable;` (grad.c: param_grads) */
+    SrcLoc differentiable_loc;
 } AstParam;
 
 /* A schedule setting: `with (num_warps = 4, num_stages = 3)`; values are const exprs. */

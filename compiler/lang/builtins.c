@@ -339,6 +339,7 @@ static const Builtin builtins[] = {
     {"device_assert", {"cond", "msg"}, 1, 2, bi_device_assert, 0, 0},
     {"fence", {NULL}, 0, 0, bi_fence, 0, 0},
     {"grad", {"f"}, 1, 1, bi_grad, 0, 0},
+    {"param_grads", {"f", "slot", "dt", "s", "b", "h", "q_idx", "kv_idx", "atomic"}, 8, 9, bi_param_grads, 0, 0},
     {"rescale", {"f", "a", "b"}, 3, 3, bi_rescale, 0, 0},
 };
 #define NBUILTINS ((int)(sizeof builtins / sizeof builtins[0]))

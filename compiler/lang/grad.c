@@ -56,6 +56,7 @@ typedef struct Diff {
     Tan *tan;        /* by id - base */
     bool *dep;       /* by id - base: depends on x */
     bool failed;
+    const char *wrt; /* param_grads: the differentiable param whose load is x (messages) */
 } Diff;
 
 static const Tan ZERO = {0.0, NULL}, ONE = {1.0, NULL};
@@ -82,15 +83,15 @@ static Tan tan_of(const Diff *D, const IrValue *v)
     return in_body(D, v) ? D->tan[v->id - D->base] : ZERO;
 }
 
-static const char *param_name(const Diff *D) { return D->fn->params[0].name; }
+static const char *param_name(const Diff *D) { return D->wrt ? D->wrt : D->fn->params[0].name; }
 
 /* "grad(f): cannot differentiate 'op' with respect to 'x': why", at the op. */
 static void fail(Diff *D, const IrOp *op, const char *what, const char *why)
 {
     if (D->failed) return;
     D->failed = true;
-    diag_error(D->s->diag, op->loc, "grad(%s): cannot differentiate '%s' with respect to '%s': %s", D->fn->name,
-               what, param_name(D), why);
+    diag_error(D->s->diag, op->loc, "%s(%s): cannot differentiate '%s' with respect to '%s': %s",
+               D->wrt ? "param_grads" : "grad", D->fn->name, what, param_name(D), why);
     diag_note(D->s->diag, D->call, "the derivative of '%s' is taken here", D->fn->name);
 }
 
@@ -369,6 +370,28 @@ static void replace_in_op(IrOp *op, IrValue *from, IrValue *to)
 
 static Val differentiate(Diff *D, Val r, IrOp *first, SrcLoc loc);
 
+/* The tangents of the ops [first, last] (first NULL: none), in order. */
+static void diff_ops(Diff *D, IrOp *first, IrOp *last)
+{
+    Sema *s = D->s;
+    const AstDecl *fn = D->fn;
+    for (IrOp *op = first; op && !D->failed; op = op->next) {
+        diff_op(D, op);
+        /* Each grad of a grad differentiates every op of the one inside: the ops grow
+         * geometrically with the nesting (16 deep: tens of GB). The kernel-size limit the
+         * inliner applies (SEMA_MAX_KERNEL_OPS) applies to what grad emits too. */
+        if (s->kernel_ops > SEMA_MAX_KERNEL_OPS) {
+            if (!s->inline_budget_reported)
+                diag_error(s->diag, D->call, "the kernel is too large after differentiating: %s's derivative "
+                           "takes more than %d operations (each grad of a grad differentiates all of it; "
+                           "nest grad less deeply)", fn->name, SEMA_MAX_KERNEL_OPS);
+            s->inline_budget_reported = true;
+            D->failed = true;
+        }
+        if (op == last) break;
+    }
+}
+
 Val sema_inline_grad(Sema *s, const AstDecl *fn, Val *args, int order, SrcLoc loc)
 {
     if (fn->nparams < 1) {
@@ -413,21 +436,7 @@ static Val differentiate(Diff *D, Val r, IrOp *first, SrcLoc loc)
     memset(D->dep, 0, sizeof(bool) * (size_t)(n ? n : 1));
     /* the body's ops end where the tangent ops begin: at the builder's cursor */
     IrOp *last = s->b.before ? s->b.before->prev : s->b.block->last;
-    for (IrOp *op = first; op && !D->failed; op = op->next) {
-        diff_op(D, op);
-        /* Each grad of a grad differentiates every op of the one inside: the ops grow
-         * geometrically with the nesting (16 deep: tens of GB). The kernel-size limit the
-         * inliner applies (SEMA_MAX_KERNEL_OPS) applies to what grad emits too. */
-        if (s->kernel_ops > SEMA_MAX_KERNEL_OPS) {
-            if (!s->inline_budget_reported)
-                diag_error(s->diag, D->call, "the kernel is too large after differentiating: %s's derivative "
-                           "takes more than %d operations (each grad of a grad differentiates all of it; "
-                           "nest grad less deeply)", fn->name, SEMA_MAX_KERNEL_OPS);
-            s->inline_budget_reported = true;
-            D->failed = true;
-        }
-        if (op == last) break;
-    }
+    diff_ops(D, first, last);
     if (D->failed) return val_err();
     return tan_val(D, r.v, tan_of(D, r.v), loc);
 }
@@ -455,4 +464,258 @@ Val bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
     f.s = arena_printf(s->arena, "grad(%s)", f.s ? f.s : f.fn->name);
     f.loc = call->loc;
     return f;
+}
+
+/* ---- param_grads: the gradients of a hook's differentiable params ----
+ *
+ * `param_grads(f, slot, dt, s, b, h, q_idx, kv_idx[, atomic])` inlines f(s, b, h, q_idx, kv_idx) and,
+ * for every load of f from a differentiable param X (`param X: *f32 differentiable;`),
+ * takes the derivative of f's result with respect to the loaded value (forward mode, as
+ * grad does, seeded at the load), multiplies it by dt (dL/d(f's result), elementwise) and
+ * hands (this program's scratch row of X, X's size, the load's element offsets, the products)
+ * to the library helper attn_param_grad_acc (lang/lib/attention_bwd.tile), which adds each
+ * product to the row at its offset in a fixed order. The row is X__grad + slot * X__numel:
+ * two kernel parameters the call binds (jit/attention_bwd_params.c); with `atomic` (a const
+ * bool) the row is X__grad itself and attn_param_grad_atomic adds each element with an f32
+ * atomic (not deterministic). A load's address must be
+ * X plus integer offsets (`load(X + h * 32 + bucket(...))`); a masked load's derivative is 0
+ * where masked off. Errors are located: no differentiable param, one that f never loads, an
+ * address the differentiator cannot follow, an op on the path to f's result with no rule. */
+
+/* Kernel parameter `name` of type t: found, or added (once per kernel). */
+static IrValue *kernel_param(Sema *s, IrType t, const char *name)
+{
+    for (int i = 0; i < s->f->nparams; i++)
+        if (s->f->params[i]->name && !strcmp(s->f->params[i]->name, name)) return s->f->params[i];
+    return ir_func_add_param(s->f, t, name);
+}
+
+/* Does v depend on `root` (through its defining ops)? */
+static bool reaches(const IrValue *v, const IrValue *root, int depth)
+{
+    if (v == root) return true;
+    if (!v->def || depth > 64) return false;
+    for (int i = 0; i < v->def->nargs; i++)
+        if (reaches(v->def->args[i], root, depth + 1)) return true;
+    return false;
+}
+
+/* The element offsets of a load address `root + o1 + o2 + ...` (splats and broadcasts of the
+ * pointer between): their sum, as a Val; false when the address is not of that form. */
+static bool load_offset(Sema *s, const IrValue *addr, const IrValue *root, Val *off, SrcLoc loc)
+{
+    *off = cv_int(0, IR_I32, loc);
+    for (const IrValue *v = addr; v != root;) {
+        if (!v->def) return false;
+        const IrOp *d = v->def;
+        if (d->op == IR_ADDPTR) {
+            IrValue *o = d->args[1];
+            if (o->type.elem != IR_I32) o = sema_cast(s, o, IR_I32, loc);
+            *off = sema_binary(s, OP_ADD, *off, val_rt(o, loc), loc);
+            if (off->kind == V_ERR) return false;
+            v = d->args[0];
+        } else if (d->op == IR_SPLAT || d->op == IR_BROADCAST) {
+            v = d->args[0];
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+typedef struct PgLoad {
+    IrOp *op;
+    const AstParam *param;
+    IrValue *root;
+} PgLoad;
+
+/* The loads of the inlined body [first, last] from differentiable params (roots[k] the kernel
+ * parameter of params[k], NULL where the kernel has none); a load inside control flow is an error. */
+static int find_param_loads(Sema *s, const char *fname, IrOp *first, IrOp *last, const AstParam **params,
+                            IrValue **roots, int np, PgLoad *out, int max, bool *bad)
+{
+    int n = 0;
+    for (IrOp *op = first; op; op = op->next) {
+        for (int k = 0; k < np; k++) {
+            if (!roots[k]) continue;
+            bool nested = false;
+            for (int r = 0; r < op->nregions && !nested; r++)
+                for (const IrOp *o = op->regions[r]->first; o && !nested; o = o->next)
+                    nested = o->op == IR_LOAD && reaches(o->args[0], roots[k], 0);
+            if (nested) {
+                diag_error(s->diag, op->loc, "param_grads(%s): '%s' is loaded inside an if or for; the "
+                           "differentiator does not follow runtime control flow (load it before, pick with where(...))",
+                           fname, params[k]->name);
+                *bad = true;
+            }
+            if (op->op != IR_LOAD || !reaches(op->args[0], roots[k], 0)) continue;
+            if (n == max) {
+                diag_error(s->diag, op->loc, "param_grads(%s): more than %d loads from differentiable params", fname,
+                           max);
+                *bad = true;
+                return n;
+            }
+            out[n++] = (PgLoad){op, params[k], roots[k]};
+        }
+        if (op == last) break;
+    }
+    return n;
+}
+
+/* The differentiable params of the file (at most max). */
+static int differentiable_params(const Sema *s, const AstParam **out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < s->file->ndecls && n < max; i++) {
+        const AstDecl *d = s->file->decls[i];
+        if (d->kind == AST_PARAM && d->params[0].differentiable) out[n++] = &d->params[0];
+    }
+    return n;
+}
+
+#define PG_MAX_PARAMS 8
+#define PG_MAX_LOADS 16
+
+/* One load's contribution: dt * d(result)/d(load), masked like the load, added by
+ * attn_param_grad_acc to X's row at the load's offsets. */
+static bool param_grad_of_load(Sema *s, const AstDecl *fn, const PgLoad *L, Val r, Val dt, Val slot, int base,
+                               IrOp *last, const AstDecl *const acc[2], bool atomic, SrcLoc loc)
+{
+    Diff D = {.s = s, .fn = fn, .call = loc, .seed = L->op->res[0], .base = base, .wrt = L->param->name};
+    D.end = s->b.f->next_id;
+    int n = D.end - D.base;
+    D.tan = ARENA_ARRAY(s->arena, Tan, n ? n : 1);
+    D.dep = ARENA_ARRAY(s->arena, bool, n ? n : 1);
+    memset(D.tan, 0, sizeof(Tan) * (size_t)(n ? n : 1));
+    memset(D.dep, 0, sizeof(bool) * (size_t)(n ? n : 1));
+    if (L->op != last) diff_ops(&D, L->op->next, last);
+    if (D.failed) return false;
+    Val t = tan_val(&D, r.v, tan_of(&D, r.v), loc);
+    Val c = sema_binary(s, OP_MUL, dt, t, loc);
+    if (L->op->nargs >= 2) {   /* a masked load reads `other` where masked off: no derivative there */
+        IrValue *zero = cst(&D, L->op, ir_type_scalar(IR_F32), 0.0);
+        IrType shape;
+        if (!sema_broadcast_or_error(s, sema_val_type(&c), L->op->args[1]->type, &shape, loc)) return false;
+        Val m = val_rt(L->op->args[1], loc), z = val_rt(zero, loc);
+        IrType ft = ir_type_with_elem(shape, IR_F32);
+        IrValue *args[3] = {sema_convert(s, &m, ir_type_with_elem(shape, IR_I1), loc), sema_convert(s, &c, ft, loc),
+                            sema_convert(s, &z, ft, loc)};
+        c = val_rt(sema_emit(s, loc, IR_SELECT, ft, 3, args), loc);
+    }
+    Val off;
+    if (!load_offset(s, L->op->args[0], L->root, &off, loc)) {
+        diag_error(s->diag, L->op->loc, "param_grads(%s): the address of this load of differentiable param '%s' must "
+                   "be '%s' plus integer offsets (e.g. load(%s + h * N + i))", fn->name, L->param->name,
+                   L->param->name, L->param->name);
+        return false;
+    }
+    IrType pf = ir_type_scalar(IR_PTR);
+    pf.pointee = IR_F32;
+    const char *name = L->param->name;
+    IrValue *g = kernel_param(s, pf, arena_printf(s->arena, "%s__grad", name));
+    IrValue *numel = kernel_param(s, ir_type_scalar(IR_I32), arena_printf(s->arena, "%s__numel", name));
+    /* this program's row: X__grad + slot * X__numel (i64: rows of many programs); atomic:
+     * the gradient itself, every program adding into it */
+    IrValue *row = g;
+    if (!atomic) {
+        IrValue *sl = sema_cast(s, sema_convert(s, &slot, ir_type_scalar(IR_I32), loc), IR_I64, loc);
+        IrValue *nl = sema_cast(s, numel, IR_I64, loc);
+        IrValue *rowoff = sema_emit(s, loc, IR_MUL, sl->type, 2, (IrValue *[]){sl, nl});
+        row = sema_emit(s, loc, IR_ADDPTR, pf, 2, (IrValue *[]){g, rowoff});
+    }
+    Val args[4] = {val_rt(row, loc), val_rt(numel, loc), off, c};
+    bool scalar = off.kind == V_CONST || sema_val_type(&off).rank == 0;   /* ALiBi's slope[h]: one sum */
+    return sema_inline_call(s, acc[scalar], args, loc).kind != V_ERR;
+}
+
+Val bi_param_grads(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
+{
+    (void)bi;
+    SrcLoc loc = call->loc;
+    Val f = a->v[0];
+    if (f.kind != V_FN || f.grad || f.rescaled) {
+        diag_error(s->diag, f.loc, "param_grads expects a helper function (fn), got %s", sema_val_desc(s, &f));
+        return val_err();
+    }
+    const AstDecl *fn = f.fn;
+    if (fn->nparams != 5) {
+        diag_error(s->diag, f.loc, "param_grads(%s): '%s' takes %d parameters; a score_mod takes 5 (s, b, h, q_idx, "
+                   "kv_idx)", fn->name, fn->name, fn->nparams);
+        return val_err();
+    }
+    const AstParam *params[PG_MAX_PARAMS];
+    int np = differentiable_params(s, params, PG_MAX_PARAMS);
+    if (np == 0) {
+        diag_error(s->diag, loc, "param_grads(%s): no param is marked differentiable (`param NAME: *f32 "
+                   "differentiable;`)", fn->name);
+        return val_err();
+    }
+    bool atomic = false;
+    if (a->have[8]) {   /* a compile-time bool: atomics straight into the gradient */
+        Val at = a->v[8];
+        if (at.kind != V_CONST || at.type.elem != IR_I1) {
+            diag_error(s->diag, at.loc, "param_grads: 'atomic' must be a compile-time bool, got %s",
+                       sema_val_desc(s, &at));
+            return val_err();
+        }
+        atomic = at.i != 0;
+    }
+    const AstDecl *acc[2];
+    const char *const acc_names[2] = {atomic ? "attn_param_grad_atomic" : "attn_param_grad_acc",
+                                      "attn_param_grad_acc1"};
+    for (int i = 0; i < 2; i++) {
+        Sym *ay = sema_lookup(s, acc_names[i]);
+        if (!ay || ay->kind != SYM_FN || !ay->decl) {
+            diag_error(s->diag, loc, "param_grads needs the helper %s (lang/lib/attention_bwd.tile)", acc_names[i]);
+            return val_err();
+        }
+        acc[i] = ay->decl;
+    }
+    for (int i = 1; i < 8; i++)
+        if (a->v[i].kind == V_ERR || !sema_want_value(s, &a->v[i])) return val_err();
+    Val slot = a->v[1], dt = a->v[2];
+    Val args[5];
+    for (int i = 0; i < 5; i++) args[i] = a->v[3 + i];
+    IrBlock *blk = s->b.block;
+    IrOp *mark = s->b.before ? s->b.before->prev : blk->last;
+    int base = s->b.f->next_id;
+    Val r = sema_inline_call(s, fn, args, loc);
+    if (r.kind == V_ERR) return r;
+    IrOp *first = mark ? mark->next : blk->first, *stop = s->b.before;
+    IrOp *last = s->b.before ? s->b.before->prev : s->b.block->last;
+    if (first == stop) first = NULL;
+    /* each differentiable param's kernel parameter: read by the body just inlined, if at all */
+    IrValue *roots[PG_MAX_PARAMS] = {0};
+    for (int k = 0; k < np; k++) {
+        Sym *y = sema_lookup(s, params[k]->name);
+        if (y && y->decl && y->decl->kind == AST_PARAM && y->param_of == s->f && y->val.kind == V_RT)
+            roots[k] = y->val.v;
+    }
+    PgLoad loads[PG_MAX_LOADS];
+    bool bad = false;
+    int nl = first ? find_param_loads(s, fn->name, first, last, params, roots, np, loads, PG_MAX_LOADS, &bad) : 0;
+    for (int k = 0; k < np && !bad; k++) {
+        bool read = false;
+        for (int i = 0; i < nl; i++) read |= loads[i].param == params[k];
+        if (read) continue;
+        diag_error(s->diag, params[k]->differentiable_loc, "differentiable param '%s' is never loaded by %s: it has no "
+                   "gradient (drop 'differentiable', or read it in %s)", params[k]->name, fn->name, fn->name);
+        diag_note(s->diag, loc, "its gradient is taken here");
+        bad = true;
+    }
+    if (bad) return val_err();
+    if (r.kind != V_RT) {   /* a constant result: no load reaches it; every gradient is 0 */
+        Val v;
+        memset(&v, 0, sizeof v);
+        v.kind = V_VOID;
+        v.loc = loc;
+        return v;
+    }
+    for (int i = 0; i < nl; i++)
+        if (!param_grad_of_load(s, fn, &loads[i], r, dt, slot, base, last, acc, atomic, loc)) return val_err();
+    Val v;
+    memset(&v, 0, sizeof v);
+    v.kind = V_VOID;
+    v.loc = loc;
+    return v;
 }

@@ -71,6 +71,7 @@ static AstDecl *make_import(ParseCtx *p, SrcLoc loc, const char *module, SrcLoc 
 static AstDecl *make_import_as(ParseCtx *p, AstDecl *d, const char *as, SrcLoc as_loc, const char *alias,
                                SrcLoc alias_loc);
 static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, AstType type);
+static void mark_differentiable(ParseCtx *p, AstDecl *d, const char *word, SrcLoc loc);
 static AstDecl *make_instance(ParseCtx *p, SrcLoc loc, const char *name, SrcLoc name_loc, const char *of,
                               SrcLoc of_loc, PtrVec *args);
 }
@@ -167,6 +168,9 @@ decl
     | KW_IMPORT NAME NAME NAME ';'    { $$ = make_import_as(p, make_import(p, @1, $2, @2), $3, @3, $4, @4); }
     | KW_PARAM NAME ':' type ';'
                             { $$ = make_module_param(p, @1, $2, @2, $4); }
+    | KW_PARAM NAME ':' type NAME ';'
+                            { $$ = make_module_param(p, @1, $2, @2, $4);
+                              mark_differentiable(p, $$, $5, @5); }
     | KW_TUNE NAME '{' tune_items '}'
                             { $$ = ast_new_tune(p, @1, $2, @2, $4); }
     ;
@@ -526,6 +530,20 @@ static AstDecl *make_module_param(ParseCtx *p, SrcLoc loc, const char *name, Src
     d->params = ARENA_NEW(p->arena, AstParam);
     d->params[0] = (AstParam){.loc = name_loc, .name = name, .type = type};
     return d;
+}
+
+/* `param bias: *f32 differentiable;`: the backward also returns the param's gradient
+ * (sema checks the type; grad.c's param_grads derives it). The one word a param's type
+ * may be followed by. */
+static void mark_differentiable(ParseCtx *p, AstDecl *d, const char *word, SrcLoc loc)
+{
+    if (strcmp(word, "differentiable") != 0) {
+        diag_error(p->diag, loc, "expected ';' or 'differentiable' after the type of param '%s', got '%s'", d->name,
+                   word);
+        return;
+    }
+    d->params[0].differentiable = true;
+    d->params[0].differentiable_loc = loc;
 }
 
 /* `kernel attn_fwd_f16 = attn_fwd(T = f16);`: every argument binds a const

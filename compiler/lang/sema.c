@@ -269,7 +269,15 @@ static bool module_param_type_ok(Sema *s, const AstParam *p)
     }
     IrType t;
     ParamClass pc;
-    return param_type(s, p, &t, &pc);
+    if (!param_type(s, p, &t, &pc)) return false;
+    /* a differentiable param's gradient is accumulated in f32 at the addresses it is read at */
+    if (p->differentiable && !(t.elem == IR_PTR && t.pointee == IR_F32)) {
+        diag_error(s->diag, p->differentiable_loc, "a differentiable param must be an f32 tensor ('*f32': its "
+                   "gradient is accumulated in f32 where it is loaded), but '%s' is '%s%s'", p->name,
+                   p->type.is_ptr ? "*" : "", p->type.name);
+        return false;
+    }
+    return true;
 }
 
 static Val module_param_value(Sema *s, Sym *y)

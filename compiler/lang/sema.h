@@ -200,7 +200,7 @@ Val    sema_inline_rescaled(Sema *s, const Val *f, Val *args, SrcLoc loc);
 /* ---- builtins.c, builtins_mem.c ---- */
 Val    sema_builtin_call(Sema *s, const AstExpr *call);
 
-#define BUILTIN_MAX_ARGS 4
+#define BUILTIN_MAX_ARGS 9
 typedef struct Builtin Builtin;
 /* Arguments bound to a builtin's parameters (positional first, then keyword). */
 typedef struct BArgs {
@@ -225,6 +225,7 @@ Val    bi_store(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_dot(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_reduce(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);
 Val    bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);   /* grad.c */
+Val    bi_param_grads(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call);   /* grad.c */
 Val    bi_rescale(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call); /* rescale.c */
 /* builtins_debug.c: static_print (variadic, unbound arguments) and device_assert. */
 Val    bi_static_print(Sema *s, const AstExpr *call);

@@ -263,11 +263,32 @@ typedef struct KilnAttentionBwdParams {
      * kiln_attention_bwd_scratch_size(p)). Required there: a buffer smaller than its shape
      * and strides span is refused (KILN_ERR_USAGE naming the field, e.g. "dq_bytes"). */
     size_t dout_bytes, dq_bytes, dk_bytes, dv_bytes;
+    /* Learnable params (docs/attention_api.md, "Learnable params"): the gradients of the
+     * variant's differentiable params (`param X: *f32 differentiable;`), one entry per such
+     * param, every one of them (nparam_grads = 0: none computed, the kernels unchanged). Each
+     * grad is overwritten with dL/dX, bit-identical from run to run whatever `deterministic`
+     * says (per-program partial sums reduced in a fixed order). They take scratch: see
+     * kiln_attention_bwd_scratch_size. */
+    const struct KilnParamGrad *param_grads;
+    int nparam_grads;
+    /* Nonzero: the dK/dV programs add the params' gradients straight into the grad buffers
+     * with f32 atomics (FlexAttention's way: no scratch rows, no reduction launch; the last
+     * bits depend on the order the programs run in). Zero: deterministic (above). */
+    int param_grads_atomic;
 } KilnAttentionBwdParams;
+
+/* A differentiable param's gradient (KilnAttentionBwdParams.param_grads). */
+typedef struct KilnParamGrad {
+    const char *name;          /* the variant's `param NAME: *f32 differentiable;` */
+    KilnDevPtr grad;           /* f32 [numel], written (a host address in the _cpu call, numel * 4 bytes) */
+    size_t numel;              /* the param's elements: 1 to 2^31 - 1; offsets outside [0, numel) add nothing */
+} KilnParamGrad;
 
 /* Bytes of scratch the call needs on any device: delta and, unless deterministic, the f32
  * dQ accumulator (0 when seqlen_q == 0, for a shape kiln_attention_bwd_check refuses, or
- * past size_t). */
+ * past size_t); with param_grads, before those, one f32 row of each param's numel per dK/dV
+ * program (cdiv(seqlen_k, block_n or 16) * batch * heads_kv rows, each param's share rounded
+ * up to 256 bytes). */
 KILN_API size_t kiln_attention_bwd_scratch_size(const KilnAttentionBwdParams *p);
 /* Bytes the plan kiln_attention_bwd picks on a device of `sm_version` (KilnDeviceInfo's,
  * e.g. 90) writes: without the dQ accumulator where that plan computes dQ in its own pass

@@ -64,12 +64,12 @@ def _variant_text(source_or_path):
 
 
 def _declared_params(text, path, seen=None):
-    """{name: (ptr, type)} of the `param`s of a variant's text and of the modules it imports
-    (the shipped library's, or files next to it), each module once: a variant composed of
-    shipped ones (`import "variants/alibi" as alibi;`) takes their params."""
+    """{name: (ptr, type, differentiable)} of the `param`s of a variant's text and of the modules
+    it imports (the shipped library's, or files next to it), each module once: a variant composed
+    of shipped ones (`import "variants/alibi" as alibi;`) takes their params."""
     seen = set() if seen is None else seen
-    decl = {m.group(1): (m.group(2), m.group(3)) for m in
-            re.finditer(r"^\s*param\s+(\w+)\s*:\s*(\*?)\s*(\w+)", text, re.M)}
+    decl = {m.group(1): (m.group(2), m.group(3), bool(m.group(4))) for m in
+            re.finditer(r"^\s*param\s+(\w+)\s*:\s*(\*?)\s*(\w+)\s*(differentiable)?", text, re.M)}
     here = os.path.dirname(path) if path and not path.startswith("<") else ""
     for m in re.finditer(r'^\s*import\s+"?([\w/.]+?)(?:\.tile)?"?\s*(?:as\s+\w+\s*)?;', text, re.M):
         name = m.group(1) + ".tile"
@@ -102,7 +102,13 @@ class Variant:
     Tensor params must be torch tensors of the param's element type, on the device of the call
     (their size is the caller's contract on the GPU; the CPU interpreter bounds every access by
     it). Scalar params are Python numbers. Compile errors surface at the first call as
-    kiln.CompileError with the compiler's located diagnostics."""
+    kiln.CompileError with the compiler's located diagnostics.
+
+    Learnable params: a param declared `param X: *f32 differentiable;` (the shipped T5 bias
+    rel_bias and ALiBi's alibi_slopes are) given a contiguous tensor that requires grad gets its
+    gradient from the backward (X.grad after loss.backward()), bit-identical from run to run;
+    set `variant.param_grads_atomic = True` to have it added with f32 atomics instead (no
+    scratch rows, no reduction; the last bits vary from run to run)."""
 
     def __init__(self, source_or_path, **params):
         self.source, self.path = _variant_text(source_or_path)
@@ -118,7 +124,10 @@ class Variant:
             raise ValueError(f"kiln.Variant: {self.path} needs a value for param(s) {', '.join(missing)}")
         self.tensors, self.scalars = {}, {}
         for name, value in params.items():
-            ptr, ty = decl[name]
+            ptr, ty, diff = decl[name]
+            if diff and isinstance(value, torch.Tensor) and not value.is_contiguous():
+                raise ValueError(f"kiln.Variant: differentiable param '{name}' must be a contiguous tensor "
+                                 f"(its gradient is indexed like its elements)")
             if ptr:
                 if not isinstance(value, torch.Tensor):
                     raise TypeError(f"kiln.Variant: param '{name}' is a pointer (*{ty}): pass a tensor, "
@@ -135,6 +144,9 @@ class Variant:
                     raise TypeError(f"kiln.Variant: param '{name}' is {ty}: pass an int, got {value!r}")
                 self.scalars[name] = value
         self.tensor_names = sorted(self.tensors)
+        # the tensor params with a gradient (indexes into tensor_names)
+        self.differentiable = [i for i, n in enumerate(self.tensor_names) if decl[n][2]]
+        self.param_grads_atomic = False
         self.id = next(_variant_ids)
         _variants[self.id] = self
 
@@ -348,6 +360,25 @@ def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
             max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: float, deterministic: bool, variant: int,
             variant_tensors: List[torch.Tensor], bm_data: Optional[torch.Tensor],
             bm_meta: List[int], positions: List[int]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dq, dk, dv, _ = _bwd_core(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                              scale, deterministic, variant, variant_tensors, bm_data, bm_meta, positions, False)
+    return dq, dk, dv
+
+
+def _bwd_params_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                   lse: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
+                   max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: float, deterministic: bool,
+                   variant: int, variant_tensors: List[torch.Tensor], bm_data: Optional[torch.Tensor],
+                   bm_meta: List[int],
+                   positions: List[int]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, List[torch.Tensor]]:
+    """kiln::bwd and the gradients of the variant's differentiable tensor params (in the order
+    of Variant.differentiable)."""
+    return _bwd_core(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
+                     deterministic, variant, variant_tensors, bm_data, bm_meta, positions, True)
+
+
+def _bwd_core(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
+              deterministic, variant, variant_tensors, bm_data, bm_meta, positions, with_params):
     varlen = cu_seqlens_q is not None
     dq, dk, dv = _out_like(q), _out_like(k), _out_like(v)
     q, k, v, out, dout, lse = (_aligned(t) for t in (q, k, v, out, dout, lse.contiguous()))
@@ -367,6 +398,16 @@ def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         b.fwd.variant = ctypes.addressof(var)
     if bm is not None:
         b.fwd.block_mask = ctypes.addressof(bm)
+    grads, entries = [], None
+    if with_params:   # every differentiable param's gradient buffer (the C API wants them all)
+        idx = _variants[variant].differentiable
+        names = [_variants[variant].tensor_names[i] for i in idx]
+        grads = [torch.empty_like(variant_tensors[i], dtype=torch.float32) for i in idx]
+        entries = (_T["KilnParamGrad"] * max(len(idx), 1))()
+        for e, name, g in zip(entries, names, grads):
+            e.name, e.grad, e.numel = name.encode(), g.data_ptr(), g.numel()
+        b.param_grads, b.nparam_grads = ctypes.addressof(entries), len(idx)
+        b.param_grads_atomic = int(bool(_variants[variant].param_grads_atomic))
     if q.device.type == "cuda":   # only what the plan on this device writes (sm_90: no f32 dQ accumulator)
         major, minor = torch.cuda.get_device_capability(q.device)
         n = _lib.kiln_attention_bwd_scratch_size_sm(ctypes.byref(b), major * 10 + minor)
@@ -375,11 +416,20 @@ def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     scratch = torch.empty(max(n, 16), dtype=torch.uint8, device=q.device)
     b.scratch, b.scratch_size = scratch.data_ptr(), scratch.numel()
     _run(q, "kiln_attention_bwd_cpu", "kiln_attention_bwd", b, "kiln.attention (backward)")
-    return dq, dk, dv
+    return dq, dk, dv, grads
 
 
 # (the plain function stays callable: kiln.distributed runs it inside its own autograd Function)
 _bwd_op = torch.library.custom_op("kiln::bwd", mutates_args=())(_bwd_impl)
+_bwd_params_op = torch.library.custom_op("kiln::bwd_params", mutates_args=())(_bwd_params_impl)
+
+
+@_bwd_params_op.register_fake
+def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
+      deterministic, variant, variant_tensors, bm_data, bm_meta, positions):
+    idx = _variants[variant].differentiable
+    return (_out_like(q), _out_like(k), _out_like(v),
+            [torch.empty_like(variant_tensors[i], dtype=torch.float32) for i in idx])
 
 
 @_bwd_op.register_fake
@@ -395,16 +445,26 @@ def _setup_fwd(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, bm_data, *vts)
     ctx.args = (max_q, max_k, causal, scale, deterministic, variant, list(bm_meta), list(positions))
     ctx.variant = _variants.get(variant)   # alive until the backward has run
+    # learnable params: the differentiable tensor params that require grad
+    diff = ctx.variant.differentiable if ctx.variant is not None else []
+    ctx.param_grads = any(vts[i].requires_grad for i in diff)
 
 
 def _backward_fwd(ctx, dout, dlse):
     q, k, v, out, lse, cu_q, cu_k, bm_data, *vts = ctx.saved_tensors
     max_q, max_k, causal, scale, deterministic, variant, bm_meta, positions = ctx.args
-    dq, dk, dv = torch.ops.kiln.bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale,
-                                    deterministic, variant, vts, bm_data, bm_meta, positions)
+    vgrads = [None] * len(vts)
+    if ctx.param_grads:
+        dq, dk, dv, pg = torch.ops.kiln.bwd_params(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale,
+                                                   deterministic, variant, vts, bm_data, bm_meta, positions)
+        for i, g in zip(ctx.variant.differentiable, pg):
+            vgrads[i] = g.to(vts[i].dtype) if vts[i].requires_grad else None
+    else:
+        dq, dk, dv = torch.ops.kiln.bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale,
+                                        deterministic, variant, vts, bm_data, bm_meta, positions)
     # one entry per input of kiln::fwd, lists as lists (the autograd wrapper checks the structure:
     # a non-empty list of ints is one leaf, whose grad is None; an empty list stays a list)
-    return (dq, dk, dv, None, None, None, None, None, None, None, None, [None] * len(vts), None,
+    return (dq, dk, dv, None, None, None, None, None, None, None, None, vgrads, None,
             None if bm_meta else [], None if positions else [])
 
 

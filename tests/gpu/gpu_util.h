@@ -58,6 +58,15 @@ static inline KilnDevPtr gu_upload(KilnDevice *dev, const void *host, size_t byt
     return d;
 }
 
+/* A malloc'ed host copy of `bytes` of device buffer d, after the device's work is done. */
+static inline void *gu_download(KilnDevice *dev, KilnDevPtr d, size_t bytes)
+{
+    void *h = malloc(bytes ? bytes : 16);
+    kiln_synchronize(dev);
+    if (h) kiln_memcpy_dtoh(dev, h, d, bytes);
+    return h;
+}
+
 /* max(worst, |a - b|) where a NaN difference wins (an unwritten element, still
  * NaN poison, must fail the tolerance rather than vanish from a max). */
 static inline double gu_worse(double worst, double a, double b)
