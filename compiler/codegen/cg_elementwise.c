@@ -27,6 +27,7 @@
  * slice(P, axis) -> P, blocked -> blocked with a unit dim, permuted blocked).
  */
 #include "cg_internal.h"
+#include "compiler/support/fp16.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -165,6 +166,10 @@ static LLVMValueRef elem(CgCtx *c, IrOp *op, LLVMValueRef *v, bool keep_f32)
     }
     default: break;
     }
+    if (e == IR_F8E4M3 || re == IR_F8E4M3) { /* the verifier rejects these first */
+        cg_fail(c, op, "'%s' is not defined on f8e4m3", ir_op_info[op->op].name);
+        return NULL;
+    }
     int n = op->nargs;
     LLVMValueRef x[2] = {v[0], n > 1 ? v[1] : NULL};
     if (is_half(e))
@@ -234,6 +239,7 @@ static LLVMValueRef const_value(CgCtx *c, IrOp *op)
 {
     IrElem e = (IrElem)op->res[0]->type.elem;
     LLVMTypeRef t = cg_type(c, e);
+    if (e == IR_F8E4M3) return LLVMConstInt(t, f8e4m3_from_f64(op->fval), 0);
     if (ir_elem_is_float(e)) return LLVMConstReal(t, op->fval);
     if (e == IR_I1) return LLVMConstInt(t, op->ival != 0, 0);
     if (e == IR_PTR) return LLVMConstNull(t);

@@ -1,0 +1,76 @@
+/* test_e2e_fp8_ptx.c — f8e4m3 in the GPU backend: what the PTX holds and that
+ * ptxas takes it.
+ *
+ *   - casts: f32 -> e4m3 is cvt.rn.satfinite.e4m3x2.f32 (the rounding and
+ *     saturation of fp16.c, which tests/interp/test_e2e_fp8.c checks bit for
+ *     bit), e4m3 -> f16/f32 cvt.rn.f16x2.e4m3x2; e4m3 moves as bytes (st.global.b8);
+ *     sm_89 gets PTX ISA 8.1 (what ptxas asks there), sm_90a keeps 8.0;
+ *   - sm_80 has no e4m3 cvt: the cast is refused at its location;
+ * The ptxas cases assemble each for sm_89 / sm_90a.
+ */
+#include "tests/testutil.h"
+#include "tests/ptx_util.h"
+#include "kiln.h"
+#include "compiler/support/support.h"
+
+#include <string.h>
+
+static const char *CASTS =
+    "kernel f8_casts(X: *f32, Q: *f8e4m3, Y: *f32, H: *f16, n: i32, const BLOCK: i32 = 128)\n"
+    "{\n"
+    "    let offs = program_id(0) * BLOCK + arange(BLOCK);\n"
+    "    let m = offs < n;\n"
+    "    let q = load(X + offs, mask = m).to(f8e4m3);\n"
+    "    store(Q + offs, q, mask = m);\n"
+    "    store(Y + offs, load(Q + offs, mask = m, other = 0.0).to(f32), mask = m);\n"
+    "    store(H + offs, q.to(f16), mask = m);\n"
+    "}\n";
+
+START_TEST(casts_emit_the_e4m3_cvts)
+{
+    KilnCompileResult r = pu_compile("c.tile", CASTS, "f8_casts", NULL, 0, "sm_90a", KILN_EMIT_PTX);
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "cvt.rn.satfinite.e4m3x2.f32"), 1);
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "cvt.rn.f16x2.e4m3x2"), 2);
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "st.global.b8"), 1);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, ".version 8.0"), 1);
+    kiln_compile_result_free(&r);
+    r = pu_compile("c.tile", CASTS, "f8_casts", NULL, 0, "sm_89", KILN_EMIT_PTX);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, ".version 8.1"), 1);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
+START_TEST(sm_80_refuses_the_cast_at_its_location)
+{
+    KilnCompileResult r;
+    ck_assert_int_eq(pu_compile_status("c.tile", CASTS, "f8_casts", NULL, 0, "sm_80", KILN_EMIT_PTX, &r),
+                     KILN_ERR_COMPILE);
+    ck_assert_msg(r.diagnostics && strstr(r.diagnostics, "c.tile:5:38: error: f8e4m3 conversion needs sm_89 or newer"),
+                  "%s", r.diagnostics ? r.diagnostics : "(none)");
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
+START_TEST(ptxas_takes_them)
+{
+    const char *archs[] = {"sm_89", "sm_90a"};
+    for (int i = 0; i < 2; i++) {
+        KilnCompileResult r = pu_compile("c.tile", CASTS, "f8_casts", NULL, 0, archs[i], KILN_EMIT_CUBIN);
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
+static Suite *fp8_ptx_suite(void)
+{
+    Suite *s = suite_create("fp8_ptx");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, casts_emit_the_e4m3_cvts);
+    tcase_add_test(tc, sm_80_refuses_the_cast_at_its_location);
+    suite_add_tcase(s, tc);
+    tcase_add_test(pu_ptxas_tcase(s, 600), ptxas_takes_them);
+    return s;
+}
+
+PU_MAIN(fp8_ptx_suite)
