@@ -6,6 +6,8 @@
  *     bit), e4m3 -> f16/f32 cvt.rn.f16x2.e4m3x2; e4m3 moves as bytes (st.global.b8);
  *     sm_89 gets PTX ISA 8.1 (what ptxas asks there), sm_90a keeps 8.0;
  *   - sm_80 has no e4m3 cvt: the cast is refused at its location;
+ *   - dot(e4m3, e4m3) -> f32 on sm_90a: its operands are widened to f16
+ *     (exact) and the dot runs on the f16 tensor cores (mma.sync / wgmma);
  * The ptxas cases assemble each for sm_89 / sm_90a.
  */
 #include "tests/testutil.h"
@@ -24,6 +26,15 @@ static const char *CASTS =
     "    store(Q + offs, q, mask = m);\n"
     "    store(Y + offs, load(Q + offs, mask = m, other = 0.0).to(f32), mask = m);\n"
     "    store(H + offs, q.to(f16), mask = m);\n"
+    "}\n";
+
+static const char *DOT =
+    "kernel f8_dot(A: *f8e4m3, B: *f8e4m3, C: *f32, const M: i32 = 64, const N: i32 = 64, const K: i32 = 64)\n"
+    "    with (num_warps = 4)\n"
+    "{\n"
+    "    let a = load(A + arange(M)[:, None] * K + arange(K)[None, :]);\n"
+    "    let b = load(B + arange(K)[:, None] * N + arange(N)[None, :]);\n"
+    "    store(C + arange(M)[:, None] * N + arange(N)[None, :], dot(a, b));\n"
     "}\n";
 
 START_TEST(casts_emit_the_e4m3_cvts)
@@ -51,11 +62,24 @@ START_TEST(sm_80_refuses_the_cast_at_its_location)
 }
 END_TEST
 
+START_TEST(dot_runs_on_f16_tensor_cores)
+{
+    KilnCompileResult r = pu_compile("d.tile", DOT, "f8_dot", NULL, 0, "sm_90a", KILN_EMIT_PTX);
+    int tc = pu_count_n(r.output, r.output_size, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") +
+             pu_count_n(r.output, r.output_size, "wgmma.mma_async");
+    ck_assert_msg(tc > 0, "no tensor-core instruction in the e4m3 dot");
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "cvt.rn.f16x2.e4m3x2"), 1);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(ptxas_takes_them)
 {
     const char *archs[] = {"sm_89", "sm_90a"};
     for (int i = 0; i < 2; i++) {
         KilnCompileResult r = pu_compile("c.tile", CASTS, "f8_casts", NULL, 0, archs[i], KILN_EMIT_CUBIN);
+        kiln_compile_result_free(&r);
+        r = pu_compile("d.tile", DOT, "f8_dot", NULL, 0, archs[i], KILN_EMIT_CUBIN);
         kiln_compile_result_free(&r);
     }
 }
@@ -68,6 +92,7 @@ static Suite *fp8_ptx_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, casts_emit_the_e4m3_cvts);
     tcase_add_test(tc, sm_80_refuses_the_cast_at_its_location);
+    tcase_add_test(tc, dot_runs_on_f16_tensor_cores);
     suite_add_tcase(s, tc);
     tcase_add_test(pu_ptxas_tcase(s, 600), ptxas_takes_them);
     return s;
