@@ -8,6 +8,7 @@
  *   - sm_80 has no e4m3 cvt: the cast is refused at its location;
  *   - dot(e4m3, e4m3) -> f32 on sm_90a: its operands are widened to f16
  *     (exact) and the dot runs on the f16 tensor cores (mma.sync / wgmma);
+ *   - the FP8 attention forward (attn_fwd_fp8_f16) compiles at d 64 and 128.
  * The ptxas cases assemble each for sm_89 / sm_90a.
  */
 #include "tests/testutil.h"
@@ -73,6 +74,24 @@ START_TEST(dot_runs_on_f16_tensor_cores)
 }
 END_TEST
 
+static KilnCompileResult fp8_attention(const char *d, const char *arch, KilnEmit emit)
+{
+    static char *src;
+    if (!src) src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
+    ck_assert_ptr_nonnull(src);
+    KilnDefine defs[] = {{"HEAD_DIM", d}, {"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"CAUSAL", "true"}};
+    KilnCompileResult r = pu_compile("lang/lib/attention_fwd.tile", src, "attn_fwd_fp8_f16", defs, 4, arch, emit);
+    return r;
+}
+
+START_TEST(fp8_attention_compiles)
+{
+    KilnCompileResult r = fp8_attention("128", "sm_90a", KILN_EMIT_PTX);
+    ck_assert_int_ge(pu_count_n(r.output, r.output_size, "cvt.rn.satfinite.e4m3x2.f32"), 1);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(ptxas_takes_them)
 {
     const char *archs[] = {"sm_89", "sm_90a"};
@@ -82,6 +101,10 @@ START_TEST(ptxas_takes_them)
         r = pu_compile("d.tile", DOT, "f8_dot", NULL, 0, archs[i], KILN_EMIT_CUBIN);
         kiln_compile_result_free(&r);
     }
+    KilnCompileResult r = fp8_attention("64", "sm_90a", KILN_EMIT_CUBIN);
+    kiln_compile_result_free(&r);
+    r = fp8_attention("128", "sm_90a", KILN_EMIT_CUBIN);
+    kiln_compile_result_free(&r);
 }
 END_TEST
 
@@ -93,6 +116,7 @@ static Suite *fp8_ptx_suite(void)
     tcase_add_test(tc, casts_emit_the_e4m3_cvts);
     tcase_add_test(tc, sm_80_refuses_the_cast_at_its_location);
     tcase_add_test(tc, dot_runs_on_f16_tensor_cores);
+    tcase_add_test(tc, fp8_attention_compiles);
     suite_add_tcase(s, tc);
     tcase_add_test(pu_ptxas_tcase(s, 600), ptxas_takes_them);
     return s;
