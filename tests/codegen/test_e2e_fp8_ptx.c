@@ -52,6 +52,19 @@ START_TEST(casts_emit_the_e4m3_cvts)
 }
 END_TEST
 
+/* 1024 elements on 4 warps: 8 registers a thread, converted two per cvt (cg_elementwise.c):
+ * 4 cvt.rn.satfinite.e4m3x2.f32 for the f32 -> e4m3 cast, 4 + 4 cvt.rn.f16x2.e4m3x2 for the
+ * e4m3 -> f32 and e4m3 -> f16 ones. */
+START_TEST(casts_convert_register_pairs)
+{
+    KilnDefine big[] = {{"BLOCK", "1024"}};
+    KilnCompileResult r = pu_compile("c.tile", CASTS, "f8_casts", big, 1, "sm_90a", KILN_EMIT_PTX);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "cvt.rn.satfinite.e4m3x2.f32"), 4);
+    ck_assert_int_eq(pu_count_n(r.output, r.output_size, "cvt.rn.f16x2.e4m3x2"), 8);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 START_TEST(sm_80_refuses_the_cast_at_its_location)
 {
     KilnCompileResult r;
@@ -114,6 +127,7 @@ static Suite *fp8_ptx_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, casts_emit_the_e4m3_cvts);
+    tcase_add_test(tc, casts_convert_register_pairs);
     tcase_add_test(tc, sm_80_refuses_the_cast_at_its_location);
     tcase_add_test(tc, dot_runs_on_f16_tensor_cores);
     tcase_add_test(tc, fp8_attention_compiles);
