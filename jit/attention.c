@@ -304,6 +304,9 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK) return st;
     if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
+    if (is_fp8(p) && dev->info.sm_version < 89)   /* no e4m3 conversions before Ada (cg_lower.c) */
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "FP8 (KILN_E4M3) needs sm_89 or newer; this device is "
+                             "sm_%d", dev->info.sm_version);
     if (rt_attn_no_rows(p)) return KILN_OK;   /* no rows, nothing to write */
     /* Above 65535 the call runs as launches of whole batches, each seeing b from 0: a
      * hook indexing its tensors by b would read another batch's rows. */
