@@ -323,14 +323,20 @@ def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: O
     lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
     p = _fwd_params(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
                     positions)
-    var = _variant_struct(variant, variant_tensors)
+    _run_fwd(q, p, variant, variant_tensors, bm_data, bm_meta, "kiln.attention")
+    return o, lse
+
+
+def _run_fwd(q, p, vid, vts, bm_data, bm_meta, what):
+    """kiln_attention_fwd(_cpu) of p with the variant and block mask attached (their structs
+    live until the call returns)."""
+    var = _variant_struct(vid, vts)
     bm = _bm_struct(bm_data, bm_meta)
     if var is not None:
         p.variant = ctypes.addressof(var)
     if bm is not None:
         p.block_mask = ctypes.addressof(bm)
-    _run(q, "kiln_attention_fwd_cpu", "kiln_attention_fwd", p, "kiln.attention")
-    return o, lse
+    _run(q, "kiln_attention_fwd_cpu", "kiln_attention_fwd", p, what)
 
 
 _fwd_op = torch.library.custom_op("kiln::fwd", mutates_args=())(_fwd_impl)
@@ -677,14 +683,8 @@ def attention_fp8(q, k, v, q_descale, k_descale, v_descale, causal=False, scale=
         p.o_bytes, p.lse_bytes = _buffer_bytes(o), _buffer_bytes(lse)
         p.q_descale_bytes, p.k_descale_bytes, p.v_descale_bytes = (_buffer_bytes(t) for t in (dq, dk, dv))
     vid, vts = _variant_args(variant, q.device)
-    var = _variant_struct(vid, vts)
     bm_data, bm_meta = _bm_args(block_mask, q, bool(causal), sq, k.shape[2])
-    bm = _bm_struct(bm_data, bm_meta)
-    if var is not None:
-        p.variant = ctypes.addressof(var)
-    if bm is not None:
-        p.block_mask = ctypes.addressof(bm)
-    _run(q, "kiln_attention_fwd_cpu", "kiln_attention_fwd", p, "kiln.attention_fp8")
+    _run_fwd(q, p, vid, vts, bm_data, bm_meta, "kiln.attention_fp8")
     return (o, lse) if return_lse else o
 
 
