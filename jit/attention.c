@@ -63,8 +63,41 @@ static KilnStatus check_tensors(const KilnAttentionParams *p)
     return st;
 }
 
+static bool is_fp8(const KilnAttentionParams *p) { return p && p->dtype == KILN_E4M3; }
+
+/* Bytes of one element of Q, K, V (e4m3: 1; O is f16/bf16 always). */
+static int qkv_bytes(const KilnAttentionParams *p) { return is_fp8(p) ? 1 : 2; }
+
+/* The FP8 fields (dtype KILN_E4M3): O's dtype, the descales' form and pointers. */
+static KilnStatus check_fp8(const KilnAttentionParams *p)
+{
+    if (p->out_dtype != KILN_F16 && p->out_dtype != KILN_BF16)
+        return rt_attn_error(FWD, KILN_ERR_USAGE, "out_dtype %d is neither KILN_F16 nor KILN_BF16 (O of an FP8 call)",
+                             (int)p->out_dtype);
+    if (p->descale_per_head != 0 && p->descale_per_head != 1)
+        return rt_attn_error(FWD, KILN_ERR_USAGE, "descale_per_head must be 0 (one descale per tensor) or 1 (per "
+                             "batch and head), got %d", p->descale_per_head);
+    if (rt_attn_varlen(p))
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "FP8 (KILN_E4M3) is not supported with packed batches");
+    if (rt_attn_no_rows(p)) return KILN_OK;
+    KilnStatus st = rt_attn_check_tensor(FWD, "q_descale", p->q_descale, NULL, 0, 0, 0, 0, 4, false);
+    if (st == KILN_OK) st = rt_attn_check_tensor(FWD, "k_descale", p->k_descale, NULL, 0, 0, 0, 0, 4, false);
+    if (st == KILN_OK) st = rt_attn_check_tensor(FWD, "v_descale", p->v_descale, NULL, 0, 0, 0, 0, 4, false);
+    return st;
+}
+
 KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 {
+    /* FP8: the shared checks see the call as one of out_dtype (what O is; Q, K and V
+     * are checked as 2-byte tensors, which bounds their 1-byte offsets too) */
+    KilnAttentionParams as_out;
+    if (is_fp8(p)) {
+        KilnStatus st = check_fp8(p);
+        if (st != KILN_OK) return st;
+        as_out = *p;
+        as_out.dtype = p->out_dtype;
+        p = &as_out;
+    }
     KilnStatus st = rt_attn_check_shape(FWD, p);
     if (st == KILN_OK && p->block_mask) st = rt_attn_bm_check(FWD, p, p->block_m, p->block_n);
     if (st != KILN_OK || rt_attn_no_rows(p)) return st;   /* no rows: empty tensors may be null */
@@ -75,7 +108,7 @@ KilnStatus kiln_attention_check(const KilnAttentionParams *p)
 
 /* The forward's choice for a call: the tuning table's row (or the caller's tiles). */
 typedef struct AttnKey {
-    int dtype, head_dim, causal;
+    int dtype, out_dtype, head_dim, causal;      /* out_dtype: O's, with dtype KILN_E4M3 */
     int block_m, block_n, num_warps, num_stages;   /* warps/stages 0: the program's own rule */
     KilnSchedule schedule;                         /* resolved: p->schedule over the table's row */
     int mask_block_m, mask_block_n;                /* a block mask's blocks (attn_fwd_bm_*), else 0 */
@@ -114,19 +147,19 @@ static bool tma_encodable(const KilnAttentionParams *p)
     return true;
 }
 
-static const char *kernel_name(int dtype, bool varlen, bool block_mask);
+static const char *kernel_name(int dtype, int out_dtype, bool varlen, bool block_mask);
 
 static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
 {
     /* a winner `kiln tune` stored for this call comes first (tune_store.c), then the table */
     RtTuneRow tuned;
-    const RtTuneRow *t = rt_tune_attn_row(RT_TUNE_FWD, kernel_name(p->dtype, false, false), sm_version, p->head_dim,
-                                          p->causal, 0, p->seqlen_q, NULL, &tuned) ? &tuned
+    const RtTuneRow *t = rt_tune_attn_row(RT_TUNE_FWD, kernel_name(p->dtype, p->out_dtype, false, false), sm_version,
+                                          p->head_dim, p->causal, 0, p->seqlen_q, NULL, &tuned) ? &tuned
                          : rt_attn_tune(RT_TUNE_FWD, sm_version, p->head_dim, p->causal, p->seqlen_q);
     /* check_shape accepted the head dim, and every head dim has a min_sm 0 row */
     if (!t) t = rt_attn_tune(RT_TUNE_FWD, 0, 32, 0, 0);
     bool own_tiles = p->block_m || p->block_n;
-    AttnKey k = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0};
+    AttnKey k = {.dtype = p->dtype, .out_dtype = p->out_dtype, .head_dim = p->head_dim, .causal = p->causal != 0};
     k.block_m = p->block_m ? p->block_m : t->block_m;
     k.block_n = p->block_n ? p->block_n : t->block_n;
     /* the table's warps/stages belong to its tiles: with the caller's tiles, the program decides */
@@ -140,11 +173,15 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
      * The table's TMA (not the caller's) also gives way where the maps cannot be encoded:
      * K/V not 16-byte aligned, or a stride that is 0 (a broadcast) or not 16 bytes' worth. */
     if (p->seqlen_k == 0 || (p->schedule.tma <= 0 && !tma_encodable(p))) k.schedule.tma = 0;
+    /* FP8: e4m3 tiles are not cp.async/TMA-staged (pass_pipeline takes f16/bf16 tiles) */
+    if (is_fp8(p)) k.schedule.tma = 0, k.schedule.warp_specialize = 0;
     return with_block_mask(p, k);
 }
 
-static const char *kernel_name(int dtype, bool varlen, bool block_mask)
+static const char *kernel_name(int dtype, int out_dtype, bool varlen, bool block_mask)
 {
+    if (dtype == KILN_E4M3 && block_mask) return out_dtype == KILN_BF16 ? "attn_fwd_bm_fp8_bf16" : "attn_fwd_bm_fp8_f16";
+    if (dtype == KILN_E4M3) return out_dtype == KILN_BF16 ? "attn_fwd_fp8_bf16" : "attn_fwd_fp8_f16";
     if (varlen) return dtype == KILN_BF16 ? "attn_fwd_varlen_bf16" : "attn_fwd_varlen_f16";
     if (block_mask) return dtype == KILN_BF16 ? "attn_fwd_bm_bf16" : "attn_fwd_bm_f16";
     return dtype == KILN_BF16 ? "attn_fwd_bf16" : "attn_fwd_f16";
@@ -153,7 +190,7 @@ static const char *kernel_name(int dtype, bool varlen, bool block_mask)
 /* The forward's compile request for key k (with the call's opened variant, or none). */
 static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, RtAttnVariant *v)
 {
-    rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, varlen, k->mask_block_m > 0), k->num_warps,
+    rt_attn_variant_init(v, ATTN_PROGRAM, kernel_name(k->dtype, k->out_dtype, varlen, k->mask_block_m > 0), k->num_warps,
                          k->num_stages, &k->schedule);
     rt_attn_variant_define(v, "HEAD_DIM", k->head_dim, false);
     rt_attn_variant_define(v, "BLOCK_M", k->block_m, false);
@@ -163,13 +200,14 @@ static void fwd_variant(const AttnKey *k, bool varlen, const RtAttnVarSrc *vs, R
         rt_attn_variant_define(v, "MASK_BLOCK_M", k->mask_block_m, false);
         rt_attn_variant_define(v, "MASK_BLOCK_N", k->mask_block_n, false);
     }
+    bool fp8 = k->dtype == KILN_E4M3;   /* its kernels take the hook-ready scores only */
     if (!vs || !vs->var) {
         /* PLAIN_SCORES: no score_mod, so the scores take FlashAttention-2's one-FFMA form */
-        rt_attn_variant_define(v, "PLAIN_SCORES", 1, true);
+        if (!fp8) rt_attn_variant_define(v, "PLAIN_SCORES", 1, true);
         return;
     }
     v->vs = vs;
-    v->plain_scores = true;   /* unless the variant has a score_mod */
+    v->plain_scores = !fp8;   /* unless the variant has a score_mod */
 }
 
 KilnStatus rt_attn_fwd_request(int sm_version, const KilnAttentionParams *p, RtAttnVariant *v, RtAttnRequest *r)
@@ -195,7 +233,8 @@ static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
     KilnDevPtr kv_stand_in = p->q;
     struct { const char *name; KilnDevPtr v; } ptrs[] = {
         {"Q", p->q}, {"K", p->k ? p->k : kv_stand_in}, {"V", p->v ? p->v : kv_stand_in},
-        {"O", p->o}, {"LSE", p->lse}, {"cu_seqlens_q", p->cu_seqlens_q}, {"cu_seqlens_k", p->cu_seqlens_k}};
+        {"O", p->o}, {"LSE", p->lse}, {"cu_seqlens_q", p->cu_seqlens_q}, {"cu_seqlens_k", p->cu_seqlens_k},
+        {"Q_descale", p->q_descale}, {"K_descale", p->k_descale}, {"V_descale", p->v_descale}};
     for (size_t i = 0; i < COUNT(ptrs); i++)
         if (!strcmp(n, ptrs[i].name)) {
             *a = kiln_arg_ptr(ptrs[i].v);
@@ -203,6 +242,7 @@ static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
         }
     int64_t s;
     if (stride_of(p, n, &s)) return rt_attn_int_arg(FWD, prm, s, a);
+    if (!strcmp(n, "descale_per_head")) return rt_attn_int_arg(FWD, prm, p->descale_per_head, a);
     KilnStatus st;
     if (rt_attn_bm_arg(p, prm, a, &st)) return st;   /* the block mask's arrays and strides */
     return rt_attn_scalar_arg(FWD, p, prm, a);
@@ -218,7 +258,8 @@ static KilnStatus make_arg(const void *ctx, const KilnParam *prm, KilnArg *a)
  * is a multiple of 8 does). */
 static bool advance_aligned(const KilnAttentionParams *p, int64_t nb)
 {
-    int64_t adv[5] = {nb * p->q_stride[0] * 2, nb * p->k_stride[0] * 2, nb * p->v_stride[0] * 2,
+    int64_t e = qkv_bytes(p);
+    int64_t adv[5] = {nb * p->q_stride[0] * e, nb * p->k_stride[0] * e, nb * p->v_stride[0] * e,
                       nb * p->o_stride[0] * 2, nb * p->heads_q * p->seqlen_q * 4};
     for (int i = 0; i < 5; i++)
         if (adv[i] % ATTN_PTR_ALIGN) return false;
@@ -240,9 +281,15 @@ static KilnStatus launch_batches(KilnKernel *k, const KilnAttentionParams *p, in
     for (int b0 = 0; b0 < p->batch; b0 += nb) {
         KilnAttentionParams c = *p;
         c.batch = p->batch - b0 < nb ? p->batch - b0 : nb;
-        c.q += (KilnDevPtr)(b0 * p->q_stride[0] * 2);
-        if (c.k) c.k += (KilnDevPtr)(b0 * p->k_stride[0] * 2);   /* 0: seqlen_k == 0, never read */
-        if (c.v) c.v += (KilnDevPtr)(b0 * p->v_stride[0] * 2);
+        int64_t e = qkv_bytes(p);
+        c.q += (KilnDevPtr)(b0 * p->q_stride[0] * e);
+        if (c.k) c.k += (KilnDevPtr)(b0 * p->k_stride[0] * e);   /* 0: seqlen_k == 0, never read */
+        if (c.v) c.v += (KilnDevPtr)(b0 * p->v_stride[0] * e);
+        if (p->descale_per_head) {   /* FP8: per-(batch, head) descales advance with the batch */
+            c.q_descale += (KilnDevPtr)((int64_t)b0 * p->heads_q * 4);
+            c.k_descale += (KilnDevPtr)((int64_t)b0 * p->heads_kv * 4);
+            c.v_descale += (KilnDevPtr)((int64_t)b0 * p->heads_kv * 4);
+        }
         c.o += (KilnDevPtr)(b0 * p->o_stride[0] * 2);
         c.lse += (KilnDevPtr)((int64_t)b0 * p->heads_q * p->seqlen_q * 4);
         grid[1] = c.batch * c.heads_q;
@@ -257,6 +304,9 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
     KilnStatus st = kiln_attention_check(p);
     if (st != KILN_OK) return st;
     if ((st = rt_attn_check_call(FWD, dev, stream)) != KILN_OK) return st;
+    if (is_fp8(p) && dev->info.sm_version < 89)   /* no e4m3 conversions before Ada (cg_lower.c) */
+        return rt_attn_error(FWD, KILN_ERR_UNSUPPORTED, "FP8 (KILN_E4M3) needs sm_89 or newer; this device is "
+                             "sm_%d", dev->info.sm_version);
     if (rt_attn_no_rows(p)) return KILN_OK;   /* no rows, nothing to write */
     /* Above 65535 the call runs as launches of whole batches, each seeing b from 0: a
      * hook indexing its tensors by b would read another batch's rows. */
@@ -293,27 +343,37 @@ KilnStatus kiln_attention_fwd(KilnDevice *dev, const KilnAttentionParams *p, Kil
  * field naming the size, and what the shape and strides span (0 when empty). */
 typedef struct CpuTensor { const char *name; KilnDevPtr ptr; size_t bytes; const char *field; size_t span; KilnHostDir dir; } CpuTensor;
 
-static int cpu_tensors(const KilnAttentionParams *p, CpuTensor t[7])
+#define CPU_TENSORS 10
+
+static int cpu_tensors(const KilnAttentionParams *p, CpuTensor t[CPU_TENSORS])
 {
     /* packed (varlen): one "batch" of total_q / total_k tokens, plus the prefix sums */
     bool vl = rt_attn_varlen(p);
     int nb = vl ? 1 : p->batch, sq = vl ? p->total_q : p->seqlen_q, sk = vl ? p->total_k : p->seqlen_k;
     size_t cu = vl ? (size_t)(p->batch + 1) * 4 : 0;
-    t[0] = (CpuTensor){"Q", p->q, p->q_bytes, "q_bytes", rt_attn_span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_IN};
-    t[1] = (CpuTensor){"K", p->k, p->k_bytes, "k_bytes", rt_attn_span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN};
-    t[2] = (CpuTensor){"V", p->v, p->v_bytes, "v_bytes", rt_attn_span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, 2), KILN_HOST_IN};
+    int e = qkv_bytes(p);
+    t[0] = (CpuTensor){"Q", p->q, p->q_bytes, "q_bytes", rt_attn_span_bytes(p->q_stride, nb, p->heads_q, sq, p->head_dim, e), KILN_HOST_IN};
+    t[1] = (CpuTensor){"K", p->k, p->k_bytes, "k_bytes", rt_attn_span_bytes(p->k_stride, nb, p->heads_kv, sk, p->head_dim, e), KILN_HOST_IN};
+    t[2] = (CpuTensor){"V", p->v, p->v_bytes, "v_bytes", rt_attn_span_bytes(p->v_stride, nb, p->heads_kv, sk, p->head_dim, e), KILN_HOST_IN};
     t[3] = (CpuTensor){"O", p->o, p->o_bytes, "o_bytes", rt_attn_span_bytes(p->o_stride, nb, p->heads_q, sq, p->head_dim, 2), KILN_HOST_OUT};
     t[4] = (CpuTensor){"LSE", p->lse, p->lse_bytes, "lse_bytes", (size_t)nb * p->heads_q * sq * 4, KILN_HOST_OUT};
     t[5] = (CpuTensor){"cu_seqlens_q", p->cu_seqlens_q, p->cu_seqlens_q_bytes, "cu_seqlens_q_bytes", cu, KILN_HOST_IN};
     t[6] = (CpuTensor){"cu_seqlens_k", p->cu_seqlens_k, p->cu_seqlens_k_bytes, "cu_seqlens_k_bytes", cu, KILN_HOST_IN};
-    return 7;
+    /* FP8: the descales, one f32 per tensor or per (batch, head) */
+    bool ph = p->descale_per_head, f8 = is_fp8(p);
+    size_t dq = !f8 ? 0 : ph ? (size_t)p->batch * p->heads_q * 4 : 4;
+    size_t dkv = !f8 ? 0 : ph ? (size_t)p->batch * p->heads_kv * 4 : 4;
+    t[7] = (CpuTensor){"Q_descale", p->q_descale, p->q_descale_bytes, "q_descale_bytes", dq, KILN_HOST_IN};
+    t[8] = (CpuTensor){"K_descale", p->k_descale, p->k_descale_bytes, "k_descale_bytes", dkv, KILN_HOST_IN};
+    t[9] = (CpuTensor){"V_descale", p->v_descale, p->v_descale_bytes, "v_descale_bytes", dkv, KILN_HOST_IN};
+    return CPU_TENSORS;
 }
 
 /* Every host buffer the shape reads or writes is at least what it spans: the
  * interpreter then bounds the accesses by the spans, all inside the caller's buffers. */
 static KilnStatus check_cpu_sizes(const char *api, const KilnAttentionParams *p)
 {
-    CpuTensor t[7];
+    CpuTensor t[CPU_TENSORS];
     int n = cpu_tensors(p, t);
     for (int i = 0; i < n; i++)
         if (t[i].span && t[i].bytes < t[i].span)
@@ -326,7 +386,7 @@ static KilnStatus check_cpu_sizes(const char *api, const KilnAttentionParams *p)
 static KilnHostArg cpu_buffer(const void *ctx, const char *name, KilnDevPtr ptr)
 {
     const KilnAttentionParams *p = ctx;
-    CpuTensor t[7];
+    CpuTensor t[CPU_TENSORS];
     int n = cpu_tensors(p, t);
     for (int i = 0; i < n; i++)
         /* the span (check_cpu_sizes: within the caller's bytes; an OUT buffer is copied back
@@ -348,7 +408,7 @@ KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
     RtAttnPos pos;
     if ((st = rt_attn_pos_apply(FWD "_cpu", p, &pp, &pos)) != KILN_OK) return st;
     p = &pp;
-    AttnKey key = {.dtype = p->dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
+    AttnKey key = {.dtype = p->dtype, .out_dtype = p->out_dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
                    .block_m = p->block_m ? p->block_m : 64, .block_n = p->block_n ? p->block_n : 64};
     key = with_block_mask(p, key);
     RtAttnVarSrc vs;

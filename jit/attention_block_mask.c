@@ -104,9 +104,19 @@ static KilnStatus check_buffer(const char *api, const KilnBlockMask *m, size_t n
     return KILN_OK;
 }
 
+/* The shape checks of the call the mask is for; an FP8 call's (dtype KILN_E4M3) as one of
+ * its out_dtype: the mask depends on no dtype. */
+static KilnStatus check_shape(const char *api, const KilnAttentionParams *p)
+{
+    if (!p || p->dtype != KILN_E4M3) return rt_attn_check_shape(api, p);
+    KilnAttentionParams q = *p;
+    q.dtype = p->out_dtype;
+    return rt_attn_check_shape(api, &q);
+}
+
 size_t kiln_attention_block_mask_size(const KilnAttentionParams *p, const KilnBlockMask *m)
 {
-    if (!p || !m || rt_attn_check_shape("", p) != KILN_OK || check_request("", p, m) != KILN_OK) return 0;
+    if (!p || !m || check_shape("", p) != KILN_OK || check_request("", p, m) != KILN_OK) return 0;
     int nq, nk;
     size_t off[KILN_BM_NARRAYS], total;
     return layout(m, p->seqlen_q, p->seqlen_k, &nq, &nk, off, &total) ? total : 0;
@@ -115,7 +125,7 @@ size_t kiln_attention_block_mask_size(const KilnAttentionParams *p, const KilnBl
 /* Validate a create call and fill m's outputs (into *out, m itself untouched on error). */
 static KilnStatus prepare(const char *api, const KilnAttentionParams *p, const KilnBlockMask *m, KilnBlockMask *out)
 {
-    KilnStatus st = rt_attn_check_shape(api, p);
+    KilnStatus st = check_shape(api, p);
     if (st == KILN_OK) st = check_request(api, p, m);
     if (st != KILN_OK) return st;
     if (p->positions)   /* the classifier runs on local indices */

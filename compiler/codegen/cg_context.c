@@ -14,7 +14,7 @@ LLVMTypeRef cg_type(CgCtx *c, IrElem e)
 {
     switch (e) {
     case IR_I1: return c->t_i1;
-    case IR_I8: case IR_U8: return c->t_i8;
+    case IR_I8: case IR_U8: case IR_F8E4M3: return c->t_i8; /* e4m3: its bits, converted by cvt (below) */
     case IR_I16: case IR_U16: return c->t_i16;
     case IR_I32: case IR_U32: return c->t_i32;
     case IR_I64: case IR_U64: return c->t_i64;
@@ -282,6 +282,60 @@ void cg_fail(CgCtx *c, const IrOp *op, const char *fmt, ...)
     va_end(ap);
 }
 
+/* f32 -> e4m3 (i8): cvt.rn.satfinite.e4m3x2.f32 (sm_89+, PTX 7.8) puts its
+ * first source in the upper byte; the lower one is ours. The rounding and
+ * saturation are fp16.c's f8e4m3_from_f64 (the interpreter's). */
+static LLVMValueRef f32_to_e4m3(CgCtx *c, LLVMValueRef v)
+{
+    if (c->sm < 90) c->ptx81 = true;   /* the e4m3x2 cvts on sm_89 need PTX ISA 8.1 (sm_90: 7.8) */
+    LLVMValueRef args[2] = {LLVMConstReal(c->t_f32, 0.0), v};
+    LLVMValueRef p = cg_asm(c, c->t_i16, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", 2, args, false);
+    return LLVMBuildTrunc(c->b, p, c->t_i8, "");
+}
+
+/* e4m3 (i8) -> f32, exact: cvt.rn.f16x2.e4m3x2 (sm_89+) to f16, then f16 -> f32. */
+static LLVMValueRef e4m3_to_f32(CgCtx *c, LLVMValueRef v)
+{
+    if (c->sm < 90) c->ptx81 = true;
+    LLVMValueRef w = LLVMBuildZExt(c->b, v, c->t_i16, "");
+    LLVMValueRef h2 = cg_asm(c, c->t_i32, "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", 1, &w, false);
+    LLVMValueRef h = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, h2, c->t_i16, ""), c->t_f16, "");
+    return LLVMBuildFPExt(c->b, h, c->t_f32, "");
+}
+
+/* f64 -> f32 with round-to-odd (truncate, then set the lowest bit when
+ * inexact), so that the f32 -> e4m3 rounding after it is the one rounding of
+ * the double (as fp16.c does for f16/bf16). */
+static LLVMValueRef f64_to_f32_odd(CgCtx *c, LLVMValueRef d)
+{
+    LLVMValueRef f = cg_asm(c, c->t_f32, "cvt.rz.f32.f64 $0, $1;", "=f,d", 1, &d, false);
+    LLVMValueRef inexact = LLVMBuildFCmp(c->b, LLVMRealONE, LLVMBuildFPExt(c->b, f, c->t_f64, ""), d, "");
+    LLVMValueRef bits = LLVMBuildBitCast(c->b, f, c->t_i32, "");
+    LLVMValueRef odd = LLVMBuildOr(c->b, bits, cg_i32(c, 1), "");
+    return LLVMBuildBitCast(c->b, LLVMBuildSelect(c->b, inexact, odd, bits, ""), c->t_f32, "");
+}
+
+/* Casts from and to e4m3 go through f32, exactly: e4m3, f16, bf16 and every
+ * integer up to 2^24 are f32 values, and anything past 448 saturates either
+ * way; an f64 is rounded to odd first. */
+static LLVMValueRef e4m3_convert(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to)
+{
+    if (from == IR_F8E4M3) return cg_convert_scalar(c, e4m3_to_f32(c, v), IR_F32, to);
+    if (from == IR_F64) v = f64_to_f32_odd(c, v);
+    else if (ir_elem_is_int(from) && ir_elem_bits(from) > 24) {
+        /* beyond 2^24 the value saturates anyway: clamp first, so the f32 is exact */
+        LLVMTypeRef t = LLVMTypeOf(v);
+        bool sgn = ir_elem_is_signed(from);
+        LLVMValueRef hi = LLVMConstInt(t, 1024, 0), lo = LLVMConstInt(t, (unsigned long long)-1024, 1);
+        v = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, sgn ? LLVMIntSGT : LLVMIntUGT, v, hi, ""), hi, v, "");
+        if (sgn) v = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, v, lo, ""), lo, v, "");
+        v = cg_convert_scalar(c, v, from, IR_F32);
+    } else {
+        v = cg_convert_scalar(c, v, from, IR_F32);
+    }
+    return f32_to_e4m3(c, v);
+}
+
 static LLVMValueRef float_to_float(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to)
 {
     if ((from == IR_F16 && to == IR_BF16) || (from == IR_BF16 && to == IR_F16)) {
@@ -295,6 +349,7 @@ static LLVMValueRef float_to_float(CgCtx *c, LLVMValueRef v, IrElem from, IrElem
 LLVMValueRef cg_convert_scalar(CgCtx *c, LLVMValueRef v, IrElem from, IrElem to)
 {
     if (from == to) return v;
+    if (from == IR_F8E4M3 || to == IR_F8E4M3) return e4m3_convert(c, v, from, to);
     LLVMTypeRef tt = cg_type(c, to);
     bool ff = ir_elem_is_float(from), tf = ir_elem_is_float(to);
     if (from == IR_PTR) return LLVMBuildPtrToInt(c->b, v, tt, "");

@@ -27,6 +27,7 @@
  * slice(P, axis) -> P, blocked -> blocked with a unit dim, permuted blocked).
  */
 #include "cg_internal.h"
+#include "compiler/support/fp16.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -165,6 +166,10 @@ static LLVMValueRef elem(CgCtx *c, IrOp *op, LLVMValueRef *v, bool keep_f32)
     }
     default: break;
     }
+    if (e == IR_F8E4M3 || re == IR_F8E4M3) { /* the verifier rejects these first */
+        cg_fail(c, op, "'%s' is not defined on f8e4m3", ir_op_info[op->op].name);
+        return NULL;
+    }
     int n = op->nargs;
     LLVMValueRef x[2] = {v[0], n > 1 ? v[1] : NULL};
     if (is_half(e))
@@ -212,12 +217,48 @@ static void round_pairs(CgCtx *c, LLVMValueRef *r, int n, IrElem e)
     for (; i < n; i++) r[i] = LLVMBuildFPTrunc(c->b, r[i], ht, "");
 }
 
+/* A cast f32 -> e4m3 or e4m3 -> f16/f32 of a thread's registers in pairs: one
+ * cvt.rn.satfinite.e4m3x2.f32 (or cvt.rn.f16x2.e4m3x2) converts two elements,
+ * the first source going to the upper half; the rounding is the single cvt's
+ * (cg_context.c) either way. A last odd register alone. False: not such a cast. */
+static bool e4m3_pairs(CgCtx *c, IrOp *op, CgTile *t, int n)
+{
+    if (op->op != IR_CAST || n < 2) return false;
+    IrElem from = (IrElem)op->args[0]->type.elem, to = (IrElem)op->res[0]->type.elem;
+    bool down = from == IR_F32 && to == IR_F8E4M3, up = from == IR_F8E4M3 && (to == IR_F16 || to == IR_F32);
+    if (!down && !up) return false;
+    if (c->sm < 90) c->ptx81 = true;   /* sm_89: PTX ISA 8.1 (cg_context.c) */
+    int i = 0;
+    for (; i + 1 < n; i += 2) {
+        LLVMValueRef lo = operand(c, op->args[0], i), hi = operand(c, op->args[0], i + 1);
+        if (down) {
+            LLVMValueRef a[2] = {hi, lo};
+            LLVMValueRef p = cg_asm(c, c->t_i16, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", 2, a, false);
+            t->r[i] = LLVMBuildTrunc(c->b, p, c->t_i8, "");
+            t->r[i + 1] = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, p, LLVMConstInt(c->t_i16, 8, 0), ""), c->t_i8, "");
+        } else {
+            LLVMValueRef w = LLVMBuildOr(c->b, LLVMBuildZExt(c->b, lo, c->t_i16, ""),
+                                         LLVMBuildShl(c->b, LLVMBuildZExt(c->b, hi, c->t_i16, ""),
+                                                      LLVMConstInt(c->t_i16, 8, 0), ""), "");
+            LLVMValueRef h2 = cg_asm(c, c->t_i32, "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", 1, &w, false);
+            LLVMValueRef v = LLVMBuildBitCast(c->b, h2, LLVMVectorType(c->t_f16, 2), "");
+            for (int k = 0; k < 2; k++) {
+                LLVMValueRef h = LLVMBuildExtractElement(c->b, v, cg_i32(c, k), "");
+                t->r[i + k] = to == IR_F32 ? LLVMBuildFPExt(c->b, h, c->t_f32, "") : h;   /* exact */
+            }
+        }
+    }
+    if (i < n) t->r[i] = cg_convert_scalar(c, operand(c, op->args[0], i), from, to);
+    return true;
+}
+
 bool cg_lower_elementwise(CgCtx *c, IrOp *op)
 {
     IrValue *res = op->res[0];
     CgGeom g;
     cg_geom_of(c, res, &g);
     CgTile *t = cg_set(c, res, g.nregs);
+    if (e4m3_pairs(c, op, t, g.nregs)) return true;
     bool pairs = cast_f32_to_half(op) && g.nregs > 1;
     for (int i = 0; i < g.nregs; i++) {
         LLVMValueRef v[3];
@@ -234,6 +275,7 @@ static LLVMValueRef const_value(CgCtx *c, IrOp *op)
 {
     IrElem e = (IrElem)op->res[0]->type.elem;
     LLVMTypeRef t = cg_type(c, e);
+    if (e == IR_F8E4M3) return LLVMConstInt(t, f8e4m3_from_f64(op->fval), 0);
     if (ir_elem_is_float(e)) return LLVMConstReal(t, op->fval);
     if (e == IR_I1) return LLVMConstInt(t, op->ival != 0, 0);
     if (e == IR_PTR) return LLVMConstNull(t);

@@ -4,7 +4,7 @@
  * (a failure is an internal error carrying the
  * verifier's message), the target machine (nvptx64-nvidia-cuda, CPU =
  * the target's name, features = its PTX ISA, "+ptx80": sm_90a needs 8.0;
- * "+ptx81" when the module has a vector red, cg_memory.c),
+ * "+ptx81" when the module has a vector red, cg_memory.c, or an e4m3 cvt on sm_89, cg_context.c),
  * Kiln's LLVM IR pipeline (cg_llvm_pipeline below, not default<O3>), then by
  * stage: the module text, PTX through LLVMTargetMachineEmitToMemoryBuffer,
  * or a cubin from ptxas (ptxas_run, compiler/support/ptxas.c, which also

@@ -16,8 +16,21 @@
  */
 #include "cg_internal.h"
 
+/* Converting f8e4m3 (a cast, or a dot that widens its operands) takes the
+ * cvt ... e4m3x2 instructions of sm_89 and newer; moving its bytes does not. */
+static bool f8_needs_cvt(const CgCtx *c, const IrOp *op)
+{
+    if (c->sm >= 89 || (op->op != IR_CAST && op->op != IR_DOT)) return false;
+    return op->args[0]->type.elem == IR_F8E4M3 || op->res[0]->type.elem == IR_F8E4M3;
+}
+
 bool cg_lower_op(CgCtx *c, IrOp *op)
 {
+    if (f8_needs_cvt(c, op)) {
+        cg_fail(c, op, "f8e4m3 %s needs sm_89 or newer (PTX cvt ... e4m3x2); the target is sm_%d",
+                op->op == IR_DOT ? "dot" : "conversion", c->sm);
+        return false;
+    }
     c->smem_base = 0;
     c->cur = (CgRange){-1, -1};
     /* A pipelined load has no registers: its copies are issued by the loop

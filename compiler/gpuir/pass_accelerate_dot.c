@@ -10,6 +10,15 @@
  * Everything else (f32 or integer dots, tiny shapes, older GPUs) stays on
  * the FMA path of cg_dot_fma.c.
  *
+ * An f8e4m3 dot (sm_89+) is first widened: each operand gets a cast to f16,
+ * which is exact (every e4m3 value is an f16 value), so the dot becomes an
+ * f16 one with the same products and f32 accumulation and takes the f16
+ * tensor-core path below. That is FP8 storage with f16 arithmetic; the
+ * native m16n8k32 e4m3 mma.sync and wgmma ...e4m3.e4m3 (with the register
+ * permutation P needs as an A operand and V transposed in SRAM, as
+ * FlashAttention-3 does) are not done yet. On sm_80 codegen refuses the dot
+ * at its location (cvt ... e4m3x2 is sm_89's).
+ *
  * Warps wm x wn. In a kernel with a *chained* dot — one whose result reaches
  * (through elementwise ops) a reduction along its rows or the A operand of
  * another dot, as in attention — every dot takes wm = min(num_warps, M / 16)
@@ -227,9 +236,29 @@ static void visit(IrOp *op, void *vctx)
     c->n++;
 }
 
+/* f8e4m3 dot operands -> f16 casts (see the head), each right after the
+ * operand's definition (before the dot for a block argument): a loop-invariant
+ * operand (attention's Q) is then widened once, outside the key loop. */
+static void widen_f8(IrOp *op, void *vctx)
+{
+    const CgPassCtx *ctx = vctx;
+    if (op->op != IR_DOT || op->args[0]->type.elem != IR_F8E4M3 || ctx->target->sm < 89) return;
+    IrValue *args[3] = {op->args[0], op->args[1], op->args[2]};
+    for (int i = 0; i < 2; i++) {
+        IrType t = ir_type_with_elem(args[i]->type, IR_F16);
+        IrOp *c = ir_op_new(op->parent->func, IR_CAST, op->loc, 1, &args[i], 1, &t);
+        if (args[i]->def) ir_insert_after(args[i]->def, c);
+        else ir_insert_before(op, c);
+        if (ctx->axis) cg_axis_alias(ctx->axis, c->res[0], args[i]);
+        args[i] = c->res[0];
+    }
+    ir_op_set_args(op->parent->func, op, 3, args);
+}
+
 bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
+    ir_walk(f, widen_f8, (void *)ctx);
     Chain ch = {.f = f};
     ir_walk(f, find_chained, &ch);
     AdCtx c = {f, ctx->target->sm, 0, ch.chained, ch.reduced, ctx->wgmma};

@@ -38,6 +38,7 @@ double ir_eval_round(IrElem e, double x)
     switch (e) {
     case IR_F16: return fp16_to_f32(fp16_from_f64(x));
     case IR_BF16: return bf16_to_f32(bf16_from_f64(x));
+    case IR_F8E4M3: return f8e4m3_to_f32(f8e4m3_from_f64(x));
     case IR_F32: return (double)(float)x;
     default: return x;
     }
@@ -262,6 +263,7 @@ uint64_t ir_eval_to_bits(IrElem e, IrScalar x)
     switch (e) {
     case IR_F16: return fp16_from_f64(x.f);
     case IR_BF16: return bf16_from_f64(x.f);
+    case IR_F8E4M3: return f8e4m3_from_f64(x.f);
     case IR_F32: {
         float f = (float)x.f;
         uint32_t u;
@@ -283,6 +285,7 @@ IrScalar ir_eval_from_bits(IrElem e, uint64_t bits)
     switch (e) {
     case IR_F16: r.f = fp16_to_f32((uint16_t)bits); break;
     case IR_BF16: r.f = bf16_to_f32((uint16_t)bits); break;
+    case IR_F8E4M3: r.f = f8e4m3_to_f32((uint8_t)bits); break;
     case IR_F32: {
         uint32_t u = (uint32_t)bits;
         float f;

@@ -29,10 +29,23 @@ static const struct { const char *name; int bits; } elem_tab[IR_ELEM_COUNT] = {
     [IR_U8] = {"u8", 8},     [IR_U16] = {"u16", 16}, [IR_U32] = {"u32", 32},
     [IR_U64] = {"u64", 64},  [IR_F16] = {"f16", 16}, [IR_BF16] = {"bf16", 16},
     [IR_F32] = {"f32", 32},  [IR_F64] = {"f64", 64}, [IR_PTR] = {"ptr", 64},
+    [IR_F8E4M3] = {"f8e4m3", 8},
 };
 
 const char *ir_elem_name(IrElem e) { return (unsigned)e < IR_ELEM_COUNT ? elem_tab[e].name : "?"; }
 int ir_elem_bits(IrElem e) { return (unsigned)e < IR_ELEM_COUNT ? elem_tab[e].bits : 0; }
+
+bool ir_f8_op_ok(IrOpcode op)
+{
+    switch (op) {
+    case IR_CONST: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_RESHAPE: case IR_TRANS:
+    case IR_SELECT: case IR_CAST: case IR_LOAD: case IR_STORE: case IR_DOT: case IR_FOR: case IR_IF:
+    case IR_YIELD: case IR_CONVERT_LAYOUT: case IR_ADDPTR:
+        return true;
+    default:
+        return false;
+    }
+}
 
 IrElem ir_elem_from_name(const char *s)
 {
@@ -42,7 +55,7 @@ IrElem ir_elem_from_name(const char *s)
     return IR_VOID;
 }
 
-bool ir_elem_is_float(IrElem e) { return e == IR_F16 || e == IR_BF16 || e == IR_F32 || e == IR_F64; }
+bool ir_elem_is_float(IrElem e) { return e == IR_F8E4M3 || e == IR_F16 || e == IR_BF16 || e == IR_F32 || e == IR_F64; }
 bool ir_elem_is_int(IrElem e) { return e >= IR_I1 && e <= IR_U64; }
 bool ir_elem_is_signed(IrElem e) { return e >= IR_I8 && e <= IR_I64; }
 

@@ -29,6 +29,9 @@ typedef enum IrElem {
     IR_U8, IR_U16, IR_U32, IR_U64,
     IR_F16, IR_BF16, IR_F32, IR_F64,
     IR_PTR,            /* pointer in global memory; pointee in IrType.pointee */
+    IR_F8E4M3,         /* OCP FP8 E4M3 (e4m3fn): a storage and dot-operand type; casts
+                          round to nearest even and saturate to +-448 (fp16.h). Last,
+                          so that no older element's number moves. */
     IR_ELEM_COUNT
 } IrElem;
 
@@ -152,6 +155,10 @@ IrOpcode ir_opcode_from_name(const char *s);   /* IR_OP_COUNT when unknown */
 
 typedef enum IrCmp { IR_CMP_EQ, IR_CMP_NE, IR_CMP_LT, IR_CMP_LE, IR_CMP_GT, IR_CMP_GE } IrCmp;
 typedef enum IrReduce { IR_RED_SUM, IR_RED_MAX, IR_RED_MIN, IR_RED_ARGMAX, IR_RED_ARGMIN } IrReduce;
+/* Whether `op` is defined on f8e4m3 values (operands or result): data
+ * movement, casts, select and dot; not arithmetic, comparisons, reductions or
+ * atomics (the language reports those, the verifier rejects them). */
+bool ir_f8_op_ok(IrOpcode op);
 const char *ir_cmp_name(IrCmp c);          /* "eq", "lt", ... */
 const char *ir_reduce_name(IrReduce r);    /* "sum", "max", ... */
 

@@ -405,9 +405,23 @@ static bool check_if(Verifier *V, const IrOp *op)
     return true;
 }
 
+/* f8e4m3 values only move, convert, select and feed dots (ir_f8_op_ok);
+ * a dot on them accumulates in f32. */
+static bool check_f8(Verifier *V, const IrOp *op)
+{
+    bool f8 = op->nres > 0 && el(op->res[0]) == IR_F8E4M3;
+    for (int i = 0; i < op->nargs && !f8; i++) f8 = el(op->args[i]) == IR_F8E4M3;
+    if (!f8) return true;
+    if (!ir_f8_op_ok(op->op)) return bad(V, op, "'%s' is not defined on f8e4m3", ir_op_info[op->op].name);
+    if (op->op == IR_DOT && el(op->res[0]) != IR_F32)
+        return bad(V, op, "a dot of f8e4m3 accumulates in f32, got %s", ts(V, op->res[0]->type));
+    return true;
+}
+
 static bool check_types(Verifier *V, const IrOp *op)
 {
     unsigned fl = ir_op_info[op->op].flags;
+    if (!check_f8(V, op)) return false;
     if (fl & IRF_ELEMWISE) return check_elementwise(V, op);
     switch (op->op) {
     case IR_CONST: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS: case IR_ARANGE: return check_leaf(V, op);

@@ -100,8 +100,9 @@ static bool dot_operand(Sema *s, const Val *v, const char *which)
         return false;
     }
     IrElem e = (IrElem)t.elem;
-    if (e != IR_F16 && e != IR_BF16 && e != IR_F32 && e != IR_I8) {
-        diag_error(s->diag, v->loc, "'dot' operands must be f16, bf16, f32 or i8, got %s", sema_type_str(s, t));
+    if (e != IR_F16 && e != IR_BF16 && e != IR_F32 && e != IR_I8 && e != IR_F8E4M3) {
+        diag_error(s->diag, v->loc, "'dot' operands must be f16, bf16, f32, f8e4m3 or i8, got %s",
+                   sema_type_str(s, t));
         return false;
     }
     return true;

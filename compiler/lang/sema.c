@@ -448,7 +448,7 @@ static bool param_type(Sema *s, const AstParam *p, IrType *t, ParamClass *pc)
     IrElem e = ir_elem_from_name(at->name);
     if (e == IR_VOID || e == IR_PTR) {
         static const char *const names[] = {"i1", "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
-                                            "u64", "f16", "bf16", "f32", "f64", "fn", "dtype"};
+                                            "u64", "f16", "bf16", "f32", "f64", "f8e4m3", "fn", "dtype"};
         const char *best = NULL;
         int bestd = 3;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -990,6 +990,7 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
         s.inline_budget_reported = false;
         s.kernel_ops = 0;
         s.tile_limit_reported = false;
+        s.f8_op_reported = false;
         IrFunc *f = compile_kernel(&s, d);
         if (f) ir_module_add(m, f);
     }

@@ -110,6 +110,7 @@ typedef struct Sema {
     bool inline_budget_reported;
     int64_t kernel_ops;        /* ops emitted for the current kernel (SEMA_MAX_KERNEL_OPS) */
     bool tile_limit_reported;  /* a tile past IR_MAX_TILE_NUMEL, reported once per kernel */
+    bool f8_op_reported;       /* arithmetic on f8e4m3, reported once per kernel */
     int const_depth;           /* file-level consts being evaluated (SEMA_MAX_CONST_DEPTH) */
     bool *define_used;         /* per LangOptions.defines entry */
     PtrVec bad_helpers;        /* helpers whose body gave errors: not inlined again */

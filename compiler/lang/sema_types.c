@@ -186,9 +186,23 @@ static void check_tile_size(Sema *s, IrType t, SrcLoc loc)
                "blocks (BLOCK_* constants)", sema_type_str(s, t), num, IR_MAX_TILE_NUMEL);
 }
 
+/* f8e4m3 is a storage and dot-operand type (ir_f8_op_ok): arithmetic,
+ * comparisons, reductions and atomics on it are reported where written, once
+ * per kernel, with the fix. */
+static void check_f8_op(Sema *s, IrOpcode op, IrType t, int n, IrValue *const *args, SrcLoc loc)
+{
+    bool f8 = ir_op_info[op].nres != 0 && t.elem == IR_F8E4M3;
+    for (int i = 0; i < n && !f8; i++) f8 = args[i] && args[i]->type.elem == IR_F8E4M3;
+    if (!f8 || ir_f8_op_ok(op) || s->f8_op_reported) return;
+    s->f8_op_reported = true;
+    diag_error(s->diag, loc, "'%s' is not defined on f8e4m3: it is a storage type (load, store, cast, dot); "
+               "cast to f32 first", ir_op_info[op].name);
+}
+
 IrValue *sema_emit(Sema *s, SrcLoc loc, IrOpcode op, IrType t, int n, IrValue *const *args)
 {
     s->kernel_ops++;
+    check_f8_op(s, op, t, n, args, loc);
     if (ir_op_info[op].nres != 0) check_tile_size(s, t, loc);
     IrOp *o = ir_op_new(s->b.f, op, loc, n, args, ir_op_info[op].nres == 0 ? 0 : 1, &t);
     irb_insert(&s->b, o);

@@ -102,3 +102,47 @@ static float f64_to_f32_odd(double d)
 
 uint16_t fp16_from_f64(double d) { return fp16_from_f32(f64_to_f32_odd(d)); }
 uint16_t bf16_from_f64(double d) { return bf16_from_f32(f64_to_f32_odd(d)); }
+
+/* ---- OCP FP8 E4M3 ("e4m3fn": bias 7, no infinities, S.1111.111 is NaN) ----
+ * Encoding rounds once, to nearest even, and saturates like PTX's
+ * cvt.rn.satfinite.e4m3x2.{f32,f16x2}: a magnitude past the largest finite
+ * value (448, 0x7e), infinities included, gives +-448; NaN gives 0x7f.
+ * Subnormals step by 2^-9; half of that (2^-10) is a tie and goes to zero.
+ * A double is scaled by a power of two (exact) and rounded as an integer, so
+ * there is no double rounding. Example: f8e4m3_from_f64(1.0625) == 0x38 (the
+ * tie between 1 and 1.125 goes to the even mantissa), (464.0) == 0x7e. */
+static double round_half_even(double q) /* q >= 0, below 2^52 */
+{
+    double f = floor(q), r = q - f;
+    if (r > 0.5 || (r == 0.5 && fmod(f, 2.0) != 0.0)) f += 1.0;
+    return f;
+}
+
+uint8_t f8e4m3_from_f64(double d)
+{
+    if (isnan(d)) return 0x7f;
+    uint8_t sign = signbit(d) ? 0x80 : 0;
+    double a = fabs(d);
+    if (a >= 448.0) return (uint8_t)(sign | 0x7e); /* satfinite, inf included */
+    if (a < 0x1p-6) /* subnormal range: code = round(a / 2^-9); 8 is the smallest normal, 0x08 */
+        return (uint8_t)(sign | (uint8_t)round_half_even(ldexp(a, 9)));
+    int e2;
+    (void)frexp(a, &e2); /* a = f * 2^e2, f in [0.5, 1): the unbiased exponent is e2 - 1 */
+    int ex = e2 - 1;
+    double m = round_half_even(ldexp(a, 3 - ex)); /* [8, 16] */
+    if (m == 16.0) m = 8.0, ex++;
+    int code = ((ex + 7) << 3) | ((int)m - 8);
+    if (code > 0x7e) code = 0x7e; /* 464 and up rounded past 448: saturate */
+    return (uint8_t)(sign | code);
+}
+
+uint8_t f8e4m3_from_f32(float x) { return f8e4m3_from_f64((double)x); }
+
+float f8e4m3_to_f32(uint8_t c)
+{
+    float sign = (c & 0x80) ? -1.0f : 1.0f;
+    int ex = (c >> 3) & 15, man = c & 7;
+    if (ex == 15 && man == 7) return sign * NAN;
+    if (ex == 0) return sign * ldexpf((float)man, -9);
+    return sign * ldexpf((float)(8 + man), ex - 10);
+}

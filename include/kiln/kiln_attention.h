@@ -27,7 +27,9 @@ extern "C" {
  * device, picks the compiled variant (dtype, head dim, causal, tile sizes) and
  * keeps it loaded per device. See docs/attention_api.md. */
 
-typedef enum KilnDtype { KILN_F16, KILN_BF16 } KilnDtype;
+/* KILN_E4M3: FP8 E4M3 (e4m3fn, torch.float8_e4m3fn) Q, K, V with descale factors; the
+ * forward only (kiln_attention_fwd / _cpu; KilnAttentionParams' FP8 fields). */
+typedef enum KilnDtype { KILN_F16, KILN_BF16, KILN_E4M3 } KilnDtype;
 
 /* ---- attention variants (docs/attention_api.md, "Variants") ----
  * A variant is a .tile file of hooks (score_mod, mask_mod, kv_start, score_mod_grad,
@@ -184,6 +186,20 @@ typedef struct KilnAttentionParams {
      * take positions (its classifier runs on local indices). */
     int positions;
     int q_pos_offset, kv_pos_offset;
+    /* FP8 (dtype KILN_E4M3; the forward only, not packed batches): Q, K and V hold e4m3 codes
+     * (1 byte each, strides still in elements) whose values are code * descale. out_dtype is
+     * O's dtype (KILN_F16 or KILN_BF16; the default 0 is KILN_F16). The descales are f32, on
+     * the device (host memory for the _cpu call), 16-byte aligned and required:
+     * descale_per_head = 0 gives one f32 per tensor; 1 gives q_descale [batch, heads_q] and
+     * k_descale, v_descale [batch, heads_kv] (dense, b * heads + h; FlashAttention-3's
+     * per-(batch, head) descales). The scores are (Q K^T) * softmax_scale * q_descale *
+     * k_descale (the variant's hooks see them so), P is quantised to e4m3 as p * 256, and
+     * O = (P V) / l * v_descale / 256 (docs/attention_api.md, "FP8"). The _descale_bytes:
+     * the _cpu call's sizes of the three host buffers (each at least what it spans). */
+    KilnDtype out_dtype;
+    int descale_per_head;
+    KilnDevPtr q_descale, k_descale, v_descale;
+    size_t q_descale_bytes, k_descale_bytes, v_descale_bytes;
 } KilnAttentionParams;
 
 

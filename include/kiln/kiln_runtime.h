@@ -77,6 +77,11 @@ KILN_API uint16_t kiln_f32_to_f16(float x);
 KILN_API float kiln_f16_to_f32(uint16_t h);
 KILN_API uint16_t kiln_f32_to_bf16(float x);
 KILN_API float kiln_bf16_to_f32(uint16_t h);
+/* OCP FP8 E4M3 (e4m3fn, torch.float8_e4m3fn): round to nearest even,
+ * saturating to +-448 (infinities too), NaN -> 0x7f: the bits of PTX's
+ * cvt.rn.satfinite.e4m3x2.f32 and of the interpreter. Decoding is exact. */
+KILN_API uint8_t kiln_f32_to_e4m3(float x);
+KILN_API float kiln_e4m3_to_f32(uint8_t c);
 
 /* ---------------- kernel signatures ---------------- */
 

@@ -9,7 +9,7 @@ from ._capi import CompileError, KilnError, version  # noqa: F401
 from ._launch import Kernel, Module, data_path, load  # noqa: F401
 from ._tune import TuneRows, tune  # noqa: F401
 
-_TORCH_NAMES = ("attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+_TORCH_NAMES = ("attention", "attention_fp8", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
                 "Variant", "BlockMask", "create_block_mask")
 
 

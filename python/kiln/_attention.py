@@ -335,14 +335,20 @@ def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: O
     lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
     p = _fwd_params(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale,
                     positions)
-    var = _variant_struct(variant, variant_tensors)
+    _run_fwd(q, p, variant, variant_tensors, bm_data, bm_meta, "kiln.attention")
+    return o, lse
+
+
+def _run_fwd(q, p, vid, vts, bm_data, bm_meta, what):
+    """kiln_attention_fwd(_cpu) of p with the variant and block mask attached (their structs
+    live until the call returns)."""
+    var = _variant_struct(vid, vts)
     bm = _bm_struct(bm_data, bm_meta)
     if var is not None:
         p.variant = ctypes.addressof(var)
     if bm is not None:
         p.block_mask = ctypes.addressof(bm)
-    _run(q, "kiln_attention_fwd_cpu", "kiln_attention_fwd", p, "kiln.attention")
-    return o, lse
+    _run(q, "kiln_attention_fwd_cpu", "kiln_attention_fwd", p, what)
 
 
 _fwd_op = torch.library.custom_op("kiln::fwd", mutates_args=())(_fwd_impl)
@@ -678,6 +684,68 @@ def attention(q, k, v, causal=False, scale=None, variant=None, block_mask=None, 
     fn = _fwd_impl if _eager((q, k, v, *vts)) else torch.ops.kiln.fwd
     out, lse = fn(*args)
     return (out, lse) if return_lse else out
+
+
+def attention_fp8(q, k, v, q_descale, k_descale, v_descale, causal=False, scale=None, out_dtype=None, variant=None,
+                  block_mask=None, return_lse=False):
+    """The FP8 forward (KILN_E4M3, docs/attention_api.md "FP8"): q, k, v torch.float8_e4m3fn
+    [batch, heads, seq, head_dim] (any strides, head dim contiguous) whose values are code *
+    descale; q_descale, k_descale, v_descale float32 tensors: one element each (per tensor) or
+    q_descale [batch, heads_q] and k/v_descale [batch, heads_kv] (per (batch, head), as
+    FlashAttention-3's descale_q/k/v). out: out_dtype (torch.float16, the default, or
+    torch.bfloat16) in q's shape; with return_lse also the float32 LSE [b, h, s]. variant and
+    block_mask as in kiln.attention (the hooks see the descaled scores). Forward only (no
+    autograd); CPU tensors run on the interpreter, CUDA ones need sm_89 or newer."""
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dtype != fp8:
+            raise TypeError(f"{name}: want a torch.float8_e4m3fn tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}: want a 4-D tensor [batch, heads, seq, head_dim], got {tuple(t.shape)}")
+        if t.device != q.device:
+            raise ValueError(f"{name}: on {t.device}, q on {q.device}")
+    b, hq, sq, d = q.shape
+    hkv = k.shape[1]
+    if k.shape != v.shape or k.shape[0] != b or k.shape[-1] != d or hq % hkv:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: want k and v alike, q's batch "
+                         "and head dim, heads_q a multiple of heads_kv")
+    if d not in HEAD_DIMS:
+        raise NotImplementedError(f"q: head dim {d}: Kiln's programs take {', '.join(map(str, HEAD_DIMS))}")
+    out_dtype = torch.float16 if out_dtype is None else out_dtype
+    if out_dtype not in _DTYPES:
+        raise TypeError(f"out_dtype: want torch.float16 or torch.bfloat16, got {out_dtype}")
+    ds = []
+    for name, t, n in (("q_descale", q_descale, hq), ("k_descale", k_descale, hkv), ("v_descale", v_descale, hkv)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device != q.device:
+            raise TypeError(f"{name}: want a float32 tensor on {q.device}")
+        ds.append((t.contiguous(), n))
+    per_head = ds[0][0].numel() != 1
+    for (t, n), name in zip(ds, ("q_descale", "k_descale", "v_descale")):
+        if t.numel() != (b * n if per_head else 1):
+            raise ValueError(f"{name}: {t.numel()} elements; want 1 (per tensor) or batch * heads = {b * n} "
+                             "(per head), the same form for all three")
+    # 16-byte aligned copies where needed (the descales: tiny)
+    q, k, v = (x if x.stride(-1) == 1 and x.data_ptr() % 16 == 0 else x.contiguous() for x in (q, k, v))
+    dq, dk, dv = (t if t.data_ptr() % 16 == 0 else t.clone() for t, _ in ds)
+    o = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+    p = _lib.new("KilnAttentionParams")
+    p.dtype, p.out_dtype = _C["KILN_E4M3"], _DTYPES[out_dtype]
+    p.batch, p.heads_q, p.heads_kv, p.head_dim, p.seqlen_q, p.seqlen_k = b, hq, hkv, d, sq, k.shape[2]
+    p.q_stride[:], p.k_stride[:] = _strides(q, False), _strides(k, False)
+    p.v_stride[:], p.o_stride[:] = _strides(v, False), _strides(o, False)
+    p.softmax_scale, p.causal = _scale(scale, d), int(bool(causal))
+    p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    p.descale_per_head = int(per_head)
+    p.q_descale, p.k_descale, p.v_descale = dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+    if q.device.type == "cpu":
+        p.q_bytes, p.k_bytes, p.v_bytes = _buffer_bytes(q), _buffer_bytes(k), _buffer_bytes(v)
+        p.o_bytes, p.lse_bytes = _buffer_bytes(o), _buffer_bytes(lse)
+        p.q_descale_bytes, p.k_descale_bytes, p.v_descale_bytes = (_buffer_bytes(t) for t in (dq, dk, dv))
+    vid, vts = _variant_args(variant, q.device)
+    bm_data, bm_meta = _bm_args(block_mask, q, bool(causal), sq, k.shape[2])
+    _run_fwd(q, p, vid, vts, bm_data, bm_meta, "kiln.attention_fp8")
+    return (o, lse) if return_lse else o
 
 
 def _flash_variant(window_size, softcap, alibi_slopes, device):

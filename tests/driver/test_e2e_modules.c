@@ -111,12 +111,14 @@ START_TEST(hooks_only_variant_checks_every_kernel)
                       "fn mask_mod(b, h, q_idx, kv_idx) { return kv_idx >= q_idx - window; }\n";
     KilnCompileResult r;
     ck_assert_int_eq(compile("v.tile", src, NULL, NULL, 0, &r), KILN_OK);
-    /* forward 2 + 2 packed (varlen) + 2 block-mask, backward 8 + 8 packed + 4 block-mask,
-     * decoding 4 + 2 block-mask, block-mask classification 2 */
-    ck_assert_int_eq(r.nkernels, 34);
+    /* forward 2 + 2 packed (varlen) + 2 block-mask + 2 FP8 + 2 FP8 block-mask, backward 8 + 8
+     * packed + 4 block-mask, decoding 4 + 2 block-mask, block-mask classification 2 */
+    ck_assert_int_eq(r.nkernels, 38);
     const KilnKernelInfo *f = kernel(&r, "attn_fwd_f16");
     ck_assert_str_eq(f->params[f->nparams - 1].name, "window");
     ck_assert_int_eq(f->params[f->nparams - 1].kind, KILN_PARAM_I32);
+    const KilnKernelInfo *f8 = kernel(&r, "attn_fwd_bm_fp8_bf16");
+    ck_assert_str_eq(f8->params[f8->nparams - 1].name, "window");
     ck_assert_str_eq(kernel(&r, "attn_bwd_dq_bf16")->params[kernel(&r, "attn_bwd_dq_bf16")->nparams - 1].name,
                      "window");
     ck_assert_str_eq(kernel(&r, "attn_decode_f16")->params[kernel(&r, "attn_decode_f16")->nparams - 1].name,

@@ -134,6 +134,31 @@ static inline int gu_main(KilnDevice **dev, KilnDeviceInfo *info, Suite *(*suite
     return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* Mean ms of `reps` back-to-back kiln_attention_fwd calls of `a` on dev between two events,
+ * after a warm call (compiled and loaded); NaN, with a FAIL line and *fails incremented, when
+ * a call fails. */
+static inline double gu_attention_fwd_ms(KilnDevice *dev, const KilnAttentionParams *a, int reps, int *fails)
+{
+    KilnEvent *e0 = NULL, *e1 = NULL;
+    kiln_event_create(dev, &e0);
+    kiln_event_create(dev, &e1);
+    KilnStatus st = kiln_attention_fwd(dev, a, NULL);
+    kiln_event_record(e0, NULL);
+    for (int i = 0; i < reps && st == KILN_OK; i++) st = kiln_attention_fwd(dev, a, NULL);
+    kiln_event_record(e1, NULL);
+    kiln_event_synchronize(e1);
+    float ms = 0;
+    kiln_event_elapsed_ms(e0, e1, &ms);
+    kiln_event_destroy(e0);
+    kiln_event_destroy(e1);
+    if (st != KILN_OK) {
+        printf("FAIL timing: %s: %s\n", kiln_status_name(st), kiln_last_error());
+        (*fails)++;
+        return NAN;
+    }
+    return ms / reps;
+}
+
 #ifndef GPU_UTIL_RUNTIME_ONLY
 #include "compiler/interp/interp.h"
 #include "compiler/passes/passes.h"

@@ -280,29 +280,6 @@ static void run_case(const GCase *c, uint64_t seed, int bwd_mode)
 
 /* ---- timing (KILN_BM_BENCH=1): the shapes, with and without the block mask ---- */
 
-/* Mean ms of `reps` back-to-back forwards between two events. */
-static double fwd_ms(const KilnAttentionParams *a, int reps)
-{
-    KilnEvent *e0 = NULL, *e1 = NULL;
-    kiln_event_create(g_dev, &e0);
-    kiln_event_create(g_dev, &e1);
-    kiln_attention_fwd(g_dev, a, NULL);   /* warm: compiled and loaded */
-    kiln_event_record(e0, NULL);
-    KilnStatus st = KILN_OK;
-    for (int i = 0; i < reps && st == KILN_OK; i++) st = kiln_attention_fwd(g_dev, a, NULL);
-    kiln_event_record(e1, NULL);
-    kiln_event_synchronize(e1);
-    float ms = 0;
-    kiln_event_elapsed_ms(e0, e1, &ms);
-    kiln_event_destroy(e0);
-    kiln_event_destroy(e1);
-    if (st != KILN_OK) {
-        printf("FAIL timing: %s: %s\n", kiln_status_name(st), kiln_last_error());
-        g_fail++;
-    }
-    return ms / reps;
-}
-
 /* Sliding window 1024 (causal) and document masking (8 documents per sequence), B 2, H 16,
  * N 8192, d 128, f16, [b, s, h, d]: the forward's time with the block mask and without
  * (same variant), TFLOP/s over the visible entries (4 * visible * d), the mask's creation
@@ -361,10 +338,10 @@ static void bench(void)
         void *mbuf = down(m.data, m.bytes);
         BmReport rep = bm_check(&p, &m, mbuf);
         a.block_mask = &m;
-        double with = fwd_ms(&a, 20);
+        double with = gu_attention_fwd_ms(g_dev, &a, 20, &g_fail);
         void *o1 = down(a.o, n * 2);
         a.block_mask = NULL;
-        double without = fwd_ms(&a, 20);
+        double without = gu_attention_fwd_ms(g_dev, &a, 20, &g_fail);
         void *o2 = down(a.o, n * 2);
         double diff = 0;
         for (size_t i = 0; i < n; i++) diff = gu_worse(diff, attn_get(ATTN_F16, o1, i), attn_get(ATTN_F16, o2, i));

@@ -28,6 +28,7 @@ shows "fail" (or "oom") and the run goes on.
   cmake --build build --target kiln-bench-attn
   python3 tools/bench/bench_attention.py --kiln-bin build/kiln-bench-attn            # ~5 min
   python3 tools/bench/bench_attention.py --kiln-bin build/kiln-bench-attn --quick    # ~1 min
+  KILN_LIBRARY=$PWD/build/libkiln.so python3 tools/bench/bench_attention.py --fp8 --quick   # FP8 (fp8_main)
 (on a GPU machine: tools/device_pack.sh here, then tools/device_run.sh there.)
 """
 import argparse
@@ -678,6 +679,104 @@ def sweep_main(args):
 
 # ---------------------------------------------------------------- main
 
+# ---------------------------------------------------------------- --fp8
+
+FP8_PROVIDERS = ["kiln_fp8", "sdpa_fp8", "kiln_f16", "sdpa_cudnn_f16"]
+
+
+def fp8_quantise(x):
+    """float8_e4m3fn codes and the float32 per-tensor descale (amax / 448) of x."""
+    import torch
+    ds = (x.abs().amax().float() / 448).reshape(1)
+    return (x / ds).to(torch.float8_e4m3fn), ds
+
+
+def fp8_rmse(o, q, k, v, causal, rows=512):
+    """FlashAttention-3's accuracy number: RMSE of o against float64 attention on the original
+    (unquantised) inputs, over batch 0, head 0 and its first `rows` query rows (N x N in float64
+    stays small)."""
+    import torch
+    q0, k0, v0 = (t[0, 0].double() for t in (q, k, v))
+    n = q0.shape[0]
+    s = q0[:rows] @ k0.T / math.sqrt(q0.shape[-1])
+    if causal:
+        s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool, device=s.device).tril()[:rows], float("-inf"))
+    ref = torch.softmax(s, dim=-1) @ v0
+    return (o[0, 0, :rows].double() - ref).pow(2).mean().sqrt().item()
+
+
+def fp8_main(args):
+    """--fp8: Kiln's FP8 forward (kiln.attention_fp8 through the Python package: KILN_LIBRARY or
+    the newest build*/libkiln.so) against torch's SDPA on float8_e4m3fn tensors where torch takes
+    them (cuDNN's FP8 attention; "fail" otherwise: torch 2.x's SDPA has no FP8 path), and against
+    the f16 forwards (Kiln's kiln.attention, SDPA's cuDNN backend) on the same shapes (16k tokens,
+    hidden 2048, [b, h, s, d], randn inputs, per-tensor descales). Also FA3's accuracy report:
+    RMSE against float64 on the original inputs for Kiln FP8, Kiln f16 and SDPA f16. Writes
+    attention_fp8.{json,md} under --out and prints the table."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import kiln
+    ns = [int(x) for x in (args.seqlens or ("2048,8192" if args.quick else "1024,2048,4096,8192,16384")).split(",")]
+    ds = [int(x) for x in (args.fp8_head_dims or "128,256").split(",")]
+    target = 25.0 if args.quick else args.target_ms
+    os.makedirs(args.out, exist_ok=True)
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}
+    for d in ds:
+        for causal in (False, True):
+            for n in ns:
+                b, h = max(TOKENS // n, 1), HIDDEN // d
+                q, k, v = make_qkv(b, h, n, d, torch.float32)
+                (q8, qd), (k8, kd), (v8, vd) = (fp8_quantise(t) for t in (q, k, v))
+                q16, k16, v16 = (t.half() for t in (q, k, v))
+                fns = {
+                    "kiln_fp8": lambda: kiln.attention_fp8(q8, k8, v8, qd, kd, vd, causal=causal),
+                    "sdpa_fp8": lambda: F.scaled_dot_product_attention(q8, k8, v8, is_causal=causal),
+                    "kiln_f16": lambda: kiln.attention(q16, k16, v16, causal=causal),
+                    "sdpa_cudnn_f16": lambda: F.scaled_dot_product_attention(q16, k16, v16, is_causal=causal),
+                }
+                row = {"d": d, "causal": causal, "n": n, "results": {}, "rmse": {}}
+                for p, fn in fns.items():
+                    try:
+                        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                            ms = bench_ms(fn, target)
+                            out = fn()
+                        row["results"][p] = {"ms": ms, "tflops": flops(b, h, n, d, causal) / (ms * 1e-3) / 1e12}
+                        if n <= 8192:
+                            row["rmse"][p] = fp8_rmse(out, q, k, v, causal)
+                    except Exception as exc:  # a provider that cannot run a shape must not stop the run
+                        log(f"  {p} d={d} causal={causal} N={n}: {type(exc).__name__}: {str(exc)[:200]}")
+                        row["results"][p] = {"error": classify(exc)}
+                log(f"fp8 d={d} causal={causal} N={n}: " + ", ".join(
+                    f"{p} {cell(row['results'][p])}" for p in FP8_PROVIDERS) + "  rmse " + ", ".join(
+                    f"{p} {r:.3g}" for p, r in row["rmse"].items()))
+                res["rows"].append(row)
+                del q, k, v, q8, k8, v8, q16, k16, v16
+                torch.cuda.empty_cache()
+    lines = [f"FP8 forward, {res['device']}, torch {res['torch']}: TFLOP/s (RMSE vs float64 on the original "
+             "inputs, batch 0 head 0, first 512 rows; N <= 8192)", "",
+             "| d | causal | N | " + " | ".join(FP8_PROVIDERS) + " | kiln_fp8 / sdpa_cudnn_f16 |",
+             "|---|---|---|" + "---|" * (len(FP8_PROVIDERS) + 1)]
+    for r in res["rows"]:
+        cells = []
+        for p in FP8_PROVIDERS:
+            c = cell(r["results"][p])
+            if p in r["rmse"]:
+                c += f" ({r['rmse'][p]:.2g})"
+            cells.append(c)
+        a, b_ = r["results"]["kiln_fp8"].get("tflops"), r["results"]["sdpa_cudnn_f16"].get("tflops")
+        ratio = f"{a / b_:.2f}" if a and b_ else "-"
+        lines.append(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['n']} | " + " | ".join(cells) +
+                     f" | {ratio} |")
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "attention_fp8.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(args.out, "attention_fp8.md"), "w") as f:
+        f.write(md)
+    print(md)
+
+
 def find_kiln_bin():
     """$KILN_BENCH_BIN, else the newest build*/kiln-bench-attn (a path that does
     not exist when there is none: the kiln runs then fail with "cannot run")."""
@@ -717,7 +816,11 @@ def main():
                     help="--sweep without a GPU or torch: fake timings, real tables; with --kiln-cli each "
                          "schedule is compiled to PTX with the launch-time hints")
     ap.add_argument("--seed", type=int, default=0, help="--dry-run: seed of the fake numbers")
+    ap.add_argument("--fp8", action="store_true", help="the FP8 forward against its peers (fp8_main) instead")
+    ap.add_argument("--fp8-head-dims", default=None, help="--fp8: head dims (default 128,256)")
     args = ap.parse_args()
+    if args.fp8:
+        return fp8_main(args)
     if args.sweep:
         return sweep_main(args)
     if args.dry_run:
