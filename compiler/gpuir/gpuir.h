@@ -72,6 +72,7 @@ typedef struct CgTmaPlan {
     int box_bytes;
     CgTmaPoly coord[CG_TMA_MAX_RANK];       /* the tile's origin in the map, uniform (i32) */
     uint64_t nonneg_params;   /* parameters (bit i: param i) the coordinates are >= 0 only if they are */
+    const IrValue *guard;     /* a uniform i1 the mask ANDs in (splat), or NULL: false reads zeros */
 } CgTmaPlan;
 /* Whether a 2-D tiled tensor map reads exactly what load `ld` does into its
  * pipelined slot (fast_dim: the slot's contiguous dim); the recipe in *out. */
