@@ -246,6 +246,9 @@ bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 /* Warp specialisation's producer: one warpgroup launched after the num_warps consumers. */
 #define CG_WS_PRODUCER_WARPS 4
+/* --lean-producer: the registers a producer that only issues TMA copies keeps (setmaxnreg's
+ * least; kernel attribute warp_spec.producer_regs). */
+#define CG_WS_LEAN_PRODUCER_REGS 24
 bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 /* Why warp specialisation does not apply to `f` (the text in buf), or NULL
  * when it does (pass_warp_specialize.c; --stats reports it). */

@@ -18,6 +18,8 @@
  *     only the consumer threads (256 at 8 warps, 384 at 12);
  *   - overlap: one group per key loop committed without a wait, the softmax's
  *     ex2s and the P V wgmmas before the wait that retires it;
+ *   - --lean-producer: the TMA-only producer at 24 registers, the consumers at 240
+ *     (FA3's split), and the default where a loop stays on cp.async;
  *   - ptxas assembles the combination at the candidate tiles without spills.
  * The interpreter never sees schedule options (the IR the options change is the
  * GPU IR); whether the combination runs right is for the GPU:
@@ -33,7 +35,7 @@
 typedef struct Sched {
     const char *d, *bm, *bn, *causal;
     int warps;
-    int ws, tma, overlap, pingpong;
+    int ws, tma, overlap, pingpong, lean;
 } Sched;
 
 static KilnCompileResult compile(const Sched *s, KilnEmit emit)
@@ -50,6 +52,7 @@ static KilnCompileResult compile(const Sched *s, KilnEmit emit)
     o.schedule.tma = s->tma;
     o.schedule.overlap = s->overlap;
     o.schedule.pingpong = s->pingpong;
+    o.schedule.lean_producer = s->lean;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
     ck_assert_msg(st == KILN_OK, "d %s %sx%s/%d causal %s: %s", s->d, s->bm, s->bn, s->warps, s->causal,
@@ -66,7 +69,7 @@ static int countf(const KilnCompileResult *r, const char *fmt, int a, int b)
     return count(r, what);
 }
 
-static const Sched k_fa3 = {"128", "128", "128", "false", 8, 1, 1, 1, 1};
+static const Sched k_fa3 = {"128", "128", "128", "false", 8, 1, 1, 1, 1, 0};
 
 /* The rotated K load keeps TMA: the GPU IR maps all four pipelined loads, the
  * PTX copies them all through tensor maps, and the guard selects an inner
@@ -74,10 +77,10 @@ static const Sched k_fa3 = {"128", "128", "128", "false", 8, 1, 1, 1, 1};
 START_TEST(tma_survives_the_rotation)
 {
     static const Sched cases[] = {
-        {"128", "128", "128", "false", 8, 0, 1, 1, 0},   /* tma overlap */
-        {"128", "128", "128", "false", 8, 1, 1, 1, 0},   /* ws tma overlap */
-        {"128", "128", "128", "false", 8, 1, 1, 1, 1},   /* the four */
-        {"64", "128", "128", "true", 8, 1, 1, 1, 1},     /* causal: the phase-2 masks and the guard */
+        {"128", "128", "128", "false", 8, 0, 1, 1, 0, 0},   /* tma overlap */
+        {"128", "128", "128", "false", 8, 1, 1, 1, 0, 0},   /* ws tma overlap */
+        {"128", "128", "128", "false", 8, 1, 1, 1, 1, 0},   /* the four */
+        {"64", "128", "128", "true", 8, 1, 1, 1, 1, 0},     /* causal: the phase-2 masks and the guard */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         KilnCompileResult g = compile(&cases[i], KILN_EMIT_GPU_IR);
@@ -158,7 +161,7 @@ END_TEST
  * after them, counting all 16 warps (512) and never the producer. */
 START_TEST(four_consumer_warpgroups)
 {
-    Sched s = {"64", "256", "64", "false", 16, 1, 1, 1, 1};
+    Sched s = {"64", "256", "64", "false", 16, 1, 1, 1, 1, 0};
     KilnCompileResult r = compile(&s, KILN_EMIT_PTX);
     int G = 4;
     ck_assert_int_eq(count(&r, "setmaxnreg.dec.sync.aligned.u32"), 1);
@@ -168,25 +171,69 @@ START_TEST(four_consumer_warpgroups)
 }
 END_TEST
 
+/* --lean-producer: a producer of TMA copies alone keeps 24 registers and the 8 consumer
+ * warps take 240 (FA3's split; 56 / 224 without it), decided on the GPU IR; where a loop's
+ * copies stay on cp.async (matmul_tc at BLOCK_K 32: a 32-column tile is no TMA box) the
+ * producer keeps its default. */
+START_TEST(lean_producer_split)
+{
+    Sched lean = k_fa3;
+    lean.lean = 1;
+    KilnCompileResult g = compile(&lean, KILN_EMIT_GPU_IR);
+    ck_assert_int_eq(count(&g, "warp_spec.producer_regs = 24"), 1);
+    kiln_compile_result_free(&g);
+    KilnCompileResult r = compile(&lean, KILN_EMIT_PTX), d = compile(&k_fa3, KILN_EMIT_PTX);
+    ck_assert_int_eq(count(&r, "setmaxnreg.dec.sync.aligned.u32 24;"), 1);
+    ck_assert_int_eq(count(&r, "setmaxnreg.inc.sync.aligned.u32 240;"), 1);
+    ck_assert_int_eq(count(&d, "setmaxnreg.dec.sync.aligned.u32 56;"), 1);
+    ck_assert_int_eq(count(&d, "setmaxnreg.inc.sync.aligned.u32 224;"), 1);
+    ck_assert_int_eq(count(&r, "\n"), count(&d, "\n"));   /* the split is the only change */
+    kiln_compile_result_free(&r);
+    kiln_compile_result_free(&d);
+    static const int bk[2] = {32, 64};
+    for (int i = 0; i < 2; i++) {
+        char *src = sup_read_file_text(tu_src_path("tools/bench/matmul_tc.tile"), NULL);
+        ck_assert_ptr_nonnull(src);
+        char b[8];
+        snprintf(b, sizeof b, "%d", bk[i]);
+        KilnDefine defs[] = {{"BLOCK_M", "128"}, {"BLOCK_N", "128"}, {"BLOCK_K", b}, {"N", "1024"}, {"K", "1024"}};
+        KilnParamHint h[3] = {{"A", 16, 0}, {"B", 16, 0}, {"C", 16, 0}};
+        KilnCompileOptions o = {.kernel = "matmul_tc_f16_f16", .defines = defs, .ndefines = 5, .arch = "sm_90a",
+                                .num_warps = 8, .num_stages = 4, .emit = KILN_EMIT_PTX, .hints = h, .nhints = 3,
+                                .schedule.lean_producer = 1};
+        KilnCompileResult m;
+        ck_assert_int_eq(kiln_compile("tools/bench/matmul_tc.tile", src, &o, &m), KILN_OK);
+        free(src);
+        ck_assert_int_eq(count(&m, "cp.async.bulk.tensor") > 0, bk[i] == 64);
+        ck_assert_int_eq(count(&m, bk[i] == 64 ? "setmaxnreg.dec.sync.aligned.u32 24;" : "setmaxnreg.dec.sync.aligned.u32 56;"), 1);
+        kiln_compile_result_free(&m);
+    }
+}
+END_TEST
+
 /* ptxas: the combination and its neighbours at the candidate tiles, no spill. */
 START_TEST(ptxas_no_spills)
 {
     static const Sched cases[] = {
-        {"128", "128", "128", "false", 8, 1, 1, 1, 1},
-        {"128", "128", "128", "true", 8, 1, 1, 1, 1},
-        {"128", "128", "128", "false", 8, 1, 1, 1, 0},
-        {"128", "128", "128", "false", 8, 1, 1, 0, 1},
-        {"128", "128", "64", "false", 8, 1, 1, 1, 1},
-        {"64", "128", "128", "false", 8, 1, 1, 1, 1},
-        {"64", "128", "128", "true", 8, 1, 1, 1, 0},
-        {"256", "128", "64", "false", 8, 1, 0, 0, 1},
+        {"128", "128", "128", "false", 8, 1, 1, 1, 1, 0},
+        {"128", "128", "128", "true", 8, 1, 1, 1, 1, 0},
+        {"128", "128", "128", "false", 8, 1, 1, 1, 0, 0},
+        {"128", "128", "128", "false", 8, 1, 1, 0, 1, 0},
+        {"128", "128", "64", "false", 8, 1, 1, 1, 1, 0},
+        {"64", "128", "128", "false", 8, 1, 1, 1, 1, 0},
+        {"64", "128", "128", "true", 8, 1, 1, 1, 0, 0},
+        {"256", "128", "64", "false", 8, 1, 0, 0, 1, 0},
+        {"128", "128", "128", "false", 8, 1, 1, 1, 1, 1},   /* --lean-producer: 24 / 240 */
+        {"128", "128", "128", "true", 8, 1, 1, 1, 1, 1},
+        {"64", "128", "128", "false", 8, 1, 1, 1, 1, 1},
+        {"256", "128", "64", "true", 8, 1, 1, 0, 0, 1},    /* d 256 causal: 24 bytes of spill at 56 / 224 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         KilnCompileResult r = compile(&cases[i], KILN_EMIT_CUBIN);
         char what[96];
-        snprintf(what, sizeof what, "d %s %sx%s/%d causal %s ws%d tma%d ov%d pp%d", cases[i].d, cases[i].bm,
+        snprintf(what, sizeof what, "d %s %sx%s/%d causal %s ws%d tma%d ov%d pp%d lp%d", cases[i].d, cases[i].bm,
                  cases[i].bn, cases[i].warps, cases[i].causal, cases[i].ws, cases[i].tma, cases[i].overlap,
-                 cases[i].pingpong);
+                 cases[i].pingpong, cases[i].lean);
         pu_assert_no_spills(&r, what);
         kiln_compile_result_free(&r);
     }
@@ -202,6 +249,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fa3_combination_counts);
     tcase_add_test(tc, overlap_and_turns_in_order);
     tcase_add_test(tc, four_consumer_warpgroups);
+    tcase_add_test(tc, lean_producer_split);
     suite_add_tcase(s, tc);
     TCase *pt = pu_ptxas_tcase(s, 1200);
     tcase_add_test(pt, ptxas_no_spills);

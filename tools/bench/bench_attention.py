@@ -176,6 +176,8 @@ def mode_flags(sched):
             flags.append("--tma")               # TMA copies of K/V (implies the mbarrier hand-off; sm_90a)
         if mode == "ws":
             flags.append("--warp-specialize")   # a producer warpgroup issues the K/V copies (sm_90a)
+        if mode == "lp":
+            flags.append("--lean-producer")     # a TMA-only producer at 24 registers, consumers 240 (implies ws, tma)
     return flags
 
 
@@ -433,14 +435,15 @@ def parse_scheds(text):
     stage hand-off (--mbarrier); "/ppmb": both; "/ov": the next key block's Q K^T in flight
     during the softmax (kiln_bench_attn --overlap, sm_90a); "/tma": TMA copies of K/V
     (kiln_bench_attn --tma, sm_90a); "/ws": warp specialisation, a producer warpgroup on
-    top of the warps (--warp-specialize, sm_90a, implies /mb); modes combine in any order
-    (128x64/8/2/pp/ov, 128x128/8/2/ws)"""
+    top of the warps (--warp-specialize, sm_90a, implies /mb); "/lp": its producer at 24
+    registers when it issues TMA copies alone (--lean-producer, implies /ws /tma); modes
+    combine in any order (128x64/8/2/pp/ov, 128x128/8/2/ws, FA3's 128x128/8/2/ws/tma/ov/pp)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
             modes = []
-            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws"):
+            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws", "lp"):
                 modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
