@@ -642,13 +642,14 @@ def sweep_markdown(res):
             sc = max(score, key=score.get)
             p = parse_scheds(sc)[0]
             bm, bn, w, st = p[:4]
-            pp = int(any(m in ("pp", "ppmb") for m in p[4:]))   # the row's pingpong column
-            mb = int(any(m in ("mb", "ppmb") for m in p[4:]))   # its mbarrier column
-            ov = int("ov" in p[4:])                             # its overlap column
-            ws = int("ws" in p[4:])                             # its ws column
+            # the row's schedule column: KilnSchedule's fields the modes turn on (kiln_compile.h)
+            fields = {"pp": ["pingpong"], "ppmb": ["pingpong", "mbarrier"], "mb": ["mbarrier"], "ov": ["overlap"],
+                      "tma": ["tma"], "ws": ["warp_specialize"], "lp": ["lean_producer"]}
+            on = list(dict.fromkeys(f for m in p[4:] for f in fields.get(m, [])))
+            sched = "{" + ", ".join(f".{f} = 1" for f in on) + "}" if on else "{0}"
             note = "  (mma.sync: not a table row)" if "sync" in p[4:] else ""
-            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}, {ov}, {ws}}},   /* {score[sc]:.0f} TFLOP/s "
-                         f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
+            lines.append(f"    {{RT_TUNE_FWD, 90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {sched}, 0}},   /* "
+                         f"{score[sc]:.0f} TFLOP/s geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()
               if any("error" in r for r in by_n.values())]
