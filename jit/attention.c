@@ -171,10 +171,12 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
     /* No keys: K and V are never read, and their tensor maps could not be encoded (an empty
      * tensor's strides may be 0, which TMA refuses): such a call copies nothing, so no TMA.
      * The table's TMA (not the caller's) also gives way where the maps cannot be encoded:
-     * K/V not 16-byte aligned, or a stride that is 0 (a broadcast) or not 16 bytes' worth. */
-    if (p->seqlen_k == 0 || (p->schedule.tma <= 0 && !tma_encodable(p))) k.schedule.tma = 0;
+     * K/V not 16-byte aligned, or a stride that is 0 (a broadcast) or not 16 bytes' worth.
+     * lean_producer, which implies tma (and would turn it back on), goes with it: it only
+     * sizes a TMA producer. */
+    if (p->seqlen_k == 0 || (p->schedule.tma <= 0 && !tma_encodable(p))) k.schedule.tma = k.schedule.lean_producer = 0;
     /* FP8: e4m3 tiles are not cp.async/TMA-staged (pass_pipeline takes f16/bf16 tiles) */
-    if (is_fp8(p)) k.schedule.tma = 0, k.schedule.warp_specialize = 0;
+    if (is_fp8(p)) k.schedule.tma = k.schedule.lean_producer = 0, k.schedule.warp_specialize = 0;
     return with_block_mask(p, k);
 }
 

@@ -86,6 +86,24 @@ static LLVMValueRef poly_eval(CgCtx *c, const CgTmaPoly *p)
     return sum;
 }
 
+/* A launch-time value inside the kernel: its parameter's (i32) times k, or k. */
+static LLVMValueRef val_eval(CgCtx *c, const CgTmaVal *v)
+{
+    LLVMValueRef k = cg_i32(c, v->k);
+    return v->param < 0 ? k : LLVMBuildMul(c->b, k, as_i32(c, cg_get(c, c->f->params[v->param])->r[0]), "");
+}
+
+/* A guarded load (dot-rotate's next block, masked by iv + step < hi): when the guard is
+ * false its boxes start at the contiguous dim's extent, wholly outside the map, so TMA
+ * fills the slot with zeros (other = 0) and still counts every byte (expect_tx is fixed). */
+static LLVMValueRef guarded_inner(CgCtx *c, const CgTmaPlan *p, LLVMValueRef crd0)
+{
+    if (!p->guard) return crd0;
+    LLVMValueRef g = cg_get(c, p->guard)->r[0];
+    g = LLVMBuildICmp(c->b, LLVMIntNE, g, LLVMConstNull(LLVMTypeOf(g)), "");
+    return LLVMBuildSelect(c->b, g, crd0, val_eval(c, &p->dims[0]), "tma.guard");
+}
+
 void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full)
 {
     int total = 0;
@@ -110,6 +128,7 @@ void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRe
         int r = l->tma.rank;
         LLVMValueRef crd[CG_TMA_MAX_RANK];
         for (int d = 0; d < r; d++) crd[d] = poly_eval(c, &l->tma.coord[d]);
+        crd[0] = guarded_inner(c, &l->tma, crd[0]);
         LLVMValueRef m = map_addr(c, l->tma_map);
         for (int b = 0; b < l->tma.nboxes; b++) {
             /* box b: columns c0 + 64 b, the slot's column block b */

@@ -33,7 +33,9 @@
  * returns); the consumers take what leaves the producer at least
  * CG_WS_PRODUCER_REGS, in multiples of 8, at most 256, the producer keeps the
  * rest up to 96: 56 / 224 at 8 consumer warps, 96 / 256 at 4. (At 40 the
- * producer of matmul_tc_f16's 128 x 256 x 64 tiles spilled 36 bytes.)
+ * producer of matmul_tc_f16's 128 x 256 x 64 tiles spilled 36 bytes.) A
+ * producer of TMA copies alone (warp_spec.producer_regs, --lean-producer)
+ * holds only scalars and keeps 24: 24 / 240 at 8 consumer warps (FA3's).
  *
  * Invariants: nothing here runs for a kernel without the attribute (the PTX
  * of every other kernel is unchanged); the role branch and the setmaxnreg
@@ -53,20 +55,27 @@ int cg_ws_entry_regs(int num_warps)
     return r / 8 * 8;
 }
 
-/* The consumers take what the CTA's pool holds once the producer has at least
- * CG_WS_PRODUCER_REGS, at most setmaxnreg's 256 (a thread addresses 255). */
-int cg_ws_consumer_regs(int num_warps)
+/* The least the producer keeps: CG_WS_PRODUCER_REGS, or the kernel's
+ * warp_spec.producer_regs (--lean-producer, a TMA-only producer: 24). */
+int cg_ws_producer_min(const IrFunc *f)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - CG_WS_PRODUCER_REGS * WS_PRODUCER_THREADS;
+    return (int)ir_attr_int(&f->attrs, IR_ATTR_WS_REGS, CG_WS_PRODUCER_REGS);
+}
+
+/* The consumers take what the CTA's pool holds once the producer has at least
+ * `pmin` (cg_ws_producer_min), at most setmaxnreg's 256 (a thread addresses 255). */
+int cg_ws_consumer_regs(int num_warps, int pmin)
+{
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - pmin * WS_PRODUCER_THREADS;
     int r = pool / (32 * num_warps) / 8 * 8;
     return r > 256 ? 256 : r;
 }
 
 /* The producer keeps what the consumers leave (one consumer warpgroup at 256 leaves more than
  * it needs: at most 96). */
-int cg_ws_producer_regs(int num_warps)
+int cg_ws_producer_regs(int num_warps, int pmin)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - cg_ws_consumer_regs(num_warps) * 32 * num_warps;
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - cg_ws_consumer_regs(num_warps, pmin) * 32 * num_warps;
     int r = pool / WS_PRODUCER_THREADS / 8 * 8;
     return r > 96 ? 96 : r;
 }
@@ -195,8 +204,9 @@ void cg_ws_entry(CgCtx *c)
     LLVMBasicBlockRef prod = cg_block(c, "ws_producer"), cons = cg_block(c, "ws_consumer");
     LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->warp, cg_i32(c, W), ""), prod, cons);
     LLVMPositionBuilderAtEnd(c->b, prod);
-    setmaxnreg(c, false, cg_ws_producer_regs(W));
+    int pmin = cg_ws_producer_min(c->f);
+    setmaxnreg(c, false, cg_ws_producer_regs(W, pmin));
     if (!producer(c)) c->failed = true;
     LLVMPositionBuilderAtEnd(c->b, cons);
-    setmaxnreg(c, true, cg_ws_consumer_regs(W));
+    setmaxnreg(c, true, cg_ws_consumer_regs(W, pmin));
 }

@@ -72,6 +72,7 @@ typedef struct CgTmaPlan {
     int box_bytes;
     CgTmaPoly coord[CG_TMA_MAX_RANK];       /* the tile's origin in the map, uniform (i32) */
     uint64_t nonneg_params;   /* parameters (bit i: param i) the coordinates are >= 0 only if they are */
+    const IrValue *guard;     /* a uniform i1 the mask ANDs in (splat), or NULL: false reads zeros */
 } CgTmaPlan;
 /* Whether a 2-D tiled tensor map reads exactly what load `ld` does into its
  * pipelined slot (fast_dim: the slot's contiguous dim); the recipe in *out. */
@@ -245,6 +246,9 @@ bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 /* Warp specialisation's producer: one warpgroup launched after the num_warps consumers. */
 #define CG_WS_PRODUCER_WARPS 4
+/* --lean-producer: the registers a producer that only issues TMA copies keeps (setmaxnreg's
+ * least; kernel attribute warp_spec.producer_regs). */
+#define CG_WS_LEAN_PRODUCER_REGS 24
 bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d);
 /* Why warp specialisation does not apply to `f` (the text in buf), or NULL
  * when it does (pass_warp_specialize.c; --stats reports it). */

@@ -53,9 +53,18 @@
  * for releases of iterations the consumers compute without waiting for
  * anything but full phases the producer has already armed (S stages ahead).
  *
+ * With --lean-producer (CgPassCtx.sched.lean_producer) and every pipelined
+ * load a TMA copy (tma.map: the producer's thread 0 issues bulk copies from
+ * scalar coordinates, no address tile lives in the producer), the kernel also
+ * gets `warp_spec.producer_regs = 24`: the producer keeps setmaxnreg's least
+ * and the consumers take the rest (240 at 8 consumer warps, FlashAttention-3's
+ * split, against 56 / 224 without it).
+ *
  * Invariants (ir_verify): `warp_spec = 1` needs `wgmma = 1`, num_warps a
  * multiple of 4 with num_warps + 4 <= 32, and at least one pipelined loop,
- * every one of them top-level and with pipeline.mbarrier.
+ * every one of them top-level and with pipeline.mbarrier;
+ * `warp_spec.producer_regs` = 24 needs warp_spec and every pipelined load a
+ * tma.map.
  *
  * Example (attention, BLOCK_M = 128, 8 warps, sm_90a, --warp-specialize):
  *     kernel @attn_fwd_f16(...) num_warps = 8 ... attributes {wgmma = 1, smem = ..., warp_spec = 1}
@@ -197,11 +206,26 @@ bool cg_ws_needed(IrFunc *f, bool *need)
     return !w.why;
 }
 
+/* Every pipelined loop's every copy has a tensor map (pass_tma.c ran before). */
+static bool all_tma(const IrFunc *f)
+{
+    for (const IrOp *x = f->body->first; x; x = x->next) {
+        if (!pipelined(x)) continue;
+        for (const IrOp *o = x->regions[0]->first; o; o = o->next)
+            if (ir_attr_get(&o->attrs, IR_ATTR_SLOT_BYTES) && !ir_attr_get(&o->attrs, IR_ATTR_TMA_MAP)) return false;
+    }
+    return true;
+}
+
 bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d)
 {
     (void)d;
     char buf[160];
     if (!ctx->sched.warp_specialize || cg_ws_refusal(f, buf, (int)sizeof buf)) return true;
     ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WARP_SPEC, 1);
+    /* --lean-producer: a producer of TMA copies alone holds scalars (the coordinates), so it
+     * keeps setmaxnreg's least; with a cp.async loop it keeps the default (address tiles) */
+    if (ctx->sched.lean_producer && all_tma(f))
+        ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WS_REGS, CG_WS_LEAN_PRODUCER_REGS);
     return true;
 }

@@ -9,7 +9,12 @@
  *     pointer = P + O,   P a kernel pointer parameter (splat, scalar addptr)
  *     mask    = AND of (I_d < B_d), I_d = u_d + idx_d, u_d uniform, B_d a
  *               kernel integer parameter or a constant; a dim without a
- *               compare has I_d = idx_d (u_d = 0) and B_d = the tile's extent
+ *               compare has I_d = idx_d (u_d = 0) and B_d = the tile's extent;
+ *               and at most one splat(g) of a scalar i1 (the guard: dot-rotate's
+ *               iv + step < hi on the next block's load), the whole tile in or
+ *               out: when g is false the lowering starts the boxes at the
+ *               contiguous dim's extent, wholly outside the map, so TMA writes
+ *               zeros (= other 0) and still counts every byte of the box
  *     O      == I_inner + s * I_outer + sum_j c_j * t_j,  s = a parameter or
  *               constant (times a constant), t_j integer stride parameters
  *               known to make multiples of 16 bytes (offset_dims: one more
@@ -274,6 +279,7 @@ static bool param_value(const IrFunc *f, const CgTmaPoly *p, CgTmaVal *out)
 }
 
 typedef struct MaskFacts {
+    const IrValue *guard;       /* splat(g): a uniform i1 over the whole tile, or NULL */
     bool has[IR_MAX_RANK];
     CgTmaPoly u[IR_MAX_RANK];   /* I_d - idx_d */
     CgTmaPoly bound[IR_MAX_RANK];
@@ -289,7 +295,9 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
     if (d->op == IR_AND) {
         MaskFacts a, b;
         if (!mask_facts(f, d->args[0], &a, depth + 1) || !mask_facts(f, d->args[1], &b, depth + 1)) return false;
+        if (a.guard && b.guard) return false;   /* one guard per load (dot-rotate adds one) */
         *m = a;
+        if (b.guard) m->guard = b.guard;
         for (int i = 0; i < IR_MAX_RANK; i++) {
             if (!b.has[i]) continue;
             if (m->has[i]) return false;   /* two bounds on one dim: not one map's extent */
@@ -302,6 +310,7 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
     if (d->op == IR_BROADCAST || d->op == IR_EXPAND_DIMS || d->op == IR_CONVERT_LAYOUT) {
         MaskFacts a;
         if (!mask_facts(f, d->args[0], &a, depth + 1)) return false;
+        m->guard = a.guard;
         const IrType *in = &d->args[0]->type;
         for (int i = 0; i < in->rank; i++) {
             if (!a.has[i]) continue;
@@ -310,6 +319,10 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
             m->u[to] = a.u[i];
             m->bound[to] = a.bound[i];
         }
+        return true;
+    }
+    if (d->op == IR_SPLAT && !d->args[0]->type.rank && d->args[0]->type.elem == IR_I1) {
+        m->guard = d->args[0];   /* scalars are uniform: the whole tile in or out */
         return true;
     }
     if (d->op != IR_CMP || (d->attr[0] != IR_CMP_LT && d->attr[0] != IR_CMP_GT)) return false;
@@ -462,6 +475,7 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
     out->box[1] = rows;
     out->nboxes = cols / 64;
     out->box_bytes = 64 * rows * eb;
+    out->guard = m.guard;
     return base->index >= 0 && base->index < f->nparams && f->params[base->index] == base;
 }
 

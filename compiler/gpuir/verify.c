@@ -320,6 +320,22 @@ static const IrOp *nested_pipelined(const IrBlock *b, bool top)
     return NULL;
 }
 
+/* warp_spec.producer_regs (--lean-producer): 24, and only where the producer issues TMA
+ * copies alone (every pipelined load has its tensor map). */
+static void check_ws_regs(Verifier *V)
+{
+    const IrAttr *r = ir_attr_get(&V->f->attrs, IR_ATTR_WS_REGS);
+    if (!r) return;
+    if (r->n != 1 || r->list || r->v[0] != CG_WS_LEAN_PRODUCER_REGS)
+        bad(V, NULL, "attribute warp_spec.producer_regs must be %d", CG_WS_LEAN_PRODUCER_REGS);
+    for (const IrOp *x = V->f->body ? V->f->body->first : NULL; x; x = x->next) {
+        if (x->op != IR_FOR || !ir_attr_get(&x->attrs, IR_ATTR_STAGES)) continue;
+        for (const IrOp *o = x->regions[0]->first; o; o = o->next)
+            if (ir_attr_get(&o->attrs, IR_ATTR_SLOT_BYTES) && !ir_attr_get(&o->attrs, IR_ATTR_TMA_MAP))
+                bad(V, o, "warp_spec.producer_regs with a pipelined load that is not a TMA copy");
+    }
+}
+
 /* Warp specialisation (pass_warp_specialize.c): on wgmma kernels of whole consumer
  * warpgroups plus the producer's (num_warps + 4 <= 32); every pipelined loop is an op of
  * the kernel's body, runs once per CTA in program order on both sides, and hands its
@@ -328,7 +344,10 @@ static const IrOp *nested_pipelined(const IrBlock *b, bool top)
 static void check_warp_spec(Verifier *V)
 {
     const IrAttr *p = ir_attr_get(&V->f->attrs, IR_ATTR_WARP_SPEC);
-    if (!p) return;
+    if (!p) {
+        if (ir_attr_get(&V->f->attrs, IR_ATTR_WS_REGS)) bad(V, NULL, "attribute warp_spec.producer_regs needs warp_spec");
+        return;
+    }
     int W = V->f->sched.num_warps, loops = 0;
     if (p->n != 1 || p->list || p->v[0] != 1) bad(V, NULL, "attribute warp_spec must be 1");
     if (W % 4 || W + 4 > 32) bad(V, NULL, "attribute warp_spec needs num_warps a multiple of 4 up to 28 (num_warps = %d)", W);
@@ -341,6 +360,7 @@ static void check_warp_spec(Verifier *V)
         if (!ir_attr_get(&x->attrs, IR_ATTR_MBARRIER)) bad(V, x, "warp_spec with a pipelined loop without pipeline.mbarrier");
     }
     if (!loops) bad(V, NULL, "attribute warp_spec but no pipelined loop");
+    check_ws_regs(V);
 }
 
 /* ---- the walk ---- */

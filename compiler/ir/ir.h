@@ -348,6 +348,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_TMA_MAP       "tma.map"
 #define IR_ATTR_TMA_MAPS      "tma.maps"
 #define IR_ATTR_WARP_SPEC     "warp_spec"
+#define IR_ATTR_WS_REGS       "warp_spec.producer_regs"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

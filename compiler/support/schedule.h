@@ -43,7 +43,10 @@
     X(tma, "--tma", "tma", "tma", SCHED_BIT(mbarrier), 0, NULL,                                                  \
       "sm_90a: pipelined loads a tensor map reads exactly go through TMA (implies --mbarrier)")                  \
     X(warp_specialize, "--warp-specialize", "warp_specialize", "warp-specialize", SCHED_BIT(mbarrier), 0, NULL,  \
-      "sm_90a: a producer warpgroup (4 more warps) issues the copies (implies --mbarrier)")
+      "sm_90a: a producer warpgroup (4 more warps) issues the copies (implies --mbarrier)")                      \
+    X(lean_producer, "--lean-producer", "lean_producer", "warp-specialize",                                       \
+      SCHED_BIT(warp_specialize) | SCHED_BIT(tma), 0, NULL,                                                      \
+      "sm_90a: a TMA-only producer keeps 24 registers, the consumers the rest (FA3; implies --warp-specialize --tma)")
 
 typedef enum SchedId {
 #define SCHED_ENUM(field, ...) SCHED_##field,

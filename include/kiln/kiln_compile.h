@@ -95,6 +95,11 @@ typedef struct KilnSchedule {
                               (not wgmma, num_warps not a multiple of 4, a pipelined loop nested
                               in another) compiles as with mbarrier alone; --stats says why.
                               The launch then needs the kernel's KilnKernelInfo.num_warps */
+    int lean_producer;     /* sm_90a: with warp_specialize, when every pipelined load goes through
+                              TMA (the producer holds no address tiles, one thread issues),
+                              setmaxnreg leaves the producer 24 registers and gives the consumers
+                              the rest (240 at 8 consumer warps, FlashAttention-3's split; 224
+                              with 56 otherwise); implies warp_specialize and tma (section 5b) */
 } KilnSchedule;
 
 typedef struct KilnCompileOptions {

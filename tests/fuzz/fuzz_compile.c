@@ -9,7 +9,7 @@
  * reproduces), between sm_90a and sm_80 and between the kernel's schedule and
  * 1, 2 or 8 warps, so both dot paths (wgmma and mma.sync) are reached; on sm_90a
  * half the inputs also take a combination of the schedule options (KilnSchedule:
- * no_wgmma, pingpong, mbarrier, overlap, tma, warp_specialize, six more bits of the
+ * no_wgmma, pingpong, mbarrier, overlap, tma, warp_specialize, lean_producer, seven more bits of the
  * hash; a combination the options refuse is a usage error, never an internal one).
  * KILN_FUZZ_PTXAS=1: the inputs that go to PTX go on through ptxas (KILN_EMIT_CUBIN),
  * whose rejection of Kiln's PTX is an internal error (issue 29: every combination
@@ -51,13 +51,14 @@ static KilnEmit stage(uint32_t h)
     return e == KILN_EMIT_PTX && getenv("KILN_FUZZ_PTXAS") ? KILN_EMIT_CUBIN : e;
 }
 
-/* sm_90a, half the inputs: the schedule options from six bits of the hash. */
+/* sm_90a, half the inputs: the schedule options from seven bits of the hash. */
 static void schedule(uint32_t h, KilnSchedule *s)
 {
     if ((h & 1) || !((h >> 4) & 1)) return;
     uint32_t b = h >> 5;
     s->no_wgmma = b & 1, s->pingpong = (b >> 1) & 1, s->mbarrier = (b >> 2) & 1;
     s->overlap = (b >> 3) & 1, s->tma = (b >> 4) & 1, s->warp_specialize = (b >> 5) & 1;
+    s->lean_producer = (b >> 6) & 1;
 }
 
 static uint32_t hash(const uint8_t *p, size_t n)

@@ -123,6 +123,21 @@ static const Case cases[] = {
      "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
      "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
      "attribute warp_spec must be 1"},
+    /* --lean-producer (pass_warp_specialize.c): warp_spec.producer_regs */
+    {L0 GHEAD8 " attributes {wgmma = 1, smem = 64, warp_spec.producer_regs = 24} {\n  %0 = const 0 : i32\n"
+     "  %1 = const 1 : i32\n  return\n}\n",
+     "attribute warp_spec.producer_regs needs warp_spec"},
+    {L0 GHEAD8 " attributes {wgmma = 1, smem = 64, warp_spec = 1, warp_spec.producer_regs = 32} {\n"
+     "  %0 = const 0 : i32\n  %1 = const 1 : i32\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1, smem.offset = 0, smem.bytes = 32, "
+     "smem.live = [2, 4]} {\n    yield\n  }\n  return\n}\n",
+     "attribute warp_spec.producer_regs must be 24"},
+    {L0 GHEAD8 " attributes {wgmma = 1, warp_spec = 1, warp_spec.producer_regs = 24} {\n  %0 = const 0 : i32\n"
+     "  %1 = const 1 : i32\n  %2 = splat %p : tensor<64xptr<f16>, #L0>\n"
+     "  for %i = %0 to %n step %1 {pipeline.stages = 2, pipeline.mbarrier = 1} {\n"
+     "    %3 = load %2 {pipeline.slot_bytes = 128} : tensor<64xf16, #L0>\n"
+     "    yield\n  }\n  return\n}\n",
+     "load at 7:5: warp_spec.producer_regs with a pipelined load that is not a TMA copy"},
 };
 
 

@@ -125,6 +125,24 @@ START_TEST(forward_options_over_the_table)
         ck_assert_int_eq(rt_attn_fwd_request(90, &q, &v, &r), KILN_OK);
         ck_assert_int_eq(r.opts.schedule.tma, 1);
         free(r.owned);
+        /* --lean-producer implies tma, and goes with it where the maps cannot be encoded
+         * (else the compile would turn tma back on); warp specialisation stays */
+        KilnAttentionParams l = problem(128);
+        l.schedule.lean_producer = 1;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &l, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.lean_producer + r.opts.schedule.tma + r.opts.schedule.warp_specialize, 3);
+        free(r.owned);
+        l.k_stride[0] = 0;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &l, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.lean_producer + r.opts.schedule.tma, 0);
+        ck_assert_int_eq(r.opts.schedule.warp_specialize, 1);
+        free(r.owned);
+        l = problem(128);
+        l.schedule.lean_producer = 1;
+        l.seqlen_k = 0;
+        ck_assert_int_eq(rt_attn_fwd_request(90, &l, &v, &r), KILN_OK);
+        ck_assert_int_eq(r.opts.schedule.lean_producer + r.opts.schedule.tma, 0);
+        free(r.owned);
     }
     /* no keys: nothing is copied, and an empty K's maps could not be encoded (strides 0): no tma */
     p.seqlen_k = 0;

@@ -177,6 +177,8 @@ def mode_flags(sched):
             flags.append("--tma")               # TMA copies of K/V (implies the mbarrier hand-off; sm_90a)
         if mode == "ws":
             flags.append("--warp-specialize")   # a producer warpgroup issues the K/V copies (sm_90a)
+        if mode == "lp":
+            flags.append("--lean-producer")     # a TMA-only producer at 24 registers, consumers 240 (implies ws, tma)
     return flags
 
 
@@ -434,14 +436,15 @@ def parse_scheds(text):
     stage hand-off (--mbarrier); "/ppmb": both; "/ov": the next key block's Q K^T in flight
     during the softmax (kiln_bench_attn --overlap, sm_90a); "/tma": TMA copies of K/V
     (kiln_bench_attn --tma, sm_90a); "/ws": warp specialisation, a producer warpgroup on
-    top of the warps (--warp-specialize, sm_90a, implies /mb); modes combine in any order
-    (128x64/8/2/pp/ov, 128x128/8/2/ws)"""
+    top of the warps (--warp-specialize, sm_90a, implies /mb); "/lp": its producer at 24
+    registers when it issues TMA copies alone (--lean-producer, implies /ws /tma); modes
+    combine in any order (128x64/8/2/pp/ov, 128x128/8/2/ws, FA3's 128x128/8/2/ws/tma/ov/pp)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
             modes = []
-            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws"):
+            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws", "lp"):
                 modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
@@ -640,13 +643,14 @@ def sweep_markdown(res):
             sc = max(score, key=score.get)
             p = parse_scheds(sc)[0]
             bm, bn, w, st = p[:4]
-            pp = int(any(m in ("pp", "ppmb") for m in p[4:]))   # the row's pingpong column
-            mb = int(any(m in ("mb", "ppmb") for m in p[4:]))   # its mbarrier column
-            ov = int("ov" in p[4:])                             # its overlap column
-            ws = int("ws" in p[4:])                             # its ws column
+            # the row's schedule column: KilnSchedule's fields the modes turn on (kiln_compile.h)
+            fields = {"pp": ["pingpong"], "ppmb": ["pingpong", "mbarrier"], "mb": ["mbarrier"], "ov": ["overlap"],
+                      "tma": ["tma"], "ws": ["warp_specialize"], "lp": ["lean_producer"]}
+            on = list(dict.fromkeys(f for m in p[4:] for f in fields.get(m, [])))
+            sched = "{" + ", ".join(f".{f} = 1" for f in on) + "}" if on else "{0}"
             note = "  (mma.sync: not a table row)" if "sync" in p[4:] else ""
-            lines.append(f"    {{90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {pp}, {mb}, {ov}, {ws}}},   /* {score[sc]:.0f} TFLOP/s "
-                         f"geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
+            lines.append(f"    {{RT_TUNE_FWD, 90, {d:3d}, -1, 0, {bm:4d}, {bn:3d}, {w}, {st}, {sched}, 0}},   /* "
+                         f"{score[sc]:.0f} TFLOP/s geomean; default {score.get(sched_str(DEFAULT_SCHED), 0):.0f}{note} */")
     lines.append("```")
     failed = [(cb, sc) for cb in res["combos"] for sc, by_n in cb["kiln"].items()
               if any("error" in r for r in by_n.values())]

@@ -31,7 +31,7 @@
 typedef struct Opts {
     const char *src_path, *dtype, *layout, *in_dir, *out_dir, *seqlens;
     int batch, heads, heads_kv, tokens, seqlen_k, head_dim, causal;
-    int block_m, block_n, warps, stages, compile_reps, no_wgmma, pingpong, mbarrier, overlap, tma, warp_spec;
+    int block_m, block_n, warps, stages, compile_reps, no_wgmma, pingpong, mbarrier, overlap, tma, warp_spec, lean_producer;
     double min_ms, scale;
 } Opts;
 
@@ -86,7 +86,7 @@ static int usage(void)
             "usage: kiln_bench_attn --src FILE --head-dim D --heads H (--batch B | --tokens T) --seqlens N[,N...]\n"
             "       [--dtype f16|bf16] [--heads-kv HK] [--seqlen-k NK] [--causal] [--layout bshd|bhsd]\n"
             "       [--block-m BM] [--block-n BN] [--warps W] [--stages S] [--scale X] [--no-wgmma] [--pingpong] [--mbarrier] [--tma]\n"
-            "       [--overlap] [--warp-specialize]\n"
+            "       [--overlap] [--warp-specialize] [--lean-producer]\n"
             "       [--min-ms MS (0: one timed launch)]\n"
             "       [--in DIR] [--out DIR] [--compile-bench N]\n");
     return 2;
@@ -118,6 +118,7 @@ static int parse_opts(int argc, char **argv, Opts *o)
         if (!strcmp(a, "--tma")) { o->tma = 1; continue; }             /* TMA copies of K/V (implies mbarrier) */
         if (!strcmp(a, "--overlap")) { o->overlap = 1; continue; }     /* next Q K^T in flight during the softmax (sm_90a) */
         if (!strcmp(a, "--warp-specialize")) { o->warp_spec = 1; continue; }   /* a producer warpgroup (sm_90a) */
+        if (!strcmp(a, "--lean-producer")) { o->lean_producer = 1; continue; }   /* TMA producer at 24 registers */
         fprintf(stderr, "kiln_bench_attn: unknown or incomplete option '%s'\n", a);
         return usage();
     }
@@ -150,7 +151,8 @@ static void prog_init(Prog *p, const Opts *o)
                                  .defines = p->defs, .ndefines = 5, .num_warps = o->warps,
                                  .num_stages = o->stages, .emit = KILN_EMIT_PTX, .schedule.no_wgmma = o->no_wgmma,
                                  .schedule.pingpong = o->pingpong, .schedule.mbarrier = o->mbarrier, .schedule.overlap = o->overlap,
-                                 .schedule.tma = o->tma, .schedule.warp_specialize = o->warp_spec};
+                                 .schedule.tma = o->tma, .schedule.warp_specialize = o->warp_spec,
+                                 .schedule.lean_producer = o->lean_producer};
 }
 
 /* Median wall time of `reps` loads of one module image (PTX: the driver

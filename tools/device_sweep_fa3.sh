@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .carry/bundle.tar.xz (tools/device_pack.sh):
+# time FlashAttention-3's forward schedule as combinations of Kiln's schedule options against the
+# runtime's rows, one head dim per call (each fits the device tool's 10 minutes):
+#   bash tools/device_sweep_fa3.sh 128        # or 64, 256; FA3_CHECK=1 first runs the GPU test
+# The candidates (tools/bench/bench_attention.py --sweep modes: ws --warp-specialize, tma --tma,
+# ov --overlap, pp --pingpong, lp --lean-producer = ws + tma with the producer at 24 registers
+# and the consumers at 240) were chosen by ptxas -v at the launch-time hints: none spills
+# (registers and spills per candidate: docs/performance.md, "FA3's schedule as options").
+# The sweep adds 128x64/8/2 as its baseline; the first candidate is the runtime's row today.
+# FA3_SEQLENS (default 1024,2048,4096,16384), FA3_BUDGET_S (default 300) change the run;
+# FA3_SCHEDULES replaces the list. Tables to $OUT/sweep-dD/attention_sweep.md, printed at the end.
+# FA3_CHECK=1: first the forward GPU test with the four options forced on every case (d 64/128,
+# 128 x 128 tiles on 8 warps where a case has none), then with --lean-producer too.
+set -uo pipefail
+. "$(dirname "$0")/device_env.sh"
+d=${1:-128}
+case $d in
+  64)  list="64x128/4/2,128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp/ov/pp,128x128/8/3/ws/tma/ov/pp" ;;
+  128) list="128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp,128x128/8/2/lp/ov/pp,128x64/8/2/ws/tma/ov/pp" ;;
+  256) list="128x64/8/2/ws,128x64/8/2/ws/tma,128x64/8/2/ws/pp,128x64/8/2/lp,128x64/8/2/lp/pp" ;;
+  *) echo "head dim $d: 64, 128 or 256"; exit 2 ;;
+esac
+list=${FA3_SCHEDULES:-$list}
+if [ "${FA3_CHECK:-0}" = 1 ]; then
+  for lean in 0 1; do
+    ( cd "$kiln/tests" && ATTN_HEAD_DIMS=64,128 KILN_TEST_WARP_SPEC=128x128/8 KILN_TEST_TMA=1 KILN_TEST_OVERLAP=1 \
+      KILN_TEST_PINGPONG=128x128 KILN_TEST_LEAN_PRODUCER=$lean CK_DEFAULT_TIMEOUT=300 timeout 280 \
+      ./gpu_test_e2e_gpu_attention ) >"$out/check-lean$lean.log" 2>&1
+    echo "gpu_test_e2e_gpu_attention, ws tma overlap pingpong, lean $lean: exit $?"
+    grep -E "FAIL|Checks|summary" "$out/check-lean$lean.log" | tail -5
+  done
+fi
+budget=${FA3_BUDGET_S:-300}
+timeout $((budget + 150)) python3 tools/bench/bench_attention.py --sweep --head-dims "$d" \
+  --seqlens "${FA3_SEQLENS:-1024,2048,4096,16384}" --budget-s "$budget" --kiln-bin "$kiln/bin/kiln-bench-attn" \
+  --schedules "$list" --out "$out/sweep-d$d" >"$out/sweep-d$d.log" 2>&1
+echo "sweep d $d: exit $?"
+cat "$out/sweep-d$d/attention_sweep.md" 2>/dev/null || tail -30 "$out/sweep-d$d.log"
