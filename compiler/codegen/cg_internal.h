@@ -234,8 +234,9 @@ bool cg_pipeline_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMVal
 void cg_ws_entry(CgCtx *c);
 void cg_ws_barrier(CgCtx *c);
 int  cg_ws_full_count(const CgCtx *c);
-int  cg_ws_consumer_regs(int num_warps);
-int  cg_ws_producer_regs(int num_warps);
+int  cg_ws_producer_min(const IrFunc *f);   /* the producer's floor: 24 (TMA only, big accumulators) or 56 */
+int  cg_ws_consumer_regs(int num_warps, int producer_min);
+int  cg_ws_producer_regs(int num_warps, int producer_min);
 int  cg_ws_entry_regs(int num_warps);   /* .maxnreg: registers per thread at launch */
 
 /* ---- cg_affine.c ---- */

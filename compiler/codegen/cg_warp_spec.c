@@ -33,7 +33,9 @@
  * returns); the consumers take what leaves the producer at least
  * CG_WS_PRODUCER_REGS, in multiples of 8, at most 256, the producer keeps the
  * rest up to 96: 56 / 224 at 8 consumer warps, 96 / 256 at 4. (At 40 the
- * producer of matmul_tc_f16's 128 x 256 x 64 tiles spilled 36 bytes.)
+ * producer of matmul_tc_f16's 128 x 256 x 64 tiles spilled 36 bytes.) A TMA-only
+ * producer of consumers with big loop accumulators keeps 24 (cg_ws_producer_min):
+ * 24 / 240 at 8 consumer warps, FlashAttention-3's backward split.
  *
  * Invariants: nothing here runs for a kernel without the attribute (the PTX
  * of every other kernel is unchanged); the role branch and the setmaxnreg
@@ -53,20 +55,62 @@ int cg_ws_entry_regs(int num_warps)
     return r / 8 * 8;
 }
 
-/* The consumers take what the CTA's pool holds once the producer has at least
- * CG_WS_PRODUCER_REGS, at most setmaxnreg's 256 (a thread addresses 255). */
-int cg_ws_consumer_regs(int num_warps)
+/* A producer whose every copy is TMA is one thread issuing bulk copies from scalar
+ * coordinates: it keeps FlashAttention-3's 24 registers when the consumers need more than
+ * 224 (loop accumulators above CG_WS_LEAN_ACC registers a thread: the backward's dK and dV,
+ * 128 at 64 keys per warpgroup and d 128); else CG_WS_PRODUCER_REGS (a forward's O is 64). */
+#define WS_LEAN_PRODUCER_REGS 24
+#define WS_LEAN_ACC_REGS 96
+
+static bool loop_all_tma(const IrOp *loop)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - CG_WS_PRODUCER_REGS * WS_PRODUCER_THREADS;
+    for (const IrOp *x = loop->regions[0]->first; x; x = x->next)
+        if (ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES) && !ir_attr_get(&x->attrs, IR_ATTR_TMA_MAP)) return false;
+    return true;
+}
+
+/* f32 registers a consumer thread holds in the loop's carried tiles (its results). */
+static int loop_acc_regs(const IrOp *loop, int num_warps)
+{
+    int64_t n = 0;
+    for (int i = 0; i < loop->nres; i++) {
+        const IrType *t = &loop->res[i]->type;
+        if (t->elem != IR_F32 || t->rank < 2) continue;
+        int64_t e = 1;
+        for (int d = 0; d < t->rank; d++) e *= t->shape[d];
+        n += e;
+    }
+    return (int)(n / (32 * num_warps));
+}
+
+int cg_ws_producer_min(const IrFunc *f)
+{
+    int acc = 0;
+    for (const IrOp *x = f->body->first; x; x = x->next) {
+        if (x->op != IR_FOR || !ir_attr_get(&x->attrs, IR_ATTR_STAGES)) continue;
+        if (!loop_all_tma(x)) return CG_WS_PRODUCER_REGS;
+        int a = loop_acc_regs(x, f->sched.num_warps);
+        if (a > acc) acc = a;
+    }
+    return acc > WS_LEAN_ACC_REGS ? WS_LEAN_PRODUCER_REGS : CG_WS_PRODUCER_REGS;
+}
+
+/* The consumers take what the CTA's pool holds once the producer has at least
+ * producer_min (cg_ws_producer_min), in multiples of 8, at most setmaxnreg's 256 (a thread
+ * addresses 255). */
+int cg_ws_consumer_regs(int num_warps, int producer_min)
+{
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - producer_min * WS_PRODUCER_THREADS;
     int r = pool / (32 * num_warps) / 8 * 8;
     return r > 256 ? 256 : r;
 }
 
 /* The producer keeps what the consumers leave (one consumer warpgroup at 256 leaves more than
  * it needs: at most 96). */
-int cg_ws_producer_regs(int num_warps)
+int cg_ws_producer_regs(int num_warps, int producer_min)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - cg_ws_consumer_regs(num_warps) * 32 * num_warps;
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) -
+               cg_ws_consumer_regs(num_warps, producer_min) * 32 * num_warps;
     int r = pool / WS_PRODUCER_THREADS / 8 * 8;
     return r > 96 ? 96 : r;
 }
@@ -195,8 +239,9 @@ void cg_ws_entry(CgCtx *c)
     LLVMBasicBlockRef prod = cg_block(c, "ws_producer"), cons = cg_block(c, "ws_consumer");
     LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->warp, cg_i32(c, W), ""), prod, cons);
     LLVMPositionBuilderAtEnd(c->b, prod);
-    setmaxnreg(c, false, cg_ws_producer_regs(W));
+    int pmin = cg_ws_producer_min(c->f);
+    setmaxnreg(c, false, cg_ws_producer_regs(W, pmin));
     if (!producer(c)) c->failed = true;
     LLVMPositionBuilderAtEnd(c->b, cons);
-    setmaxnreg(c, true, cg_ws_consumer_regs(W));
+    setmaxnreg(c, true, cg_ws_consumer_regs(W, pmin));
 }

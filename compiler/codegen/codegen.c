@@ -87,7 +87,8 @@ static void write_stats(CgCtx *c, CgResult *res)
     if (on[0]) sb_printf(&res->stats, "schedule: %s\n", on);   /* the options on, resolved */
     if (c->ws_warps)
         sb_printf(&res->stats, "warp-specialize: 4 producer warps (setmaxnreg %d), %d consumer warps (setmaxnreg %d)\n",
-                  cg_ws_producer_regs(c->ws_warps), c->ws_warps, cg_ws_consumer_regs(c->ws_warps));
+                  cg_ws_producer_regs(c->ws_warps, cg_ws_producer_min(c->f)), c->ws_warps,
+                  cg_ws_consumer_regs(c->ws_warps, cg_ws_producer_min(c->f)));
     else if (c->opts->sched.warp_specialize) {
         char why[160];
         sb_printf(&res->stats, "warp-specialize: not applied: %s\n",
