@@ -142,6 +142,9 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
     if (!p) return rt_attn_error(BWD, KILN_ERR_USAGE, "params is NULL");
     KilnStatus st = rt_attn_check_shape(BWD, &p->fwd);
     if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
+    char why[256];   /* the caller's schedule options, by the schedule table's rules */
+    if (st == KILN_OK && !sched_resolve(&p->schedule, NULL, NULL, why, sizeof why))
+        return rt_attn_error(BWD, KILN_ERR_USAGE, "schedule: %s", why);
     /* a block mask: made for this call, and the caller's tiles divide its blocks */
     if (st == KILN_OK && p->fwd.block_mask) st = rt_attn_bm_check(BWD, &p->fwd, p->block_m, p->block_n);
     /* Above 65535 batch * heads_q the call runs as several launches of whole batches,
@@ -157,19 +160,32 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
 
 /* ---------------- the plan ---------------- */
 
+/* The schedule options of the dK/dV or dQ kernel: the caller's over the table row's (`row`,
+ * NULL with the caller's tiles), the forward's no_wgmma on top; the table's tma gives way
+ * where the two tensors the kernel streams (a, b) cannot be mapped, as in the forward. */
+static KilnSchedule bwd_schedule(const KilnAttentionBwdParams *p, const RtTuneRow *row, KilnDevPtr a,
+                                 const int64_t *sa, KilnDevPtr b, const int64_t *sb)
+{
+    KilnSchedule s;
+    sched_resolve(&p->schedule, row ? &row->schedule : NULL, &s, NULL, 0);
+    if (p->fwd.schedule.no_wgmma > 0) s.no_wgmma = 1;
+    if (p->schedule.tma <= 0 && !rt_attn_tma_encodable(a, sa, b, sb)) s.tma = 0;
+    return s;
+}
+
 /* One kernel of the plan: name "<base>_<dtype>", the given defines (values copied into
  * plan storage), the schedule, the grid (axis 0 over `len` in blocks of `block`). */
 static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttentionBwdParams *p, int len, int block,
-                        int heads, int warps, int stages, const char *const *defs, int ndefs)
+                        int heads, int warps, int stages, const KilnSchedule *sched, const char *const *defs,
+                        int ndefs)
 {
     int i = pl->n++;
     RtAttnVariant *v = &pl->k[i];
     snprintf(pl->name[i], sizeof pl->name[i], "%s%s_%s", base, rt_attn_varlen(&p->fwd) ? "_varlen" : "",
              p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
-    /* of the forward's schedule options, the backward takes no_wgmma */
     *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
                          .num_stages = p->num_stages ? p->num_stages : stages,
-                         .schedule = {.no_wgmma = p->fwd.schedule.no_wgmma > 0}};
+                         .schedule = sched ? *sched : (KilnSchedule){.no_wgmma = p->fwd.schedule.no_wgmma > 0}};
     for (int j = 0; j < ndefs; j++) {
         snprintf(pl->value[i][j], sizeof pl->value[i][j], "%s", defs[2 * j + 1]);
         v->defines[j] = (KilnDefine){defs[2 * j], pl->value[i][j]};
@@ -231,6 +247,10 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     /* with a block mask, the _bm kernels (the mask's blocks last) */
     const char *kv[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic,
                         "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
+    /* warp specialisation of the dK/dV kernel: its two loops walk the whole GQA group
+     * (FLAT_GROUP: top-level loops, which the producer runs; not with a block mask's lists) */
+    const char *kv_flat[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic,
+                             "FLAT_GROUP", "true"};
     const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal,
                         "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
     const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
@@ -238,16 +258,19 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
-    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
+    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, NULL, pre, 3);
     bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
+    KilnSchedule ks = bwd_schedule(p, kv_table ? tk : NULL, f->q, f->q_stride, p->dout, p->dout_stride);
+    KilnSchedule qs = bwd_schedule(p, q_table ? tq : NULL, f->k, f->k_stride, f->v, f->v_stride);
+    bool flat = ks.warp_specialize && !m;
     if (sk > 0)
         plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? tk->num_warps : 0,
-                    kv_table ? tk->num_stages : 0, kv, m ? 7 : 5);
+                    kv_table ? tk->num_stages : 0, &ks, flat ? kv_flat : kv, m ? 7 : flat ? 6 : 5);
     if (sq > 0 && dq_pass)
         plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? tq->num_warps : 0,
-                    q_table ? tq->num_stages : 0, dq, m ? 6 : 4);
+                    q_table ? tq->num_stages : 0, &qs, dq, m ? 6 : 4);
     else if (sq > 0)
-        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, cvt, 2);
+        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, NULL, cvt, 2);
 }
 
 /* ---------------- arguments by parameter name ---------------- */

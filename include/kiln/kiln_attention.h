@@ -230,7 +230,8 @@ KILN_API int kiln_attention_cache_size(const KilnDevice *dev);
 typedef struct KilnAttentionBwdParams {
     /* The forward call as made: shapes, dtype, q, k, v, o, lse (all inputs here), their
      * strides, softmax_scale, causal, schedule.no_wgmma. Its block_m/block_n/num_warps/num_stages
-     * are the forward's: validated, not used. */
+     * and its other schedule options are the forward's: validated, not used (the backward's
+     * are `schedule` below). */
     KilnAttentionParams fwd;
     KilnDevPtr dout;                   /* dO, like O: [batch, heads_q, seqlen_q, head_dim] (varlen: [total_q, ...]) */
     KilnDevPtr dq, dk, dv;             /* outputs, shaped like q, k, v (strides of their own) */
@@ -259,6 +260,12 @@ typedef struct KilnAttentionBwdParams {
      * kiln_attention_bwd_scratch_size(p)). Required there: a buffer smaller than its shape
      * and strides span is refused (KILN_ERR_USAGE naming the field, e.g. "dq_bytes"). */
     size_t dout_bytes, dq_bytes, dk_bytes, dv_bytes;
+    /* Schedule options (kiln_compile.h) of the dK/dV and dQ kernels: > 0 on, < 0 off, 0 the
+     * table's row (jit/attention_tune.c; off with the caller's block_m / block_n); the
+     * forward's fwd.schedule.no_wgmma applies too. Refused combinations are refused by
+     * kiln_attention_bwd_check. The table's tma gives way where the streamed tensors (Q and
+     * dO for dK/dV, K and V for dQ) cannot be mapped; the caller's does not. */
+    KilnSchedule schedule;
 } KilnAttentionBwdParams;
 
 /* Bytes of scratch the call needs on any device: delta and, unless deterministic, the f32
