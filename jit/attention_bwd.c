@@ -142,6 +142,11 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
     if (!p) return rt_attn_error(BWD, KILN_ERR_USAGE, "params is NULL");
     KilnStatus st = rt_attn_check_shape(BWD, &p->fwd);
     if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
+    if (st == KILN_OK)
+        st = rt_attn_check_tuning(BWD ": the dQ pass's tuning (dq_*)", p->dq_block_m, p->dq_block_n, p->dq_num_warps,
+                                  p->dq_num_stages);
+    if (st == KILN_OK && p->fwd.block_mask && (p->dq_block_m || p->dq_block_n))
+        st = rt_attn_bm_check(BWD ": the dQ pass's tuning (dq_*)", &p->fwd, p->dq_block_m, p->dq_block_n);
     char why[256];   /* the caller's schedule options, by the schedule table's rules */
     if (st == KILN_OK && !sched_resolve(&p->schedule, NULL, NULL, why, sizeof why))
         return rt_attn_error(BWD, KILN_ERR_USAGE, "schedule: %s", why);
@@ -174,7 +179,8 @@ static KilnSchedule bwd_schedule(const KilnAttentionBwdParams *p, const RtTuneRo
 }
 
 /* One kernel of the plan: name "<base>_<dtype>", the given defines (values copied into
- * plan storage), the schedule, the grid (axis 0 over `len` in blocks of `block`). */
+ * plan storage), warps and stages (0: the program's), the schedule, the grid (axis 0 over
+ * `len` in blocks of `block`). */
 static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttentionBwdParams *p, int len, int block,
                         int heads, int warps, int stages, const KilnSchedule *sched, const char *const *defs,
                         int ndefs)
@@ -183,8 +189,7 @@ static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttention
     RtAttnVariant *v = &pl->k[i];
     snprintf(pl->name[i], sizeof pl->name[i], "%s%s_%s", base, rt_attn_varlen(&p->fwd) ? "_varlen" : "",
              p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
-    *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
-                         .num_stages = p->num_stages ? p->num_stages : stages,
+    *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = warps, .num_stages = stages,
                          .schedule = sched ? *sched : (KilnSchedule){.no_wgmma = p->fwd.schedule.no_wgmma > 0}};
     for (int j = 0; j < ndefs; j++) {
         snprintf(pl->value[i][j], sizeof pl->value[i][j], "%s", defs[2 * j + 1]);
@@ -218,8 +223,10 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     if (!tk) tk = rt_attn_tune(RT_TUNE_BWD_DKDV, 0, 32, 0, 0);
     if (!tq) tq = rt_attn_tune(RT_TUNE_BWD_DQ, 0, 32, 0, 0);
     bool own = p->block_m || p->block_n;   /* the caller's tiles: the program's own warps */
+    bool own_q = own || p->dq_block_m || p->dq_block_n;   /* the dQ pass's (dq_ fields first) */
     int kv_bm = p->block_m ? p->block_m : tk->block_m, kv_bn = p->block_n ? p->block_n : tk->block_n;
-    int q_bm = p->block_m ? p->block_m : tq->block_m, q_bn = p->block_n ? p->block_n : tq->block_n;
+    int q_bm = p->dq_block_m ? p->dq_block_m : p->block_m ? p->block_m : tq->block_m;
+    int q_bn = p->dq_block_n ? p->dq_block_n : p->block_n ? p->block_n : tq->block_n;
     bool kv_shrunk = false, q_shrunk = false;
     if (m) {
         kv_bm = fit_tile(kv_bm, m->block_q, &kv_shrunk);
@@ -258,19 +265,24 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
-    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, NULL, pre, 3);
-    bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
+    int q_warps = p->dq_num_warps ? p->dq_num_warps : p->num_warps;   /* the caller's, else ... */
+    int q_stages = p->dq_num_stages ? p->dq_num_stages : p->num_stages;
+    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, q_warps ? q_warps : 4, q_stages, NULL, pre, 3);
+    bool kv_table = !own && !kv_shrunk, q_table = !own_q && !q_shrunk;
     KilnSchedule ks = bwd_schedule(p, kv_table ? tk : NULL, f->q, f->q_stride, p->dout, p->dout_stride);
     KilnSchedule qs = bwd_schedule(p, q_table ? tq : NULL, f->k, f->k_stride, f->v, f->v_stride);
     bool flat = ks.warp_specialize && !m;
     if (sk > 0)
-        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? tk->num_warps : 0,
-                    kv_table ? tk->num_stages : 0, &ks, flat ? kv_flat : kv, m ? 7 : flat ? 6 : 5);
+        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv,
+                    p->num_warps ? p->num_warps : kv_table ? tk->num_warps : 0,
+                    p->num_stages ? p->num_stages : kv_table ? tk->num_stages : 0, &ks, flat ? kv_flat : kv,
+                    m ? 7 : flat ? 6 : 5);
     if (sq > 0 && dq_pass)
-        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? tq->num_warps : 0,
-                    q_table ? tq->num_stages : 0, &qs, dq, m ? 6 : 4);
+        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q,
+                    q_warps ? q_warps : q_table ? tq->num_warps : 0, q_stages ? q_stages : q_table ? tq->num_stages : 0,
+                    &qs, dq, m ? 6 : 4);
     else if (sq > 0)
-        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, NULL, cvt, 2);
+        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, q_warps ? q_warps : 4, q_stages, NULL, cvt, 2);
 }
 
 /* ---------------- arguments by parameter name ---------------- */

@@ -266,6 +266,10 @@ typedef struct KilnAttentionBwdParams {
      * kiln_attention_bwd_check. The table's tma gives way where the streamed tensors (Q and
      * dO for dK/dV, K and V for dQ) cannot be mapped; the caller's does not. */
     KilnSchedule schedule;
+    /* The dQ pass's own tuning (0: block_m, block_n, num_warps, num_stages above), so that a
+     * caller (a benchmark sweep) can give the two kernels different tiles as the table's rows
+     * do; same ranges. block_m also sets the row-wise kernels' blocks (delta, dQ conversion). */
+    int dq_block_m, dq_block_n, dq_num_warps, dq_num_stages;
 } KilnAttentionBwdParams;
 
 /* Bytes of scratch the call needs on any device: delta and, unless deterministic, the f32

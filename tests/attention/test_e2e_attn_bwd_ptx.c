@@ -249,7 +249,8 @@ static int spill_stores(const KilnCompileResult *r)
  * expect_tx arrival per loop), no cp.async left; every dot on wgmma as in
  * wgmma_at_sm90_plan. ptxas assembles it: no spill at d 64; at d 96 / 128 the masked loop's
  * index and LSE/delta registers spill a few words (36 bytes causal, 28 not; the bound
- * guards against more). The dQ pass at 128 x 64 / 8 takes the same options unchanged. */
+ * guards against more). The dQ pass at 128 x 64 / 8 (the dq_ fields) takes the same options
+ * unchanged: 12 warps, TMA maps of K and V in both loops, no spill. */
 START_TEST(fa3_dkdv_ws_tma_sm90)
 {
     int d = (int[]){64, 96, 128}[_i / 2];
@@ -260,7 +261,8 @@ START_TEST(fa3_dkdv_ws_tma_sm90)
                                         .heads_kv = 2, .seqlen_q = 500, .seqlen_k = 700, .head_dim = d,
                                         .causal = causal},
                                 .deterministic = 1, .block_m = 64, .block_n = 128, .num_warps = 8, .num_stages = 2,
-                                .schedule = {.warp_specialize = 1, .tma = 1}};
+                                .schedule = {.warp_specialize = 1, .tma = 1},
+                                .dq_block_m = 128, .dq_block_n = 64};   /* dq_num_warps 0: num_warps */
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(90, &p, &plan);
     const RtAttnVariant *v = &plan.k[1];
@@ -299,15 +301,19 @@ START_TEST(fa3_dkdv_ws_tma_sm90)
         }
         kiln_compile_result_free(&r);
     }
-    /* the dQ pass: Q, dO resident, K and V streamed by the producer's TMA */
-    char dbuf[8];
-    snprintf(dbuf, sizeof dbuf, "%d", d);
-    KilnDefine defs[] = {{"HEAD_DIM", dbuf}, {"BLOCK_M", "128"}, {"BLOCK_N", "64"}, {"CAUSAL", causal ? "true" : "false"}};
-    RtAttnVariant q = {.kernel = "attn_bwd_dq_f16", .defines = {defs[0], defs[1], defs[2], defs[3]}, .ndefines = 4};
-    nh = spec_hints(src, &q, hints, 64);
-    KilnCompileOptions o = {.kernel = q.kernel, .defines = defs, .ndefines = 4, .arch = "sm_90a", .num_warps = 8,
-                            .num_stages = 2, .schedule = {.warp_specialize = 1, .tma = 1}, .hints = hints,
-                            .nhints = nh, .emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX};
+    /* the dQ pass (the dq_ fields: 128 x 64, the caller's 8 warps and 2 stages): Q, dO resident,
+     * K and V streamed by the producer's TMA; the row-wise kernels take its 128-row blocks */
+    const RtAttnVariant *q = &plan.k[2];
+    ck_assert_str_eq(q->kernel, causal ? "attn_bwd_dq_bf16" : "attn_bwd_dq_f16");
+    ck_assert_int_eq(define_of(q, "BLOCK_M") * 100 + define_of(q, "BLOCK_N"), 12864);
+    ck_assert_int_eq(define_of(&plan.k[0], "BLOCK_M"), 128);
+    ck_assert_int_eq(q->num_warps * 10 + q->num_stages, 82);
+    ck_assert_int_eq(q->schedule.warp_specialize + q->schedule.tma, 2);
+    ck_assert_int_eq(plan.grid[2][0], (500 + 127) / 128);
+    nh = spec_hints(src, q, hints, 64);
+    KilnCompileOptions o = {.kernel = q->kernel, .defines = q->defines, .ndefines = q->ndefines, .arch = "sm_90a",
+                            .num_warps = q->num_warps, .num_stages = q->num_stages, .schedule = q->schedule,
+                            .hints = hints, .nhints = nh, .emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX};
     KilnCompileResult r;
     ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
     ck_assert_int_eq(r.kernels[0].num_warps, 12);

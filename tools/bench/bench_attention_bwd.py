@@ -43,8 +43,9 @@ deterministic: O(N) extra memory) is in the JSON and the table's notes.
       # query rows at a time, the deterministic dQ pass BM rows walking BN keys (the table's
       # defaults differ per kernel; a caller's tiles are one pair for all), as providers
       # "kiln@BMxBN/W/S/modes"; modes /ws (warp specialisation), /tma, /ov, /pp, /mb, /sync
-      # turn those schedule options on (KilnAttentionBwdParams.schedule). With the caller's
-      # tiles kiln (non-deterministic) takes the atomic dQ, kiln_det the dQ pass.
+      # turn those schedule options on (KilnAttentionBwdParams.schedule); "+BMxBN/W/S" gives the
+      # dQ pass tiles of its own (the dq_ fields), as the table's rows do: 64x128/8/2/ws/tma+128x64/8/2.
+      # With the caller's tiles kiln (non-deterministic) takes the atomic dQ, kiln_det the dQ pass.
 On the GPU machine: tools/device_bench_bwd.sh (after tools/device_pack.sh here).
 """
 import argparse
@@ -98,10 +99,12 @@ class KilnCall:
         self.dk, self.dv = torch.empty_like(k), torch.empty_like(v)
         self.lse = torch.empty(b, h, n, device=q.device, dtype=torch.float32)
         p = kiln.new("KilnAttentionBwdParams", deterministic=int(deterministic))
-        if schedule:   # (block_m, block_n, num_warps, num_stages, modes): the caller's for every kernel
+        if schedule:   # (block_m, block_n, num_warps, num_stages, modes, dq): parse_schedule's
             p.block_m, p.block_n, p.num_warps, p.num_stages = schedule[:4]
             for field in schedule[4]:
                 setattr(p.schedule, field, 1)
+            if schedule[5]:   # the dQ pass's own tiles
+                p.dq_block_m, p.dq_block_n, p.dq_num_warps, p.dq_num_stages = schedule[5]
         f = p.fwd
         f.dtype = kiln_ctypes.KILN_BF16 if q.dtype == torch.bfloat16 else kiln_ctypes.KILN_F16
         f.batch, f.heads_q, f.heads_kv = b, h, k.shape[1]
@@ -247,10 +250,16 @@ SCHED_MODES = {"sync": "no_wgmma", "pp": "pingpong", "mb": "mbarrier", "ov": "ov
 
 
 def parse_schedule(text):
-    """"BMxBN/W[/S][/MODE...]" -> (block_m, block_n, num_warps, num_stages, (field, ...)); num_stages 0:
-    the runtime's; MODE one of SCHED_MODES (as bench_attention.py's: /ws warp specialisation, /tma
-    TMA copies, /ov, /pp, /mb, /sync), each turning that schedule option on for the dK/dV and dQ
-    kernels (e.g. 64x128/8/2/ws/tma: FlashAttention-3's dK/dV structure)."""
+    """"BMxBN/W[/S][/MODE...][+BMxBN/W[/S]]" -> (block_m, block_n, num_warps, num_stages, (field, ...),
+    dq) with dq None or the dQ pass's own (block_m, block_n, num_warps, num_stages) (the API's dq_
+    fields); num_stages 0: the runtime's; MODE one of SCHED_MODES (as bench_attention.py's: /ws warp
+    specialisation, /tma TMA copies, /ov, /pp, /mb, /sync), each turning that schedule option on for
+    the dK/dV and dQ kernels (modes after the "+" too). E.g. 64x128/8/2/ws/tma+128x64/8/2:
+    FlashAttention-3's dK/dV structure, the dQ pass at 128 x 64 on 8 warps, both warp-specialised."""
+    main, _, dq = text.partition("+")
+    if dq:
+        a, b = parse_schedule(main), parse_schedule(dq)
+        return a[:4] + (tuple(dict.fromkeys(a[4] + b[4])), b[:4])
     tiles, _, rest = text.partition("/")
     bm, _, bn = tiles.partition("x")
     parts = rest.split("/") if rest else []
@@ -261,10 +270,10 @@ def parse_schedule(text):
         if len(parts) > 2:
             raise ValueError(parts)
         return (int(bm), int(bn), int(parts[0]) if parts else 0, int(parts[1]) if len(parts) > 1 else 0,
-                tuple(modes))
+                tuple(modes), None)
     except ValueError:
-        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages][/ws|/tma|/ov|/pp|/mb|/sync...], "
-                         "e.g. 64x128/8/2/ws/tma")
+        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages][/ws|/tma|/ov|/pp|/mb|/sync...]"
+                         "[+BMxBN/warps[/stages]], e.g. 64x128/8/2/ws/tma+128x64/8/2")
 
 
 def provider_schedule(p):
@@ -408,7 +417,8 @@ def main():
                                                                    "--quick 20)")
     ap.add_argument("--budget-s", type=float, default=400.0,
                     help="wall-clock budget: shapes not started by then are reported as not run")
-    ap.add_argument("--schedules", default="", help="comma list of BMxBN/warps[/stages][/ws/tma/ov/pp/mb/sync]: "
+    ap.add_argument("--schedules", default="", help="comma list of BMxBN/warps[/stages][/ws/tma/ov/pp/mb/sync]"
+                                                     "[+BMxBN/warps[/stages] for the dQ pass]: "
                                                      "kiln and kiln_det are also checked and timed at each "
                                                      "(providers kiln@..., kiln_det@...)")
     ap.add_argument("--no-check", action="store_true")
