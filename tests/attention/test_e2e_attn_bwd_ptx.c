@@ -240,6 +240,17 @@ static int spill_stores(const KilnCompileResult *r)
     return sp ? atoi(sp + strlen("spills: ")) : -1;
 }
 
+/* `v` as the runtime compiles it for sm_90a (its warps, stages, schedule, the launch's hints). */
+static void compile_variant_sm90(const char *src, const RtAttnVariant *v, KilnEmit emit, KilnCompileResult *r)
+{
+    KilnParamHint hints[64];
+    int nh = spec_hints(src, v, hints, 64);
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines, .arch = "sm_90a",
+                            .num_warps = v->num_warps, .num_stages = v->num_stages, .schedule = v->schedule,
+                            .hints = hints, .nhints = nh, .emit = emit};
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, r) == KILN_OK, "%s", r->diagnostics);
+}
+
 /* FlashAttention-3's dK/dV structure (the caller's 64 x 128 tiles on 8 warps, 2 stages, with
  * schedule warp_specialize + tma, as tools/bench/bench_attention_bwd.py's 64x128/8/2/ws/tma
  * asks): the plan's dK/dV kernel takes FLAT_GROUP, so both of its loops are the kernel body's
@@ -272,14 +283,9 @@ START_TEST(fa3_dkdv_ws_tma_sm90)
     bool flat = false;
     for (int i = 0; i < v->ndefines; i++) flat |= !strcmp(v->defines[i].name, "FLAT_GROUP") && !strcmp(v->defines[i].value, "true");
     ck_assert(flat);
-    KilnParamHint hints[64];
-    int nh = spec_hints(src, v, hints, 64);
     for (int cubin = 0; cubin <= ptxas; cubin++) {
-        KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines, .arch = "sm_90a",
-                                .num_warps = v->num_warps, .num_stages = v->num_stages, .schedule = v->schedule,
-                                .hints = hints, .nhints = nh, .emit = cubin ? KILN_EMIT_CUBIN : KILN_EMIT_PTX};
         KilnCompileResult r;
-        ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+        compile_variant_sm90(src, v, cubin ? KILN_EMIT_CUBIN : KILN_EMIT_PTX, &r);
         ck_assert_int_eq(r.kernels[0].num_warps, 12);
         const char *want = d == 64 ? "(setmaxnreg 56), 8 consumer warps (setmaxnreg 224)"
                                    : "(setmaxnreg 24), 8 consumer warps (setmaxnreg 240)";
@@ -310,12 +316,8 @@ START_TEST(fa3_dkdv_ws_tma_sm90)
     ck_assert_int_eq(q->num_warps * 10 + q->num_stages, 82);
     ck_assert_int_eq(q->schedule.warp_specialize + q->schedule.tma, 2);
     ck_assert_int_eq(plan.grid[2][0], (500 + 127) / 128);
-    nh = spec_hints(src, q, hints, 64);
-    KilnCompileOptions o = {.kernel = q->kernel, .defines = q->defines, .ndefines = q->ndefines, .arch = "sm_90a",
-                            .num_warps = q->num_warps, .num_stages = q->num_stages, .schedule = q->schedule,
-                            .hints = hints, .nhints = nh, .emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX};
     KilnCompileResult r;
-    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
+    compile_variant_sm90(src, q, ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX, &r);
     ck_assert_int_eq(r.kernels[0].num_warps, 12);
     ck_assert_int_eq(r.kernels[0].ntmaps, 4);
     if (ptxas) ck_assert_int_eq(spill_stores(&r), 0);
