@@ -137,15 +137,18 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
     return k;
 }
 
-/* Whether K's and V's 4-D tensor maps can be encoded for this call (runtime/tmap.c's rules:
- * a 16-byte-aligned base, strides positive multiples of 16 bytes; every element 2 bytes). */
-static bool tma_encodable(const KilnAttentionParams *p)
+/* Whether the 4-D tensor maps of two [batch, heads, seq, d] tensors (K and V here; the
+ * backward's Q and dO, K and V) can be encoded (runtime/tmap.c's rules: a 16-byte-aligned
+ * base, strides positive multiples of 16 bytes; every element 2 bytes). */
+bool rt_attn_tma_encodable(KilnDevPtr a, const int64_t *sa, KilnDevPtr b, const int64_t *sb)
 {
-    if (p->k % 16 || p->v % 16) return false;
+    if (a % 16 || b % 16) return false;
     for (int i = 0; i < 3; i++)
-        if (p->k_stride[i] <= 0 || p->k_stride[i] % 8 || p->v_stride[i] <= 0 || p->v_stride[i] % 8) return false;
+        if (sa[i] <= 0 || sa[i] % 8 || sb[i] <= 0 || sb[i] % 8) return false;
     return true;
 }
+
+static bool tma_encodable(const KilnAttentionParams *p) { return rt_attn_tma_encodable(p->k, p->k_stride, p->v, p->v_stride); }
 
 static const char *kernel_name(int dtype, int out_dtype, bool varlen, bool block_mask);
 

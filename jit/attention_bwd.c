@@ -152,6 +152,14 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
     KilnStatus st = rt_attn_check_shape(BWD, &p->fwd);
     if (st == KILN_OK) st = rt_attn_check_tuning(BWD, p->block_m, p->block_n, p->num_warps, p->num_stages);
     if (st == KILN_OK) st = rt_attn_pg_check(BWD, p);
+    if (st == KILN_OK)
+        st = rt_attn_check_tuning(BWD ": the dQ pass's tuning (dq_*)", p->dq_block_m, p->dq_block_n, p->dq_num_warps,
+                                  p->dq_num_stages);
+    if (st == KILN_OK && p->fwd.block_mask && (p->dq_block_m || p->dq_block_n))
+        st = rt_attn_bm_check(BWD ": the dQ pass's tuning (dq_*)", &p->fwd, p->dq_block_m, p->dq_block_n);
+    char why[256];   /* the caller's schedule options, by the schedule table's rules */
+    if (st == KILN_OK && !sched_resolve(&p->schedule, NULL, NULL, why, sizeof why))
+        return rt_attn_error(BWD, KILN_ERR_USAGE, "schedule: %s", why);
     /* a block mask: made for this call, and the caller's tiles divide its blocks */
     if (st == KILN_OK && p->fwd.block_mask) st = rt_attn_bm_check(BWD, &p->fwd, p->block_m, p->block_n);
     /* Above 65535 batch * heads_q the call runs as several launches of whole batches,
@@ -167,19 +175,33 @@ KilnStatus kiln_attention_bwd_check(const KilnAttentionBwdParams *p)
 
 /* ---------------- the plan ---------------- */
 
+/* The schedule options of the dK/dV or dQ kernel: the caller's over the table row's (`row`,
+ * NULL with the caller's tiles), the forward's no_wgmma on top; the table's tma gives way
+ * where the two tensors the kernel streams (a, b) cannot be mapped, as in the forward. */
+static KilnSchedule bwd_schedule(const KilnAttentionBwdParams *p, const RtTuneRow *row, KilnDevPtr a,
+                                 const int64_t *sa, KilnDevPtr b, const int64_t *sb)
+{
+    KilnSchedule s;
+    sched_resolve(&p->schedule, row ? &row->schedule : NULL, &s, NULL, 0);
+    if (p->fwd.schedule.no_wgmma > 0) s.no_wgmma = 1;
+    /* lean_producer implies tma (and would turn it back on): it goes with it */
+    if (p->schedule.tma <= 0 && !rt_attn_tma_encodable(a, sa, b, sb)) s.tma = s.lean_producer = 0;
+    return s;
+}
+
 /* One kernel of the plan: name "<base>_<dtype>", the given defines (values copied into
- * plan storage), the schedule, the grid (axis 0 over `len` in blocks of `block`). */
+ * plan storage), warps and stages (0: the program's), the schedule, the grid (axis 0 over
+ * `len` in blocks of `block`). */
 static void plan_kernel(RtAttnBwdPlan *pl, const char *base, const KilnAttentionBwdParams *p, int len, int block,
-                        int heads, int warps, int stages, const char *const *defs, int ndefs)
+                        int heads, int warps, int stages, const KilnSchedule *sched, const char *const *defs,
+                        int ndefs)
 {
     int i = pl->n++;
     RtAttnVariant *v = &pl->k[i];
     snprintf(pl->name[i], sizeof pl->name[i], "%s%s_%s", base, rt_attn_varlen(&p->fwd) ? "_varlen" : "",
              p->fwd.dtype == KILN_BF16 ? "bf16" : "f16");
-    /* of the forward's schedule options, the backward takes no_wgmma */
-    *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = p->num_warps ? p->num_warps : warps,
-                         .num_stages = p->num_stages ? p->num_stages : stages,
-                         .schedule = {.no_wgmma = p->fwd.schedule.no_wgmma > 0}};
+    *v = (RtAttnVariant){.program = BWD_PROGRAM, .kernel = pl->name[i], .num_warps = warps, .num_stages = stages,
+                         .schedule = sched ? *sched : (KilnSchedule){.no_wgmma = p->fwd.schedule.no_wgmma > 0}};
     for (int j = 0; j < ndefs; j++) {
         snprintf(pl->value[i][j], sizeof pl->value[i][j], "%s", defs[2 * j + 1]);
         v->defines[j] = (KilnDefine){defs[2 * j], pl->value[i][j]};
@@ -223,8 +245,10 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     if (!own && rt_tune_attn_row(RT_TUNE_BWD_DKDV, bf16 ? "attn_bwd_dkdv_bf16" : "attn_bwd_dkdv_f16", sm_version,
                                  f->head_dim, f->causal, !(p->deterministic || tq->dq_pass), f->seqlen_q, tk, &tuned_k))
         tk = &tuned_k;
+    bool own_q = own || p->dq_block_m || p->dq_block_n;   /* the dQ pass's (dq_ fields first) */
     int kv_bm = p->block_m ? p->block_m : tk->block_m, kv_bn = p->block_n ? p->block_n : tk->block_n;
-    int q_bm = p->block_m ? p->block_m : tq->block_m, q_bn = p->block_n ? p->block_n : tq->block_n;
+    int q_bm = p->dq_block_m ? p->dq_block_m : p->block_m ? p->block_m : tq->block_m;
+    int q_bn = p->dq_block_n ? p->dq_block_n : p->block_n ? p->block_n : tq->block_n;
     bool kv_shrunk = false, q_shrunk = false;
     if (m) {
         kv_bm = fit_tile(kv_bm, m->block_q, &kv_shrunk);
@@ -252,35 +276,49 @@ void rt_attn_bwd_plan(int sm_version, const KilnAttentionBwdParams *p, RtAttnBwd
     /* with a block mask, the _bm kernels (the mask's blocks last) */
     const char *kv[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic,
                         "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
+    /* warp specialisation of the dK/dV kernel: its two loops walk the whole GQA group
+     * (FLAT_GROUP: top-level loops, which the producer runs; not with a block mask's lists) */
+    const char *kv_flat[] = {"HEAD_DIM", d, "BLOCK_M", kbm, "BLOCK_N", kbn, "CAUSAL", causal, "COMPUTE_DQ", atomic,
+                             "FLAT_GROUP", "true"};
     const char *dq[] = {"HEAD_DIM", d, "BLOCK_M", qbm, "BLOCK_N", qbn, "CAUSAL", causal,
                         "MASK_BLOCK_M", mbq, "MASK_BLOCK_N", mbk};
     const char *cvt[] = {"HEAD_DIM", d, "BLOCK_M", qbm};
-    /* learnable params: the dK/dV kernel adds their gradients (after the mask's blocks) */
-    int nkv = m ? 7 : 5;
-    const char *kvp[2 * 9];
-    memcpy(kvp, kv, sizeof(const char *) * 2 * (size_t)nkv);
-    if (p->nparam_grads > 0) kvp[2 * nkv] = "PARAM_GRADS", kvp[2 * nkv + 1] = "true", nkv++;
-    if (p->nparam_grads > 0 && p->param_grads_atomic)
-        kvp[2 * nkv] = "PARAM_GRADS_ATOMIC", kvp[2 * nkv + 1] = "true", nkv++;
     /* Grid axis 0 over the (max) lengths; packed, a program past its sequence's end does
      * nothing, and no tokens at all is an empty axis. */
     bool varlen = rt_attn_varlen(f);
     int sq = rt_attn_no_rows(f) ? 0 : f->seqlen_q, sk = varlen && f->total_k == 0 ? 0 : f->seqlen_k;
-    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, 4, 0, pre, 3);
-    bool kv_table = !own && !kv_shrunk, q_table = !own && !q_shrunk;
+    int q_warps = p->dq_num_warps ? p->dq_num_warps : p->num_warps;   /* the caller's, else ... */
+    int q_stages = p->dq_num_stages ? p->dq_num_stages : p->num_stages;
+    if (sq > 0) plan_kernel(pl, "attn_bwd_pre", p, sq, q_bm, f->heads_q, q_warps ? q_warps : 4, q_stages, NULL, pre, 3);
+    bool kv_table = !own && !kv_shrunk, q_table = !own_q && !q_shrunk;
+    KilnSchedule ks = bwd_schedule(p, kv_table ? tk : NULL, f->q, f->q_stride, p->dout, p->dout_stride);
+    KilnSchedule qs = bwd_schedule(p, q_table ? tq : NULL, f->k, f->k_stride, f->v, f->v_stride);
+    /* the params' gradients are summed by the nested group loop only (FLAT_GROUP refuses them),
+     * which warp specialisation cannot take: such a call's dK/dV kernel runs without it */
+    if (p->nparam_grads > 0) ks.warp_specialize = ks.lean_producer = 0;
+    bool flat = ks.warp_specialize && !m;
+    /* learnable params: the dK/dV kernel adds their gradients (after its own defines) */
+    int nkv = m ? 7 : flat ? 6 : 5;
+    const char *kvp[2 * 9];
+    memcpy(kvp, flat ? kv_flat : kv, sizeof(const char *) * 2 * (size_t)nkv);
+    if (p->nparam_grads > 0) kvp[2 * nkv] = "PARAM_GRADS", kvp[2 * nkv + 1] = "true", nkv++;
+    if (p->nparam_grads > 0 && p->param_grads_atomic)
+        kvp[2 * nkv] = "PARAM_GRADS_ATOMIC", kvp[2 * nkv + 1] = "true", nkv++;
     pl->dkdv = -1;
     if (sk > 0) {
         pl->dkdv = pl->n;
-        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv, kv_table ? tk->num_warps : 0,
-                    kv_table ? tk->num_stages : 0, kvp, nkv);
+        plan_kernel(pl, m ? "attn_bwd_dkdv_bm" : "attn_bwd_dkdv", p, sk, kv_bn, f->heads_kv,
+                    p->num_warps ? p->num_warps : kv_table ? tk->num_warps : 0,
+                    p->num_stages ? p->num_stages : kv_table ? tk->num_stages : 0, &ks, kvp, nkv);
         pl->k[pl->n - 1].q_end = !m;   /* a block mask's lists bound the query blocks instead */
         pl->dkdv_rows = pl->grid[pl->dkdv][0] * pl->grid[pl->dkdv][1];
     }
     if (sq > 0 && dq_pass)
-        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q, q_table ? tq->num_warps : 0,
-                    q_table ? tq->num_stages : 0, dq, m ? 6 : 4);
+        plan_kernel(pl, m ? "attn_bwd_dq_bm" : "attn_bwd_dq", p, sq, q_bm, f->heads_q,
+                    q_warps ? q_warps : q_table ? tq->num_warps : 0, q_stages ? q_stages : q_table ? tq->num_stages : 0,
+                    &qs, dq, m ? 6 : 4);
     else if (sq > 0)
-        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, 4, 0, cvt, 2);
+        plan_kernel(pl, "attn_bwd_dq_cvt", p, sq, q_bm, f->heads_q, q_warps ? q_warps : 4, q_stages, NULL, cvt, 2);
 }
 
 /* ---------------- arguments by parameter name ---------------- */

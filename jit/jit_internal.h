@@ -165,6 +165,8 @@ KilnStatus rt_attn_check_shape(const char *api, const KilnAttentionParams *p);
 /* Tuning fields: 0 (default) or block sizes powers of two in [16, 256], warps a power
  * of two in [1, 32], stages in [1, 8]. */
 KilnStatus rt_attn_check_tuning(const char *api, int block_m, int block_n, int num_warps, int num_stages);
+/* Whether two [batch, heads, seq, d] tensors' tensor maps can be encoded (attention.c). */
+bool rt_attn_tma_encodable(KilnDevPtr a, const int64_t *sa, KilnDevPtr b, const int64_t *sb);
 /* One tensor of nb x nh x ns x d elements of `elem` bytes: non-null, 16-byte aligned,
  * strides >= 0 (an output's > 0 where its extent is > 1), offsets within 64 bits.
  * st NULL: a dense buffer, only the pointer is checked. */

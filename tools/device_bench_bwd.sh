@@ -9,6 +9,9 @@
 # or --dtypes bf16. Results in $OUT: attention_bwd_bench.{csv,json,md}, img/attention_bwd.svg,
 # img/attention_fwd_bwd.svg (copy them to docs/img/), bench_bwd.log; the table is printed last.
 #   device run, carry [".carry"]:  bash tools/device_bench_bwd.sh [--quick]
+# Candidate schedules (checked against float64 first, then timed beside the table's rows and the
+# peers, FA4 among them when flash_attn.cute imports), e.g. FlashAttention-3's dK/dV structure:
+#   bash tools/device_bench_bwd.sh --quick --head-dims 64,128 --schedules 64x128/8/2/ws/tma,64x64/4/2
 set -uo pipefail
 . "$(dirname "$0")/device_env.sh"
 timeout 420 python3 tools/bench/bench_attention_bwd.py --lib "$kiln/lib/libkiln_all.so" --out "$out" \

@@ -204,8 +204,8 @@ static bool tile_count(const IrValue *v)
 }
 
 /* Whether scalar `v` is provably >= 0: program ids, constants, sums and
- * products of such, quotients, remainders of such dividends, min/max, (y + C)
- * - c with C >= c, and a loop's induction variable from such a start by such a step. With `need`
+ * products of such, quotients, remainders of such dividends, min/max, selects
+ * between such, (y + C) - c with C >= c, and a loop's induction variable from such a start by such a step. With `need`
  * (not NULL), an integer kernel parameter counts too and is added to *need:
  * the runtime refuses a launch where one of those is negative (tmap.c), so
  * the copies are exact for every launch that runs (N in examples/matmul.tile's
@@ -240,6 +240,7 @@ static bool nonneg(const IrFunc *f, const IrValue *v, uint64_t *need, int depth)
         return nonneg(f, d->args[0], NULL, depth + 1) || nonneg(f, d->args[1], NULL, depth + 1) ||
                nonneg(f, d->args[0], need, depth + 1);
     case IR_REM: return nonneg(f, d->args[0], need, depth + 1);
+    case IR_SELECT: return nonneg(f, d->args[1], need, depth + 1) && nonneg(f, d->args[2], need, depth + 1);
     case IR_SUB: {   /* (y + c2) - c with c2 >= c >= 0: cdiv's (n + B - 1) */
         const IrOp *a = d->args[0]->def, *c = d->args[1]->def;
         if (!a || a->op != IR_ADD || !c || c->op != IR_CONST || c->ival < 0) return false;

@@ -250,7 +250,8 @@ KILN_API int kiln_attention_cache_size(const KilnDevice *dev);
 typedef struct KilnAttentionBwdParams {
     /* The forward call as made: shapes, dtype, q, k, v, o, lse (all inputs here), their
      * strides, softmax_scale, causal, schedule.no_wgmma. Its block_m/block_n/num_warps/num_stages
-     * are the forward's: validated, not used. */
+     * and its other schedule options are the forward's: validated, not used (the backward's
+     * are `schedule` below). */
     KilnAttentionParams fwd;
     KilnDevPtr dout;                   /* dO, like O: [batch, heads_q, seqlen_q, head_dim] (varlen: [total_q, ...]) */
     KilnDevPtr dq, dk, dv;             /* outputs, shaped like q, k, v (strides of their own) */
@@ -291,6 +292,16 @@ typedef struct KilnAttentionBwdParams {
      * with f32 atomics (FlexAttention's way: no scratch rows, no reduction launch; the last
      * bits depend on the order the programs run in). Zero: deterministic (above). */
     int param_grads_atomic;
+    /* Schedule options (kiln_compile.h) of the dK/dV and dQ kernels: > 0 on, < 0 off, 0 the
+     * table's row (jit/attention_tune.c; off with the caller's block_m / block_n); the
+     * forward's fwd.schedule.no_wgmma applies too. Refused combinations are refused by
+     * kiln_attention_bwd_check. The table's tma gives way where the streamed tensors (Q and
+     * dO for dK/dV, K and V for dQ) cannot be mapped; the caller's does not. */
+    KilnSchedule schedule;
+    /* The dQ pass's own tuning (0: block_m, block_n, num_warps, num_stages above), so that a
+     * caller (a benchmark sweep) can give the two kernels different tiles as the table's rows
+     * do; same ranges. block_m also sets the row-wise kernels' blocks (delta, dQ conversion). */
+    int dq_block_m, dq_block_n, dq_num_warps, dq_num_stages;
 } KilnAttentionBwdParams;
 
 /* A differentiable param's gradient (KilnAttentionBwdParams.param_grads). */

@@ -38,6 +38,9 @@ typedef struct BwdCase {
      * rt_attn_bwd_arg; own_tiles: pass the case's block_m x block_n as the caller's tiles. */
     const KilnBlockMask *block_mask;
     int own_tiles;
+    /* the caller's schedule.warp_specialize and tma (needs plan_sm): the dK/dV kernel with
+     * FLAT_GROUP (the whole GQA group in each of its two loops), as the plan asks for it */
+    int warp_specialize;
 } BwdCase;
 
 typedef struct BwdRun {
@@ -224,9 +227,13 @@ static void bwd_run_plan(Arena *arena, BwdRun *r, const BwdCase *bc, const Named
                                 .deterministic = bc->deterministic};
     p.fwd.block_mask = bc->block_mask;
     if (bc->own_tiles) p.block_m = c->block_m, p.block_n = c->block_n;
+    if (bc->warp_specialize) p.schedule.warp_specialize = p.schedule.tma = 1;
     RtAttnBwdPlan plan;
     rt_attn_bwd_plan(bc->plan_sm, &p, &plan);
     for (int i = 0; i < plan.n; i++) {
+        bool flat = false;
+        for (int j = 0; j < plan.k[i].ndefines; j++) flat |= !strcmp(plan.k[i].defines[j].name, "FLAT_GROUP");
+        ck_assert_int_eq(flat, bc->warp_specialize && strstr(plan.k[i].kernel, "dkdv") && !bc->block_mask);
         IrFunc *f = bwd_compile(arena, bc, plan.k[i].kernel, plan.k[i].defines, plan.k[i].ndefines);
         bwd_run_kernel(f, r, named, nn, plan.grid[i][0], plan.grid[i][1], bc->variant, bc->block_mask);
     }

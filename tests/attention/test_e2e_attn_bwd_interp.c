@@ -105,6 +105,14 @@ static const BwdCase cases[] = {
     {.c = C("plan no keys det", ATTN_BF16, 1, 2, 1, 20, 0, 32, 1, ATTN_BHSD, 0, 0, 0, 0), .deterministic = 1,
      .plan_sm = 90},
     {.c = C("plan no rows", ATTN_F16, 1, 2, 2, 0, 20, 64, 1, ATTN_BSHD, 0, 0, 0, 0), .plan_sm = 80},
+    /* warp specialisation asked for: the dK/dV kernel's two loops walk the whole GQA group
+     * (FLAT_GROUP), masked diagonal and ragged blocks of every head first, then the whole ones */
+    {.c = C("plan ws f16 d64 GQA 4/2 causal sq<sk 16x32 det", ATTN_F16, 2, 4, 2, 45, 70, 64, 1, ATTN_BSHD, 0, 16, 32, 0),
+     .deterministic = 1, .plan_sm = 90, .own_tiles = 1, .warp_specialize = 1},
+    {.c = C("plan ws bf16 d96 MQA 3/1 ragged 16x16 atomic", ATTN_BF16, 1, 3, 1, 53, 41, 96, 0, ATTN_BHSD, 0, 16, 16, 4),
+     .plan_sm = 90, .own_tiles = 1, .warp_specialize = 1},
+    {.c = C("plan ws f16 d128 GQA 2/1 causal sq>sk det", ATTN_F16, 1, 2, 1, 150, 90, 128, 1, ATTN_BSHD, 0, 0, 0, 0),
+     .deterministic = 1, .plan_sm = 90, .warp_specialize = 1},
 };
 
 START_TEST(test_case)

@@ -233,6 +233,100 @@ START_TEST(wgmma_at_sm90_plan)
 }
 END_TEST
 
+/* The spill bytes stored of a cubin compile's report (-1 without one). */
+static int spill_stores(const KilnCompileResult *r)
+{
+    const char *sp = r->stats ? strstr(r->stats, "spills: ") : NULL;
+    return sp ? atoi(sp + strlen("spills: ")) : -1;
+}
+
+/* `v` as the runtime compiles it for sm_90a (its warps, stages, schedule, the launch's hints). */
+static void compile_variant_sm90(const char *src, const RtAttnVariant *v, KilnEmit emit, KilnCompileResult *r)
+{
+    KilnParamHint hints[64];
+    int nh = spec_hints(src, v, hints, 64);
+    KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines, .arch = "sm_90a",
+                            .num_warps = v->num_warps, .num_stages = v->num_stages, .schedule = v->schedule,
+                            .hints = hints, .nhints = nh, .emit = emit};
+    ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, r) == KILN_OK, "%s", r->diagnostics);
+}
+
+/* FlashAttention-3's dK/dV structure (the caller's 64 x 128 tiles on 8 warps, 2 stages, with
+ * schedule warp_specialize + tma, as tools/bench/bench_attention_bwd.py's 64x128/8/2/ws/tma
+ * asks): the plan's dK/dV kernel takes FLAT_GROUP, so both of its loops are the kernel body's
+ * own and warp specialisation applies: 12 warps (.maxntid 384), one setmaxnreg each way (24 /
+ * 240 where dK and dV take 128 registers a thread, d 96 and 128; 56 / 224 at d 64), the
+ * producer's thread 0 copies Q and dO by TMA (2 loops x 2 tensors x D / 64 boxes, one
+ * expect_tx arrival per loop), no cp.async left; every dot on wgmma as in
+ * wgmma_at_sm90_plan. ptxas assembles it: no spill at d 64; at d 96 / 128 the masked loop's
+ * index and LSE/delta registers spill a few words (36 bytes causal, 28 not; the bound
+ * guards against more). The dQ pass at 128 x 64 / 8 (the dq_ fields) takes the same options
+ * unchanged: 12 warps, TMA maps of K and V in both loops, no spill. */
+START_TEST(fa3_dkdv_ws_tma_sm90)
+{
+    int d = (int[]){64, 96, 128}[_i / 2];
+    bool causal = _i % 2, ptxas = pu_have_ptxas();
+    int dpad = d == 96 ? 128 : d;
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {.fwd = {.dtype = causal ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4,
+                                        .heads_kv = 2, .seqlen_q = 500, .seqlen_k = 700, .head_dim = d,
+                                        .causal = causal},
+                                .deterministic = 1, .block_m = 64, .block_n = 128, .num_warps = 8, .num_stages = 2,
+                                /* FA3's 24 / 240 split where dK, dV fill the consumers (--lean-producer) */
+                                .schedule = {.warp_specialize = 1, .tma = 1, .lean_producer = d > 64},
+                                .dq_block_m = 128, .dq_block_n = 64};   /* dq_num_warps 0: num_warps */
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(90, &p, &plan);
+    const RtAttnVariant *v = &plan.k[1];
+    ck_assert_str_eq(v->kernel, causal ? "attn_bwd_dkdv_bf16" : "attn_bwd_dkdv_f16");
+    ck_assert_int_eq(define_of(v, "BLOCK_N"), 128);
+    ck_assert_int_eq(v->schedule.warp_specialize + v->schedule.tma + v->schedule.mbarrier, 3);
+    ck_assert_int_eq(v->schedule.lean_producer, d > 64);
+    bool flat = false;
+    for (int i = 0; i < v->ndefines; i++) flat |= !strcmp(v->defines[i].name, "FLAT_GROUP") && !strcmp(v->defines[i].value, "true");
+    ck_assert(flat);
+    for (int cubin = 0; cubin <= ptxas; cubin++) {
+        KilnCompileResult r;
+        compile_variant_sm90(src, v, cubin ? KILN_EMIT_CUBIN : KILN_EMIT_PTX, &r);
+        ck_assert_int_eq(r.kernels[0].num_warps, 12);
+        const char *want = d == 64 ? "(setmaxnreg 56), 8 consumer warps (setmaxnreg 224)"
+                                   : "(setmaxnreg 24), 8 consumer warps (setmaxnreg 240)";
+        ck_assert_msg(r.stats && strstr(r.stats, want), "d%d: %s", d, r.stats);
+        if (cubin) {
+            int sp = spill_stores(&r);
+            ck_assert_msg(sp >= 0 && sp <= (d == 64 ? 0 : 40), "d%d causal %d: %d bytes of spill stores", d, causal, sp);
+        } else {
+            const char *t = r.output;
+            size_t n = r.output_size;
+            ck_assert_int_eq(pu_count_n(t, n, ".maxntid 384, 1, 1"), 1);
+            ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.dec"), 1);
+            ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.inc"), 1);
+            ck_assert_int_eq(pu_count_n(t, n, "cp.async.bulk.tensor"), 2 * 2 * dpad / 64);
+            ck_assert_int_eq(pu_count_n(t, n, "mbarrier.arrive.expect_tx"), 2);
+            ck_assert_int_eq(pu_count_n(t, n, "cp.async.cg.shared.global"), 0);
+            ck_assert_int_eq(pu_count_n(t, n, "wgmma.mma_async"), 2 * (2 * dpad / 16 + 2 * 64 / 16));
+            ck_assert_int_eq(pu_count_n(t, n, "mma.sync.aligned"), 0);
+        }
+        kiln_compile_result_free(&r);
+    }
+    /* the dQ pass (the dq_ fields: 128 x 64, the caller's 8 warps and 2 stages): Q, dO resident,
+     * K and V streamed by the producer's TMA; the row-wise kernels take its 128-row blocks */
+    const RtAttnVariant *q = &plan.k[2];
+    ck_assert_str_eq(q->kernel, causal ? "attn_bwd_dq_bf16" : "attn_bwd_dq_f16");
+    ck_assert_int_eq(define_of(q, "BLOCK_M") * 100 + define_of(q, "BLOCK_N"), 12864);
+    ck_assert_int_eq(define_of(&plan.k[0], "BLOCK_M"), 128);
+    ck_assert_int_eq(q->num_warps * 10 + q->num_stages, 82);
+    ck_assert_int_eq(q->schedule.warp_specialize + q->schedule.tma, 2);
+    ck_assert_int_eq(plan.grid[2][0], (500 + 127) / 128);
+    KilnCompileResult r;
+    compile_variant_sm90(src, q, ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX, &r);
+    ck_assert_int_eq(r.kernels[0].num_warps, 12);
+    ck_assert_int_eq(r.kernels[0].ntmaps, 4);
+    if (ptxas) ck_assert_int_eq(spill_stores(&r), 0);
+    kiln_compile_result_free(&r);
+}
+END_TEST
+
 /* Head dim 256 on sm_90a (the table's 64 x 64 on 8 warps, 2 stages, both kernels): every
  * dot on wgmma with two warpgroup columns (#mma<C, wm=4, wn=2, rn>, FlashAttention-3's
  * hdim 256 backward): each warpgroup issues one m64n(N/2)k16 per k step, so per loop (two
@@ -521,6 +615,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, loops_pipelined, 0, 4);
     tcase_add_loop_test(tc, wgmma_at_sm90_plan, 0, 6);
     tcase_add_loop_test(tc, wgmma_d256_sm90, 0, 4);
+    tcase_add_loop_test(tc, fa3_dkdv_ws_tma_sm90, 0, 6);
     tcase_add_loop_test(tc, atomic_dq_wgmma_sm90, 0, 4);
     tcase_add_loop_test(tc, lse_delta_loads, 0, 4);
     tcase_add_test(tc, plan_shapes);

@@ -34,6 +34,7 @@ typedef struct Case {
     AttnLayout layout;
     int block_m, block_n, on_stream;
     int warps, stages;   /* the caller's num_warps, num_stages (0: the runtime's) */
+    int ws;              /* schedule warp_specialize + tma, and the dQ pass's own 128 x 64 / 8 / 2 tiles */
     AttnProblem p;
     void *q, *k, *v, *dout, *dq, *dk, *dv, *dq2, *dk2, *dv2;
     size_t nq, nkv;
@@ -98,6 +99,10 @@ static void gpu_run(Case *c)
                 .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk, .head_dim = c->d, .causal = c->causal},
         .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->warps,
         .num_stages = c->stages};
+    if (c->ws) {
+        b.schedule.warp_specialize = b.schedule.tma = 1;
+        b.dq_block_m = 128, b.dq_block_n = 64;
+    }
     /* exactly the documented size for this device's plan, as a caller allocates it (a
      * pointer one past a deterministic call's scratch once leaked into a launch and was
      * refused; sm_90's non-deterministic plan writes no dQ accumulator, issue 24) */
@@ -269,7 +274,7 @@ int main(void)
     static const int dims[] = {32, 64, 96, 128, 256};
     static const struct { int sq, sk; } lens[] = {{17, 17}, {45, 61}, {130, 300}, {300, 130}, {256, 256}};
     static const struct { int hq, hkv; } groups[] = {{2, 2}, {4, 2}, {4, 1}, {3, 3}};
-    Case cases[50];
+    Case cases[60];
     int n = 0;
     for (int dt = 0; dt < 2; dt++)
         for (int di = 0; di < 5; di++)
@@ -310,7 +315,24 @@ int main(void)
                         .sk = 333, .block_m = 64, .block_n = 64, .warps = 8, .stages = 2};
     cases[n++] = (Case){.dtype = ATTN_BF16, .d = 256, .causal = 0, .det = 1, .batch = 1, .hq = 2, .hkv = 1, .sq = 130,
                         .sk = 300, .block_m = 64, .block_n = 64, .warps = 8, .stages = 1, .layout = ATTN_BHSD};
-    /* a quick partial run: ATTN_FIRST_CASE=40 runs the caller-schedule cases only */
+    /* FlashAttention-3's dK/dV structure (64 x 128 on 8 warps with warp specialisation and TMA
+     * copies of Q and dO; the FLAT_GROUP loops walk the GQA group) and the dQ pass at 128 x 64 /
+     * 8, both warp-specialised: head dims 64, 96, 128, GQA and MQA, causal with both length
+     * orders, ragged, wider strides, both dQ paths (the atomic one keeps cp.async: its dS K
+     * goes through SRAM) */
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 128, .causal = 1, .det = 1, .batch = 2, .hq = 4, .hkv = 2, .sq = 300,
+                        .sk = 333, .block_m = 64, .block_n = 128, .warps = 8, .stages = 2, .ws = 1};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 0, .det = 1, .batch = 1, .hq = 3, .hkv = 1, .sq = 130,
+                        .sk = 300, .block_m = 64, .block_n = 128, .warps = 8, .stages = 2, .ws = 1, .pad = 8};
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 64, .causal = 1, .det = 0, .batch = 1, .hq = 4, .hkv = 1, .sq = 333,
+                        .sk = 200, .block_m = 64, .block_n = 128, .warps = 8, .stages = 2, .ws = 1};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 96, .causal = 1, .det = 1, .batch = 1, .hq = 2, .hkv = 2, .sq = 256,
+                        .sk = 256, .block_m = 64, .block_n = 128, .warps = 8, .stages = 2, .ws = 1,
+                        .layout = ATTN_BHSD};
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 64, .causal = 0, .det = 1, .batch = 2, .hq = 2, .hkv = 1, .sq = 45,
+                        .sk = 61, .block_m = 64, .block_n = 128, .warps = 8, .stages = 3, .ws = 1};
+    /* a quick partial run: ATTN_FIRST_CASE=40 runs the caller-schedule cases only (50: the
+     * warp-specialised ones) */
     const char *first_env = getenv("ATTN_FIRST_CASE");
     int first = first_env && atoi(first_env) > 0 && atoi(first_env) < n ? atoi(first_env) : 0;
     int pass = 0, identical = 0, ndet = 0;

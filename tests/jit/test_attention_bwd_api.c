@@ -64,6 +64,9 @@ static void m_block_n(KilnAttentionBwdParams *p) { p->block_n = 512; }
 static void m_warps(KilnAttentionBwdParams *p) { p->num_warps = 3; }
 static void m_stages(KilnAttentionBwdParams *p) { p->num_stages = 9; }
 static void m_fwd_tuning(KilnAttentionBwdParams *p) { p->fwd.block_m = 7; }
+static void m_dq_block_m(KilnAttentionBwdParams *p) { p->dq_block_m = 48; }
+static void m_dq_warps(KilnAttentionBwdParams *p) { p->dq_num_warps = 3; }
+static void m_schedule(KilnAttentionBwdParams *p) { p->schedule.warp_specialize = 1, p->schedule.mbarrier = -1; }
 static void m_null_q(KilnAttentionBwdParams *p) { p->fwd.q = 0; }
 static void m_null_k(KilnAttentionBwdParams *p) { p->fwd.k = 0; }
 static void m_null_o(KilnAttentionBwdParams *p) { p->fwd.o = 0; }
@@ -100,6 +103,9 @@ static const BadCase k_bad[] = {
     {"warps", m_warps, KILN_ERR_USAGE, "num_warps 3"},
     {"stages", m_stages, KILN_ERR_USAGE, "num_stages 9"},
     {"forward's tuning", m_fwd_tuning, KILN_ERR_USAGE, "block_m 7"},
+    {"dq_block_m", m_dq_block_m, KILN_ERR_USAGE, "the dQ pass's tuning (dq_*): block_m 48"},
+    {"dq_num_warps", m_dq_warps, KILN_ERR_USAGE, "the dQ pass's tuning (dq_*): num_warps 3"},
+    {"schedule", m_schedule, KILN_ERR_USAGE, "schedule: the schedule option warp_specialize (--warp-specialize) needs mbarrier"},
     {"null q", m_null_q, KILN_ERR_USAGE, "fwd.q is a null pointer"},
     {"null k", m_null_k, KILN_ERR_USAGE, "fwd.k is a null pointer"},
     {"null o", m_null_o, KILN_ERR_USAGE, "fwd.o is a null pointer"},

@@ -162,11 +162,11 @@ with tempfile.TemporaryDirectory() as tmp:
     bench = os.path.join(src, "tools", "bench", "bench_attention_bwd.py")
     p = subprocess.run([sys.executable, bench, "--dry-run", "--quick", "--out", os.path.join(tmp, "bwd")],
                        capture_output=True, text=True)
-    expect(p.returncode == 0 and "kiln/FA2" in p.stdout,
+    expect(p.returncode == 0 and "kiln/FA2" in p.stdout and "kiln/FA4" in p.stdout,
            f"bench_attention_bwd.py --dry-run: exit {p.returncode}: {p.stderr[-500:]}")
     with open(os.path.join(tmp, "bwd", "attention_bwd_bench.csv"), newline="") as f:
         recs = list(csv.DictReader(f))
-    expect(len(recs) == 12 * 5 * 2, f"bench CSV: {len(recs)} records, want 12 shapes x 5 providers x 2 passes")
+    expect(len(recs) == 12 * 6 * 2, f"bench CSV: {len(recs)} records, want 12 shapes x 6 providers x 2 passes")
     rc, out, err = run(["--preset", "backward", os.path.join(tmp, "bwd", "attention_bwd_bench.csv"), "-o",
                         os.path.join(tmp, "bwd")])
     root, ps = panels(os.path.join(tmp, "bwd", "attention_bwd.svg")) if rc == 0 else (None, [])

@@ -8,6 +8,10 @@ Providers
   sdpa_flash      torch SDPA backward, FLASH_ATTENTION backend (FlashAttention-2)
   sdpa_cudnn      torch SDPA backward, CUDNN_ATTENTION backend
   sdpa_efficient  torch SDPA backward, EFFICIENT_ATTENTION backend (xformers/CUTLASS)
+  fa4             FlashAttention-4 (`flash-attn-4`, CuTe DSL; on sm_90 FlashAttention-3's
+                  design), flash_attn.cute.interface.flash_attn_func on [b, s, h, d] copies of
+                  the same tensors; dropped with a note when the module does not import (how to
+                  carry it to the GPU machine: ../shared/DESIGN.md, "The top anchor")
 
 Passes: "bwd" times the backward alone (Kiln: kiln_attention_bwd on the forward's O and
 LSE; torch: autograd.grad of one recorded SDPA forward, retain_graph); "fwd_bwd" times a
@@ -33,11 +37,15 @@ deterministic: O(N) extra memory) is in the JSON and the table's notes.
   python3 tools/bench/bench_attention_bwd.py --lib build/libkiln.so            # ~5 min
   python3 tools/bench/bench_attention_bwd.py --lib build/libkiln.so --quick    # ~1.5 min
   python3 tools/bench/bench_attention_bwd.py --dry-run                         # no GPU: fake numbers
-  python3 tools/bench/bench_attention_bwd.py --quick --schedules 64x128/8/2,32x128/8/2,16x64/4/1
-      # also times kiln and kiln_det at each caller schedule BMxBN/warps[/stages] (the API's
-      # block_m, block_n, num_warps, num_stages): dK/dV gets BN keys walked BM query rows at a
-      # time, the deterministic dQ pass BM rows walking BN keys (the table's defaults differ
-      # per kernel; a caller's tiles are one pair for all), as providers "kiln@BMxBN/W/S"
+  python3 tools/bench/bench_attention_bwd.py --quick --schedules 64x128/8/2,64x128/8/2/ws/tma,16x64/4/1
+      # also checks and times kiln and kiln_det at each caller schedule BMxBN/warps[/stages][/modes]
+      # (the API's block_m, block_n, num_warps, num_stages, schedule): dK/dV gets BN keys walked BM
+      # query rows at a time, the deterministic dQ pass BM rows walking BN keys (the table's
+      # defaults differ per kernel; a caller's tiles are one pair for all), as providers
+      # "kiln@BMxBN/W/S/modes"; modes /ws (warp specialisation), /tma, /ov, /pp, /mb, /sync
+      # turn those schedule options on (KilnAttentionBwdParams.schedule); "+BMxBN/W/S" gives the
+      # dQ pass tiles of its own (the dq_ fields), as the table's rows do: 64x128/8/2/ws/tma+128x64/8/2.
+      # With the caller's tiles kiln (non-deterministic) takes the atomic dQ, kiln_det the dQ pass.
 On the GPU machine: tools/device_bench_bwd.sh (after tools/device_pack.sh here).
 """
 import argparse
@@ -54,7 +62,7 @@ import common  # noqa: E402
 from common import log  # noqa: E402
 
 TOKENS, HIDDEN = 16384, 2048
-PROVIDERS = ["kiln", "kiln_det", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
+PROVIDERS = ["kiln", "kiln_det", "fa4", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
 PASSES = ("bwd", "fwd_bwd")
 PASS_FACTOR = {"bwd": 2.5, "fwd_bwd": 3.5}      # x the forward's FLOPs (FlashAttention's count)
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -91,8 +99,12 @@ class KilnCall:
         self.dk, self.dv = torch.empty_like(k), torch.empty_like(v)
         self.lse = torch.empty(b, h, n, device=q.device, dtype=torch.float32)
         p = kiln.new("KilnAttentionBwdParams", deterministic=int(deterministic))
-        if schedule:   # (block_m, block_n, num_warps, num_stages): the caller's tiles for every kernel
-            p.block_m, p.block_n, p.num_warps, p.num_stages = schedule
+        if schedule:   # (block_m, block_n, num_warps, num_stages, modes, dq): parse_schedule's
+            p.block_m, p.block_n, p.num_warps, p.num_stages = schedule[:4]
+            for field in schedule[4]:
+                setattr(p.schedule, field, 1)
+            if schedule[5]:   # the dQ pass's own tiles
+                p.dq_block_m, p.dq_block_n, p.dq_num_warps, p.dq_num_stages = schedule[5]
         f = p.fwd
         f.dtype = kiln_ctypes.KILN_BF16 if q.dtype == torch.bfloat16 else kiln_ctypes.KILN_F16
         f.batch, f.heads_q, f.heads_kv = b, h, k.shape[1]
@@ -150,6 +162,26 @@ def torch_fns(provider, q, k, v, dout, causal):
     return {"bwd": bwd, "fwd_bwd": fwd_bwd}
 
 
+def fa4_fns(q, k, v, dout, causal):
+    """(backward alone, forward + backward) callables of FlashAttention-4 on [b, s, h, d] copies."""
+    import torch
+    from flash_attn.cute.interface import flash_attn_func
+    qb, kb, vb = (t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
+    db = dout.transpose(1, 2).contiguous()
+
+    def fwd():
+        o = flash_attn_func(qb, kb, vb, causal=bool(causal))
+        return o[0] if isinstance(o, tuple) else o
+    out = fwd()
+
+    def bwd():
+        return torch.autograd.grad(out, (qb, kb, vb), db, retain_graph=True)
+
+    def fwd_bwd():
+        return torch.autograd.grad(fwd(), (qb, kb, vb), db)
+    return {"bwd": bwd, "fwd_bwd": fwd_bwd}
+
+
 def classify(exc):
     import torch
     text = str(exc)
@@ -170,8 +202,9 @@ def naive_attention(q, k, v, causal, scale):
 
 # ---------------------------------------------------------------- the gradient check
 
-def kiln_check(kiln, dtype, shape):
-    """Kiln's dQ, dK, dV (both modes) against float64 autograd, FlashAttention's rule."""
+def kiln_check(kiln, dtype, shape, schedule=None):
+    """Kiln's dQ, dK, dV (both modes) against float64 autograd, FlashAttention's rule; at the
+    caller's schedule (parse_schedule's tuple) when given, else the runtime's."""
     import torch
     b, hq, hk, nq, nk, d, causal = shape
     g = torch.Generator(device="cuda").manual_seed(1234 + nq)
@@ -186,9 +219,9 @@ def kiln_check(kiln, dtype, shape):
         x = [t.detach().to(dt).requires_grad_() for t in (q, k, v)]
         return torch.autograd.grad(naive_attention(*x, causal, scale), x, dout.to(dt))
     ref, plain = grads(torch.float64), grads(tdt)
-    res = {"dtype": dtype, "shape": [b, hq, hk, nq, nk, d], "causal": causal, "ok": True}
+    res = {"dtype": dtype, "shape": [b, hq, hk, nq, nk, d], "causal": causal, "ok": True, "schedule": schedule}
     for det in (0, 1):
-        call = KilnCall(kiln, q, k, v, dout, causal, det)
+        call = KilnCall(kiln, q, k, v, dout, causal, det, schedule=schedule)
         outs = []
         for _ in range(1 + det):   # the deterministic mode runs twice: bit-identical?
             for t in (call.dq, call.dk, call.dv, call.o, call.lse):
@@ -211,15 +244,36 @@ def kiln_check(kiln, dtype, shape):
 
 # ---------------------------------------------------------------- timing one shape
 
+# schedule modes (bench_attention.py's names) -> KilnSchedule fields of KilnAttentionBwdParams.schedule
+SCHED_MODES = {"sync": "no_wgmma", "pp": "pingpong", "mb": "mbarrier", "ov": "overlap", "tma": "tma",
+               "ws": "warp_specialize"}
+
+
 def parse_schedule(text):
-    """"BMxBN/W[/S]" -> (block_m, block_n, num_warps, num_stages); num_stages 0: the runtime's."""
+    """"BMxBN/W[/S][/MODE...][+BMxBN/W[/S]]" -> (block_m, block_n, num_warps, num_stages, (field, ...),
+    dq) with dq None or the dQ pass's own (block_m, block_n, num_warps, num_stages) (the API's dq_
+    fields); num_stages 0: the runtime's; MODE one of SCHED_MODES (as bench_attention.py's: /ws warp
+    specialisation, /tma TMA copies, /ov, /pp, /mb, /sync), each turning that schedule option on for
+    the dK/dV and dQ kernels (modes after the "+" too). E.g. 64x128/8/2/ws/tma+128x64/8/2:
+    FlashAttention-3's dK/dV structure, the dQ pass at 128 x 64 on 8 warps, both warp-specialised."""
+    main, _, dq = text.partition("+")
+    if dq:
+        a, b = parse_schedule(main), parse_schedule(dq)
+        return a[:4] + (tuple(dict.fromkeys(a[4] + b[4])), b[:4])
     tiles, _, rest = text.partition("/")
     bm, _, bn = tiles.partition("x")
     parts = rest.split("/") if rest else []
+    modes = []
+    while parts and parts[-1] in SCHED_MODES:
+        modes.insert(0, SCHED_MODES[parts.pop()])
     try:
-        return int(bm), int(bn), int(parts[0]) if parts else 0, int(parts[1]) if len(parts) > 1 else 0
+        if len(parts) > 2:
+            raise ValueError(parts)
+        return (int(bm), int(bn), int(parts[0]) if parts else 0, int(parts[1]) if len(parts) > 1 else 0,
+                tuple(modes), None)
     except ValueError:
-        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages], e.g. 64x128/8/2")
+        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages][/ws|/tma|/ov|/pp|/mb|/sync...]"
+                         "[+BMxBN/warps[/stages]], e.g. 64x128/8/2/ws/tma+128x64/8/2")
 
 
 def provider_schedule(p):
@@ -250,6 +304,8 @@ def run_shape(args, kiln, dtype, d, causal, n, providers, fake):
                 call.fwd()                 # O and LSE for the backward alone
                 scratch[p] = call.scratch_bytes
                 fns = {"bwd": call.bwd, "fwd_bwd": call.fwd_bwd}
+            elif p == "fa4":
+                fns = fa4_fns(q, k, v, dout, causal)
             else:
                 fns = torch_fns(p, q, k, v, dout, causal)
             for ps in PASSES:
@@ -269,7 +325,7 @@ def run_shape(args, kiln, dtype, d, causal, n, providers, fake):
 class Faker:
     """--dry-run: plausible TFLOP/s per provider (no GPU), so the tables and the CSV can be
     checked anywhere."""
-    BASE = {"kiln": 260, "kiln_det": 230, "sdpa_flash": 270, "sdpa_cudnn": 450, "sdpa_efficient": 160}
+    BASE = {"kiln": 260, "kiln_det": 230, "fa4": 560, "sdpa_flash": 270, "sdpa_cudnn": 450, "sdpa_efficient": 160}
 
     def __init__(self, seed):
         self.rng = random.Random(seed)
@@ -285,19 +341,19 @@ cell = common.tflops_cell      # a result as a table cell
 ratio = common.tflops_ratio    # kiln / peer
 
 
-SHORT = {"kiln": "kiln", "kiln_det": "kiln det", "sdpa_flash": "FA2", "sdpa_cudnn": "cuDNN",
+SHORT = {"kiln": "kiln", "kiln_det": "kiln det", "fa4": "FA4", "sdpa_flash": "FA2", "sdpa_cudnn": "cuDNN",
          "sdpa_efficient": "efficient"}
 
 
 def markdown(res):
     providers = res["providers"]
-    peers = [p for p in ("sdpa_flash", "sdpa_cudnn") if p in providers]
+    peers = [p for p in ("fa4", "sdpa_flash", "sdpa_cudnn") if p in providers]
     lines = [f"Attention backward, TFLOP/s ({res['device']}; {TOKENS} tokens per batch, hidden {HIDDEN}, "
              "[b, h, s, d]; backward = 2.5 x the forward's FLOPs, forward+backward = 3.5 x; causal halves)", ""]
     head = ["dtype", "causal", "d", "N"] + [SHORT.get(p, p) for p in providers]
     if "kiln" in providers:
         head += [f"kiln/{SHORT[p]}" for p in peers]
-    head += [f"f+b {SHORT[p]}" for p in providers if p in ("kiln", "sdpa_flash", "sdpa_cudnn")]
+    head += [f"f+b {SHORT[p]}" for p in providers if p in ("kiln", "fa4", "sdpa_flash", "sdpa_cudnn")]
     if "kiln" in providers and peers:
         head += [f"f+b kiln/{SHORT[peers[0]]}"]
     rows = []
@@ -307,7 +363,7 @@ def markdown(res):
         cells += [cell(r.get(p, {}).get("bwd")) for p in providers]
         if "kiln" in providers:
             cells += [ratio(r["kiln"].get("bwd"), r[p].get("bwd")) for p in peers]
-        cells += [cell(r.get(p, {}).get("fwd_bwd")) for p in providers if p in ("kiln", "sdpa_flash", "sdpa_cudnn")]
+        cells += [cell(r.get(p, {}).get("fwd_bwd")) for p in providers if p in ("kiln", "fa4", "sdpa_flash", "sdpa_cudnn")]
         if "kiln" in providers and peers:
             cells += [ratio(r["kiln"].get("fwd_bwd"), r[peers[0]].get("fwd_bwd"))]
         rows.append(cells)
@@ -361,8 +417,10 @@ def main():
                                                                    "--quick 20)")
     ap.add_argument("--budget-s", type=float, default=400.0,
                     help="wall-clock budget: shapes not started by then are reported as not run")
-    ap.add_argument("--schedules", default="", help="comma list of BMxBN/warps[/stages]: kiln and kiln_det "
-                                                     "are also timed at each (providers kiln@..., kiln_det@...)")
+    ap.add_argument("--schedules", default="", help="comma list of BMxBN/warps[/stages][/ws/tma/ov/pp/mb/sync]"
+                                                     "[+BMxBN/warps[/stages] for the dQ pass]: "
+                                                     "kiln and kiln_det are also checked and timed at each "
+                                                     "(providers kiln@..., kiln_det@...)")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="no GPU, no torch: fake timings, real tables and CSV")
     ap.add_argument("--seed", type=int, default=0, help="--dry-run: seed of the fake numbers")
@@ -386,6 +444,12 @@ def main():
         if not torch.cuda.is_available():
             raise SystemExit("no GPU (torch.cuda.is_available() is false); --dry-run checks the script")
         torch.zeros(1, device="cuda")            # the primary context, before Kiln retains it too
+        if "fa4" in providers:
+            try:
+                import flash_attn.cute.interface  # noqa: F401
+            except Exception as exc:  # not installed here: the run goes on without it
+                log(f"fa4 dropped: {type(exc).__name__}: {str(exc)[:200]}")
+                providers.remove("fa4")
         if any(p.startswith("kiln") for p in providers):
             import kiln_ctypes
             kiln = kiln_ctypes.Kiln(args.lib)
@@ -399,14 +463,17 @@ def main():
 
     if kiln and not args.no_check:
         res["checks"] = []
+        scheds = [None] + [x for x in args.schedules.split(",") if x]   # the runtime's, then each candidate
         for dt in dtypes:
-            for shape in CHECK_SHAPES:
-                try:
-                    res["checks"].append(kiln_check(kiln, dt, shape))
-                except Exception as exc:
-                    res["checks"].append({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300],
-                                          "dtype": dt, "shape": list(shape)})
-                log(f"check {dt} {shape}: {'PASS' if res['checks'][-1]['ok'] else 'FAIL'}")
+            for sch in scheds:
+                for shape in CHECK_SHAPES:
+                    try:
+                        res["checks"].append(kiln_check(kiln, dt, shape, parse_schedule(sch) if sch else None))
+                    except Exception as exc:
+                        res["checks"].append({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300],
+                                              "dtype": dt, "shape": list(shape), "schedule": sch})
+                    log(f"check {dt} {shape}{' @' + sch if sch else ''}: "
+                        f"{'PASS' if res['checks'][-1]['ok'] else 'FAIL'}")
     elif fake and not args.no_check:
         res["checks"] = [{"ok": True, "fake": True, "dtype": dt, "shape": list(s)} for dt in dtypes
                          for s in CHECK_SHAPES]
