@@ -602,6 +602,11 @@ static void check_hints(Sema *s, const AstDecl *only)
             const AstDecl *d = s->file->decls[j];
             if (d->kind == AST_PARAM) {   /* a kernel's parameter when one of its hooks reads it */
                 found = !strcmp(d->name, name);
+                /* and a differentiable one's gradient row and length, which param_grads adds to
+                 * the kernels that compute them (grad.c): the launch binds them by name */
+                size_t n = strlen(d->name);
+                if (!found && d->nparams && d->params[0].differentiable && !strncmp(name, d->name, n))
+                    found = !strcmp(name + n, "__grad") || !strcmp(name + n, "__numel");
                 continue;
             }
             if (d->kind != AST_KERNEL || (only && d != only)) continue;

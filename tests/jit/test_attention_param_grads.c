@@ -342,6 +342,31 @@ START_TEST(differentiable_param_errors)
 }
 END_TEST
 
+/* The GPU launch specialises the kernel with a hint per argument (jit/specialize.c), the
+ * gradient row X__grad and its length X__numel included, which param_grads adds to the kernel
+ * in lowering: the hint check must know them (it refused them, and every learnable-bias
+ * backward on the GPU failed to compile), and still refuse a near miss. */
+START_TEST(hints_name_the_gradient_params)
+{
+    const char *src = "param bias: *f32 differentiable;\n"
+                      "fn score_mod(s, b, h, q_idx, kv_idx) { return s + load(bias + h); }\nimport \"attention_bwd\";\n";
+    KilnDefine defs[] = {{"PARAM_GRADS", "true"}, {"HEAD_DIM", "32"}};
+    for (int bad = 0; bad <= 1; bad++) {
+        KilnParamHint hints[] = {{"bias", 16, 0}, {bad ? "bias__grads" : "bias__grad", 16, 0}, {"bias__numel", 16, 0}};
+        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_IR, .kernel = "attn_bwd_dkdv_f16",
+                                .defines = defs, .ndefines = 2, .hints = hints, .nhints = 3};
+        KilnCompileResult r;
+        KilnStatus st = kiln_compile("variant.tile", src, &o, &r);
+        if (bad)
+            ck_assert_msg(st != KILN_OK && r.diagnostics && strstr(r.diagnostics, "no runtime parameter is named 'bias__grads'"),
+                          "%s", r.diagnostics ? r.diagnostics : "");
+        else
+            ck_assert_msg(st == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
+        kiln_compile_result_free(&r);
+    }
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("attention_param_grads");
@@ -350,6 +375,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, param_grads_match_finite_differences, 0, (int)(sizeof k_cases / sizeof k_cases[0]));
     tcase_add_test(tc, param_grads_refused);
     tcase_add_test(tc, differentiable_param_errors);
+    tcase_add_test(tc, hints_name_the_gradient_params);
     suite_add_tcase(s, tc);
     return s;
 }
