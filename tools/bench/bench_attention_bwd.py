@@ -246,7 +246,7 @@ def kiln_check(kiln, dtype, shape, schedule=None):
 
 # schedule modes (bench_attention.py's names) -> KilnSchedule fields of KilnAttentionBwdParams.schedule
 SCHED_MODES = {"sync": "no_wgmma", "pp": "pingpong", "mb": "mbarrier", "ov": "overlap", "tma": "tma",
-               "ws": "warp_specialize"}
+               "ws": "warp_specialize", "lp": "lean_producer"}
 
 
 def parse_schedule(text):
@@ -272,7 +272,7 @@ def parse_schedule(text):
         return (int(bm), int(bn), int(parts[0]) if parts else 0, int(parts[1]) if len(parts) > 1 else 0,
                 tuple(modes), None)
     except ValueError:
-        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages][/ws|/tma|/ov|/pp|/mb|/sync...]"
+        raise SystemExit(f"bad schedule {text!r}: expected BMxBN/warps[/stages][/ws|/lp|/tma|/ov|/pp|/mb|/sync...]"
                          "[+BMxBN/warps[/stages]], e.g. 64x128/8/2/ws/tma+128x64/8/2")
 
 
