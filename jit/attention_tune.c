@@ -48,7 +48,10 @@ static const RtTuneRow k_tune[] = {
      * and 275/369/439/511 for the previous row, 128 x 64 on 4 warps; docs/performance.md).
      * The table's tma gives way where K/V cannot be mapped (attention.c). Causal short
      * sequences keep 64-row blocks (more CTAs, cheaper diagonals; 275 at N = 1024, a tie). */
-    {RT_TUNE_FWD, 90, 128,  -1, 0,    128, 128, 8, 2, {.warp_specialize = 1, .tma = 1}, 0},
+    /* + overlap (FA3's intra-warpgroup overlap, which now keeps TMA: tma_plan.c): H200 sweep of
+     * 2026-11-29 (tools/device_sweep_fa3.sh 128), N 4096 / 16384: 594/672, causal 486/616,
+     * against 576/599 and 471/571 without it; ping-pong on top loses (526/578). */
+    {RT_TUNE_FWD, 90, 128,  -1, 0,    128, 128, 8, 2, {.warp_specialize = 1, .tma = 1, .overlap = 1}, 0},
     {RT_TUNE_FWD, 90, 128,   1, 1024, 64,  64, 4, 2, {0}, 0},   /* causal 196/278 */
     {RT_TUNE_FWD, 0,  256,  -1, 0,    64,  32, 4, 2, {0}, 0},
     /* d = 256 (H200 sweep of 2026-11-24, f16 N 4096/8192, docs/performance.md): two
@@ -111,6 +114,17 @@ static const RtTuneRow k_tune[] = {
      * spill stores (80 causal); the dQ pass 235 (254 causal), no spill. Not timed yet. */
     {RT_TUNE_BWD_DKDV, 90, 256, -1, 0,    64,  64, 8, 2, {0}, 0},
     {RT_TUNE_BWD_DQ,   90, 256, -1, 0,    64,  64, 8, 2, {0}, 1},
+    /* FlashAttention-3's dK/dV structure (FLAT_GROUP, attention_bwd.c): 128 keys on two consumer
+     * warpgroups, a producer warpgroup streaming Q and dO by TMA, FA3's 24 / 240 register split
+     * (lean_producer), the dQ pass at 128 x 64 / 8 likewise. H200 (bench_attention_bwd.py --quick,
+     * 2026-11-29, deterministic plan, f16, N 1k/4k/16k): d 64 246/296/305 against 180/216/230 for
+     * the rows above; d 128 causal 226/311/346 against 224/282/305. It loses at d 64 causal
+     * (163/245/286 against 216/297/315) and d 128 without the mask (231/283/290 against 253/304/313),
+     * which keep the rows above. */
+    {RT_TUNE_BWD_DKDV, 90,  64,  0, 0,    64, 128, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 0},
+    {RT_TUNE_BWD_DQ,   90,  64,  0, 0,   128,  64, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 1},
+    {RT_TUNE_BWD_DKDV, 90, 128,  1, 0,    64, 128, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 0},
+    {RT_TUNE_BWD_DQ,   90, 128,  1, 0,   128,  64, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 1},
 
     /* ---- kiln_attention_decode: the split kernel ----
      * Keys per block by head dim: the tiles stay small (K and V blocks of 8 KB in f16) so

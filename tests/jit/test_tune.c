@@ -427,11 +427,12 @@ START_TEST(attention_bwd_takes_the_stored_winners)
     ck_assert_int_eq(pl.k[2].num_warps, 8);
     ck_assert_int_eq(pl.k[2].num_stages, 1);
     ck_assert_int_eq(pl.grid[2][0], (3000 + 127) / 128);
-    /* causal, bf16, or the caller's tiles: the table */
+    /* causal, bf16, or the caller's tiles: the table (causal d 128: FA3's 64 x 128 rows) */
     p.fwd.causal = 1;
     rt_attn_bwd_plan(90, &p, &pl);
-    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_N"), "64");
-    ck_assert_int_eq(pl.k[2].num_warps, 4);
+    ck_assert_str_eq(vdefine(&pl.k[1], "BLOCK_M"), "64");
+    ck_assert_int_eq(pl.k[1].num_stages, 2);
+    ck_assert_int_eq(pl.k[1].schedule.warp_specialize, 1);
     p.fwd.causal = 0;
     p.fwd.dtype = KILN_BF16;
     rt_attn_bwd_plan(90, &p, &pl);
