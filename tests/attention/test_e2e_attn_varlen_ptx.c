@@ -51,7 +51,9 @@ static KilnCompileResult compile_variant(const char *file, const RtAttnVariant *
     KilnStatus st = kiln_compile(file, src, &o, &r);
     ck_assert_msg(st == KILN_OK, "%s %s: %s\n%s", v->kernel, arch, kiln_status_name(st),
                   r.diagnostics ? r.diagnostics : "");
-    if (v->num_warps) ck_assert_int_eq(r.kernels[0].num_warps, v->num_warps);
+    /* warp specialisation (the table's sm_90 rows for d 64 and causal d 128) adds its producer */
+    if (v->num_warps)
+        ck_assert_int_eq(r.kernels[0].num_warps, v->num_warps + (v->schedule.warp_specialize > 0 ? 4 : 0));
     return r;
 }
 
