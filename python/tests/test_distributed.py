@@ -239,17 +239,25 @@ def _init(rank, world, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
 
 
+def _start_method():
+    """fork: the children inherit the imported torch and kiln (spawn re-imports them in each
+    process, most of a minute on 2 cores). Not where CUDA is: a parent whose earlier tests ran
+    autograd on CUDA has autograd's device threads, and a forked child's backward then fails
+    ("Unable to handle autograd's threading in combination with fork-based multiprocessing", on
+    the H200 machine); spawn there (16 cores)."""
+    return os.environ.get("KILN_TEST_MP_START") or ("spawn" if torch.cuda.is_available() else "fork")
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_block_mask_gloo(world):
-    mp.start_processes(_bm_entry, args=(world, _free_port()), nprocs=world, join=True, start_method="fork")
+    mp.start_processes(_bm_entry, args=(world, _free_port()), nprocs=world, join=True, start_method=_start_method())
 
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_context_parallel_gloo(world):
     n = 2 * world * 24   # zigzag: 2 * world chunks of 24 tokens (no multiple of the 64-row tiles)
-    # fork: the children inherit the imported torch and kiln (spawn re-imports them in each process,
-    # most of a minute on 2 cores); the workers use one thread each
-    mp.start_processes(_worker, args=(world, _free_port(), n), nprocs=world, join=True, start_method="fork")
+    # the workers use one thread each (_start_method: fork, or spawn where CUDA is)
+    mp.start_processes(_worker, args=(world, _free_port(), n), nprocs=world, join=True, start_method=_start_method())
 
 
 def test_plan_skips_what_causal_hides():
