@@ -60,6 +60,14 @@ static void plan_ptx_sm90(const char *src, const RtAttnVariant *v, const KilnPar
     ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, r) == KILN_OK, "%s", r->diagnostics);
 }
 
+/* plan_ptx_sm90 with the launch-time hints spec_hints gives `v`. */
+static void plan_ptx_sm90_hinted(const char *src, const RtAttnVariant *v, KilnCompileResult *r)
+{
+    KilnParamHint hints[64];
+    int nh = spec_hints(src, v, hints, 64);
+    plan_ptx_sm90(src, v, hints, nh, r);
+}
+
 START_TEST(plans_compile)
 {
     int d = k_dims[_i / 2];
@@ -214,10 +222,8 @@ START_TEST(wgmma_at_sm90_plan)
         int bm = define_of(v, "BLOCK_M"), bn = define_of(v, "BLOCK_N");
         ck_assert_int_eq(dkdv ? bn : bm, 16 * v->num_warps);   /* one m64 block per warpgroup */
         ck_assert_int_eq(v->num_stages, 2);
-        KilnParamHint hints[64];
-        int nh = spec_hints(src, v, hints, 64);
         KilnCompileResult r;
-        plan_ptx_sm90(src, v, hints, nh, &r);
+        plan_ptx_sm90_hinted(src, v, &r);
         const char *t = r.output;
         size_t n = r.output_size;
         int wg = pu_count_n(t, n, "wgmma.mma_async"), sync = pu_count_n(t, n, "mma.sync.aligned");
@@ -353,10 +359,8 @@ START_TEST(wgmma_d256_sm90)
         ck_assert_int_eq(define_of(v, "BLOCK_M"), 64);
         ck_assert_int_eq(define_of(v, "BLOCK_N"), 64);
         ck_assert_int_eq(v->num_warps, 8);
-        KilnParamHint hints[64];
-        int nh = spec_hints(src, v, hints, 64);
         KilnCompileResult r;
-        plan_ptx_sm90(src, v, hints, nh, &r);
+        plan_ptx_sm90_hinted(src, v, &r);
         const char *t = r.output;
         size_t n = r.output_size;
         const char *ty = bf ? "bf16.bf16" : "f16.f16";
