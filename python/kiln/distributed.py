@@ -432,6 +432,16 @@ def _step_calls(layout, rank, src, world, q, k, causal, var, g, bms=None):
                                       bms.vis if bms is not None else None)]
 
 
+def _counted_step_calls(kind, layout, rank, src, world, q, k, causal, var, g, bms):
+    """_step_calls, counted in STATS under kind ("fwd" or "bwd"): the step, whether the mask hid
+    it (no call), and its calls."""
+    calls = _step_calls(layout, rank, src, world, q, k, causal, var, g, bms)
+    STATS[kind + "_steps"] += 1
+    STATS[kind + "_skipped"] += not calls
+    STATS["calls"] += len(calls)
+    return calls
+
+
 def _ring_fwd(q, k, v, causal, scale, var, group, layout, g, bms=None):
     ring = _Ring(group, q.device)
     world, rank = ring.world, ring.rank
@@ -441,10 +451,7 @@ def _ring_fwd(q, k, v, causal, scale, var, group, layout, g, bms=None):
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        calls = _step_calls(layout, rank, src, world, q, k, causal, var, g, bms)
-        STATS["fwd_steps"] += 1
-        STATS["fwd_skipped"] += not calls
-        STATS["calls"] += len(calls)
+        calls = _counted_step_calls("fwd", layout, rank, src, world, q, k, causal, var, g, bms)
         for call in calls:   # a hidden step: no kernel, nothing merged
             o, l = _fwd_call(q, kv[0], kv[1], call, scale, var, g, bms)
             _merge(acc, acc_lse, call[0], o, l, g)
@@ -462,10 +469,7 @@ def _ring_bwd(dout, q, k, v, out, lse, causal, scale, var, group, layout, determ
     for t in range(world):
         handle = ring.start(kv) if t + 1 < world else None
         src = (rank - t) % world
-        calls = _step_calls(layout, rank, src, world, q, k, causal, var, g, bms)
-        STATS["bwd_steps"] += 1
-        STATS["bwd_skipped"] += not calls
-        STATS["calls"] += len(calls)
+        calls = _counted_step_calls("bwd", layout, rank, src, world, q, k, causal, var, g, bms)
         dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device) if calls else None
         for call in calls:
             gq, gk, gv = _bwd_call(dout, q, kv[0], kv[1], out, lse, call, scale, var, deterministic, g, bms)
