@@ -377,6 +377,8 @@ START_TEST(wgmma_d256_sm90)
         kiln_compile_result_free(&r);
         checked++;
         if (!pu_have_ptxas()) continue;
+        KilnParamHint hints[64];
+        int nh = spec_hints(src, v, hints, 64);
         KilnCompileOptions o = {.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
                                 .arch = "sm_90a", .num_warps = v->num_warps, .num_stages = v->num_stages,
                                 .hints = hints, .nhints = nh, .emit = KILN_EMIT_CUBIN};
