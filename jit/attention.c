@@ -416,6 +416,11 @@ KilnStatus kiln_attention_fwd_cpu(const KilnAttentionParams *p)
     AttnKey key = {.dtype = p->dtype, .out_dtype = p->out_dtype, .head_dim = p->head_dim, .causal = p->causal != 0,
                    .block_m = p->block_m ? p->block_m : 64, .block_n = p->block_n ? p->block_n : 64};
     key = with_block_mask(p, key);
+    /* The interpreter runs the Tile IR before the GPU passes: of the caller's schedule only
+     * the persistent programs (a target-independent pass) change what it runs. */
+    KilnSchedule asked = {0};
+    asked.persistent = p->schedule.persistent, asked.longest_first = p->schedule.longest_first;
+    sched_resolve(&asked, NULL, &key.schedule, NULL, 0);
     RtAttnVarSrc vs;
     if ((st = rt_attn_var_open(FWD, p->variant, &vs)) == KILN_OK) {
         RtAttnVariant v;

@@ -1,11 +1,12 @@
 /* cache.c — the on-disk cache of compiled kernels.
  *
  * An entry is one file, <dir>/<sha256 key>.kc:
- *   "KILNCE02" | key (64 hex) | u32 emit | u32 num_warps | u32 num_stages |
+ *   "KILNCE03" | key (64 hex) | u32 emit | u32 num_warps | u32 num_stages |
  *   u32 smem_bytes | u32 nparams | name[128] | nparams x (name[64], u32 kind,
  *   u32 pointee_bits) | u32 ntmaps | ntmaps x (5 u32: rank, base_param,
  *   elem_bytes, is_bf16, swizzle_bytes; 5 dims and 4 strides as (i32 param,
- *   i64 k); 5 u32 box; u64 nonneg_params) | u64 payload_size | payload | u64 FNV-1a of all before
+ *   i64 k); 5 u32 box; u64 nonneg_params) | u32 persistent | u64 payload_size | payload |
+ *   u64 FNV-1a of all before
  * (integers little-endian); emit KILN_EMIT_IR: a kernel's signature alone, no
  * payload (rt_module_compile_deferred). Writers fill a uniquely named temporary file in
  * the same directory and rename() it over the entry, which is atomic on POSIX
@@ -38,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC "KILNCE02"
+#define MAGIC "KILNCE03"
 #define MAX_PARAMS 4096
 
 /* ---------------- keys ---------------- */
@@ -254,7 +255,7 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
         (!e->payload && e->payload_size))
         return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_store: bad key or entry");
     if (ki->ntmaps < 0 || ki->ntmaps > KILN_MAX_TMAPS) return kiln_set_error(KILN_ERR_USAGE, "kiln_cache_store: bad entry");
-    size_t n = HEAD_BYTES + (size_t)ki->nparams * PARAM_BYTES + 4 + (size_t)ki->ntmaps * TMAP_BYTES + 8 +
+    size_t n = HEAD_BYTES + (size_t)ki->nparams * PARAM_BYTES + 4 + (size_t)ki->ntmaps * TMAP_BYTES + 4 + 8 +
                e->payload_size + 8;
     uint8_t *buf = calloc(1, n), *p = buf;
     if (!buf) return kiln_set_error(KILN_ERR_INTERNAL, "out of host memory");
@@ -273,6 +274,7 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
     }
     p = put_u32(p, (uint32_t)ki->ntmaps);
     for (int i = 0; i < ki->ntmaps; i++) p = put_tmap(p, &ki->tmaps[i]);
+    p = put_u32(p, (uint32_t)ki->persistent);
     p = put_u64(p, e->payload_size);
     if (e->payload_size) memcpy(p, e->payload, e->payload_size), p += e->payload_size;
     p = put_u64(p, fnv1a(buf, (size_t)(p - buf)));
@@ -301,7 +303,7 @@ KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *d, size_t size, K
     if (at_maps + 4 + 16 > size) return corrupt("truncated");
     uint32_t nmaps = get_u32(d + at_maps);
     if (nmaps > KILN_MAX_TMAPS) return corrupt("bad tensor-map count");
-    size_t need = at_maps + 4 + (size_t)nmaps * TMAP_BYTES + 8;
+    size_t need = at_maps + 4 + (size_t)nmaps * TMAP_BYTES + 4 + 8;
     if (need + 8 > size) return corrupt("truncated");
     uint64_t psize = get_u64(d + need - 8);
     if (psize != size - need - 8) return corrupt("payload size mismatch");
@@ -327,6 +329,12 @@ KilnStatus rt_cache_decode(const char *key_hex, const uint8_t *d, size_t size, K
     }
     ki->ntmaps = (int)nmaps;
     for (uint32_t i = 0; i < nmaps; i++) get_tmap(d + at_maps + 4 + i * TMAP_BYTES, &ki->tmaps[i]);
+    uint32_t persistent = get_u32(d + need - 12);
+    if (persistent > 2) {
+        kiln_cache_entry_free(out);
+        return corrupt("bad persistent mode");
+    }
+    ki->persistent = (int)persistent;
     memcpy(out->payload, d + need, psize);
     out->payload[psize] = 0; /* PTX is used as a C string */
     out->payload_size = psize;

@@ -71,8 +71,8 @@ static KilnStatus scalar_arg(const IrFunc *f, int i, const KilnArg *a, InterpArg
 static KilnStatus bind(const IrFunc *f, const KilnHostArg *args, int nargs, InterpArg *iargs, InterpBuffer *bufs,
                        int *nbufs, void **scratch)
 {
-    if (nargs != f->nparams)
-        return kiln_set_error(KILN_ERR_ARGS, "kernel %s takes %d arguments, got %d", f->name, f->nparams, nargs);
+    int own = f->nparams - (ir_attr_get(&f->attrs, IR_ATTR_PERSISTENT) ? 3 : 0);   /* persistent: + the grid */
+    if (nargs != own) return kiln_set_error(KILN_ERR_ARGS, "kernel %s takes %d arguments, got %d", f->name, own, nargs);
     for (int i = 0; i < nargs; i++) {
         const KilnHostArg *a = &args[i];
         const IrValue *p = f->params[i];
@@ -98,9 +98,27 @@ static KilnStatus bind(const IrFunc *f, const KilnHostArg *args, int nargs, Inte
     return KILN_OK;
 }
 
+/* A persistent kernel (pass "persistent") on the interpreter: the logical grid goes to
+ * its three last parameters (iargs[nargs..]) and RT_CPU_PERSISTENT_PROGRAMS programs (at
+ * most the logical grid's) share the tiles, so each runs several of them, the last round
+ * short, as on a GPU whose resident programs do not divide the tiles. */
+#define RT_CPU_PERSISTENT_PROGRAMS 3
+
+static void persistent_grid(const int grid[3], InterpArg *tail, int out[3])
+{
+    int64_t total = 1;
+    for (int i = 0; i < 3; i++) {
+        int g = grid && grid[i] > 0 ? grid[i] : 1;
+        tail[i] = (InterpArg){.i = g, .f = g};
+        total *= g;
+    }
+    out[0] = (int)(total < RT_CPU_PERSISTENT_PROGRAMS ? total : RT_CPU_PERSISTENT_PROGRAMS);
+    out[1] = out[2] = 1;
+}
+
 static KilnStatus run(const char *path, const IrFunc *f, const int grid[3], const KilnHostArg *args, int nargs)
 {
-    InterpArg *iargs = calloc((size_t)nargs + 1, sizeof *iargs);
+    InterpArg *iargs = calloc((size_t)nargs + 4, sizeof *iargs);
     InterpBuffer *bufs = calloc((size_t)nargs + 1, sizeof *bufs);
     void **scratch = calloc((size_t)nargs + 1, sizeof *scratch);
     int nbufs = 0;
@@ -109,9 +127,14 @@ static KilnStatus run(const char *path, const IrFunc *f, const int grid[3], cons
     if (st == KILN_OK) {
         InterpOptions io = {.grid = {grid ? grid[0] : 1, grid ? grid[1] : 1, grid ? grid[2] : 1},
                             .buffers = bufs, .nbuffers = nbufs};
+        int all = nargs;
+        if (ir_attr_get(&f->attrs, IR_ATTR_PERSISTENT)) {
+            persistent_grid(grid, iargs + nargs, io.grid);
+            all += 3;
+        }
         StrBuf err;
         sb_init(&err);
-        if (interp_run(f, iargs, nargs, &io, &err))
+        if (interp_run(f, iargs, all, &io, &err))
             st = kiln_set_error(KILN_ERR_KERNEL, "%s: %s", path, err.data ? err.data : "the interpreter failed");
         sb_free(&err);
     }

@@ -171,6 +171,8 @@ static KilnStatus load_locked(void)
     }
     /* optional: absent before CUDA 12 (kernels compiled with tma then fail to launch, saying so) */
     d.TensorMapEncodeTiled = (__typeof__(d.TensorMapEncodeTiled))dlsym(lib, "cuTensorMapEncodeTiled");
+    d.OccupancyMaxActiveBlocksPerMultiprocessor = (__typeof__(d.OccupancyMaxActiveBlocksPerMultiprocessor))dlsym(
+        lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     CUresult r = d.Init(0);
     if (r != CUDA_SUCCESS) {
         KilnStatus st = init_failure(&d, r, libname);

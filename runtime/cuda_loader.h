@@ -55,6 +55,8 @@ typedef struct RtDriver {
                                      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
                                      CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
                                      CUtensorMapFloatOOBfill);
+    /* optional: how many CTAs of a kernel an SM keeps resident (persistent launches, launch.c) */
+    CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 } RtDriver;
 
 /* The last encoding of one tensor map of a kernel and what it was encoded from. */
@@ -95,6 +97,7 @@ struct KilnKernel {
     const KilnKernelInfo *info;   /* in module->infos */
     int smem_ready;               /* dynamic SRAM limit raised (when above 48 KB) */
     int static_smem;              /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
+    int resident;                 /* persistent kernels: programs the device keeps resident (0: not asked yet) */
     RtTmapCache *tmap_cache;      /* info->ntmaps entries, allocated at the first launch (tmap.c) */
     unsigned long long tmap_zero, tmap_zero_bytes;   /* zeroed device buffer for empty maps (tmap.c) */
 };

@@ -170,6 +170,34 @@ static KilnStatus check_grid(const KilnKernel *k, const int grid[3], unsigned g[
     return KILN_OK;
 }
 
+/* A persistent kernel (KilnKernelInfo.persistent): the caller's grid g is the logical
+ * one, passed as the three i32 parameters after the arguments (slots[0..2]); the launch
+ * is 1-D, as many programs as the device keeps resident (SMs x the occupancy of this
+ * kernel at its warps and SRAM, asked once; 1 per SM when the driver cannot say), never
+ * more than the logical grid's programs. Each program loops over the tiles itself. */
+static KilnStatus persistent_grid(KilnKernel *k, int warps, unsigned g[3], uint64_t *slots)
+{
+    const KilnDevice *dev = k->module->dev;
+    int64_t total = (int64_t)g[0] * g[1] * g[2];
+    if (total > 2147483647)
+        return kiln_set_error(KILN_ERR_USAGE, "kernel %s (persistent): the grid %ux%ux%u has %lld programs, more "
+                              "than the 2147483647 its i32 tile index counts", k->info->name, g[0], g[1], g[2],
+                              (long long)total);
+    if (!k->resident) {
+        int per_sm = 0;
+        const RtDriver *d = dev->drv;
+        if (!d->OccupancyMaxActiveBlocksPerMultiprocessor ||
+            d->OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, warps * 32, (size_t)k->info->smem_bytes) !=
+                CUDA_SUCCESS || per_sm < 1)
+            per_sm = 1;
+        k->resident = (dev->info.sm_count > 0 ? dev->info.sm_count : 1) * per_sm;
+    }
+    for (int i = 0; i < 3; i++) slots[i] = g[i];
+    g[0] = (unsigned)(total < k->resident ? total : k->resident);
+    g[1] = g[2] = 1;
+    return KILN_OK;
+}
+
 static void marshal(const KilnArg *args, int nargs, uint64_t *slots, void **ptrs)
 {
     for (int i = 0; i < nargs; i++) {
@@ -209,13 +237,20 @@ KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const Ki
         return kiln_set_error(KILN_ERR_UNSUPPORTED, "kernel %s: %d warps = %d threads, more than the %d per block %s allows",
                               k->info->name, warps, warps * 32, dev->info.max_threads_per_block, dev->info.name);
     if ((st = prepare_smem(k)) != KILN_OK) return st;
-    uint64_t slots[RT_MAX_PARAMS];
-    void *ptrs[RT_MAX_PARAMS + KILN_MAX_TMAPS];
+    uint64_t slots[RT_MAX_PARAMS + 3];
+    void *ptrs[RT_MAX_PARAMS + 3 + KILN_MAX_TMAPS];
     marshal(args, nargs, slots, ptrs);
+    /* persistent: the logical grid follows the arguments, the tensor maps follow it */
+    int grid_params = k->info->persistent ? 3 : 0;
+    if (grid_params) {
+        if ((st = persistent_grid(k, warps, g, slots + nargs)) != KILN_OK) return st;
+        for (int i = 0; i < 3; i++) ptrs[nargs + i] = &slots[nargs + i];
+    }
     /* compiled with tma: its tensor maps follow the arguments (tmap.c) */
-    if (k->info->ntmaps && (st = rt_tmap_params(k, args, nargs, ptrs)) != KILN_OK) return st;
+    if (k->info->ntmaps && (st = rt_tmap_params(k, args, nargs, ptrs + grid_params)) != KILN_OK) return st;
     CUresult r = dev->drv->LaunchKernel(k->fn, g[0], g[1], g[2], (unsigned)warps * 32, 1, 1,
-                                        (unsigned)k->info->smem_bytes, rt_stream_handle(s), nargs + k->info->ntmaps ? ptrs : NULL, NULL);
+                                        (unsigned)k->info->smem_bytes, rt_stream_handle(s),
+                                        nargs + grid_params + k->info->ntmaps ? ptrs : NULL, NULL);
     if (r != CUDA_SUCCESS) {
         st = rt_driver_error("cuLaunchKernel", r);
         char where[192];

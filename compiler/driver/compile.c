@@ -81,9 +81,11 @@ void kiln_describe_kernel(const IrFunc *f, int smem, KilnKernelInfo *k)
     k->num_warps = f->sched.num_warps;
     k->num_stages = f->sched.num_stages;
     k->smem_bytes = smem;
-    k->nparams = f->nparams;
-    k->params = f->nparams ? calloc((size_t)f->nparams, sizeof(KilnParam)) : NULL;
-    for (int i = 0; i < f->nparams && k->params; i++) {
+    /* persistent: the logical grid's three parameters are the launch's, not the caller's */
+    k->persistent = (int)ir_attr_int(&f->attrs, IR_ATTR_PERSISTENT, 0);
+    k->nparams = f->nparams - (k->persistent ? 3 : 0);
+    k->params = k->nparams ? calloc((size_t)k->nparams, sizeof(KilnParam)) : NULL;
+    for (int i = 0; i < k->nparams && k->params; i++) {
         const IrValue *p = f->params[i];
         KilnParam *kp = &k->params[i];
         snprintf(kp->name, sizeof kp->name, "%s", p->name ? p->name : "?");
@@ -175,12 +177,14 @@ static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
  * would dump nothing and say nothing, so it is a usage error listing the names. */
 static bool dump_after_known(const char *name, Diag *d)
 {
-    if (!name || !strcmp(name, "all") || !strcmp(name, "lower") || pass_find(name)) return true;
+    if (!name || !strcmp(name, "all") || !strcmp(name, "lower") || pass_is_schedule_pass(name) || pass_find(name))
+        return true;
     for (int i = 0; cg_gpu_pass_name(i); i++)
         if (!strcmp(name, cg_gpu_pass_name(i))) return true;
     StrBuf names;
     sb_init(&names);
     pass_list_names(&names);
+    sb_puts(&names, ", persistent");
     for (int i = 0; cg_gpu_pass_name(i); i++) sb_printf(&names, ", %s", cg_gpu_pass_name(i));
     sb_puts(&names, ", lower");
     diag_error(d, (SrcLoc){0}, "unknown pass '%s' for --dump-after (expected all, %s)", name,
@@ -218,6 +222,32 @@ static bool option_arrays_ok(const KilnCompileOptions *o, Diag *d)
         return false;
     }
     return true;
+}
+
+/* The schedule's persistent programs (pass "persistent", compiler/passes/persistent.c):
+ * after the target-independent passes, so the tile loop wraps the optimised body (for
+ * the interpreter and the GPU passes alike), verified and dumped like a pass. */
+static bool run_persistent(IrFunc *f, const KilnCompileOptions *o, StrBuf *dumps, StrBuf *err)
+{
+    int mode = o->schedule.longest_first > 0 ? 2 : o->schedule.persistent > 0 ? 1 : 0;
+    if (!mode) return true;
+    pass_persistent(f, mode);
+    const char *ice = ice_message();
+    if (ice) {
+        sb_printf(err, "after pass 'persistent': %s\n", ice);
+        return false;
+    }
+    const char *da = o->dump_after;
+    if (dumps && da && (!strcmp(da, "all") || pass_is_schedule_pass(da))) {
+        sb_puts(dumps, "// -----// IR after persistent //----- //\n");
+        ir_print_func(dumps, f);
+    }
+    StrBuf why;
+    sb_init(&why);
+    bool ok = ir_verify(f, &why);
+    if (!ok) sb_printf(err, "after pass 'persistent':\n%s", why.data ? why.data : "");
+    sb_free(&why);
+    return ok;
 }
 
 static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnCompileOptions *opts,
@@ -274,6 +304,11 @@ static KilnStatus compile_ir(Arena *arena, Diag *d, const char *src, const KilnC
             goto done;
         }
         if (!opts->no_opt && !pass_pipeline(m->funcs[i], opts->dump_after, dumps, &err)) {
+            diag_error(d, m->funcs[i]->loc, "%s", err.data ? err.data : "internal error in a pass");
+            st = KILN_ERR_INTERNAL;
+            goto done;
+        }
+        if (!run_persistent(m->funcs[i], opts, dumps, &err)) {
             diag_error(d, m->funcs[i]->loc, "%s", err.data ? err.data : "internal error in a pass");
             st = KILN_ERR_INTERNAL;
             goto done;

@@ -349,6 +349,9 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_TMA_MAPS      "tma.maps"
 #define IR_ATTR_WARP_SPEC     "warp_spec"
 #define IR_ATTR_WS_REGS       "warp_spec.producer_regs"
+/* kernel: persistent = 1 (static tile order) or 2 (longest-first): the body is one tile
+ * loop over the logical grid, the last three parameters (compiler/passes/persistent.c) */
+#define IR_ATTR_PERSISTENT    "persistent"
 
 void          ir_attr_set(Arena *a, IrAttrList *l, const char *name, int n, const int64_t *v, bool list);
 void          ir_attr_set_int(Arena *a, IrAttrList *l, const char *name, int64_t v);

@@ -573,6 +573,59 @@ static void check_block(Verifier *V, const IrBlock *b, const IrOp *owner)
 /* The verifier's scratch. Static (per thread, verify does not nest) rather than a
  * local: an arena allocation failing inside a compile unwinds past verify
  * (support.h), and only an object outside its frame can still be freed then. */
+/* The first program_id / num_programs op in b (nested regions included), or NULL. */
+static const IrOp *grid_read(const IrBlock *b)
+{
+    for (const IrOp *x = b->first; x; x = x->next) {
+        if (x->op == IR_PROGRAM_ID || x->op == IR_NUM_PROGRAMS) return x;
+        for (int r = 0; r < x->nregions; r++) {
+            const IrOp *n = grid_read(x->regions[r]);
+            if (n) return n;
+        }
+    }
+    return NULL;
+}
+
+static bool reads_axis0(const IrValue *v, IrOpcode op)
+{
+    return v && v->def && v->def->op == op && v->def->attr[0] == 0;
+}
+
+/* A persistent kernel (attribute persistent, compiler/passes/persistent.c): mode 1 or 2;
+ * the logical grid is its last three parameters, i32; its body holds one loop, the tile
+ * loop from program_id(0) step num_programs(0), and reads the physical grid only for
+ * it: the program's own reads of program_id / num_programs are the tile's. */
+static void check_persistent(Verifier *V)
+{
+    const IrFunc *f = V->f;
+    const IrAttr *a = ir_attr_get(&f->attrs, IR_ATTR_PERSISTENT);
+    if (!a) return;
+    if (a->n != 1 || a->list || (a->v[0] != 1 && a->v[0] != 2)) bad(V, NULL, "attribute persistent must be 1 or 2");
+    bool grid_ok = f->nparams >= 3;
+    for (int i = f->nparams - 3; grid_ok && i < f->nparams; i++)
+        grid_ok = !ir_type_is_tile(f->params[i]->type) && f->params[i]->type.elem == IR_I32;
+    if (!grid_ok) bad(V, NULL, "persistent kernel: its last three parameters must be the logical grid (i32)");
+    const IrOp *loop = NULL;
+    for (const IrOp *x = f->body ? f->body->first : NULL; x; x = x->next) {
+        if (x->op == IR_PROGRAM_ID || x->op == IR_NUM_PROGRAMS) {
+            if (x->attr[0] != 0) bad(V, x, "persistent kernel: %s of axis %d outside the tile loop (the grid is 1-D)",
+                                     ir_op_info[x->op].name, x->attr[0]);
+            continue;
+        }
+        if (x->op != IR_FOR) continue;
+        if (loop) bad(V, x, "persistent kernel: a second loop beside the tile loop");
+        loop = x;
+    }
+    if (!loop) {
+        bad(V, NULL, "persistent kernel without its tile loop");
+        return;
+    }
+    if (loop->nargs < 3 || !reads_axis0(loop->args[0], IR_PROGRAM_ID) || !reads_axis0(loop->args[2], IR_NUM_PROGRAMS))
+        bad(V, loop, "persistent kernel: the tile loop must run from program_id 0 step num_programs 0");
+    const IrOp *r = grid_read(loop->regions[0]);
+    if (r) bad(V, r, "persistent kernel: %s inside the tile loop (the tile's ids replace it)", ir_op_info[r->op].name);
+}
+
 static _Thread_local Arena scratch_arena;
 
 static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
@@ -605,6 +658,7 @@ static bool verify(const IrFunc *f, bool all_layouts, StrBuf *err)
     if (!f->body) bad(&V, NULL, "no body");
     else if (f->body->parent_op) bad(&V, NULL, "body block has a parent op");
     else check_block(&V, f->body, NULL);
+    if (f->body && !f->body->parent_op) check_persistent(&V);
     check_layout_table(&V);
     if (V.nerr > MAX_ERRORS) sb_printf(err, "internal error: verifier: %d more problems not shown\n", V.nerr - MAX_ERRORS);
     sup_oom_pop(&oom);

@@ -13,6 +13,14 @@ void pass_cse(IrFunc *f);    /* common subexpression elimination of pure ops */
 void pass_dce(IrFunc *f);    /* dead code elimination (pure ops, unused loop-carried values) */
 void pass_licm(IrFunc *f);   /* hoist loop-invariant pure ops out of `for` */
 
+/* The schedule option --persistent (mode 1, static tile order) / --longest-first (mode 2):
+ * the body becomes a tile loop over the logical grid, three i32 parameters appended
+ * (persistent.c). Run by the driver after the pipeline below, when the schedule asks. */
+void pass_persistent(IrFunc *f, int mode);
+/* Whether `name` is a schedule option's target-independent pass ("persistent"): the
+ * driver runs it, --dump-after takes it, the schedule table may name it. */
+bool pass_is_schedule_pass(const char *name);
+
 typedef struct PassInfo {
     const char *name;
     void (*run)(IrFunc *f);

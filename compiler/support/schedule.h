@@ -29,6 +29,12 @@
 
 #include "kiln_compile.h"
 
+/* Why persistent programs refuse warp specialisation: its producer and consumers would
+ * have to carry their mbarrier phases from one tile to the next (pass_warp_specialize.c
+ * takes only pipelined loops of the kernel's own body, and the tile loop nests them). */
+#define WS_PERSISTENT_WHY                                                                                       \
+    "warp specialisation would have to carry its mbarrier phases across tiles, which it does not do yet"
+
 /* X(field, flag, cache-key field, owning pass(es), implies, conflicts, why it conflicts, help)
  * implies / conflicts: SCHED_BIT(field) | ..., or 0. */
 #define SCHED_OPTIONS(X)                                                                                         \
@@ -42,11 +48,16 @@
       "sm_90a: a loop's first dot one iteration early, in flight until the next dot (FA3's overlap)")           \
     X(tma, "--tma", "tma", "tma", SCHED_BIT(mbarrier), 0, NULL,                                                  \
       "sm_90a: pipelined loads a tensor map reads exactly go through TMA (implies --mbarrier)")                  \
-    X(warp_specialize, "--warp-specialize", "warp_specialize", "warp-specialize", SCHED_BIT(mbarrier), 0, NULL,  \
+    X(warp_specialize, "--warp-specialize", "warp_specialize", "warp-specialize", SCHED_BIT(mbarrier),           \
+      SCHED_BIT(persistent), WS_PERSISTENT_WHY,                                                                  \
       "sm_90a: a producer warpgroup (4 more warps) issues the copies (implies --mbarrier)")                      \
     X(lean_producer, "--lean-producer", "lean_producer", "warp-specialize",                                       \
       SCHED_BIT(warp_specialize) | SCHED_BIT(tma), 0, NULL,                                                      \
-      "sm_90a: a TMA-only producer keeps 24 registers, the consumers the rest (FA3; implies --warp-specialize --tma)")
+      "sm_90a: a TMA-only producer keeps 24 registers, the consumers the rest (FA3; implies --warp-specialize --tma)") \
+    X(persistent, "--persistent", "persistent", "persistent", 0, SCHED_BIT(warp_specialize), WS_PERSISTENT_WHY, \
+      "a grid of resident programs, each looping over the logical tiles (static tile scheduler)")               \
+    X(longest_first, "--longest-first", "longest_first", "persistent", SCHED_BIT(persistent), 0, NULL,          \
+      "with --persistent: tiles in decreasing program_id(0) (causal attention's heavy query blocks first)")
 
 typedef enum SchedId {
 #define SCHED_ENUM(field, ...) SCHED_##field,

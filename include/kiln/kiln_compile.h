@@ -100,6 +100,15 @@ typedef struct KilnSchedule {
                               setmaxnreg leaves the producer 24 registers and gives the consumers
                               the rest (240 at 8 consumer warps, FlashAttention-3's split; 224
                               with 56 otherwise); implies warp_specialize and tma (section 5b) */
+    int persistent;        /* persistent programs (any target): the grid is as many programs as
+                              the device keeps resident, each looping over the logical tiles
+                              t = program + k * programs (a static tile scheduler); the logical
+                              grid becomes three i32 parameters after the program's own, which
+                              kiln_launch passes (KilnKernelInfo.persistent). Not with
+                              warp_specialize (docs/gpu.md, "Persistent programs") */
+    int longest_first;     /* with persistent: tiles in decreasing program_id(0), axis 0 slowest,
+                              so causal attention's heavy (last) query blocks run first;
+                              implies persistent */
 } KilnSchedule;
 
 typedef struct KilnCompileOptions {

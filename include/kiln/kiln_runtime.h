@@ -130,6 +130,11 @@ typedef struct KilnKernelInfo {
     int smem_bytes;            /* dynamic shared memory the kernel needs */
     int ntmaps;                /* TMA tensor-map parameters after params (KilnCompileOptions.tma) */
     KilnTensorMapInfo tmaps[KILN_MAX_TMAPS];
+    int persistent;            /* compiled --persistent (1) or --longest-first (2): the kernel
+                                  takes three more i32 parameters after params (the logical
+                                  grid) and kiln_launch launches as many programs as the
+                                  device keeps resident, never more than the logical grid's
+                                  programs (KilnSchedule.persistent, docs/gpu.md) */
 } KilnKernelInfo;
 
 /* ---------------- devices ---------------- */

@@ -10,6 +10,7 @@
 
 #include "kiln.h"
 #include "compiler/codegen/codegen.h"
+#include "compiler/passes/passes.h"
 #include "compiler/support/schedule.h"
 
 static const char SRC[] = "kernel k(X: *f32) {\n  let o = arange(16);\n  store(X + o, load(X + o) + 1.0);\n}\n";
@@ -20,11 +21,11 @@ START_TEST(table_names_flags_keys_and_passes)
         const SchedOption *o = &sched_options[i];
         ck_assert_msg(!strncmp(o->flag, "--", 2) && o->help[0] && o->key[0], "%s", o->name);
         ck_assert_int_eq(sched_find_flag(o->flag), i);
-        /* every pass it names is a GPU pass */
+        /* every pass it names is a GPU pass, or a schedule option's target-independent one */
         char passes[128];
         snprintf(passes, sizeof passes, "%s", o->pass);
         for (char *save = NULL, *p = strtok_r(passes, ", ", &save); p; p = strtok_r(NULL, ", ", &save)) {
-            bool found = false;
+            bool found = pass_is_schedule_pass(p);
             for (int k = 0; cg_gpu_pass_name(k); k++) found |= !strcmp(cg_gpu_pass_name(k), p);
             ck_assert_msg(found, "%s: no GPU pass '%s'", o->name, p);
         }
@@ -74,6 +75,18 @@ START_TEST(resolve_applies_the_rules)
     ck_assert(sched_resolve(&(KilnSchedule){.tma = 1, .mbarrier = -1}, &dflt, &out, why, sizeof why) == false);
     ck_assert(sched_resolve(&(KilnSchedule){.mbarrier = -1, .overlap = -1}, &dflt, &out, why, sizeof why));
     ck_assert_int_eq(out.warp_specialize + out.mbarrier + out.overlap, 0);
+    /* persistent programs: longest-first implies them, warp specialisation is refused
+     * (naming both), and a default warp specialisation gives way to them */
+    ck_assert(sched_resolve(&(KilnSchedule){.longest_first = 1}, NULL, &out, why, sizeof why));
+    ck_assert_int_eq(out.persistent + out.longest_first, 2);
+    ck_assert(!sched_resolve(&(KilnSchedule){.persistent = 1, .warp_specialize = 1}, NULL, &out, why, sizeof why));
+    ck_assert_msg(strstr(why, "--warp-specialize") && strstr(why, "--persistent") && strstr(why, "mbarrier phases"),
+                  "%s", why);
+    ck_assert(!sched_resolve(&(KilnSchedule){.longest_first = 1, .lean_producer = 1}, NULL, &out, why, sizeof why));
+    KilnSchedule fa3 = {.warp_specialize = 1, .tma = 1, .overlap = 1};
+    ck_assert(sched_resolve(&(KilnSchedule){.persistent = 1}, &fa3, &out, why, sizeof why));
+    ck_assert_int_eq(out.warp_specialize, 0);
+    ck_assert_int_eq(out.persistent + out.tma + out.mbarrier + out.overlap, 4);
     /* in place, and as a check only */
     KilnSchedule s = {.tma = 1};
     ck_assert(sched_resolve(&s, NULL, &s, why, sizeof why));

@@ -3,8 +3,9 @@
  * tests/golden/<pass>/<case>.ir is an input module; <case>.expected is the
  * exact ir_print_module output after running only that pass (the folder named
  * "pipeline" runs the whole pipeline). Every folder of tests/golden named after
- * a pass (pass_find) or "pipeline" is visited; other folders belong to other
- * layers. Each case checks: the input parses and verifies, the output verifies,
+ * a pass (pass_find) or "pipeline" is visited, and "persistent" (the schedule's
+ * pass_persistent: mode 2, longest-first, for cases named longest_first*, else 1);
+ * other folders belong to other layers. Each case checks: the input parses and verifies, the output verifies,
  * the output equals the expected text, and the expected text itself reads back
  * and prints unchanged (so it is valid IR, not just a string).
  *
@@ -20,8 +21,8 @@
 #include <dirent.h>
 #include <string.h>
 
-static const char *const folders[] = {"fold", "cse", "dce", "licm", "pipeline"};
-#define NFOLDERS 5
+static const char *const folders[] = {"fold", "cse", "dce", "licm", "pipeline", "persistent"};
+#define NFOLDERS 6
 #define MIN_CASES 5
 
 static IrModule *parse_text(Arena *a, const char *path, const char *src, StrBuf *msg)
@@ -50,7 +51,13 @@ static bool verify_module(IrModule *m, const char *path, const char *when, StrBu
 static bool run_passes(IrModule *m, const char *folder, const char *path, StrBuf *msg)
 {
     const PassInfo *p = pass_find(folder);
+    bool persistent = !strcmp(folder, "persistent");
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     for (int i = 0; i < m->nfuncs; i++) {
+        if (persistent) {
+            pass_persistent(m->funcs[i], strncmp(name, "longest_first", 13) ? 1 : 2);
+            continue;
+        }
         if (p) {
             p->run(m->funcs[i]);
             continue;
@@ -154,7 +161,41 @@ START_TEST(no_unvisited_pass_folder)
     }
     closedir(d);
     for (int i = 0; i < NFOLDERS; i++)
-        ck_assert_msg(strcmp(folders[i], "pipeline") == 0 || pass_find(folders[i]), "%s", folders[i]);
+        ck_assert_msg(strcmp(folders[i], "pipeline") == 0 || pass_find(folders[i]) ||
+                      pass_is_schedule_pass(folders[i]), "%s", folders[i]);
+}
+END_TEST
+
+/* The verifier's rules of a persistent kernel (compiler/ir/verify.c, check_persistent):
+ * each broken copy of basic's output is refused, naming the rule. */
+START_TEST(persistent_verifier_rules)
+{
+    char *good = sup_read_file_text(tu_src_path("tests/golden/persistent/basic.expected"), NULL);
+    ck_assert_ptr_nonnull(good);
+    static const struct { const char *from, *to, *why; } k_bad[] = {
+        {"{persistent = 1}", "{persistent = 3}", "persistent must be 1 or 2"},
+        {"%tiles_z: i32)", "%tiles_z: i64)", "last three parameters"},
+        {"%c16 = const 16 : i32", "%c16 = program_id 1 : i32", "program_id inside the tile loop"},
+        {"for %tile = %0 to %3 step %1", "for %tile = %1 to %3 step %1", "from program_id 0 step num_programs 0"},
+    };
+    for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+        const char *at = strstr(good, k_bad[i].from);
+        ck_assert_ptr_nonnull(at);
+        StrBuf src, msg, why;
+        sb_init(&src), sb_init(&msg), sb_init(&why);
+        sb_putn(&src, good, (size_t)(at - good));
+        sb_puts(&src, k_bad[i].to);
+        sb_puts(&src, at + strlen(k_bad[i].from));
+        Arena a;
+        arena_init(&a);
+        IrModule *m = parse_text(&a, "<bad>", src.data, &msg);
+        ck_assert_msg(m && m->nfuncs == 1, "%s", msg.data ? msg.data : "");
+        ck_assert(!ir_verify(m->funcs[0], &why));
+        ck_assert_msg(strstr(why.data, k_bad[i].why), "case %zu: %s", i, why.data);
+        arena_free(&a);
+        sb_free(&src), sb_free(&msg), sb_free(&why);
+    }
+    free(good);
 }
 END_TEST
 
@@ -164,6 +205,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("golden");
     tcase_add_loop_test(tc, golden_folder, 0, NFOLDERS);
     tcase_add_test(tc, no_unvisited_pass_folder);
+    tcase_add_test(tc, persistent_verifier_rules);
     suite_add_tcase(s, tc);
     return s;
 }

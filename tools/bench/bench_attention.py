@@ -179,6 +179,10 @@ def mode_flags(sched):
             flags.append("--warp-specialize")   # a producer warpgroup issues the K/V copies (sm_90a)
         if mode == "lp":
             flags.append("--lean-producer")     # a TMA-only producer at 24 registers, consumers 240 (implies ws, tma)
+        if mode == "ps":
+            flags.append("--persistent")        # resident programs loop over the tiles (static scheduler)
+        if mode == "lf":
+            flags.append("--longest-first")     # persistent, heavy (last) query blocks first (implies ps)
     return flags
 
 
@@ -437,14 +441,15 @@ def parse_scheds(text):
     during the softmax (kiln_bench_attn --overlap, sm_90a); "/tma": TMA copies of K/V
     (kiln_bench_attn --tma, sm_90a); "/ws": warp specialisation, a producer warpgroup on
     top of the warps (--warp-specialize, sm_90a, implies /mb); "/lp": its producer at 24
-    registers when it issues TMA copies alone (--lean-producer, implies /ws /tma); modes
+    registers when it issues TMA copies alone (--lean-producer, implies /ws /tma); "/ps": persistent
+    programs (--persistent; not with /ws); "/lf": persistent, longest-first (--longest-first); modes
     combine in any order (128x64/8/2/pp/ov, 128x128/8/2/ws, FA3's 128x128/8/2/ws/tma/ov/pp)"""
     out = []
     for item in text.split(","):
         try:
             parts = item.strip().split("/")
             modes = []
-            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws", "lp"):
+            while parts and parts[-1] in ("sync", "pp", "mb", "ppmb", "ov", "tma", "ws", "lp", "ps", "lf"):
                 modes.insert(0, parts.pop())
             bmbn, w, st = parts
             bm, bn = bmbn.split("x")
@@ -645,7 +650,8 @@ def sweep_markdown(res):
             bm, bn, w, st = p[:4]
             # the row's schedule column: KilnSchedule's fields the modes turn on (kiln_compile.h)
             fields = {"pp": ["pingpong"], "ppmb": ["pingpong", "mbarrier"], "mb": ["mbarrier"], "ov": ["overlap"],
-                      "tma": ["tma"], "ws": ["warp_specialize"], "lp": ["lean_producer"]}
+                      "tma": ["tma"], "ws": ["warp_specialize"], "lp": ["lean_producer"],
+                      "ps": ["persistent"], "lf": ["longest_first"]}
             on = list(dict.fromkeys(f for m in p[4:] for f in fields.get(m, [])))
             sched = "{" + ", ".join(f".{f} = 1" for f in on) + "}" if on else "{0}"
             note = "  (mma.sync: not a table row)" if "sync" in p[4:] else ""

@@ -32,6 +32,7 @@ typedef struct Opts {
     const char *src_path, *dtype, *layout, *in_dir, *out_dir, *seqlens;
     int batch, heads, heads_kv, tokens, seqlen_k, head_dim, causal;
     int block_m, block_n, warps, stages, compile_reps, no_wgmma, pingpong, mbarrier, overlap, tma, warp_spec, lean_producer;
+    int persistent, longest_first;
     double min_ms, scale;
 } Opts;
 
@@ -119,6 +120,8 @@ static int parse_opts(int argc, char **argv, Opts *o)
         if (!strcmp(a, "--overlap")) { o->overlap = 1; continue; }     /* next Q K^T in flight during the softmax (sm_90a) */
         if (!strcmp(a, "--warp-specialize")) { o->warp_spec = 1; continue; }   /* a producer warpgroup (sm_90a) */
         if (!strcmp(a, "--lean-producer")) { o->lean_producer = 1; continue; }   /* TMA producer at 24 registers */
+        if (!strcmp(a, "--persistent")) { o->persistent = 1; continue; }   /* resident programs loop over the tiles */
+        if (!strcmp(a, "--longest-first")) { o->longest_first = 1; continue; }   /* ... heavy query blocks first */
         fprintf(stderr, "kiln_bench_attn: unknown or incomplete option '%s'\n", a);
         return usage();
     }
@@ -152,7 +155,8 @@ static void prog_init(Prog *p, const Opts *o)
                                  .num_stages = o->stages, .emit = KILN_EMIT_PTX, .schedule.no_wgmma = o->no_wgmma,
                                  .schedule.pingpong = o->pingpong, .schedule.mbarrier = o->mbarrier, .schedule.overlap = o->overlap,
                                  .schedule.tma = o->tma, .schedule.warp_specialize = o->warp_spec,
-                                 .schedule.lean_producer = o->lean_producer};
+                                 .schedule.lean_producer = o->lean_producer, .schedule.persistent = o->persistent,
+                                 .schedule.longest_first = o->longest_first};
 }
 
 /* Median wall time of `reps` loads of one module image (PTX: the driver
