@@ -14,6 +14,8 @@
  */
 #include "cg_internal.h"
 
+#include <llvm-c/DebugInfo.h>   /* LLVMTemporaryMDNode: the self-referencing loop metadata */
+
 #include <string.h>
 
 static IrOp *region_yield(IrBlock *b) { return b->last && b->last->op == IR_YIELD ? b->last : NULL; }
@@ -85,6 +87,26 @@ static bool lower_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
     return ok;
 }
 
+/* A persistent kernel's tile loop (compiler/passes/persistent.c) keeps its body's
+ * invariants inside: hoisted above it, every address and constant of the prologue and
+ * the epilogue would stay live across the whole tile, through the key loop (d 64 at
+ * 64 x 128: 168 registers plain, 244 hoisted). The back edge carries
+ * !llvm.loop !{self, !{"llvm.licm.disable"}}. */
+static bool is_tile_loop(const CgCtx *c, const IrOp *op)
+{
+    return op->parent == c->f->body && ir_attr_get(&c->f->attrs, IR_ATTR_PERSISTENT);
+}
+
+static void no_licm(CgCtx *c, LLVMValueRef br)
+{
+    LLVMMetadataRef self = LLVMTemporaryMDNode(c->ctx, NULL, 0);
+    LLVMMetadataRef name = LLVMMDStringInContext2(c->ctx, "llvm.licm.disable", 17);
+    LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(c->ctx, &name, 1)};
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(c->ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(self, loop);
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(c->ctx, "llvm.loop", 9), LLVMMetadataAsValue(c->ctx, loop));
+}
+
 static bool lower_for(CgCtx *c, IrOp *op)
 {
     CgPipeLoop *pl = cg_pipeline_of_loop(c->tc, op);
@@ -112,7 +134,8 @@ static bool lower_for(CgCtx *c, IrOp *op)
     if (!cg_lower_block(c, body)) return false;
     LLVMValueRef next = LLVMBuildAdd(c->b, iv, step, "iv.next");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
-    LLVMBuildBr(c->b, header);
+    LLVMValueRef back = LLVMBuildBr(c->b, header);
+    if (is_tile_loop(c, op)) no_licm(c, back);
     LLVMAddIncoming(iv, &lo, &pre, 1);
     LLVMAddIncoming(iv, &next, &latch, 1);
     if (!cg_loop_carry_close(c, op, latch)) return false;
