@@ -158,11 +158,12 @@ static KilnStatus prepare_smem(KilnKernel *k)
 
 static KilnStatus check_grid(const KilnKernel *k, const int grid[3], unsigned g[3])
 {
+    /* a persistent kernel's grid is logical (its tile loop counts it in i32: persistent_grid) */
     static const long max[3] = {2147483647L, 65535, 65535};
     for (int i = 0; i < 3; i++) {
         long v = grid ? grid[i] : 1;
         if (v == 0) v = 1;
-        if (v < 0 || v > max[i])
+        if (v < 0 || v > (k->info->persistent ? max[0] : max[i]))
             return kiln_set_error(KILN_ERR_USAGE, "kernel %s: grid[%d] = %d is out of range (1..%ld)",
                                   k->info->name, i, grid[i], max[i]);
         g[i] = (unsigned)v;

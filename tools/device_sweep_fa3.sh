@@ -12,9 +12,40 @@
 # FA3_SCHEDULES replaces the list. Tables to $OUT/sweep-dD/attention_sweep.md, printed at the end.
 # FA3_CHECK=1: first the forward GPU test with the four options forced on every case (d 64/128,
 # 128 x 128 tiles on 8 warps where a case has none), then with --lean-producer too.
+# Persistent programs (the schedule options --persistent / --longest-first; not with warp
+# specialisation, which they refuse):
+#   bash tools/device_sweep_fa3.sh 128 persistent   # or 64, 256; FA3_CHECK=1 first runs the GPU test
+# sweeps the runtime's row against the plain and persistent (/ps) and longest-first (/lf) forms of
+# the same tiles, and FA3_CHECK=1 runs the forward GPU test with KILN_TEST_PERSISTENT, then
+# KILN_TEST_LONGEST_FIRST (every case persistent; the table's warp specialisation gives way).
 set -uo pipefail
 . "$(dirname "$0")/device_env.sh"
 d=${1:-128}
+mode=${2:-fa3}
+if [ "$mode" = persistent ]; then
+  case $d in
+    64)  list="64x128/4/2,64x128/4/2/ps,64x128/4/2/lf,64x64/4/2/lf,128x128/8/2/tma/ov,128x128/8/2/tma/ov/ps,128x128/8/2/tma/ov/lf" ;;
+    128) list="128x128/8/2/ws/tma/ov,128x128/8/2/tma/ov,128x128/8/2/tma/ov/ps,128x128/8/2/tma/ov/lf,64x64/4/2,64x64/4/2/ps,64x64/4/2/lf,128x64/4/2/lf" ;;
+    256) list="128x64/8/2/ws,128x64/8/2/pp,128x64/8/2/pp/ps,128x64/8/2/pp/lf,64x32/4/2,64x32/4/2/lf" ;;
+    *) echo "head dim $d: 64, 128 or 256"; exit 2 ;;
+  esac
+  list=${FA3_SCHEDULES:-$list}
+  if [ "${FA3_CHECK:-0}" = 1 ]; then
+    for var in KILN_TEST_PERSISTENT KILN_TEST_LONGEST_FIRST; do
+      ( cd "$kiln/tests" && env ATTN_HEAD_DIMS=$d $var=1 CK_DEFAULT_TIMEOUT=300 timeout 280 \
+        ./gpu_test_e2e_gpu_attention ) >"$out/check-$var.log" 2>&1
+      echo "gpu_test_e2e_gpu_attention, $var: exit $?"
+      grep -E "FAIL|Checks|summary" "$out/check-$var.log" | tail -5
+    done
+  fi
+  budget=${FA3_BUDGET_S:-300}
+  timeout $((budget + 150)) python3 tools/bench/bench_attention.py --sweep --head-dims "$d" \
+    --seqlens "${FA3_SEQLENS:-1024,2048,4096,16384}" --budget-s "$budget" --kiln-bin "$kiln/bin/kiln-bench-attn" \
+    --schedules "$list" --out "$out/sweep-persistent-d$d" >"$out/sweep-persistent-d$d.log" 2>&1
+  echo "sweep persistent d $d: exit $?"
+  cat "$out/sweep-persistent-d$d/attention_sweep.md" 2>/dev/null || tail -30 "$out/sweep-persistent-d$d.log"
+  exit 0
+fi
 case $d in
   64)  list="64x128/4/2,128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp/ov/pp,128x128/8/3/ws/tma/ov/pp" ;;
   128) list="128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp,128x128/8/2/lp/ov/pp,128x64/8/2/ws/tma/ov/pp" ;;

@@ -105,7 +105,7 @@ typedef struct KilnSchedule {
                               t = program + k * programs (a static tile scheduler); the logical
                               grid becomes three i32 parameters after the program's own, which
                               kiln_launch passes (KilnKernelInfo.persistent). Not with
-                              warp_specialize (docs/gpu.md, "Persistent programs") */
+                              warp_specialize (docs/passes.md, "Persistent programs") */
     int longest_first;     /* with persistent: tiles in decreasing program_id(0), axis 0 slowest,
                               so causal attention's heavy (last) query blocks run first;
                               implies persistent */

@@ -134,7 +134,7 @@ typedef struct KilnKernelInfo {
                                   takes three more i32 parameters after params (the logical
                                   grid) and kiln_launch launches as many programs as the
                                   device keeps resident, never more than the logical grid's
-                                  programs (KilnSchedule.persistent, docs/gpu.md) */
+                                  programs (KilnSchedule.persistent, docs/passes.md) */
 } KilnKernelInfo;
 
 /* ---------------- devices ---------------- */

@@ -44,6 +44,9 @@
  * hand-off; sm_90a, docs/tensor_cores.md 5b).
  * KILN_TEST_LEAN_PRODUCER=1 or BMxBN/WARPS: the same for --lean-producer (implies warp
  * specialisation and TMA: the producer at 24 registers where it issues TMA copies alone).
+ * KILN_TEST_PERSISTENT=1 or BMxBN/WARPS: the same for persistent programs (as many CTAs as
+ * stay resident, each looping over the tiles; the table's warp specialisation gives way);
+ * KILN_TEST_LONGEST_FIRST the same in longest-first order (causal: heavy query blocks first).
  * ATTN_HEAD_DIMS=64,128 keeps the cases of those head dims only (a quicker run).
  *
  * Without a GPU: one line "SKIP: no GPU (<reason>)" and exit 77 (ctest: skipped).
@@ -76,6 +79,7 @@ typedef struct Case {
     int tma;                            /* KilnAttentionParams.tma (KILN_TEST_TMA) */
     int warp_spec;                      /* KilnAttentionParams.warp_specialize (KILN_TEST_WARP_SPEC) */
     int lean_producer;                  /* KilnAttentionParams.lean_producer (KILN_TEST_LEAN_PRODUCER) */
+    int persistent, longest_first;      /* schedule.persistent / longest_first (KILN_TEST_PERSISTENT / _LONGEST_FIRST) */
     int on_stream;
     /* host data (inputs, then the GPU's outputs) */
     AttnProblem p;
@@ -257,7 +261,8 @@ static KilnAttentionParams api_params(const Case *c, const KilnDevPtr ptr[5])
                              .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->num_warps,
                              .schedule.pingpong = c->pingpong, .schedule.mbarrier = c->mbarrier, .num_stages = c->num_stages,
                              .schedule.overlap = c->overlap, .schedule.tma = c->tma, .schedule.warp_specialize = c->warp_spec,
-                             .schedule.lean_producer = c->lean_producer};
+                             .schedule.lean_producer = c->lean_producer, .schedule.persistent = c->persistent,
+                             .schedule.longest_first = c->longest_first};
     memcpy(a.q_stride, c->p.q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, c->p.k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, c->p.v_stride, sizeof a.v_stride);
@@ -544,6 +549,8 @@ int main(void)
     force_option("KILN_TEST_OVERLAP", offsetof(Case, overlap), "rotated key loop");
     force_option("KILN_TEST_WARP_SPEC", offsetof(Case, warp_spec), "warp specialisation (a producer warpgroup)");
     force_option("KILN_TEST_LEAN_PRODUCER", offsetof(Case, lean_producer), "a TMA producer at 24 registers");
+    force_option("KILN_TEST_PERSISTENT", offsetof(Case, persistent), "persistent programs (static tile order)");
+    force_option("KILN_TEST_LONGEST_FIRST", offsetof(Case, longest_first), "persistent programs, longest first");
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu > 2 ? (int)(ncpu > 33 ? 32 : ncpu - 1) : 1;
     pthread_t th[32];
