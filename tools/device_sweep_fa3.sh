@@ -22,49 +22,37 @@ set -uo pipefail
 . "$(dirname "$0")/device_env.sh"
 d=${1:-128}
 mode=${2:-fa3}
-if [ "$mode" = persistent ]; then
-  case $d in
-    64)  list="64x128/4/2,64x128/4/2/ps,64x128/4/2/lf,64x64/4/2/lf,128x128/8/2/tma/ov,128x128/8/2/tma/ov/ps,128x128/8/2/tma/ov/lf" ;;
-    128) list="128x128/8/2/ws/tma/ov,128x128/8/2/tma/ov,128x128/8/2/tma/ov/ps,128x128/8/2/tma/ov/lf,64x64/4/2,64x64/4/2/ps,64x64/4/2/lf,128x64/4/2/lf" ;;
-    256) list="128x64/8/2/ws,128x64/8/2/pp,128x64/8/2/pp/ps,128x64/8/2/pp/lf,64x32/4/2,64x32/4/2/lf" ;;
-    *) echo "head dim $d: 64, 128 or 256"; exit 2 ;;
-  esac
-  list=${FA3_SCHEDULES:-$list}
-  if [ "${FA3_CHECK:-0}" = 1 ]; then
-    for var in KILN_TEST_PERSISTENT KILN_TEST_LONGEST_FIRST; do
-      ( cd "$kiln/tests" && env ATTN_HEAD_DIMS=$d $var=1 CK_DEFAULT_TIMEOUT=300 timeout 280 \
-        ./gpu_test_e2e_gpu_attention ) >"$out/check-$var.log" 2>&1
-      echo "gpu_test_e2e_gpu_attention, $var: exit $?"
-      grep -E "FAIL|Checks|summary" "$out/check-$var.log" | tail -5
-    done
-  fi
-  budget=${FA3_BUDGET_S:-300}
-  timeout $((budget + 150)) python3 tools/bench/bench_attention.py --sweep --head-dims "$d" \
-    --seqlens "${FA3_SEQLENS:-1024,2048,4096,16384}" --budget-s "$budget" --kiln-bin "$kiln/bin/kiln-bench-attn" \
-    --schedules "$list" --out "$out/sweep-persistent-d$d" >"$out/sweep-persistent-d$d.log" 2>&1
-  echo "sweep persistent d $d: exit $?"
-  cat "$out/sweep-persistent-d$d/attention_sweep.md" 2>/dev/null || tail -30 "$out/sweep-persistent-d$d.log"
-  exit 0
-fi
-case $d in
-  64)  list="64x128/4/2,128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp/ov/pp,128x128/8/3/ws/tma/ov/pp" ;;
-  128) list="128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp,128x128/8/2/lp/ov/pp,128x64/8/2/ws/tma/ov/pp" ;;
-  256) list="128x64/8/2/ws,128x64/8/2/ws/tma,128x64/8/2/ws/pp,128x64/8/2/lp,128x64/8/2/lp/pp" ;;
-  *) echo "head dim $d: 64, 128 or 256"; exit 2 ;;
+case $mode/$d in
+  fa3/64)  list="64x128/4/2,128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp/ov/pp,128x128/8/3/ws/tma/ov/pp" ;;
+  fa3/128) list="128x128/8/2/ws/tma,128x128/8/2/ws/tma/ov,128x128/8/2/ws/tma/pp,128x128/8/2/ws/tma/ov/pp,128x128/8/2/lp,128x128/8/2/lp/ov/pp,128x64/8/2/ws/tma/ov/pp" ;;
+  fa3/256) list="128x64/8/2/ws,128x64/8/2/ws/tma,128x64/8/2/ws/pp,128x64/8/2/lp,128x64/8/2/lp/pp" ;;
+  persistent/64)  list="64x128/4/2,64x128/4/2/ps,64x128/4/2/lf,64x64/4/2/lf,128x128/8/2/tma/ov,128x128/8/2/tma/ov/ps,128x128/8/2/tma/ov/lf" ;;
+  persistent/128) list="128x128/8/2/ws/tma/ov,128x128/8/2/tma/ov,128x128/8/2/tma/ov/ps,128x128/8/2/tma/ov/lf,64x64/4/2,64x64/4/2/ps,64x64/4/2/lf,128x64/4/2/lf" ;;
+  persistent/256) list="128x64/8/2/ws,128x64/8/2/pp,128x64/8/2/pp/ps,128x64/8/2/pp/lf,64x32/4/2,64x32/4/2/lf" ;;
+  *) echo "head dim $d: 64, 128 or 256; mode $mode: fa3 or persistent"; exit 2 ;;
 esac
 list=${FA3_SCHEDULES:-$list}
-if [ "${FA3_CHECK:-0}" = 1 ]; then
+# check NAME ENV...: the forward GPU test with those variables, its verdict lines
+check() {
+  local name=$1; shift
+  ( cd "$kiln/tests" && env "$@" CK_DEFAULT_TIMEOUT=300 timeout 280 ./gpu_test_e2e_gpu_attention ) >"$out/check-$name.log" 2>&1
+  echo "gpu_test_e2e_gpu_attention, $name: exit $?"
+  grep -E "FAIL|Checks|summary" "$out/check-$name.log" | tail -5
+}
+if [ "${FA3_CHECK:-0}" = 1 ] && [ "$mode" = fa3 ]; then
   for lean in 0 1; do
-    ( cd "$kiln/tests" && ATTN_HEAD_DIMS=64,128 KILN_TEST_WARP_SPEC=128x128/8 KILN_TEST_TMA=1 KILN_TEST_OVERLAP=1 \
-      KILN_TEST_PINGPONG=128x128 KILN_TEST_LEAN_PRODUCER=$lean CK_DEFAULT_TIMEOUT=300 timeout 280 \
-      ./gpu_test_e2e_gpu_attention ) >"$out/check-lean$lean.log" 2>&1
-    echo "gpu_test_e2e_gpu_attention, ws tma overlap pingpong, lean $lean: exit $?"
-    grep -E "FAIL|Checks|summary" "$out/check-lean$lean.log" | tail -5
+    check "ws-tma-overlap-pingpong-lean$lean" ATTN_HEAD_DIMS=64,128 KILN_TEST_WARP_SPEC=128x128/8 KILN_TEST_TMA=1 \
+      KILN_TEST_OVERLAP=1 KILN_TEST_PINGPONG=128x128 KILN_TEST_LEAN_PRODUCER=$lean
   done
+elif [ "${FA3_CHECK:-0}" = 1 ]; then
+  check persistent ATTN_HEAD_DIMS=$d KILN_TEST_PERSISTENT=1
+  check longest-first ATTN_HEAD_DIMS=$d KILN_TEST_LONGEST_FIRST=1
 fi
+tag=sweep-d$d
+[ "$mode" = fa3 ] || tag=sweep-$mode-d$d
 budget=${FA3_BUDGET_S:-300}
 timeout $((budget + 150)) python3 tools/bench/bench_attention.py --sweep --head-dims "$d" \
   --seqlens "${FA3_SEQLENS:-1024,2048,4096,16384}" --budget-s "$budget" --kiln-bin "$kiln/bin/kiln-bench-attn" \
-  --schedules "$list" --out "$out/sweep-d$d" >"$out/sweep-d$d.log" 2>&1
-echo "sweep d $d: exit $?"
-cat "$out/sweep-d$d/attention_sweep.md" 2>/dev/null || tail -30 "$out/sweep-d$d.log"
+  --schedules "$list" --out "$out/$tag" >"$out/$tag.log" 2>&1
+echo "$tag: exit $?"
+cat "$out/$tag/attention_sweep.md" 2>/dev/null || tail -30 "$out/$tag.log"

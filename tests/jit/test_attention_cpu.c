@@ -22,8 +22,7 @@
 
 #include "kiln.h"
 #include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
-
-#define PAD 8   /* extra elements per row: the padding that must stay poisoned */
+#include "jit/attn_padded.h"
 
 typedef struct Buf { uint16_t *p; size_t n; } Buf;
 
@@ -35,23 +34,12 @@ static Buf poisoned(size_t n)
     return b;
 }
 
-/* [b, s, h, d + PAD] strides (batch, head, sequence) */
-static void padded(int64_t st[3], int heads, int seqlen, int d)
-{
-    st[2] = (int64_t)heads * (d + PAD), st[1] = d + PAD, st[0] = (int64_t)seqlen * st[2];
-}
-
 typedef struct BwdCase { const char *what; int batch, hq, hkv, sq, sk, causal; } BwdCase;
 
 static void run_bwd(const BwdCase *c, int deterministic)
 {
     const int d = 64;
-    AttnProblem ap = {.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
-                      .head_dim = d, .causal = c->causal, .scale = 1.0 / sqrt(d), .dtype = ATTN_F16};
-    padded(ap.q_stride, c->hq, c->sq, d);
-    padded(ap.k_stride, c->hkv, c->sk, d);
-    memcpy(ap.v_stride, ap.k_stride, sizeof ap.k_stride);
-    memcpy(ap.o_stride, ap.q_stride, sizeof ap.q_stride);
+    AttnProblem ap = attn_padded_problem(c->batch, c->hq, c->hkv, c->sq, c->sk, d, c->causal);
     size_t nq = (size_t)c->batch * ap.q_stride[0], nk = (size_t)c->batch * ap.k_stride[0];
     Buf q = poisoned(nq), k = poisoned(nk), v = poisoned(nk), o = poisoned(nq), dout = poisoned(nq);
     attn_fill_strided(ATTN_F16, q.p, ap.q_stride, c->batch, c->hq, c->sq, d, 11);
@@ -263,12 +251,7 @@ static void run_decode(int paged, int causal)
 {
     const int batch = 3, hq = 4, hkv = 2, sq = 3, d = 64, cap = 150;
     const int seqlens[3] = {150, 41, 3};
-    AttnProblem ap = {.batch = batch, .heads_q = hq, .heads_kv = hkv, .seqlen_q = sq, .seqlen_k = cap,
-                      .head_dim = d, .causal = causal, .scale = 1.0 / sqrt(d), .dtype = ATTN_F16};
-    padded(ap.q_stride, hq, sq, d);
-    padded(ap.k_stride, hkv, cap, d);
-    memcpy(ap.v_stride, ap.k_stride, sizeof ap.k_stride);
-    memcpy(ap.o_stride, ap.q_stride, sizeof ap.q_stride);
+    AttnProblem ap = attn_padded_problem(batch, hq, hkv, sq, cap, d, causal);
     size_t nq = (size_t)batch * ap.q_stride[0], nk = (size_t)batch * ap.k_stride[0];
     Buf q = poisoned(nq), k = poisoned(nk), v = poisoned(nk), o = poisoned(nq);
     attn_fill_strided(ATTN_F16, q.p, ap.q_stride, batch, hq, sq, d, 21);

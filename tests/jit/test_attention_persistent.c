@@ -21,8 +21,7 @@
 
 #include "kiln.h"
 #include "tools/attn_ref.c"   /* the reference is a tool, not a library: compiled in here */
-
-#define PAD 8
+#include "jit/attn_padded.h"
 
 typedef struct Case { const char *what; int batch, hq, hkv, sq, sk, d, causal, block_m; } Case;
 
@@ -31,11 +30,6 @@ static const Case k_cases[] = {
     {"mha 2/2, 100 x 170, not causal, d 64", 1, 2, 2, 100, 170, 64, 0, 32},
     {"mha 3/3, 77 x 77, causal, d 32", 1, 3, 3, 77, 77, 32, 1, 16},
 };
-
-static void padded(int64_t st[3], int heads, int seqlen, int d)
-{
-    st[2] = (int64_t)heads * (d + PAD), st[1] = d + PAD, st[0] = (int64_t)seqlen * st[2];
-}
 
 typedef struct Run { uint16_t *o; float *lse; } Run;
 
@@ -54,12 +48,7 @@ START_TEST(persistent_forward_matches_plain_bit_for_bit)
 {
     const Case *c = &k_cases[_i];
     const int d = c->d;
-    AttnProblem ap = {.batch = c->batch, .heads_q = c->hq, .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk,
-                      .head_dim = d, .causal = c->causal, .scale = 1.0 / sqrt(d), .dtype = ATTN_F16};
-    padded(ap.q_stride, c->hq, c->sq, d);
-    padded(ap.k_stride, c->hkv, c->sk, d);
-    memcpy(ap.v_stride, ap.k_stride, sizeof ap.k_stride);
-    memcpy(ap.o_stride, ap.q_stride, sizeof ap.q_stride);
+    AttnProblem ap = attn_padded_problem(c->batch, c->hq, c->hkv, c->sq, c->sk, d, c->causal);
     size_t nq = (size_t)c->batch * ap.q_stride[0], nk = (size_t)c->batch * ap.k_stride[0];
     size_t nlse = (size_t)c->batch * c->hq * c->sq;
     uint16_t *q = malloc(nq * 2), *k = malloc(nk * 2), *v = malloc(nk * 2);
