@@ -257,7 +257,7 @@ r, w = os.pipe(); os.close(r); sys.exit(subprocess.call(sys.argv[1:], stdout=w))
   contains "$tmp/err" "too many ARG=SPEC arguments (at most 64), at 'a65=1'" "argument limit message"
   expect 2 "--dump-after unknown pass" -- "$kiln" compile --dump-after nosuchpass "$v"
   contains "$tmp/err" "unknown pass 'nosuchpass' for --dump-after" "--dump-after message"
-  contains "$tmp/err" "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, dot-rotate, pipeline, dot-overlap, sram-alloc" "--dump-after lists the passes"
+  contains "$tmp/err" "fold, cse, licm, dce, persistent, accelerate-dot, layout-assign, remove-convert, dot-rotate, pipeline, dot-overlap, sram-alloc" "--dump-after lists the passes"
   # schedule options: the flags come from the schedule table; tma combines with warp specialisation
   expect 0 "--tma --warp-specialize" -- "$kiln" compile --emit ptx --tma --warp-specialize "$v"
   expect 0 "--help" -- "$kiln" --help

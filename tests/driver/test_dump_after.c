@@ -1,6 +1,7 @@
 /* test_dump_after.c — kiln_compile refuses a --dump-after name that is no
  * pass (before, a misspelt name dumped nothing and said nothing) and lists the
- * names it takes; every real pass name, of either pipeline, and "lower" is accepted. */
+ * names it takes; every real pass name, of either pipeline, the schedule's "persistent"
+ * and "lower" is accepted. */
 #include "testutil.h"
 
 #include <string.h>
@@ -26,7 +27,7 @@ START_TEST(unknown_pass_is_a_usage_error)
     ck_assert_int_eq(compile("nosuchpass", KILN_EMIT_IR, &r), KILN_ERR_USAGE);
     ck_assert_ptr_nonnull(r.diagnostics);
     ck_assert_msg(strstr(r.diagnostics, "k.tile: error: unknown pass 'nosuchpass' for --dump-after (expected all, "
-                                        "fold, cse, licm, dce, accelerate-dot, layout-assign, remove-convert, "
+                                        "fold, cse, licm, dce, persistent, accelerate-dot, layout-assign, remove-convert, "
                                         "dot-rotate, pipeline, dot-overlap, sram-alloc, tma, pingpong, warp-specialize, lower)"),
                   "%s", r.diagnostics);
     ck_assert_ptr_null(r.output);
@@ -53,6 +54,17 @@ START_TEST(every_pass_name_is_accepted)
         ck_assert_msg(r.dumps && strstr(r.dumps, gpu[i]), "no GPU dump after %s", gpu[i]);
         kiln_compile_result_free(&r);
     }
+    /* "persistent": the schedule's pass, dumped when the schedule runs it (after dce) */
+    KilnCompileOptions po;
+    memset(&po, 0, sizeof po);
+    po.emit = KILN_EMIT_IR;
+    po.dump_after = "persistent";
+    po.schedule.persistent = 1;
+    KilnCompileResult pr;
+    ck_assert_int_eq(kiln_compile("k.tile", SRC, &po, &pr), KILN_OK);
+    ck_assert_msg(pr.dumps && strstr(pr.dumps, "IR after persistent") && strstr(pr.dumps, "{persistent = 1}"), "%s",
+                  pr.dumps ? pr.dumps : "(no dump)");
+    kiln_compile_result_free(&pr);
     /* "lower": the LLVM module as the lowering built it, before LLVM's passes */
     KilnCompileResult r;
     ck_assert_int_eq(compile("lower", KILN_EMIT_LLVM, &r), KILN_OK);
