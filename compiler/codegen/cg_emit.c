@@ -95,8 +95,17 @@ static const char cg_pipeline[] =
  * -nvptx-short-ptr: 32-bit shared-memory pointers;
  * -slp-vectorize-hor=false: SLP's search for horizontal reductions cost ~50 ms
  *   on the d = 128 forward and changed no PTX of any shipped kernel (a row's
- *   sum is a chain over a thread's few columns, then shuffles across lanes). */
-static const char *const cg_options[] = {"-nvptx-short-ptr", "-slp-vectorize-hor=false"};
+ *   sum is a chain over a thread's few columns, then shuffles across lanes);
+ * -cgpp-huge-func=0: CodeGenPrepare (in the codegen pipeline) restarts its walk
+ *   from the function's first block after every change that touches the
+ *   dominator tree, and re-parses every inline asm's constraint string on each
+ *   walk (6 walks x 240 asm calls with up to 144 operands on the d = 256
+ *   forward: 88 M instructions, 8% of the compile). Its "huge function" mode,
+ *   here for every function, makes the same rewrites but restarts only the
+ *   block that changed and afterwards revisits only the blocks it touched:
+ *   CodeGenPrepare 88 M -> 17 M instructions, the PTX of every shipped kernel
+ *   byte-identical (the hash test; the 78 of kiln-bench-compile). */
+static const char *const cg_options[] = {"-nvptx-short-ptr", "-slp-vectorize-hor=false", "-cgpp-huge-func=0"};
 #define CG_NOPTIONS ((int)(sizeof cg_options / sizeof cg_options[0]))
 /* Codegen at "Less": EarlyCSE where "Aggressive" runs GVN twice around
  * NVPTX's straight-line passes; same PTX on every shipped kernel. */
