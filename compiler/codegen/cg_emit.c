@@ -8,7 +8,8 @@
  * Kiln's LLVM IR pipeline (cg_llvm_pipeline below, not default<O3>), then by
  * stage: the module text, PTX through LLVMTargetMachineEmitToMemoryBuffer,
  * or a cubin from ptxas (ptxas_run, compiler/support/ptxas.c, which also
- * finds it). Each step's wall time goes to the stats ("time llvm-opt: ...").
+ * finds it). Each step's wall and CPU time go to the stats ("time llvm-opt:
+ * W ms, cpu C ms"; ptxas's wall time only).
  * LLVM is initialised once per process (pthread_once) with the options of
  * cg_llvm_options (-nvptx-short-ptr makes shared-memory pointers 32-bit).
  */
@@ -95,8 +96,17 @@ static const char cg_pipeline[] =
  * -nvptx-short-ptr: 32-bit shared-memory pointers;
  * -slp-vectorize-hor=false: SLP's search for horizontal reductions cost ~50 ms
  *   on the d = 128 forward and changed no PTX of any shipped kernel (a row's
- *   sum is a chain over a thread's few columns, then shuffles across lanes). */
-static const char *const cg_options[] = {"-nvptx-short-ptr", "-slp-vectorize-hor=false"};
+ *   sum is a chain over a thread's few columns, then shuffles across lanes);
+ * -cgpp-huge-func=0: CodeGenPrepare (in the codegen pipeline) restarts its walk
+ *   from the function's first block after every change that touches the
+ *   dominator tree, and re-parses every inline asm's constraint string on each
+ *   walk (6 walks x 240 asm calls with up to 144 operands on the d = 256
+ *   forward: 88 M instructions, 8% of the compile). Its "huge function" mode,
+ *   here for every function, makes the same rewrites but restarts only the
+ *   block that changed and afterwards revisits only the blocks it touched:
+ *   CodeGenPrepare 88 M -> 17 M instructions, the PTX of every shipped kernel
+ *   byte-identical (the hash test; the 78 of kiln-bench-compile). */
+static const char *const cg_options[] = {"-nvptx-short-ptr", "-slp-vectorize-hor=false", "-cgpp-huge-func=0"};
 #define CG_NOPTIONS ((int)(sizeof cg_options / sizeof cg_options[0]))
 /* Codegen at "Less": EarlyCSE where "Aggressive" runs GVN twice around
  * NVPTX's straight-line passes; same PTX on every shipped kernel. */
@@ -269,7 +279,7 @@ static void erase_dead(LLVMValueRef fn)
 
 bool cg_emit(CgCtx *c, CgResult *res)
 {
-    double t0 = sup_now_ms();
+    SupClock t0 = sup_clock();
     erase_dead(c->fn);
     char *msg = NULL;
     if (LLVMVerifyModule(c->mod, LLVMReturnStatusAction, &msg)) {
@@ -303,8 +313,8 @@ bool cg_emit(CgCtx *c, CgResult *res)
         LLVMDisposeErrorMessage(em);
         ok = false;
     }
-    double t1 = sup_now_ms();
-    sb_printf(&res->stats, "time llvm-opt: %.3f ms\n", t1 - t0);
+    sup_time_line(&res->stats, "llvm-opt", sup_since(t0));
+    SupClock t1 = sup_clock();
     if (ok && c->opts->stage == CG_STAGE_LLVM) {
         char *s = LLVMPrintModuleToString(c->mod);
         sb_puts(&res->out, s);
@@ -314,10 +324,11 @@ bool cg_emit(CgCtx *c, CgResult *res)
         sb_init(&ptx);
         StrBuf *dst = c->opts->stage == CG_STAGE_PTX ? &res->out : &ptx;
         ok = emit_ptx(c, tm, dst);
+        sup_time_line(&res->stats, "llvm-codegen", sup_since(t1));
         double t2 = sup_now_ms();
-        sb_printf(&res->stats, "time llvm-codegen: %.3f ms\n", t2 - t1);
         if (ok && dst == &ptx) {
             ok = run_ptxas(c, ptx.data, ptx.len, &res->out, &res->stats);
+            /* wall only: ptxas's CPU is its own process's */
             sb_printf(&res->stats, "time ptxas: %.3f ms\n", sup_now_ms() - t2);
         }
         sb_free(&ptx);

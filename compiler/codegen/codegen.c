@@ -106,7 +106,7 @@ static void dispose_llvm(CgCtx *c)
     LLVMContextDispose(c->ctx);
 }
 
-static bool lower_and_emit(CgCtx *c, CgResult *res, double t_gpu)
+static bool lower_and_emit(CgCtx *c, CgResult *res, SupClock t_gpu)
 {
     c->ctx = LLVMContextCreate();
     c->mod = LLVMModuleCreateWithNameInContext(c->f->name, c->ctx);
@@ -121,15 +121,16 @@ static bool lower_and_emit(CgCtx *c, CgResult *res, double t_gpu)
         return false;
     }
     init_types(c);
-    double t0 = sup_now_ms();
+    SupClock t0 = sup_clock();
     build_kernel(c);
     bool ok = cg_lower_block(c, c->f->body);
-    double t_lower = sup_now_ms() - t0;
+    SupClock t_lower = sup_since(t0);
     if (ok && !c->failed && !ice_message()) {
         /* Bodies end with `return`; make sure the last block is terminated anyway. */
         if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildRetVoid(c->b);
         write_stats(c, res); /* first: emission appends what ptxas reports (registers, spills) */
-        sb_printf(&res->stats, "time gpu-passes: %.3f ms\ntime lower: %.3f ms\n", t_gpu, t_lower);
+        sup_time_line(&res->stats, "gpu-passes", t_gpu);
+        sup_time_line(&res->stats, "lower", t_lower);
         ok = cg_emit(c, res);
     } else {
         ok = false;
@@ -160,7 +161,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
         return false;
     }
     res->num_warps = W;
-    double t0 = sup_now_ms();
+    SupClock t0 = sup_clock();
     CgAxisMap *axis = cg_axis_info(f);
     CgPassCtx pc = {.target = opts->target, .axis = axis};
     char why[256];
@@ -177,7 +178,7 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     if (!first && !cg_verify_gpu_ir(f, d)) return false;
     CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
     if (diag_flush_ice(d)) return false;
-    double t_gpu = sup_now_ms() - t0;
+    SupClock t_gpu = sup_since(t0);
     res->smem_bytes = tc->total;
     cg_tma_recipes(tc, res);
     if (ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0)) res->num_warps = W + CG_WS_PRODUCER_WARPS;   /* the producer warpgroup */

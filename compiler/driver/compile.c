@@ -120,14 +120,14 @@ static KilnStatus select_kernels(IrModule *m, const KilnCompileOptions *o, Diag 
  * the backend unwinds past this function (support.h): its stats, the GPU
  * passes' --dump-after dumps and the output would leak if they lived here. */
 static KilnStatus run_backend(IrFunc *f, const Target *t, const KilnCompileOptions *o, KilnCompileResult *r,
-                              Diag *d, double t_front, CgResult *cr)
+                              Diag *d, SupClock t_front, CgResult *cr)
 {
     static const CgStage stages[] = {
         [KILN_EMIT_GPU_IR] = CG_STAGE_GPU_IR, [KILN_EMIT_LLVM] = CG_STAGE_LLVM,
         [KILN_EMIT_PTX] = CG_STAGE_PTX, [KILN_EMIT_CUBIN] = CG_STAGE_CUBIN,
     };
     CgOptions co = {.target = t, .stage = stages[o->emit], .dump_after = o->dump_after, .sched = o->schedule};
-    sb_printf(&cr->stats, "time front-end: %.3f ms\n", t_front);
+    sup_time_line(&cr->stats, "front-end", t_front);
     /* The backend reports into the same Diag as the front end, at the op or
      * kernel it is about; the kinds of its errors give the status. */
     int internal = d->ninternal, unsupported = d->nunsupported;
@@ -390,9 +390,9 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     memset(&cr, 0, sizeof cr);
     SupOomCatch oom; /* an arena allocation failing anywhere below lands in the else (support.h) */
     if (SUP_OOM_TRY(&oom)) {
-        double t0 = sup_now_ms();
+        SupClock t0 = sup_clock();
         st = kiln_compile_ir(&arena, &d, src, opts, &m, &out, &dumps);
-        double t_front = sup_now_ms() - t0;
+        SupClock t_front = sup_since(t0);
         if (st == KILN_OK && m) {
             r->nkernels = m->nfuncs;
             r->kernels = calloc((size_t)m->nfuncs, sizeof(KilnKernelInfo));

@@ -211,6 +211,26 @@ double sup_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+double sup_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+SupClock sup_clock(void) { return (SupClock){sup_now_ms(), sup_cpu_ms()}; }
+
+SupClock sup_since(SupClock start)
+{
+    SupClock now = sup_clock();
+    return (SupClock){now.wall_ms - start.wall_ms, now.cpu_ms - start.cpu_ms};
+}
+
+void sup_time_line(StrBuf *sb, const char *phase, SupClock d)
+{
+    sb_printf(sb, "time %s: %.3f ms, cpu %.3f ms\n", phase, d.wall_ms, d.cpu_ms);
+}
+
 int sup_ilog2(int64_t x)
 {
     int r = -1;

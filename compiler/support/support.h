@@ -85,6 +85,15 @@ static inline bool sup_add_i64(int64_t a, int64_t b, int64_t *r) { return !__bui
 bool   sup_is_pow2(int64_t x);
 /* Milliseconds on the monotonic clock (phase timings: only differences mean anything). */
 double sup_now_ms(void);
+/* CPU time of the calling thread, ms: a compile phase's own cost, which on a
+ * loaded machine (or beside other compiles on threads) its wall time is not. */
+double sup_cpu_ms(void);
+/* A phase's clock: both times at once, then the duration since, then the
+ * stats line "time <phase>: W ms, cpu C ms" (kiln --time, kiln-bench-compile). */
+typedef struct SupClock { double wall_ms, cpu_ms; } SupClock;
+SupClock sup_clock(void);
+SupClock sup_since(SupClock start);
+void     sup_time_line(StrBuf *sb, const char *phase, SupClock d);
 int    sup_ilog2(int64_t x);                        /* floor(log2(x)), x > 0 */
 int    sup_edit_distance(const char *a, const char *b);
 /* The largest source sup_read_file_text accepts (the kiln command's input limit,

@@ -3,7 +3,7 @@
  * tests/codegen/llvm_pipeline.txt (KILN_UPDATE_GOLDEN=1 rewrites it; a change
  * there goes with the PTX hash test and kiln-bench-compile's numbers in the
  * commit), it runs (a kernel compiles through it), and the stats carry one
- * "time <phase>" line per backend phase, which kiln-bench-compile reads.
+ * "time <phase>: W ms, cpu C ms" line per backend phase, which kiln-bench-compile reads.
  */
 #include "tests/testutil.h"
 #include "tests/codegen/cg_build.h"
@@ -53,6 +53,10 @@ START_TEST(stats_time_every_phase)
         ck_assert_msg(at != NULL, "no '%s' in the stats:\n%s", key, r.stats.data);
         ck_assert_ptr_null(strstr(at + 1, key));
         ck_assert(atof(at + strlen(key)) >= 0);
+        /* "W ms, cpu C ms": the compiling thread's CPU time too, on the same line */
+        const char *cpu = strstr(at, ", cpu "), *nl = strchr(at, '\n');
+        ck_assert_msg(cpu && nl && cpu < nl, "no CPU time on the '%s' line:\n%s", key, r.stats.data);
+        ck_assert(atof(cpu + 6) >= 0);
     }
     ck_assert_ptr_null(strstr(r.stats.data, "time ptxas")); /* PTX stage: no ptxas */
     ck_assert_ptr_nonnull(strstr(r.out.data, ".entry vec_add"));

@@ -3,7 +3,7 @@
  * No GPU unless --device: this is the compiler alone (PTX -> loaded module and
  * the cache-hit path need a device: kiln-bench-attn --compile-bench).
  *
- *   kiln-bench-compile [--reps N] [--arch sm_80|sm_90a] [--only SUBSTR] [--ptx-dir DIR] [--json]
+ *   kiln-bench-compile [--reps N] [--arch sm_80|sm_90a] [--only SUBSTR] [--ptx-dir DIR] [--budget MS] [--json]
  *
  * The kernels: the attention forward at k_tune's schedules (f16/bf16 x head dim
  * 64/128/256 x causal, plus sm_90's short-causal rows), the backward's kernels at
@@ -15,9 +15,12 @@
  * test_e2e_ptx_hashes.c pins the forward's).
  *
  * Each kernel compiles --reps times (cold every time: no cache is involved);
- * printed: the median wall time, the CPU time of that run (on a loaded machine
- * the honest number) and the median of each phase, from the "time <phase>"
- * lines kiln_compile puts in its stats. --ptx-dir writes each kernel's PTX, so
+ * printed: the median wall time, the median CPU time (on a loaded machine the
+ * honest number) and the median CPU time of each phase, from the "time <phase>:
+ * W ms, cpu C ms" lines kiln_compile puts in its stats (--json: both clocks).
+ * Then a summary: per group (forward, backward, decode, examples) and arch the
+ * min / median / max CPU ms and how many kernels exceed --budget (default 100
+ * ms, issue 27's per-kernel target), and which. --ptx-dir writes each kernel's PTX, so
  * two builds can be compared byte for byte, and (from one more, untimed compile)
  * its LLVM IR before LLVM's passes as NAME_ARCH.ll: the volume the lowering
  * emits, which LLVM's time follows (docs/performance.md, "Compile time").
@@ -58,6 +61,7 @@ typedef struct Job {
 } Job;
 
 static Job g_jobs[256];
+static double g_cpu[256];   /* each job's median CPU ms, -1 when not run */
 static int g_njobs;
 
 static double now_ms(clockid_t clk)
@@ -199,6 +203,7 @@ static void add_all(const char *arch)
 typedef struct Opts {
     int reps, json, cache, variant_cold, device;
     const char *arch, *only, *ptx_dir, *src_dir;
+    double budget;   /* --budget: the per-kernel CPU ms the summary judges against */
 } Opts;
 
 static char *read_source(const Opts *o, const char *file)
@@ -240,12 +245,18 @@ static int make_hints(const char *file, const char *src, const KilnCompileOption
     return n;
 }
 
-static double phase_ms(const char *stats, const char *phase)
+/* A phase's wall (cpu = 0) or CPU (cpu = 1) ms from its stats line
+ * "time <phase>: W ms, cpu C ms". */
+static double phase_ms(const char *stats, const char *phase, int cpu)
 {
     char key[64];
     snprintf(key, sizeof key, "time %s: ", phase);
     const char *p = stats ? strstr(stats, key) : NULL;
-    return p ? atof(p + strlen(key)) : 0;
+    if (!p) return 0;
+    p += strlen(key);
+    if (!cpu) return atof(p);
+    const char *c = strstr(p, ", cpu "), *nl = strchr(p, '\n');
+    return c && (!nl || c < nl) ? atof(c + 6) : 0;
 }
 
 static void write_file(const Opts *o, const Job *j, const char *ext, const char *data, size_t n)
@@ -270,8 +281,9 @@ static void write_ir(const Opts *o, const Job *j, const char *src, KilnCompileOp
     kiln_compile_result_free(&r);
 }
 
-/* Returns the median wall time, or -1 when the kernel does not compile. */
-static double bench_job(const Opts *o, const Job *j)
+/* Returns the median wall time (and in *cpu_ms the median CPU time), or -1
+ * when the kernel does not compile. */
+static double bench_job(const Opts *o, const Job *j, double *cpu_ms)
 {
     char *src = read_source(o, j->file);
     if (!src) {
@@ -284,7 +296,7 @@ static double bench_job(const Opts *o, const Job *j)
     KilnParamHint hints[64];
     static char names[64][64];
     if (j->hints) co.nhints = make_hints(j->file, src, &co, hints, names, 64), co.hints = hints;
-    double wall[MAX_REPS], cpu[MAX_REPS], ph[NPHASES][MAX_REPS];
+    double wall[MAX_REPS], cpu[MAX_REPS], ph[NPHASES][MAX_REPS], phc[NPHASES][MAX_REPS];
     size_t bytes = 0;
     for (int i = 0; i < o->reps; i++) {
         KilnCompileResult r;
@@ -298,7 +310,10 @@ static double bench_job(const Opts *o, const Job *j)
             free(src);
             return -1;
         }
-        for (int k = 0; k < NPHASES; k++) ph[k][i] = phase_ms(r.stats, k_phases[k]);
+        for (int k = 0; k < NPHASES; k++) {
+            ph[k][i] = phase_ms(r.stats, k_phases[k], 0);
+            phc[k][i] = phase_ms(r.stats, k_phases[k], 1);
+        }
         bytes = r.output_size;
         if (i == 0 && o->ptx_dir) write_file(o, j, "ptx", r.output, r.output_size);
         kiln_compile_result_free(&r);
@@ -309,14 +324,17 @@ static double bench_job(const Opts *o, const Job *j)
     if (o->json) {
         printf("{\"kernel\": \"%s\", \"arch\": \"%s\", \"reps\": %d, \"wall_ms\": %.3f, \"cpu_ms\": %.3f", j->name,
                j->arch, o->reps, m, cpu_med);
-        for (int k = 0; k < NPHASES; k++) printf(", \"%s_ms\": %.3f", k_phases[k], median(ph[k], o->reps));
+        for (int k = 0; k < NPHASES; k++)
+            printf(", \"%s_ms\": %.3f, \"%s_cpu_ms\": %.3f", k_phases[k], median(ph[k], o->reps), k_phases[k],
+                   median(phc[k], o->reps));
         printf(", \"ptx_bytes\": %zu}\n", bytes);
     } else {
         printf("%-28s %-7s %8.1f %8.1f", j->name, j->arch, m, cpu_med);
-        for (int k = 0; k < NPHASES; k++) printf(" %9.1f", median(ph[k], o->reps));
+        for (int k = 0; k < NPHASES; k++) printf(" %9.1f", median(phc[k], o->reps));
         printf(" %8zu\n", bytes);
     }
     fflush(stdout);
+    *cpu_ms = cpu_med;
     return m;
 }
 
@@ -470,8 +488,8 @@ static int cold_kernel(const Opts *o, ColdKernel *k)
         double w3 = now_ms(CLOCK_MONOTONIC), c3 = cpu_all_ms();
         ew[i] = (w1 - w0) + (w3 - w2), ec[i] = (c1 - c0) + (c3 - c2);
         dw[i] = w3 - w1, dc[i] = c3 - c1;
-        for (int p = 0; p < NPHASES; p++) ph[p][i] = phase_ms(k->cubin.stats, k_phases[p]);
-        ph[NPHASES][i] = phase_ms(k->cubin.stats, "ptxas");
+        for (int p = 0; p < NPHASES; p++) ph[p][i] = phase_ms(k->cubin.stats, k_phases[p], 0);
+        ph[NPHASES][i] = phase_ms(k->cubin.stats, "ptxas", 0);
         kiln_compile_result_free(&g);
         kiln_compile_result_free(&ir);
     }
@@ -624,17 +642,64 @@ static int variant_cold(const Opts *o)
     return rc ? 1 : 0;
 }
 
+/* ---- the summary: per group (forward, backward, decode, examples) and arch,
+ * min / median / max of the kernels' median CPU ms and how many exceed
+ * --budget, then the kernels over it (the issue's per-kernel target) ---- */
+
+static const char *group_of(const Job *j)
+{
+    if (!strncmp(j->name, "fwd_", 4)) return "forward";
+    if (!strncmp(j->name, "bwd_", 4)) return "backward";
+    if (!strncmp(j->name, "decode_", 7)) return "decode";
+    return "examples";
+}
+
+/* One row: the jobs of `group` (NULL: all) on `arch` (NULL: both). */
+static void summary_row(const Opts *o, const char *group, const char *arch)
+{
+    double v[256];
+    int n = 0, over = 0;
+    for (int i = 0; i < g_njobs; i++) {
+        if (g_cpu[i] < 0 || (group && strcmp(group_of(&g_jobs[i]), group)) || (arch && strcmp(g_jobs[i].arch, arch)))
+            continue;
+        over += g_cpu[i] > o->budget;
+        v[n++] = g_cpu[i];
+    }
+    if (!n) return;
+    double med = median(v, n); /* sorts v */
+    printf("%-10s %-7s %7d %8.1f %8.1f %8.1f %6d\n", group ? group : "all", arch ? arch : "both", n, v[0], med,
+           v[n - 1], over);
+}
+
+static void summary(const Opts *o)
+{
+    static const char *const groups[] = {"forward", "backward", "decode", "examples"};
+    static const char *const archs[] = {"sm_80", "sm_90a"};
+    printf("\nsummary: CPU ms per cold source -> PTX (median of %d), budget %.0f ms\n", o->reps, o->budget);
+    printf("%-10s %-7s %7s %8s %8s %8s %6s\n", "group", "arch", "kernels", "min", "median", "max", "over");
+    for (int a = 0; a < 2; a++)
+        for (int g = 0; g < 4; g++) summary_row(o, groups[g], archs[a]);
+    summary_row(o, NULL, NULL);
+    int first = 1;
+    for (int i = 0; i < g_njobs; i++)
+        if (g_cpu[i] > o->budget) {
+            printf("%s%s %s %.1f", first ? "over budget: " : ", ", g_jobs[i].name, g_jobs[i].arch, g_cpu[i]);
+            first = 0;
+        }
+    printf("%s\n", first ? "over budget: none" : "");
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: kiln-bench-compile [--reps N] [--arch sm_80|sm_90a] [--only SUBSTR] [--ptx-dir DIR]\n"
-                    "                          [--src-dir DIR] [--cache] [--json]\n"
+                    "                          [--src-dir DIR] [--budget MS] [--cache] [--json]\n"
                     "       kiln-bench-compile --variant-cold [--device] [--reps N] [--src-dir DIR]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    Opts o = {.reps = 3, .src_dir = "."};
+    Opts o = {.reps = 3, .src_dir = ".", .budget = 100};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) o.json = 1;
@@ -646,6 +711,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--only") && v) o.only = v, i++;
         else if (!strcmp(a, "--ptx-dir") && v) o.ptx_dir = v, i++;
         else if (!strcmp(a, "--src-dir") && v) o.src_dir = v, i++;
+        else if (!strcmp(a, "--budget") && v) o.budget = atof(v), i++;
         else return usage();
     }
     if (o.reps < 1 || o.reps > MAX_REPS) return usage();
@@ -659,15 +725,18 @@ int main(int argc, char **argv)
     double worst = 0, sum = 0;
     int n = 0, failed = 0;
     for (int i = 0; i < g_njobs; i++) {
+        g_cpu[i] = -1;
         if (o.only && !strstr(g_jobs[i].name, o.only)) continue;
-        double m = bench_job(&o, &g_jobs[i]);
-        if (m < 0) { failed++; continue; }
+        double m = bench_job(&o, &g_jobs[i], &g_cpu[i]);
+        if (m < 0) { failed++; g_cpu[i] = -1; continue; }
         worst = m > worst ? m : worst;
         sum += m;
         n++;
     }
-    if (!o.json) printf("%d kernels: slowest %.1f ms, mean %.1f ms (wall, median of %d)\n", n, worst, n ? sum / n : 0,
-                        o.reps);
+    if (!o.json) {
+        printf("%d kernels: slowest %.1f ms, mean %.1f ms (wall, median of %d)\n", n, worst, n ? sum / n : 0, o.reps);
+        summary(&o);
+    }
     for (int i = 0; o.cache && i < g_njobs; i++)
         if (!strcmp(g_jobs[i].name, "fwd_f16_d128_full") && !strcmp(g_jobs[i].arch, o.arch ? o.arch : "sm_90a"))
             bench_cache_hit(&o, &g_jobs[i]);
