@@ -120,7 +120,14 @@ static const RtTuneRow k_tune[] = {
      * 2026-11-29, deterministic plan, f16, N 1k/4k/16k): d 64 246/296/305 against 180/216/230 for
      * the rows above; d 128 causal 226/311/346 against 224/282/305. It loses at d 64 causal
      * (163/245/286 against 216/297/315) and d 128 without the mask (231/283/290 against 253/304/313),
-     * which keep the rows above. */
+     * which keep the rows above. Not timed yet, so not rows: the same structure with the atomic dQ
+ * (64 x 128 / 8 / 2, a non-deterministic caller's tiles) and at d 256 (64 x 64 / 8 / 2, both
+ * kernels), which sram-alloc now keeps on the mbarrier ring although their loop bodies stage
+ * dS^T (P^T) through SRAM: tools/device_bench_bwd.sh's candidates
+ * d64.128:64x128/8/2/ws/tma/lp+128x64/8/2 and d256:64x64/8/2/ws/tma/lp; ptxas sm_90a at 240
+ * registers (tests/attention/test_e2e_attn_bwd_ptx.c fa3_ws_body_buffers_sm90): the atomic dQ
+ * spills 148 bytes at d 128 (240 causal), none at d 64, 108 at d 256 causal; d 256's dK/dV 4,
+ * its dQ pass none. */
     {RT_TUNE_BWD_DKDV, 90,  64,  0, 0,    64, 128, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 0},
     {RT_TUNE_BWD_DQ,   90,  64,  0, 0,   128,  64, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 1},
     {RT_TUNE_BWD_DKDV, 90, 128,  1, 0,    64, 128, 8, 2, {.warp_specialize = 1, .tma = 1, .lean_producer = 1}, 0},

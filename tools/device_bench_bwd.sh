@@ -12,6 +12,12 @@
 # Candidate schedules (checked against float64 first, then timed beside the table's rows and the
 # peers, FA4 among them when flash_attn.cute imports), e.g. FlashAttention-3's dK/dV structure:
 #   bash tools/device_bench_bwd.sh --quick --head-dims 64,128 --schedules 64x128/8/2/ws/tma,64x64/4/2
+# A "dA.B:" prefix keeps a candidate to those head dims. FA3's structure where the loop body has
+# SRAM buffers (sram-alloc keeps the mbarrier ring under warp specialisation): the atomic dQ at
+# d 64 / 128 (provider kiln@d64.128:..., against kiln_det@ the same, which is the current FA3
+# rows' schedule), and d 256 on both kernels (kiln@ / kiln_det@d256:..., against the table's row):
+#   bash tools/device_bench_bwd.sh --quick --head-dims 64,128,256 \
+#     --schedules d64.128:64x128/8/2/ws/tma/lp+128x64/8/2,d256:64x64/8/2/ws/tma/lp
 set -uo pipefail
 . "$(dirname "$0")/device_env.sh"
 timeout 420 python3 tools/bench/bench_attention_bwd.py --lib "$kiln/lib/libkiln_all.so" --out "$out" \

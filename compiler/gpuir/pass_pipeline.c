@@ -77,7 +77,8 @@
  * CgPassCtx.mbarrier): the stages are handed over through mbarriers instead
  * of wait_group + bar.sync (cg_mbarrier.c has the protocol; sram-alloc gives
  * the loop its barriers, or drops the attribute when the body has SRAM
- * buffers of its own and needs a CTA barrier anyway).
+ * buffers of its own and needs a CTA barrier anyway, unless the kernel is to
+ * be warp-specialised).
  *
  * Example (matmul 64x64x32 on 4 warps as 2 x 2, S = 3): loads a [64x32] and
  * b [32x64] of f16 become 2 x 3 buffers of 4 KB; prologue: 2 groups; loop:

@@ -20,8 +20,15 @@
  *     reads it again, so Q's fragments need no registers across the loop.
  *   - a pipelined loop's mbarriers (pipeline.mbarrier: full[s] and empty[s],
  *     8 bytes each): live as its stage buffers, on the loop op itself. A loop
- *     whose body has buffers of its own loses pipeline.mbarrier here: its body
- *     needs a CTA barrier every iteration anyway, so it keeps the old scheme;
+ *     whose body has buffers of its own loses pipeline.mbarrier here unless
+ *     the kernel is to be warp-specialised: its body needs a CTA barrier every
+ *     iteration anyway, so it keeps the old scheme. Under --warp-specialize
+ *     the ring stays (the producer warpgroup has no other hand-off): the
+ *     body's buffers, live inside the loop only, never share bytes with the
+ *     stages or the mbarriers (both live over the whole loop), and the
+ *     lowering guards their reuse across the back edge with a barrier of the
+ *     consumers alone (cg_smem_pending_span at the body's top; cg_barrier is
+ *     a named barrier of the consumer warps under warp_spec, as ping-pong's);
  *   - views (smem.view): a deferred convert whose tile an earlier deferred
  *     convert already staged — of the same value, or of its transpose (trans
  *     is a view: same registers, permuted layout, so the staged rows and
@@ -164,6 +171,7 @@ typedef struct SaCtx {
     const int *uses;
     int *owner;           /* by value id: the convert whose tile a view reads (-1: none) */
     int64_t limit;        /* the target's SRAM per CTA */
+    bool keep_ring;       /* --warp-specialize: body buffers keep pipeline.mbarrier */
     CgSmemBuf *too_big;   /* the first buffer larger than that alone */
 } SaCtx;
 
@@ -260,8 +268,10 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
     }
     /* mbarrier hand-off: full[s] and empty[s], 8 bytes each, live as long as the stages. A
      * body with SRAM buffers of its own needs a CTA barrier every iteration anyway (before
-     * its first one reuses them): such a loop keeps wait_group + bar.sync (the attribute goes). */
-    if (pl && pl->mbarrier && body_has_buffers(s, p, end)) {
+     * its first one reuses them): such a loop keeps wait_group + bar.sync (the attribute goes),
+     * unless a producer warpgroup is to feed it (keep_ring): then the consumers' named barrier
+     * guards the body's buffers and the ring stays (the atomic dQ's dS^T, d 256's P^T / dS^T). */
+    if (pl && pl->mbarrier && !s->keep_ring && body_has_buffers(s, p, end)) {
         ir_attr_remove(&op->attrs, IR_ATTR_MBARRIER);
         pl->mbarrier = false;
     }
@@ -382,7 +392,8 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     cg_pipeline_loops(f, &tc->loops);
     if (ice_message()) return false;
     const Target *t = ctx->target;
-    SaCtx s = {f, tc, ir_use_counts(f), ARENA_ARRAY(f->arena, int, f->next_id + 1), t->sram_limit, NULL};
+    SaCtx s = {f, tc, ir_use_counts(f), ARENA_ARRAY(f->arena, int, f->next_id + 1), t->sram_limit,
+               ctx->sched.warp_specialize > 0, NULL};
     tc->nids = f->next_id;
     tc->buf_of = ARENA_ARRAY(f->arena, int, f->next_id + 1);
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);

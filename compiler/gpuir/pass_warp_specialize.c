@@ -16,7 +16,8 @@
  *   - at least one pipelined loop, and every pipelined loop (pipeline.stages)
  *     is an op of the kernel's own body (not nested in a loop or branch) and
  *     hands its stages over through mbarriers (pipeline.mbarrier: sram-alloc
- *     drops it for bodies with SRAM buffers of their own);
+ *     keeps it under --warp-specialize even for bodies with SRAM buffers of
+ *     their own, whose reuse the consumers' named barrier then guards);
  *   - the producer can compute what the copies need: each loop's bounds and
  *     the values from outside the loop its copy slice reads come from the
  *     kernel's parameters through ops of the kernel body that are pure,

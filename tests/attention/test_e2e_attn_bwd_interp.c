@@ -113,6 +113,11 @@ static const BwdCase cases[] = {
      .plan_sm = 90, .own_tiles = 1, .warp_specialize = 1},
     {.c = C("plan ws f16 d128 GQA 2/1 causal sq>sk det", ATTN_F16, 1, 2, 1, 150, 90, 128, 1, ATTN_BSHD, 0, 0, 0, 0),
      .deterministic = 1, .plan_sm = 90, .warp_specialize = 1},
+    /* d 256 with FLAT_GROUP reads delta after dP^T (DELTA_LATE), in both loops; with the atomic dQ too */
+    {.c = C("plan ws f16 d256 GQA 2/1 causal sq<sk 16x16 det", ATTN_F16, 1, 2, 1, 37, 45, 256, 1, ATTN_BSHD, 0, 16, 16, 0),
+     .deterministic = 1, .plan_sm = 90, .own_tiles = 1, .warp_specialize = 1},
+    {.c = C("plan ws bf16 d256 ragged 16x32 atomic", ATTN_BF16, 1, 2, 2, 41, 35, 256, 0, ATTN_BHSD, 0, 16, 32, 0),
+     .plan_sm = 90, .own_tiles = 1, .warp_specialize = 1},
 };
 
 START_TEST(test_case)

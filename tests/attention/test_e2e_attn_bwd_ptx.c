@@ -259,6 +259,17 @@ static void compile_variant_sm90(const char *src, const RtAttnVariant *v, KilnEm
     ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, r) == KILN_OK, "%s", r->diagnostics);
 }
 
+/* The PTX of a warp-specialised kernel whose producer copies by TMA alone: 12 warps
+ * (.maxntid 384), one setmaxnreg each way, `boxes` bulk tensor copies, no cp.async. */
+static void assert_ws_tma_ptx(const char *t, size_t n, int boxes)
+{
+    ck_assert_int_eq(pu_count_n(t, n, ".maxntid 384, 1, 1"), 1);
+    ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.dec"), 1);
+    ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.inc"), 1);
+    ck_assert_int_eq(pu_count_n(t, n, "cp.async.bulk.tensor"), boxes);
+    ck_assert_int_eq(pu_count_n(t, n, "cp.async.cg.shared.global"), 0);
+}
+
 /* FlashAttention-3's dK/dV structure (the caller's 64 x 128 tiles on 8 warps, 2 stages, with
  * schedule warp_specialize + tma, as tools/bench/bench_attention_bwd.py's 64x128/8/2/ws/tma
  * asks): the plan's dK/dV kernel takes FLAT_GROUP, so both of its loops are the kernel body's
@@ -306,12 +317,8 @@ START_TEST(fa3_dkdv_ws_tma_sm90)
         } else {
             const char *t = r.output;
             size_t n = r.output_size;
-            ck_assert_int_eq(pu_count_n(t, n, ".maxntid 384, 1, 1"), 1);
-            ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.dec"), 1);
-            ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.inc"), 1);
-            ck_assert_int_eq(pu_count_n(t, n, "cp.async.bulk.tensor"), 2 * 2 * dpad / 64);
+            assert_ws_tma_ptx(t, n, 2 * 2 * dpad / 64);
             ck_assert_int_eq(pu_count_n(t, n, "mbarrier.arrive.expect_tx"), 2);
-            ck_assert_int_eq(pu_count_n(t, n, "cp.async.cg.shared.global"), 0);
             ck_assert_int_eq(pu_count_n(t, n, "wgmma.mma_async"), 2 * (2 * dpad / 16 + 2 * 64 / 16));
             ck_assert_int_eq(pu_count_n(t, n, "mma.sync.aligned"), 0);
         }
@@ -452,6 +459,112 @@ START_TEST(atomic_dq_wgmma_sm90)
     ck_assert_msg(kiln_compile("lang/lib/attention_bwd.tile", src, &o, &r) == KILN_OK, "%s", r.diagnostics);
     ck_assert_msg(r.output_size > 4 && memcmp(r.output, "\177ELF", 4) == 0, "d%d: not a cubin", d);
     kiln_compile_result_free(&r);
+}
+END_TEST
+
+/* From each pipelined loop's mbarrier.init (the consumers': the producer initialises none) to
+ * its mbarrier.inval: the CTA barriers (bar.sync 0, which the producer warpgroup also reaches)
+ * and the consumers' named barriers (bar.sync 1, 256) on the way. Returns the loops seen. */
+static int ring_barriers(const char *ptx, int *cta, int *named, int max)
+{
+    int n = 0;
+    for (const char *p = strstr(ptx, "mbarrier.init"); p && n < max; n++) {
+        const char *inval = strstr(p, "mbarrier.inval");
+        ck_assert_ptr_nonnull(inval);
+        cta[n] = named[n] = 0;
+        for (const char *b = strstr(p, "bar.sync \t0;"); b && b < inval; b = strstr(b + 1, "bar.sync \t0;")) cta[n]++;
+        for (const char *b = strstr(p, "bar.sync 1, 256;"); b && b < inval; b = strstr(b + 1, "bar.sync 1, 256;"))
+            named[n]++;
+        p = strstr(strstr(inval, "}"), "mbarrier.init");
+    }
+    return n;
+}
+
+/* FlashAttention-3's structure where the loop body has SRAM buffers of its own (sram-alloc keeps
+ * the mbarrier ring under warp_specialize): the atomic dQ (COMPUTE_DQ: dS^T staged through SRAM
+ * as the dS K dot's A operand, dQ added to DQ_ACC by red.global.add.v2.f32 from the accumulator)
+ * at the caller's 64 x 128 / 8 warps / 2 stages, and head dim 256 (P^T, dS^T as both
+ * warpgroups' A operand; the dK/dV kernel and the dQ pass, and the atomic dQ) at 64 x 64 / 8 / 2, each with
+ * warp_specialize + tma + lean_producer (tools/device_bench_bwd.sh's candidates
+ * 64x128/8/2/ws/tma/lp and 64x64/8/2/ws/tma/lp). Each kernel: 12 warps, one setmaxnreg each way
+ * (24 / 240), the producer's TMA copies of Q and dO (K and V in the dQ pass: 2 loops x 2 tensors
+ * x D / 64 boxes), no cp.async; per loop the ring (2 S mbarriers initialised and invalidated),
+ * the init's and the drain's CTA barriers only (none per iteration: the producer reaches no
+ * other), and the consumers' named barriers around the body's buffers;
+ * the wgmma counts of the step (the atomic dQ's dS K at d 64 stays on mma.sync: N = 32 a
+ * warpgroup) and the reds. ptxas assembles each and its registers / spills are printed, the
+ * spills bounded (measured: atomic dQ d 64 none, d 128 148 bytes, 240 causal, d 256 108 causal;
+ * d 256 dK/dV 4, causal too, since its FLAT_GROUP loops read delta after dP^T (DELTA_LATE; 12
+ * and 44 bytes with delta read before); the d 256 dQ pass none). */
+START_TEST(fa3_ws_body_buffers_sm90)
+{
+    static const struct { int d; bool causal, atomic; int bn, spill_max; } k_cases[] = {
+        {64, false, true, 128, 0}, {128, true, true, 128, 256}, {128, false, true, 128, 160},
+        {256, false, false, 64, 8}, {256, true, false, 64, 8}, {256, true, true, 64, 128},
+    };
+    int d = k_cases[_i].d, bn = k_cases[_i].bn;
+    bool causal = k_cases[_i].causal, atomic = k_cases[_i].atomic, ptxas = pu_have_ptxas();
+    const char *src = kiln_lib_source("lang/lib/attention_bwd.tile");
+    KilnAttentionBwdParams p = {.fwd = {.dtype = causal ? KILN_BF16 : KILN_F16, .batch = 1, .heads_q = 4,
+                                        .heads_kv = 2, .seqlen_q = 500, .seqlen_k = 700, .head_dim = d,
+                                        .causal = causal},
+                                .deterministic = !atomic, .block_m = 64, .block_n = bn, .num_warps = 8,
+                                .num_stages = 2, .schedule = {.warp_specialize = 1, .tma = 1, .lean_producer = 1}};
+    RtAttnBwdPlan plan;
+    rt_attn_bwd_plan(90, &p, &plan);
+    ck_assert_int_eq(plan.dq_acc, atomic);
+    int checked = 0;
+    for (int k = 0; k < plan.n; k++) {
+        const RtAttnVariant *v = &plan.k[k];
+        bool dkdv;
+        if (!is_dot_kernel(v, &dkdv)) continue;
+        for (int i = 0; dkdv && i < v->ndefines; i++)
+            if (!strcmp(v->defines[i].name, "COMPUTE_DQ")) ck_assert_str_eq(v->defines[i].value, atomic ? "true" : "false");
+        for (int cubin = 0; cubin <= ptxas; cubin++) {
+            KilnCompileResult r;
+            compile_variant_sm90(src, v, cubin ? KILN_EMIT_CUBIN : KILN_EMIT_PTX, &r);
+            ck_assert_int_eq(r.kernels[0].num_warps, 12);
+            ck_assert_msg(r.stats && strstr(r.stats, "(setmaxnreg 24), 8 consumer warps (setmaxnreg 240)"),
+                          "%s d%d: %s", v->kernel, d, r.stats);
+            if (cubin) {
+                const char *regs = strstr(r.stats, "registers:");
+                printf("ws %s d%d%s%s: %s", v->kernel, d, causal ? " causal" : "", atomic ? " atomic dQ" : "",
+                       regs ? regs : r.stats);
+                int sp = spill_stores(&r);
+                ck_assert_msg(sp >= 0 && sp <= (dkdv ? k_cases[_i].spill_max : 0), "%s d%d causal %d: %d bytes of "
+                              "spill stores", v->kernel, d, causal, sp);
+                kiln_compile_result_free(&r);
+                continue;
+            }
+            const char *t = r.output;
+            size_t n = r.output_size;
+            assert_ws_tma_ptx(t, n, 2 * 2 * d / 64);
+            ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.dec.sync.aligned.u32 24;"), 1);
+            ck_assert_int_eq(pu_count_n(t, n, "setmaxnreg.inc.sync.aligned.u32 240;"), 1);
+            ck_assert_int_eq(pu_count_n(t, n, "cp.async.wait_group"), 0);
+            ck_assert_int_eq(pu_count_n(t, n, "mbarrier.init.shared"), 2 * 2 * 2);
+            ck_assert_int_eq(pu_count_n(t, n, "mbarrier.inval.shared"), 2 * 2 * 2);
+            int cta[4], named[4];
+            ck_assert_int_eq(ring_barriers(t, cta, named, 4), 2);
+            for (int l = 0; l < 2; l++) {
+                /* the init's (publishing the barriers) and the drain's: none per iteration */
+                ck_assert_msg(cta[l] == 2, "%s loop %d: %d CTA barriers in the ring", v->kernel, l, cta[l]);
+                ck_assert_msg(named[l] >= 2, "%s loop %d: %d named barriers", v->kernel, l, named[l]);
+            }
+            int wg = pu_count_n(t, n, "wgmma.mma_async");
+            int want = d == 256 ? 2 * 2 * 256 / 16 + 2 * (dkdv ? 2 : 1) * 64 / 16    /* as wgmma_d256_sm90 */
+                                : 2 * (2 * d / 16 + 2 * 64 / 16);
+            want += atomic && d > 64 ? 2 * bn / 16 : 0;   /* dQ = dS K: BN / 16 k-steps a loop */
+            ck_assert_msg(wg == want, "%s d%d: %d wgmma, want %d", v->kernel, d, wg, want);
+            ck_assert_int_eq(pu_count_n(t, n, "mma.sync.aligned") > 0, atomic && d == 64);
+            int reds_v2 = pu_count_n(t, n, "red.global.gpu.add.v2.f32");
+            ck_assert_int_eq(reds_v2, atomic ? 2 * 64 * d / 256 / 2 : 0);   /* per loop: 64 x d f32, 256 threads */
+            ck_assert_int_eq(pu_count_n(t, n, "red.global"), reds_v2);
+            kiln_compile_result_free(&r);
+        }
+        checked++;
+    }
+    ck_assert_int_eq(checked, atomic ? 1 : 2);
 }
 END_TEST
 
@@ -625,6 +738,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, wgmma_d256_sm90, 0, 4);
     tcase_add_loop_test(tc, fa3_dkdv_ws_tma_sm90, 0, 6);
     tcase_add_loop_test(tc, atomic_dq_wgmma_sm90, 0, 4);
+    tcase_add_loop_test(tc, fa3_ws_body_buffers_sm90, 0, 6);
     tcase_add_loop_test(tc, lse_delta_loads, 0, 4);
     tcase_add_test(tc, plan_shapes);
     tcase_add_test(tc, binds_every_parameter);

@@ -34,7 +34,8 @@ typedef struct Case {
     AttnLayout layout;
     int block_m, block_n, on_stream;
     int warps, stages;   /* the caller's num_warps, num_stages (0: the runtime's) */
-    int ws;              /* schedule warp_specialize + tma, and the dQ pass's own 128 x 64 / 8 / 2 tiles */
+    int ws;              /* 1: schedule warp_specialize + tma, and the dQ pass's own 128 x 64 / 8 / 2 tiles;
+                            2: warp_specialize + tma + lean_producer, the caller's tiles for both kernels */
     AttnProblem p;
     void *q, *k, *v, *dout, *dq, *dk, *dv, *dq2, *dk2, *dv2;
     size_t nq, nkv;
@@ -99,10 +100,9 @@ static void gpu_run(Case *c)
                 .heads_kv = c->hkv, .seqlen_q = c->sq, .seqlen_k = c->sk, .head_dim = c->d, .causal = c->causal},
         .deterministic = c->det, .block_m = c->block_m, .block_n = c->block_n, .num_warps = c->warps,
         .num_stages = c->stages};
-    if (c->ws) {
-        b.schedule.warp_specialize = b.schedule.tma = 1;
-        b.dq_block_m = 128, b.dq_block_n = 64;
-    }
+    if (c->ws) b.schedule.warp_specialize = b.schedule.tma = 1;
+    if (c->ws == 1) b.dq_block_m = 128, b.dq_block_n = 64;
+    if (c->ws == 2) b.schedule.lean_producer = 1;
     /* exactly the documented size for this device's plan, as a caller allocates it (a
      * pointer one past a deterministic call's scratch once leaked into a launch and was
      * refused; sm_90's non-deterministic plan writes no dQ accumulator, issue 24) */
@@ -318,8 +318,9 @@ int main(void)
     /* FlashAttention-3's dK/dV structure (64 x 128 on 8 warps with warp specialisation and TMA
      * copies of Q and dO; the FLAT_GROUP loops walk the GQA group) and the dQ pass at 128 x 64 /
      * 8, both warp-specialised: head dims 64, 96, 128, GQA and MQA, causal with both length
-     * orders, ragged, wider strides, both dQ paths (the atomic one keeps cp.async: its dS K
-     * goes through SRAM) */
+     * orders, ragged, wider strides, both dQ paths (the atomic one too: its dS^T staged through
+     * SRAM keeps the mbarrier ring under warp specialisation, guarded by the consumers' named
+     * barrier) */
     cases[n++] = (Case){.dtype = ATTN_F16, .d = 128, .causal = 1, .det = 1, .batch = 2, .hq = 4, .hkv = 2, .sq = 300,
                         .sk = 333, .block_m = 64, .block_n = 128, .warps = 8, .stages = 2, .ws = 1};
     cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 0, .det = 1, .batch = 1, .hq = 3, .hkv = 1, .sq = 130,
@@ -331,8 +332,19 @@ int main(void)
                         .layout = ATTN_BHSD};
     cases[n++] = (Case){.dtype = ATTN_F16, .d = 64, .causal = 0, .det = 1, .batch = 2, .hq = 2, .hkv = 1, .sq = 45,
                         .sk = 61, .block_m = 64, .block_n = 128, .warps = 8, .stages = 3, .ws = 1};
+    /* the same structure where the loop body has SRAM buffers of its own, with FA3's 24 / 240
+     * register split (lean_producer): the atomic dQ at d 128 (dS^T staged for dS K), and d 256
+     * at 64 x 64 / 8 / 2 for both kernels (P^T, dS^T staged as both warpgroups' A; delta read
+     * after dP^T), both dQ paths (tools/device_bench_bwd.sh's candidates) */
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 128, .causal = 1, .det = 0, .batch = 1, .hq = 4, .hkv = 2, .sq = 300,
+                        .sk = 333, .block_m = 64, .block_n = 128, .warps = 8, .stages = 2, .ws = 2};
+    cases[n++] = (Case){.dtype = ATTN_F16, .d = 256, .causal = 1, .det = 1, .batch = 1, .hq = 4, .hkv = 2, .sq = 200,
+                        .sk = 333, .block_m = 64, .block_n = 64, .warps = 8, .stages = 2, .ws = 2};
+    cases[n++] = (Case){.dtype = ATTN_BF16, .d = 256, .causal = 0, .det = 0, .batch = 1, .hq = 2, .hkv = 1, .sq = 130,
+                        .sk = 300, .block_m = 64, .block_n = 64, .warps = 8, .stages = 2, .ws = 2,
+                        .layout = ATTN_BHSD};
     /* a quick partial run: ATTN_FIRST_CASE=40 runs the caller-schedule cases only (50: the
-     * warp-specialised ones) */
+     * warp-specialised ones; 55: those whose loop bodies have SRAM buffers, lean_producer) */
     const char *first_env = getenv("ATTN_FIRST_CASE");
     int first = first_env && atoi(first_env) > 0 && atoi(first_env) < n ? atoi(first_env) : 0;
     int pass = 0, identical = 0, ndet = 0;

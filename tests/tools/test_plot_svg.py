@@ -13,7 +13,8 @@ On small made-up CSVs in the three benchmarks' formats (forward, backward, decod
 - text is escaped (a series named "a<b&c" keeps the document well-formed);
 - a missing column or no matching row: exit status 2 and a message naming it;
 - bench_attention_bwd.py --dry-run --quick (fake timings) writes a CSV of every shape,
-  provider and pass that the backward preset draws (4 panels).
+  provider and pass that the backward preset draws (4 panels); a candidate schedule with a
+  head-dim prefix (--schedules d256:...) has rows at those head dims only.
 
 Usage: test_plot_svg.py SOURCE_DIR
 """
@@ -171,6 +172,18 @@ with tempfile.TemporaryDirectory() as tmp:
                         os.path.join(tmp, "bwd")])
     root, ps = panels(os.path.join(tmp, "bwd", "attention_bwd.svg")) if rc == 0 else (None, [])
     expect(rc == 0 and len(ps) == 4, f"bench CSV -> charts: exit {rc} {err}, {len(ps)} panels (want 4)")
+
+    # ---- a candidate schedule kept to its head dims ("d256:..."): rows at d 256 only, none at d 64
+    p = subprocess.run([sys.executable, bench, "--dry-run", "--quick", "--head-dims", "64,256", "--schedules",
+                        "d256:64x64/8/2/ws/tma/lp", "--out", os.path.join(tmp, "bwd256")], capture_output=True, text=True)
+    recs = []
+    if p.returncode == 0:
+        with open(os.path.join(tmp, "bwd256", "attention_bwd_bench.csv"), newline="") as f:
+            recs = list(csv.DictReader(f))
+    cand = {r["d"] for r in recs if r["provider"].endswith("@d256:64x64/8/2/ws/tma/lp")}
+    expect(p.returncode == 0 and cand == {"256"} and {r["d"] for r in recs} == {"64", "256"},
+           f"bench_attention_bwd.py --schedules d256:...: exit {p.returncode}, candidate rows at d {cand}: "
+           f"{p.stderr[-300:]}")
 
 print("plot_svg: " + ("FAIL" if failures else "ok"))
 sys.exit(1 if failures else 0)

@@ -46,6 +46,11 @@ deterministic: O(N) extra memory) is in the JSON and the table's notes.
       # turn those schedule options on (KilnAttentionBwdParams.schedule); "+BMxBN/W/S" gives the
       # dQ pass tiles of its own (the dq_ fields), as the table's rows do: 64x128/8/2/ws/tma+128x64/8/2.
       # With the caller's tiles kiln (non-deterministic) takes the atomic dQ, kiln_det the dQ pass.
+      # A "dA.B:" prefix keeps a candidate to those head dims (checked and timed there only), so
+      # one run compares each head dim's own candidates, e.g. FA3's structure with the atomic dQ
+      # at d 64 / 128 and with d 256's 64 x 64 tiles:
+  python3 tools/bench/bench_attention_bwd.py --quick --head-dims 64,128,256 \
+      --schedules d64.128:64x128/8/2/ws/tma/lp,d256:64x64/8/2/ws/tma/lp
 On the GPU machine: tools/device_bench_bwd.sh (after tools/device_pack.sh here).
 """
 import argparse
@@ -71,6 +76,7 @@ CSV_FIELDS = ["dtype", "d", "causal", "n", "batch", "heads", "provider", "pass",
 # (batch, heads_q, heads_kv, seqlen_q, seqlen_k, d, causal): GQA and MHA, ragged, causal with
 # seqlen_q < seqlen_k (bottom-right aligned, as Kiln and the reference both mask)
 CHECK_SHAPES = [(2, 8, 2, 777, 1000, 64, True), (2, 4, 4, 1000, 600, 128, False), (1, 4, 1, 333, 333, 128, True)]
+CHECK_SHAPES_256 = [(1, 4, 2, 555, 700, 256, True), (1, 2, 2, 300, 300, 256, False)]   # with --head-dims 256
 
 
 def fwd_flops(b, h, n, d, causal):
@@ -249,13 +255,34 @@ SCHED_MODES = {"sync": "no_wgmma", "pp": "pingpong", "mb": "mbarrier", "ov": "ov
                "ws": "warp_specialize", "lp": "lean_producer"}
 
 
+def schedule_head_dims(text):
+    """A candidate's "dA.B:" prefix -> ({A, B}, the rest); without one: (None, text) (every head dim)."""
+    head, sep, rest = text.partition(":")
+    if not sep:
+        return None, text
+    try:
+        if not head.startswith("d"):
+            raise ValueError(head)
+        return {int(x) for x in head[1:].split(".")}, rest
+    except ValueError:
+        raise SystemExit(f"bad schedule {text!r}: the head-dim prefix is dA[.B...]:, e.g. d256:64x64/8/2/ws/tma")
+
+
+def schedule_fits(text, d):
+    """Whether the candidate `text` (a provider's part after "@", or None: the table's) runs at head dim d."""
+    dims = schedule_head_dims(text)[0] if text else None
+    return dims is None or d in dims
+
+
 def parse_schedule(text):
-    """"BMxBN/W[/S][/MODE...][+BMxBN/W[/S]]" -> (block_m, block_n, num_warps, num_stages, (field, ...),
+    """"[dA.B:]BMxBN/W[/S][/MODE...][+BMxBN/W[/S]]" -> (block_m, block_n, num_warps, num_stages, (field, ...),
     dq) with dq None or the dQ pass's own (block_m, block_n, num_warps, num_stages) (the API's dq_
     fields); num_stages 0: the runtime's; MODE one of SCHED_MODES (as bench_attention.py's: /ws warp
     specialisation, /tma TMA copies, /ov, /pp, /mb, /sync), each turning that schedule option on for
     the dK/dV and dQ kernels (modes after the "+" too). E.g. 64x128/8/2/ws/tma+128x64/8/2:
-    FlashAttention-3's dK/dV structure, the dQ pass at 128 x 64 on 8 warps, both warp-specialised."""
+    FlashAttention-3's dK/dV structure, the dQ pass at 128 x 64 on 8 warps, both warp-specialised.
+    The head-dim prefix (schedule_head_dims) is dropped here."""
+    text = schedule_head_dims(text)[1]
     main, _, dq = text.partition("+")
     if dq:
         a, b = parse_schedule(main), parse_schedule(dq)
@@ -288,7 +315,7 @@ def run_shape(args, kiln, dtype, d, causal, n, providers, fake):
     out, scratch = {}, {}
     if fake:
         for p in providers:
-            out[p] = {ps: fake.time(p, ps, flops) for ps in PASSES}
+            out[p] = {ps: fake.time(p, ps, flops) for ps in PASSES} if schedule_fits(p.partition("@")[2] or None, d) else {}
         scratch = {"kiln": b * h * n * (4 + 4 * d), "kiln_det": b * h * n * 4}
         return out, scratch
     import torch
@@ -297,6 +324,8 @@ def run_shape(args, kiln, dtype, d, causal, n, providers, fake):
                      for _ in range(4))
     for p in providers:
         out[p] = {}
+        if not schedule_fits(p.partition("@")[2] or None, d):
+            continue   # a candidate of other head dims: not run ("—")
         try:
             if p.startswith("kiln"):
                 call = KilnCall(kiln, q, k, v, dout, causal, p.startswith("kiln_det"),
@@ -464,9 +493,10 @@ def main():
     if kiln and not args.no_check:
         res["checks"] = []
         scheds = [None] + [x for x in args.schedules.split(",") if x]   # the runtime's, then each candidate
+        shapes = CHECK_SHAPES + (CHECK_SHAPES_256 if 256 in ds else [])
         for dt in dtypes:
             for sch in scheds:
-                for shape in CHECK_SHAPES:
+                for shape in (s for s in shapes if schedule_fits(sch, s[5])):
                     try:
                         res["checks"].append(kiln_check(kiln, dt, shape, parse_schedule(sch) if sch else None))
                     except Exception as exc:
