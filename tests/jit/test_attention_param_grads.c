@@ -345,21 +345,33 @@ END_TEST
 /* The GPU launch specialises the kernel with a hint per argument (jit/specialize.c), the
  * gradient row X__grad and its length X__numel included, which param_grads adds to the kernel
  * in lowering: the hint check must know them (it refused them, and every learnable-bias
- * backward on the GPU failed to compile), and still refuse a near miss. */
+ * backward on the GPU failed to compile), and still refuse a near miss. It knows them from
+ * lang.h's one list of generated params, for the kernels that have them: the dK/dV kernel
+ * does, the dQ kernel (which reads bias but computes no gradient of it) does not. */
 START_TEST(hints_name_the_gradient_params)
 {
     const char *src = "param bias: *f32 differentiable;\n"
                       "fn score_mod(s, b, h, q_idx, kv_idx) { return s + load(bias + h); }\nimport \"attention_bwd\";\n";
-    KilnDefine defs[] = {{"PARAM_GRADS", "true"}, {"HEAD_DIM", "32"}};
-    for (int bad = 0; bad <= 1; bad++) {
-        KilnParamHint hints[] = {{"bias", 16, 0}, {bad ? "bias__grads" : "bias__grad", 16, 0}, {"bias__numel", 16, 0}};
-        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_IR, .kernel = "attn_bwd_dkdv_f16",
-                                .defines = defs, .ndefines = 2, .hints = hints, .nhints = 3};
+    KilnDefine defs[] = {{"HEAD_DIM", "32"}, {"PARAM_GRADS", "true"}};
+    static const struct {
+        const char *kernel, *name, *error;   /* error NULL: the hints compile */
+    } cases[] = {
+        {"attn_bwd_dkdv_f16", "bias__grad", NULL},
+        {"attn_bwd_dkdv_f16", "bias__grads", "no runtime parameter is named 'bias__grads'"},
+        {"attn_bwd_dq_f16", "bias__grad", "param_grads adds 'bias__grad' only to a kernel whose call differentiates a "
+                                          "load of 'bias'; kernel 'attn_bwd_dq_f16' has none"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        KilnParamHint hints[] = {{"bias", 16, 0}, {cases[c].name, 16, 0}, {"bias__numel", 16, 0}};
+        /* the dQ kernel has no PARAM_GRADS and lacks bias__numel too: the name under test only */
+        int dkdv = !strcmp(cases[c].kernel, "attn_bwd_dkdv_f16");
+        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_IR, .kernel = cases[c].kernel,
+                                .defines = defs, .ndefines = dkdv ? 2 : 1, .hints = hints, .nhints = dkdv ? 3 : 2};
         KilnCompileResult r;
         KilnStatus st = kiln_compile("variant.tile", src, &o, &r);
-        if (bad)
-            ck_assert_msg(st != KILN_OK && r.diagnostics && strstr(r.diagnostics, "no runtime parameter is named 'bias__grads'"),
-                          "%s", r.diagnostics ? r.diagnostics : "");
+        if (cases[c].error)
+            ck_assert_msg(st != KILN_OK && r.diagnostics && strstr(r.diagnostics, cases[c].error), "%s: %s",
+                          cases[c].kernel, r.diagnostics ? r.diagnostics : "");
         else
             ck_assert_msg(st == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
         kiln_compile_result_free(&r);
