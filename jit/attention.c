@@ -138,13 +138,13 @@ static AttnKey with_block_mask(const KilnAttentionParams *p, AttnKey k)
 }
 
 /* Whether the 4-D tensor maps of two [batch, heads, seq, d] tensors (K and V here; the
- * backward's Q and dO, K and V) can be encoded (runtime/tmap.c's rules: a 16-byte-aligned
- * base, strides positive multiples of 16 bytes; every element 2 bytes). */
+ * backward's Q and dO, K and V) can be encoded: the runtime's rule (rt_tmap_base_ok,
+ * rt_tmap_stride_ok), every element 2 bytes. */
 bool rt_attn_tma_encodable(KilnDevPtr a, const int64_t *sa, KilnDevPtr b, const int64_t *sb)
 {
-    if (a % 16 || b % 16) return false;
+    if (!rt_tmap_base_ok(a) || !rt_tmap_base_ok(b)) return false;
     for (int i = 0; i < 3; i++)
-        if (sa[i] <= 0 || sa[i] % 8 || sb[i] <= 0 || sb[i] % 8) return false;
+        if (!rt_tmap_stride_ok(sa[i], 2) || !rt_tmap_stride_ok(sb[i], 2)) return false;
     return true;
 }
 

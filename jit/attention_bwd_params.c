@@ -23,6 +23,7 @@
  * on grid (2,) sums the 64 * 32 rows the plan's 64-key programs wrote.
  */
 #include "jit_internal.h"
+#include "compiler/lang/lang.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -95,33 +96,39 @@ static size_t share_offset(const KilnAttentionBwdParams *p, int i)
     return off;
 }
 
-/* The entry of a kernel parameter "X__grad" / "X__numel" (its suffix in *numel); -1: none. */
-static int entry_of(const KilnAttentionBwdParams *p, const char *name, bool *numel)
+/* The entry of a kernel parameter that param_grads generates, X__grad / X__numel (lang.h's
+ * list; its kind in *which, X's length in *xlen); -1: not one. */
+static int entry_of(const KilnAttentionBwdParams *p, const char *name, LangGenParam *which, size_t *xlen)
 {
-    const char *sep = strstr(name, "__");
-    if (!sep) return -1;
-    *numel = !strcmp(sep, "__numel");
-    if (!*numel && strcmp(sep, "__grad")) return -1;
+    if (!lang_gen_param_split(name, which, xlen)) return -1;
     for (int i = 0; i < p->nparam_grads; i++)
-        if (strlen(p->param_grads[i].name) == (size_t)(sep - name) && !strncmp(p->param_grads[i].name, name, (size_t)(sep - name)))
-            return i;
+        if (strlen(p->param_grads[i].name) == *xlen && !strncmp(p->param_grads[i].name, name, *xlen)) return i;
     return -2;   /* a differentiable param without an entry */
 }
 
 bool rt_attn_pg_arg(const char *api, const KilnAttentionBwdParams *p, const KilnParam *prm, KilnArg *a, KilnStatus *st)
 {
-    bool numel = false;
-    int i = entry_of(p, prm->name, &numel);
+    LangGenParam which;
+    size_t xlen = 0;
+    int i = entry_of(p, prm->name, &which, &xlen);
     if (i == -1) return false;
     if (i == -2) {
         *st = rt_attn_error(api, KILN_ERR_USAGE, "the variant's param '%.*s' is differentiable, but param_grads "
                             "has no entry for it (give every differentiable param's gradient buffer)",
-                            (int)(strstr(prm->name, "__") - prm->name), prm->name);
+                            (int)xlen, prm->name);
         return true;
     }
-    *st = numel ? rt_attn_int_arg(api, prm, (int64_t)p->param_grads[i].numel, a)
-                : (*a = kiln_arg_ptr(p->scratch && !p->param_grads_atomic ? p->scratch + share_offset(p, i)
-                                                                           : p->param_grads[i].grad), KILN_OK);
+    switch (which) {   /* no default: -Wswitch names a generated param added to lang.h's list but not here */
+    case LANG_GEN_GRAD:
+        *a = kiln_arg_ptr(p->scratch && !p->param_grads_atomic ? p->scratch + share_offset(p, i) : p->param_grads[i].grad);
+        *st = KILN_OK;
+        break;
+    case LANG_GEN_NUMEL:
+        *st = rt_attn_int_arg(api, prm, (int64_t)p->param_grads[i].numel, a);
+        break;
+    case LANG_GEN_COUNT:
+        return false;
+    }
     return true;
 }
 
@@ -132,7 +139,7 @@ KilnStatus rt_attn_pg_check_kernel(const char *api, const KilnAttentionBwdParams
         for (int k = 0; k < info->nparams && !found; k++) {
             const char *n = info->params[k].name;
             size_t len = strlen(p->param_grads[i].name);
-            found = !strncmp(n, p->param_grads[i].name, len) && !strcmp(n + len, "__grad");
+            found = !strncmp(n, p->param_grads[i].name, len) && !strcmp(n + len, lang_gen_param_suffix[LANG_GEN_GRAD]);
         }
         if (!found)
             return rt_attn_error(api, KILN_ERR_USAGE, "param_grads[%d] names '%s', which is not a differentiable "
@@ -248,9 +255,10 @@ KilnStatus rt_attn_pg_reduce_cpu(const char *api, const KilnAttentionBwdParams *
 /* The host buffer of the dK/dV kernel's "X__grad": param X's rows in the caller's scratch. */
 bool rt_attn_pg_buffer(const KilnAttentionBwdParams *p, const char *name, KilnDevPtr ptr, KilnHostArg *out)
 {
-    bool numel = false;
-    int i = entry_of(p, name, &numel);
-    if (i < 0 || numel) return false;
+    LangGenParam which;
+    size_t xlen;
+    int i = entry_of(p, name, &which, &xlen);
+    if (i < 0 || which != LANG_GEN_GRAD) return false;
     size_t bytes = p->param_grads_atomic ? p->param_grads[i].numel * 4 : (size_t)share_bytes(p, i);
     *out = kiln_host_buf((void *)(uintptr_t)ptr, bytes, KILN_HOST_INOUT);
     return true;

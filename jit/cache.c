@@ -197,6 +197,13 @@ static uint8_t *put_u32(uint8_t *p, uint32_t v)
     for (int i = 0; i < 4; i++) *p++ = (uint8_t)(v >> (8 * i));
     return p;
 }
+/* A name in a zeroed field of `width` bytes: at most width - 1 of its bytes, so the field
+ * always ends in a NUL (the reader relies on it). */
+static uint8_t *put_name(uint8_t *p, const char *name, size_t width)
+{
+    memcpy(p, name, strnlen(name, width - 1));
+    return p + width;
+}
 static uint8_t *put_u64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++) *p++ = (uint8_t)(v >> (8 * i));
@@ -266,9 +273,9 @@ KilnStatus rt_cache_encode(const char *key_hex, const KilnCacheEntry *e, uint8_t
     p = put_u32(p, (uint32_t)ki->num_stages);
     p = put_u32(p, (uint32_t)ki->smem_bytes);
     p = put_u32(p, (uint32_t)ki->nparams);
-    strncpy((char *)p, ki->name, 127), p += 128;
+    p = put_name(p, ki->name, 128);
     for (int i = 0; i < ki->nparams; i++) {
-        strncpy((char *)p, ki->params[i].name, 63), p += 64;
+        p = put_name(p, ki->params[i].name, 64);
         p = put_u32(p, (uint32_t)ki->params[i].kind);
         p = put_u32(p, (uint32_t)ki->params[i].pointee_bits);
     }

@@ -254,7 +254,7 @@ KilnStatus kiln_launch(KilnKernel *k, const int grid[3], KilnStream *s, const Ki
                                         nargs + grid_params + k->info->ntmaps ? ptrs : NULL, NULL);
     if (r != CUDA_SUCCESS) {
         st = rt_driver_error("cuLaunchKernel", r);
-        char where[192];
+        char where[320];   /* a 127-byte kernel name and every number at its widest fit */
         snprintf(where, sizeof where, " (kernel %s, grid %ux%ux%u, %d threads, %d bytes dynamic shared memory)",
                  k->info->name, g[0], g[1], g[2], warps * 32, k->info->smem_bytes);
         rt_append_error(where);

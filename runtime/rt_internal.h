@@ -45,9 +45,14 @@ typedef struct RtTmapArgs {
     unsigned box[5];
     int empty;                      /* an extent <= 0: every element masked off (reads zeros) */
 } RtTmapArgs;
+/* What a tensor map can address, the one rule: a 16-byte-aligned base, and strides (a row of
+ * n elements of elem_bytes bytes) positive multiples of 16 bytes below 2^40. rt_tmap_eval refuses
+ * a launch that breaks it; the attention plans (jit) keep tma off for tensors that do. */
+bool rt_tmap_base_ok(unsigned long long addr);
+bool rt_tmap_stride_ok(long long n, int elem_bytes);
 /* Evaluate map `m` of `info` (KilnKernelInfo.tmaps) for `args` and check what
- * TMA needs (16-byte aligned address, dims up to 2^32, strides multiples of 16
- * below 2^40; an extent <= 0 sets `empty`): KILN_ERR_ARGS with a message naming the kernel and argument. */
+ * TMA needs (rt_tmap_base_ok, dims up to 2^31, rt_tmap_stride_ok; an extent <= 0 sets
+ * `empty`): KILN_ERR_ARGS with a message naming the kernel and argument. */
 KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, int nargs, RtTmapArgs *out);
 /* ptrs[nargs + m] = kernel k's map m, encoded for `args` (launch.c). */
 KilnStatus rt_tmap_params(KilnKernel *k, const KilnArg *args, int nargs, void **ptrs);

@@ -30,6 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool rt_tmap_base_ok(unsigned long long addr) { return addr % 16 == 0; }
+
+bool rt_tmap_stride_ok(long long n, int elem_bytes)
+{
+    /* n < 2^40 / elem_bytes first: the product of a huge n would overflow */
+    return elem_bytes > 0 && n > 0 && n < (1LL << 40) / elem_bytes && n * elem_bytes % 16 == 0;
+}
+
 static bool value_of(const KilnTmapValue *v, const KilnArg *args, int nargs, long long *out)
 {
     if (v->param < 0) {
@@ -60,7 +68,7 @@ KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, 
     out->addr = args[t->base_param].v.ptr;
     out->elem_bytes = t->elem_bytes;
     out->is_bf16 = t->is_bf16;
-    if (out->addr % 16)
+    if (!rt_tmap_base_ok(out->addr))
         return kiln_set_error(KILN_ERR_ARGS, "kernel %s: argument %d (%s) = 0x%llx is not 16-byte aligned, which its "
                               "TMA tensor map needs (compiled with tma); pass an aligned pointer or compile without tma",
                               info->name, t->base_param + 1, base, (unsigned long long)out->addr);
@@ -98,7 +106,7 @@ KilnStatus rt_tmap_eval(const KilnKernelInfo *info, int m, const KilnArg *args, 
             return kiln_set_error(KILN_ERR_INTERNAL, "internal error (tensor map): kernel %s, map %d: stride %d reads "
                                   "argument %d, not an integer", info->name, m, d, t->strides[d].param + 1);
         if (out->empty) v = 256;   /* never read: the map reads the zero buffer (encode) */
-        else if (v <= 0 || v % 16 || v >= (1LL << 40))
+        else if (!rt_tmap_stride_ok(v, 1))   /* v: bytes (the recipe's k holds the element size) */
             return kiln_set_error(KILN_ERR_ARGS, "kernel %s: the TMA tensor map of %s has a row stride of %lld bytes; "
                                   "TMA needs a positive multiple of 16 below 2^40: pad the rows or compile without "
                                   "tma", info->name, base, v);

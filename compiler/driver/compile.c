@@ -179,13 +179,13 @@ static bool dump_after_known(const char *name, Diag *d)
 {
     if (!name || !strcmp(name, "all") || !strcmp(name, "lower") || pass_is_schedule_pass(name) || pass_find(name))
         return true;
-    for (int i = 0; cg_gpu_pass_name(i); i++)
-        if (!strcmp(name, cg_gpu_pass_name(i))) return true;
+    for (int i = 0; gp_gpu_pass_name(i); i++)
+        if (!strcmp(name, gp_gpu_pass_name(i))) return true;
     StrBuf names;
     sb_init(&names);
     pass_list_names(&names);
     sb_puts(&names, ", persistent");
-    for (int i = 0; cg_gpu_pass_name(i); i++) sb_printf(&names, ", %s", cg_gpu_pass_name(i));
+    for (int i = 0; gp_gpu_pass_name(i); i++) sb_printf(&names, ", %s", gp_gpu_pass_name(i));
     sb_puts(&names, ", lower");
     diag_error(d, (SrcLoc){0}, "unknown pass '%s' for --dump-after (expected all, %s)", name,
                names.data ? names.data : "");
@@ -339,23 +339,11 @@ KilnStatus kiln_compile_ir(Arena *arena, Diag *d, const char *src, const KilnCom
     return st;
 }
 
-KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOptions *opts,
-                        KilnCompileResult *r)
+/* kiln_compile with opts->emit resolved. opts is never assigned here: the function sets a
+ * longjmp target (SUP_OOM_TRY), and a parameter assigned before it might be clobbered. */
+static KilnStatus compile_resolved(const char *path, const char *src, const KilnCompileOptions *opts,
+                                   KilnCompileResult *r)
 {
-    if (!r) return KILN_ERR_USAGE;
-    memset(r, 0, sizeof *r);
-    if (!src || !opts) return KILN_ERR_USAGE;
-    if (opts->emit < KILN_EMIT_AUTO || opts->emit > KILN_EMIT_CUBIN) return KILN_ERR_USAGE;
-    /* 0 (a zeroed KilnCompileOptions) means what kiln_module_compile makes of it:
-     * the code a device loads, a cubin when ptxas is found, else PTX. */
-    KilnCompileOptions resolved;
-    if (opts->emit == KILN_EMIT_AUTO) {
-        char *ptxas = ptxas_find(NULL);
-        resolved = *opts;
-        resolved.emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX;
-        free(ptxas);
-        opts = &resolved;
-    }
     Diag d;
     diag_init(&d, path ? path : "<input>", src);
     KilnStatus st = KILN_OK;
@@ -423,6 +411,23 @@ KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOpti
     st = finish(st, &d, r);
     diag_free(&d);
     return st;
+}
+
+KilnStatus kiln_compile(const char *path, const char *src, const KilnCompileOptions *opts,
+                        KilnCompileResult *r)
+{
+    if (!r) return KILN_ERR_USAGE;
+    memset(r, 0, sizeof *r);
+    if (!src || !opts) return KILN_ERR_USAGE;
+    if (opts->emit < KILN_EMIT_AUTO || opts->emit > KILN_EMIT_CUBIN) return KILN_ERR_USAGE;
+    if (opts->emit != KILN_EMIT_AUTO) return compile_resolved(path, src, opts, r);
+    /* 0 (a zeroed KilnCompileOptions) means what kiln_module_compile makes of it:
+     * the code a device loads, a cubin when ptxas is found, else PTX. */
+    char *ptxas = ptxas_find(NULL);
+    KilnCompileOptions resolved = *opts;
+    resolved.emit = ptxas ? KILN_EMIT_CUBIN : KILN_EMIT_PTX;
+    free(ptxas);
+    return compile_resolved(path, src, &resolved, r);
 }
 
 void kiln_compile_result_free(KilnCompileResult *r)

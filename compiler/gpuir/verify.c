@@ -326,8 +326,8 @@ static void check_ws_regs(Verifier *V)
 {
     const IrAttr *r = ir_attr_get(&V->f->attrs, IR_ATTR_WS_REGS);
     if (!r) return;
-    if (r->n != 1 || r->list || r->v[0] != CG_WS_LEAN_PRODUCER_REGS)
-        bad(V, NULL, "attribute warp_spec.producer_regs must be %d", CG_WS_LEAN_PRODUCER_REGS);
+    if (r->n != 1 || r->list || r->v[0] != GP_WS_LEAN_PRODUCER_REGS)
+        bad(V, NULL, "attribute warp_spec.producer_regs must be %d", GP_WS_LEAN_PRODUCER_REGS);
     for (const IrOp *x = V->f->body ? V->f->body->first : NULL; x; x = x->next) {
         if (x->op != IR_FOR || !ir_attr_get(&x->attrs, IR_ATTR_STAGES)) continue;
         for (const IrOp *o = x->regions[0]->first; o; o = o->next)
@@ -379,7 +379,7 @@ static void walk(Verifier *V, const IrBlock *b)
  * still be freed then. */
 static _Thread_local Arena scratch_arena;
 
-bool cg_verify_schedule(const IrFunc *f, StrBuf *err)
+bool gp_verify_schedule(const IrFunc *f, StrBuf *err)
 {
     Verifier V;
     memset(&V, 0, sizeof V);

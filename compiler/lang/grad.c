@@ -482,6 +482,22 @@ Val bi_grad(Sema *s, const Builtin *bi, BArgs *a, const AstExpr *call)
  * where masked off. Errors are located: no differentiable param, one that f never loads, an
  * address the differentiator cannot follow, an op on the path to f's result with no rule. */
 
+const char *const lang_gen_param_suffix[LANG_GEN_COUNT] = {"__grad", "__numel"};
+
+bool lang_gen_param_split(const char *name, LangGenParam *which, size_t *base_len)
+{
+    size_t n = strlen(name);
+    for (int k = 0; k < LANG_GEN_COUNT; k++) {
+        size_t m = strlen(lang_gen_param_suffix[k]);
+        if (n > m && !strcmp(name + n - m, lang_gen_param_suffix[k])) {
+            *which = (LangGenParam)k;
+            *base_len = n - m;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Kernel parameter `name` of type t: found, or added (once per kernel). */
 static IrValue *kernel_param(Sema *s, IrType t, const char *name)
 {
@@ -612,8 +628,9 @@ static bool param_grad_of_load(Sema *s, const AstDecl *fn, const PgLoad *L, Val 
     IrType pf = ir_type_scalar(IR_PTR);
     pf.pointee = IR_F32;
     const char *name = L->param->name;
-    IrValue *g = kernel_param(s, pf, arena_printf(s->arena, "%s__grad", name));
-    IrValue *numel = kernel_param(s, ir_type_scalar(IR_I32), arena_printf(s->arena, "%s__numel", name));
+    IrValue *g = kernel_param(s, pf, arena_printf(s->arena, "%s%s", name, lang_gen_param_suffix[LANG_GEN_GRAD]));
+    IrValue *numel = kernel_param(s, ir_type_scalar(IR_I32),
+                                  arena_printf(s->arena, "%s%s", name, lang_gen_param_suffix[LANG_GEN_NUMEL]));
     /* this program's row: X__grad + slot * X__numel (i64: rows of many programs); atomic:
      * the gradient itself, every program adding into it */
     IrValue *row = g;

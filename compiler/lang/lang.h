@@ -40,6 +40,25 @@ typedef struct LangOptions {
 /* Returns NULL when there were errors (they are in `diag`). */
 IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const LangOptions *opts);
 
+/* ---- kernel parameters that lowering generates ----
+ * Lowering adds parameters the source never declares, named after a module-level param X:
+ * param_grads (grad.c) gives each kernel whose call differentiates a load of a differentiable
+ * X the gradient rows X__grad (*f32) and a row's length X__numel (i32). The launch binds them
+ * by name (jit/attention_bwd_params.c) and the hint check (sema.c) accepts a hint naming one
+ * for a kernel that has it. This is the one list of them: a new generated parameter is added
+ * here, so neither the check nor the launch can miss it. */
+typedef enum LangGenParam {
+    LANG_GEN_GRAD,     /* X__grad: X's gradient rows (or the gradient itself, atomic) */
+    LANG_GEN_NUMEL,    /* X__numel: X's element count, a row's length */
+    LANG_GEN_COUNT
+} LangGenParam;
+
+extern const char *const lang_gen_param_suffix[LANG_GEN_COUNT];   /* "__grad", "__numel" */
+
+/* Is `name` a generated parameter's name X<suffix> (X not empty)? Its kind in *which and the
+ * length of X in *base_len. E.g. "bias__numel": LANG_GEN_NUMEL, 4. */
+bool lang_gen_param_split(const char *name, LangGenParam *which, size_t *base_len);
+
 /* ---- tune spaces (tune_space.c; docs/language.md, "Tune spaces") ---- */
 typedef enum TuneDimKind {
     TUNE_CONST,    /* a const parameter: -D NAME=VALUE */

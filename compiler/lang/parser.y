@@ -679,7 +679,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, ParseCt
     yysymbol_kind_t exp[64];
     int n = yypcontext_expected_tokens(ctx, exp, 64);
     if (n < 0) n = 0;
-    char look[64];
+    char look[sizeof p->last_text + 16];   /* "identifier '" + the token + "'": never cut */
     describe_lookahead(p, look, sizeof look);
     int k = p->last_kind;
     int ob = open_bracket_index(p);

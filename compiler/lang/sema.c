@@ -579,9 +579,32 @@ static bool apply_hint(Sema *s, const AstParam *p, IrValue *pv)
     return one;
 }
 
+/* A hint naming a parameter that lowering generates (lang.h's list: X__grad, X__numel of a
+ * differentiable param X, X's length in *xlen): 1 when a compiled kernel of m has it, 0 when
+ * none does; -1: not such a name. */
+static int generated_param_hint(const Sema *s, const IrModule *m, const char *name, int *xlen)
+{
+    LangGenParam which;
+    size_t n;
+    if (!lang_gen_param_split(name, &which, &n)) return -1;
+    bool declared = false;
+    for (int j = 0; j < s->file->ndecls && !declared; j++) {
+        const AstDecl *d = s->file->decls[j];
+        declared = d->kind == AST_PARAM && d->nparams && d->params[0].differentiable && strlen(d->name) == n &&
+                   !strncmp(d->name, name, n);
+    }
+    if (!declared) return -1;
+    *xlen = (int)n;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int q = 0; q < m->funcs[f]->nparams; q++)
+            if (m->funcs[f]->params[q]->name && !strcmp(m->funcs[f]->params[q]->name, name)) return 1;
+    return 0;
+}
+
 /* Every hint must name a runtime parameter of a selected kernel and be a
- * power of two (the axis analysis works in powers of two). */
-static void check_hints(Sema *s, const AstDecl *only)
+ * power of two (the axis analysis works in powers of two). A parameter that lowering
+ * generates counts for the compiled kernels that have it (compiled: none failed). */
+static void check_hints(Sema *s, const AstDecl *only, const IrModule *m, bool compiled)
 {
     SrcLoc none = {s->file->path, 0, 0};
     for (int i = 0; s->opts && i < s->opts->nhints; i++) {
@@ -602,11 +625,6 @@ static void check_hints(Sema *s, const AstDecl *only)
             const AstDecl *d = s->file->decls[j];
             if (d->kind == AST_PARAM) {   /* a kernel's parameter when one of its hooks reads it */
                 found = !strcmp(d->name, name);
-                /* and a differentiable one's gradient row and length, which param_grads adds to
-                 * the kernels that compute them (grad.c): the launch binds them by name */
-                size_t n = strlen(d->name);
-                if (!found && d->nparams && d->params[0].differentiable && !strncmp(name, d->name, n))
-                    found = !strcmp(name + n, "__grad") || !strcmp(name + n, "__numel");
                 continue;
             }
             if (d->kind != AST_KERNEL || (only && d != only)) continue;
@@ -620,7 +638,13 @@ static void check_hints(Sema *s, const AstDecl *only)
             }
         }
         if (found) continue;
-        if (is_const)
+        int xlen = 0, gen = generated_param_hint(s, m, name, &xlen);
+        if (gen > 0 || (gen == 0 && !compiled)) continue;   /* a kernel that failed lacks them: no second error */
+        if (gen == 0)
+            diag_error(s->diag, none, "hint %s: param_grads adds '%s' only to a kernel whose call differentiates a "
+                       "load of '%.*s'; %s has none", hint_text(s, h), name, xlen, name,
+                       only ? arena_printf(s->arena, "kernel '%s'", only->name) : "no kernel of the file");
+        else if (is_const)
             diag_error(s->diag, none, "hint %s: '%s' is a const parameter (its value is known; hints are for "
                        "runtime parameters)", hint_text(s, h), name);
         else
@@ -1000,7 +1024,7 @@ IrModule *lang_compile(Arena *arena, Diag *diag, const AstFile *file, const Lang
         if (f) ir_module_add(m, f);
     }
     check_defines_used(&s);
-    if (!opts || !opts->kernel || only) check_hints(&s, only);
+    if (!opts || !opts->kernel || only) check_hints(&s, only, m, diag->nerrors == errors);
     diag_flush_ice(diag);
     return diag->nerrors == errors ? m : NULL;
 }

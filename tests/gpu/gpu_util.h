@@ -134,6 +134,29 @@ static inline int gu_main(KilnDevice **dev, KilnDeviceInfo *info, Suite *(*suite
     return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* The start of a GPU program's main (the ones without Check): stdout line-buffered (rows
+ * reach a log even if the run is cut off), the device opened (*dev, *info), a fresh kernel
+ * cache made from cache_tmpl (first calls really compile). -1: go on; else main's exit
+ * status (TU_SKIP without a GPU). */
+static inline int gu_begin(KilnDevice **dev, KilnDeviceInfo *info, const char *cache_tmpl)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int up = gu_init(dev, info);
+    if (up <= 0) return gu_exit_without_device(up);
+    gu_fresh_cache(cache_tmpl);
+    return -1;
+}
+
+/* Its end after counting failures: "PASS: 0 failures" / "FAIL: n failures", the attention
+ * variants' cache cleared, the device shut down; main's exit status. */
+static inline int gu_end(KilnDevice *dev, int failures)
+{
+    printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+    kiln_attention_cache_clear(dev);
+    kiln_shutdown(dev);
+    return failures ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 /* Mean ms of `reps` back-to-back kiln_attention_fwd calls of `a` on dev between two events,
  * after a warm call (compiled and loaded); NaN, with a FAIL line and *fails incremented, when
  * a call fails. */

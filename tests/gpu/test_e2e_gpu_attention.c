@@ -531,12 +531,10 @@ static int check_cache(void)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* rows reach a log even if the run is cut off */
     KilnDeviceInfo info;
-    int up = gu_init(&g_dev, &info);
-    if (up <= 0) return gu_exit_without_device(up);
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-cache-XXXXXX");
+    if (started >= 0) return started;
     g_sm = info.sm_version;
-    gu_fresh_cache("/tmp/kiln-attn-cache-XXXXXX");   /* first calls really compile */
     if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
     double t_start = gu_now_ms();
     make_cases();

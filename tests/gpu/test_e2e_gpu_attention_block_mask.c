@@ -357,16 +357,11 @@ static void bench(void)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     KilnDeviceInfo info;
-    int upd = gu_init(&g_dev, &info);
-    if (upd <= 0) return gu_exit_without_device(upd);
-    gu_fresh_cache("/tmp/kiln-attn-block-mask-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-block-mask-cache-XXXXXX");
+    if (started >= 0) return started;
     if (getenv("KILN_BM_BENCH")) bench();
     else
         for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i], 300 + (uint64_t)i * 10, k_bwd_mode[i]);
-    printf("%s: %d failures\n", g_fail ? "FAIL" : "PASS", g_fail);
-    kiln_attention_cache_clear(g_dev);
-    kiln_shutdown(g_dev);
-    return g_fail ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gu_end(g_dev, g_fail);
 }

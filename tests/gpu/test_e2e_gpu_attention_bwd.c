@@ -265,11 +265,9 @@ static int big_batch_matches_alone(const KilnDeviceInfo *info)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     KilnDeviceInfo info;
-    int up = gu_init(&g_dev, &info);
-    if (up <= 0) return gu_exit_without_device(up);
-    gu_fresh_cache("/tmp/kiln-attn-bwd-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-bwd-cache-XXXXXX");
+    if (started >= 0) return started;
     if (kiln_stream_create(g_dev, &g_stream) != KILN_OK) return printf("FAIL: stream: %s\n", kiln_last_error()), 1;
     static const int dims[] = {32, 64, 96, 128, 256};
     static const struct { int sq, sk; } lens[] = {{17, 17}, {45, 61}, {130, 300}, {300, 130}, {256, 256}};

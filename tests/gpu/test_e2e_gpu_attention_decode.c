@@ -249,10 +249,8 @@ done:;
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    int up = gu_init(&g_dev, &g_info);
-    if (up <= 0) return gu_exit_without_device(up);
-    gu_fresh_cache("/tmp/kiln-decode-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &g_info, "/tmp/kiln-decode-cache-XXXXXX");
+    if (started >= 0) return started;
     static const int dims[] = {64, 128, 256}, gqa[][2] = {{8, 1}, {8, 2}, {4, 4}}, toks[] = {1, 4, 16};
     static const int pages[] = {0, 16, 64, 256};
     const char *max_cases = getenv("ATTN_MAX_CASES");

@@ -224,10 +224,8 @@ static int run_case(int idx, const GCase *c)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    int up_ = gu_init(&g_dev, &g_info);
-    if (up_ <= 0) return gu_exit_without_device(up_);
-    gu_fresh_cache("/tmp/kiln-decode-bm-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &g_info, "/tmp/kiln-decode-bm-cache-XXXXXX");
+    if (started >= 0) return started;
     int n = (int)(sizeof k_cases / sizeof k_cases[0]), fails = 0;
     double t0 = gu_now_ms();
     for (int i = 0; i < n; i++) fails += run_case(i, &k_cases[i]);

@@ -133,20 +133,15 @@ static void bench(void)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     KilnDeviceInfo info;
-    int upd = gu_init(&g_dev, &info);
-    if (upd <= 0) return gu_exit_without_device(upd);
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-fp8-cache-XXXXXX");
+    if (started >= 0) return started;
     if (info.sm_version < 89) {
         kiln_shutdown(g_dev);
         return tu_skip("the FP8 forward needs sm_89 or newer");
     }
-    gu_fresh_cache("/tmp/kiln-attn-fp8-cache-XXXXXX");
     if (getenv("KILN_FP8_BENCH")) bench();
     else
         for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i], 600 + (unsigned)i * 11);
-    printf("%s: %d failures\n", g_fail ? "FAIL" : "PASS", g_fail);
-    kiln_attention_cache_clear(g_dev);
-    kiln_shutdown(g_dev);
-    return g_fail ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gu_end(g_dev, g_fail);
 }

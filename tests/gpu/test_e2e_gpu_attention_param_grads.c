@@ -230,15 +230,11 @@ static void run(Kind kind, const Shape *s, uint64_t seed)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     KilnDeviceInfo info;
-    int upd = gu_init(&g_dev, &info);
-    if (upd <= 0) return gu_exit_without_device(upd);
-    gu_fresh_cache("/tmp/kiln-attn-param-grads-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-param-grads-cache-XXXXXX");
+    if (started >= 0) return started;
     for (int kind = 0; kind < 2; kind++)
         for (size_t j = 0; j < sizeof k_shapes / sizeof k_shapes[0]; j++)
             run((Kind)kind, &k_shapes[j], 500 + (uint64_t)kind * 10 + j);
-    printf("%s: %d failures\n", g_fail ? "FAIL" : "PASS", g_fail);
-    kiln_shutdown(g_dev);
-    return g_fail ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gu_end(g_dev, g_fail);
 }

@@ -233,17 +233,13 @@ static void run_decode(const VarSpec *v, uint64_t seed)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     KilnDeviceInfo info;
-    int upd = gu_init(&g_dev, &info);
-    if (upd <= 0) return gu_exit_without_device(upd);
-    gu_fresh_cache("/tmp/kiln-attn-variants-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-variants-cache-XXXXXX");
+    if (started >= 0) return started;
     int n = (int)(sizeof k_specs / sizeof k_specs[0]);
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < sizeof k_shapes / sizeof k_shapes[0]; j++)
             run_fwd_bwd(&k_specs[i], &k_shapes[j], 100 + (uint64_t)i * 10 + j);
     for (int i = 0; i < n; i++) run_decode(&k_specs[i], 900 + (uint64_t)i);
-    printf("%s: %d failures\n", g_fail ? "FAIL" : "PASS", g_fail);
-    kiln_shutdown(g_dev);
-    return g_fail ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gu_end(g_dev, g_fail);
 }

@@ -279,11 +279,9 @@ static int make_cases(Case *cases)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
     KilnDeviceInfo info;
-    int up = gu_init(&g_dev, &info);
-    if (up <= 0) return gu_exit_without_device(up);
-    gu_fresh_cache("/tmp/kiln-attn-varlen-cache-XXXXXX");
+    int started = gu_begin(&g_dev, &info, "/tmp/kiln-attn-varlen-cache-XXXXXX");
+    if (started >= 0) return started;
     static Case cases[32];
     int n = make_cases(cases), pass = 0;
     double worst[4] = {0, 0, 0, 0};

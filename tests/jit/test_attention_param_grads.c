@@ -163,15 +163,24 @@ static void teardown(Problem *P, KilnAttentionBwdParams *p, float *lse)
     free((void *)(uintptr_t)p->dq), free((void *)(uintptr_t)p->dk), free((void *)(uintptr_t)p->dv);
 }
 
-/* The call of case c with tensor theta and one param_grads entry g (grad set by run_once). */
-static void setup_call(Problem *P, const PgCase *c, float *theta, KilnVariantArg *arg, KilnAttentionVariant *var,
-                       KilnAttentionBwdParams *p, KilnParamGrad *g, float **lse)
+/* The call of case c with tensor theta and one param_grads entry g (grad set by run_once):
+ * what a test keeps while it runs (p points into it: keep it in place). */
+typedef struct PgCall {
+    Problem P;
+    KilnVariantArg arg;
+    KilnAttentionVariant var;
+    KilnAttentionBwdParams p;
+    KilnParamGrad g;
+    float *lse;
+} PgCall;
+
+static void setup_call(PgCall *k, const PgCase *c, float *theta)
 {
-    *var = variant_of(c, theta, arg);
-    memset(p, 0, sizeof *p);
-    setup(P, c, p, var, lse);
-    *g = (KilnParamGrad){arg->name, 0, (size_t)numel_of(c)};
-    p->param_grads = g, p->nparam_grads = 1, p->param_grads_atomic = c->atomic;
+    k->var = variant_of(c, theta, &k->arg);
+    memset(&k->p, 0, sizeof k->p);
+    setup(&k->P, c, &k->p, &k->var, &k->lse);
+    k->g = (KilnParamGrad){k->arg.name, 0, (size_t)numel_of(c)};
+    k->p.param_grads = &k->g, k->p.nparam_grads = 1, k->p.param_grads_atomic = c->atomic;
 }
 
 /* One backward with poisoned scratch and gradient; the gradient copied to out. */
@@ -208,16 +217,11 @@ START_TEST(param_grads_match_finite_differences)
         double u = (double)(x >> 11) / 9007199254740992.0;
         theta[i] = c->kind == V_T5 ? (float)(2 * u - 1) : (float)(0.02 + 0.28 * u);
     }
-    KilnVariantArg arg;
-    KilnAttentionVariant var;
-    Problem P;
-    KilnAttentionBwdParams p;
-    KilnParamGrad g;
-    float *lse;
-    setup_call(&P, c, theta, &arg, &var, &p, &g, &lse);
+    PgCall k;
+    setup_call(&k, c, theta);
     float *g1 = malloc((size_t)n * 4), *g2 = malloc((size_t)n * 4);
-    run_once(&p, &g, g1);
-    run_once(&p, &g, g2);
+    run_once(&k.p, &k.g, g1);
+    run_once(&k.p, &k.g, g2);
     /* the atomic mode's bits may differ on a GPU; here the programs run one after another */
     ck_assert_msg(!memcmp(g1, g2, (size_t)n * 4), "%s: two runs differ", c->what);
     /* central differences in float64 around the f32 parameters */
@@ -227,9 +231,9 @@ START_TEST(param_grads_match_finite_differences)
     for (int i = 0; i < n; i++) {
         double h = 1e-4, t0 = th[i];
         th[i] = t0 + h;
-        double lp = loss(&P, th);
+        double lp = loss(&k.P, th);
         th[i] = t0 - h;
-        double lm = loss(&P, th);
+        double lm = loss(&k.P, th);
         th[i] = t0;
         fd[i] = (lp - lm) / (2 * h);
         maxfd = fmax(maxfd, fabs(fd[i]));
@@ -248,7 +252,7 @@ START_TEST(param_grads_match_finite_differences)
     ck_assert_msg(err <= 8 * eps * maxfd + 1e-4, "%s: grad[%d] = %.6g, finite differences %.6g (max |fd| %.3g)", c->what,
                   worst, g1[worst], fd[worst], maxfd);
     free(th), free(fd), free(g1), free(g2), free(theta);
-    teardown(&P, &p, lse);
+    teardown(&k.P, &k.p, k.lse);
 }
 END_TEST
 
@@ -258,55 +262,50 @@ START_TEST(param_grads_refused)
 {
     const PgCase *c = &k_cases[2];
     float theta[4] = {0.1f, 0.2f, 0.05f, 0.3f};
-    KilnVariantArg arg;
-    KilnAttentionVariant var;
-    Problem P;
-    KilnAttentionBwdParams p;
-    KilnParamGrad g;
-    float *lse;
-    setup_call(&P, c, theta, &arg, &var, &p, &g, &lse);
+    PgCall k;
+    setup_call(&k, c, theta);
     float grad[4];
-    g.grad = (uintptr_t)grad;
-    size_t with = kiln_attention_bwd_scratch_size(&p);
-    p.nparam_grads = 0;
-    size_t without = kiln_attention_bwd_scratch_size(&p);
+    k.g.grad = (uintptr_t)grad;
+    size_t with = kiln_attention_bwd_scratch_size(&k.p);
+    k.p.nparam_grads = 0;
+    size_t without = kiln_attention_bwd_scratch_size(&k.p);
     /* one row of 4 floats per possible 16-key program: cdiv(45, 16) * 2 * 2 rows, rounded to 256 bytes */
     ck_assert_uint_eq(with - without, 256);
-    p.nparam_grads = 1, p.param_grads_atomic = 1;   /* atomics into the gradient: no rows */
-    ck_assert_uint_eq(kiln_attention_bwd_scratch_size(&p), without);
-    p.param_grads_atomic = 0;
+    k.p.nparam_grads = 1, k.p.param_grads_atomic = 1;   /* atomics into the gradient: no rows */
+    ck_assert_uint_eq(kiln_attention_bwd_scratch_size(&k.p), without);
+    k.p.param_grads_atomic = 0;
     void *scratch = poisoned(with);
-    p.scratch = (uintptr_t)scratch, p.scratch_size = without;
-    p.nparam_grads = 1;
-    ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);   /* short scratch */
+    k.p.scratch = (uintptr_t)scratch, k.p.scratch_size = without;
+    k.p.nparam_grads = 1;
+    ck_assert_int_eq(kiln_attention_bwd_cpu(&k.p), KILN_ERR_USAGE);   /* short scratch */
     ck_assert_ptr_nonnull(strstr(kiln_last_error(), "scratch_size"));
-    p.scratch_size = with;
-    g.name = "slopes";
-    ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);
+    k.p.scratch_size = with;
+    k.g.name = "slopes";
+    ck_assert_int_eq(kiln_attention_bwd_cpu(&k.p), KILN_ERR_USAGE);
     ck_assert_msg(strstr(kiln_last_error(), "'slopes', which is not a differentiable param"), "%s", kiln_last_error());
-    g.name = "alibi_slopes", g.numel = 0;
-    ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);
+    k.g.name = "alibi_slopes", k.g.numel = 0;
+    ck_assert_int_eq(kiln_attention_bwd_cpu(&k.p), KILN_ERR_USAGE);
     ck_assert_ptr_nonnull(strstr(kiln_last_error(), "numel 0"));
-    g.numel = 4;
-    p.fwd.variant = NULL;
-    ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);
+    k.g.numel = 4;
+    k.p.fwd.variant = NULL;
+    ck_assert_int_eq(kiln_attention_bwd_cpu(&k.p), KILN_ERR_USAGE);
     ck_assert_ptr_nonnull(strstr(kiln_last_error(), "param_grads without a variant"));
-    p.fwd.variant = &var;
+    k.p.fwd.variant = &k.var;
     /* a variant with two differentiable params, one entry given */
-    KilnVariantArg args2[2] = {arg, {"extra", kiln_arg_ptr((uintptr_t)theta), 16}};
+    KilnVariantArg args2[2] = {k.arg, {"extra", kiln_arg_ptr((uintptr_t)theta), 16}};
     KilnAttentionVariant two = {.source = "import \"attention\";\n"
                                           "param alibi_slopes: *f32 differentiable;\n"
                                           "param extra: *f32 differentiable;\n"
                                           "fn score_mod(s, b, h, q_idx, kv_idx) { return s * load(extra + h) - "
                                           "load(alibi_slopes + h) * abs((q_idx - kv_idx).to(f32)); }\n",
                                 .args = args2, .nargs = 2};
-    p.fwd.variant = &two;
-    ck_assert_int_eq(kiln_attention_bwd_cpu(&p), KILN_ERR_USAGE);
+    k.p.fwd.variant = &two;
+    ck_assert_int_eq(kiln_attention_bwd_cpu(&k.p), KILN_ERR_USAGE);
     ck_assert_msg(strstr(kiln_last_error(), "'extra' is differentiable, but param_grads has no entry"), "%s",
                   kiln_last_error());
-    p.fwd.variant = &var;
+    k.p.fwd.variant = &k.var;
     free(scratch);
-    teardown(&P, &p, lse);
+    teardown(&k.P, &k.p, k.lse);
 }
 END_TEST
 
@@ -345,21 +344,33 @@ END_TEST
 /* The GPU launch specialises the kernel with a hint per argument (jit/specialize.c), the
  * gradient row X__grad and its length X__numel included, which param_grads adds to the kernel
  * in lowering: the hint check must know them (it refused them, and every learnable-bias
- * backward on the GPU failed to compile), and still refuse a near miss. */
+ * backward on the GPU failed to compile), and still refuse a near miss. It knows them from
+ * lang.h's one list of generated params, for the kernels that have them: the dK/dV kernel
+ * does, the dQ kernel (which reads bias but computes no gradient of it) does not. */
 START_TEST(hints_name_the_gradient_params)
 {
     const char *src = "param bias: *f32 differentiable;\n"
                       "fn score_mod(s, b, h, q_idx, kv_idx) { return s + load(bias + h); }\nimport \"attention_bwd\";\n";
-    KilnDefine defs[] = {{"PARAM_GRADS", "true"}, {"HEAD_DIM", "32"}};
-    for (int bad = 0; bad <= 1; bad++) {
-        KilnParamHint hints[] = {{"bias", 16, 0}, {bad ? "bias__grads" : "bias__grad", 16, 0}, {"bias__numel", 16, 0}};
-        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_IR, .kernel = "attn_bwd_dkdv_f16",
-                                .defines = defs, .ndefines = 2, .hints = hints, .nhints = 3};
+    KilnDefine defs[] = {{"HEAD_DIM", "32"}, {"PARAM_GRADS", "true"}};
+    static const struct {
+        const char *kernel, *name, *error;   /* error NULL: the hints compile */
+    } cases[] = {
+        {"attn_bwd_dkdv_f16", "bias__grad", NULL},
+        {"attn_bwd_dkdv_f16", "bias__grads", "no runtime parameter is named 'bias__grads'"},
+        {"attn_bwd_dq_f16", "bias__grad", "param_grads adds 'bias__grad' only to a kernel whose call differentiates a "
+                                          "load of 'bias'; kernel 'attn_bwd_dq_f16' has none"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        KilnParamHint hints[] = {{"bias", 16, 0}, {cases[c].name, 16, 0}, {"bias__numel", 16, 0}};
+        /* the dQ kernel has no PARAM_GRADS and lacks bias__numel too: the name under test only */
+        int dkdv = !strcmp(cases[c].kernel, "attn_bwd_dkdv_f16");
+        KilnCompileOptions o = {.arch = "sm_90a", .emit = KILN_EMIT_IR, .kernel = cases[c].kernel,
+                                .defines = defs, .ndefines = dkdv ? 2 : 1, .hints = hints, .nhints = dkdv ? 3 : 2};
         KilnCompileResult r;
         KilnStatus st = kiln_compile("variant.tile", src, &o, &r);
-        if (bad)
-            ck_assert_msg(st != KILN_OK && r.diagnostics && strstr(r.diagnostics, "no runtime parameter is named 'bias__grads'"),
-                          "%s", r.diagnostics ? r.diagnostics : "");
+        if (cases[c].error)
+            ck_assert_msg(st != KILN_OK && r.diagnostics && strstr(r.diagnostics, cases[c].error), "%s: %s",
+                          cases[c].kernel, r.diagnostics ? r.diagnostics : "");
         else
             ck_assert_msg(st == KILN_OK, "%s", r.diagnostics ? r.diagnostics : "");
         kiln_compile_result_free(&r);

@@ -145,6 +145,32 @@ START_TEST(rank_4_recipe)
 }
 END_TEST
 
+/* The one rule of what a map can address (rt_tmap_base_ok, rt_tmap_stride_ok), which the
+ * attention plans (jit/attention.c, rt_attn_tma_encodable) also use to keep tma off: its
+ * edges, and rt_tmap_eval refusing exactly the strides it refuses (random row lengths). */
+START_TEST(one_rule_for_every_map)
+{
+    ck_assert(rt_tmap_base_ok(0x7000000000ull) && rt_tmap_base_ok(0x7000000010ull));
+    ck_assert(!rt_tmap_base_ok(0x7000000008ull) && !rt_tmap_base_ok(0x7000000001ull));
+    ck_assert(rt_tmap_stride_ok(8, 2) && rt_tmap_stride_ok(16, 1) && rt_tmap_stride_ok(4, 4));
+    ck_assert(!rt_tmap_stride_ok(1001, 2) && !rt_tmap_stride_ok(12, 1) && !rt_tmap_stride_ok(6, 2));
+    ck_assert(!rt_tmap_stride_ok(0, 2) && !rt_tmap_stride_ok(-8, 2));
+    ck_assert(rt_tmap_stride_ok((1ll << 39) - 8, 2));    /* 2^40 - 16 bytes */
+    ck_assert(!rt_tmap_stride_ok(1ll << 39, 2));         /* 2^40 bytes */
+    ck_assert(!rt_tmap_stride_ok(1ll << 62, 4));         /* the product would overflow */
+    ck_assert(!rt_tmap_stride_ok(16, 0));
+    unsigned long long x = 0x9e3779b97f4a7c15ull;
+    RtTmapArgs t;
+    for (int i = 0; i < 2000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int lda = (int)(x >> 33 & 0xfff) - 64;   /* -64 .. 4031 halves */
+        KilnArg a[4] = {kiln_arg_ptr(0x7000000000ull), kiln_arg_ptr(0x7100000000ull), kiln_arg_i32(1000),
+                        kiln_arg_i32(lda)};
+        ck_assert_int_eq(rt_tmap_eval(&mm, 0, a, 4, &t), rt_tmap_stride_ok(lda, 2) ? KILN_OK : KILN_ERR_ARGS);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("runtime_tmap");
@@ -154,6 +180,7 @@ static Suite *suite(void)
     tcase_add_test(tc, launches_tma_cannot_serve_are_errors);
     tcase_add_test(tc, bad_recipes_are_internal_errors);
     tcase_add_test(tc, rank_4_recipe);
+    tcase_add_test(tc, one_rule_for_every_map);
     suite_add_tcase(s, tc);
     return s;
 }
