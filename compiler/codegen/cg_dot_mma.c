@@ -60,6 +60,7 @@ typedef struct TileShape {
     int mr_dim;
     int rows, cols;    /* memrows, memcols */
     bool k_contig;
+    bool kperm;        /* e4m3 (FP8 wgmma): K stored in cg_f8_kpos order */
     CgSwizzle sw;
 } TileShape;
 
@@ -72,8 +73,17 @@ static TileShape tile_shape(IrType t, CgMmaFrag frag, int fast_dim)
     ts.cols = t.shape[ts.mc_dim];
     int kdim = frag == CG_MMA_A ? 1 : 0;
     ts.k_contig = fast_dim == kdim;
+    ts.kperm = t.elem == IR_F8E4M3;
     ts.sw = cg_swizzle_for(ts.rows, ts.cols, cg_elem_bytes((IrElem)t.elem));
     return ts;
+}
+
+/* cg_f8_kpos at run time: (k & ~15) | ((k >> 1) & 3) << 2 | ((k >> 3) & 1) << 1 | (k & 1) */
+static LLVMValueRef f8_kpos_ir(CgCtx *c, LLVMValueRef k)
+{
+    LLVMValueRef hi = and_(c, k, ~15), t = LLVMBuildShl(c->b, and_(c, lshr(c, k, 1), 3), cg_i32(c, 2), "");
+    LLVMValueRef a = LLVMBuildShl(c->b, and_(c, lshr(c, k, 3), 1), cg_i32(c, 1), "");
+    return LLVMBuildOr(c->b, LLVMBuildOr(c->b, hi, t, ""), LLVMBuildOr(c->b, a, and_(c, k, 1), ""), "");
 }
 
 /* ---- the operand tile -> registers half (shared with pipelining) ---- */
@@ -306,9 +316,11 @@ static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValu
     cg_thread_base(c, &g, tb);
     int fd = g.vdims[ts->mc_dim];
     int run = g.eff_spt[fd] < ts->sw.vec ? g.eff_spt[fd] : ts->sw.vec;
-    if (g.order[0] != fd) run = 1;
+    if (g.order[0] != fd || ts->kperm) run = 1;
+    int kd = ts->k_contig ? ts->mc_dim : ts->mr_dim;   /* the value's K dim */
     for (int i = 0; i < g.nregs; i += run) {
         cg_reg_index(c, &g, tb, i, idx);
+        if (ts->kperm) idx[kd] = f8_kpos_ir(c, idx[kd]);
         LLVMValueRef p = tile_ptr(c, ts, base, idx[ts->mr_dim], idx[ts->mc_dim]);
         if (run == 1) {
             LLVMSetAlignment(LLVMBuildStore(c->b, t->r[i], p), (unsigned)eb);
@@ -355,13 +367,21 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
     CgMmaFrag frag;
     int wm, wn;
     cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn);
+    bool f8 = res->type.elem == IR_F8E4M3;
+    /* e4m3: the operand of FP8 wgmma, which reads both tiles K-major only
+     * (no transpose bit): V of P @ V is transposed on its way in */
+    if (f8) fd = frag == CG_MMA_A ? 1 : 0;
     TileShape ts = tile_shape(res->type, frag, fd);
-    int bytes = (int)ir_type_numel(res->type) * 2;
+    int bytes = (int)ir_type_numel(res->type) * cg_elem_bytes((IrElem)res->type.elem);
     LLVMValueRef base = cg_smem_begin(c, frag == CG_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
     store_tile(c, src, &ts, base);
     cg_fence_proxy_async(c);
     cg_barrier(c);
     if (cg_mma_defer(c, res, fd, base, (IrElem)res->type.elem, c->cur)) return true;
+    if (f8) { /* only wgmma reads an e4m3 tile (ldmatrix's fragments are 16-bit) */
+        cg_fail(c, op, "internal: an f8e4m3 MMA operand that is not left in SRAM for its wgmma");
+        return false;
+    }
     cg_mma_ldmatrix_tile(c, res, fd, base, (IrElem)res->type.elem, out);
     return true;
 }

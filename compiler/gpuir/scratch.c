@@ -31,9 +31,9 @@ int cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
         CgMmaFrag frag;
         int wm, wn;
         IrElem e = (IrElem)res->type.elem;
-        if ((e == IR_F16 || e == IR_BF16) && cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != CG_MMA_C) {
+        if (cg_mma_operand_elem(e) && cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != CG_MMA_C) {
             *what = frag == CG_MMA_A ? "mma operand A" : "mma operand B";
-            return (int)ir_type_numel(res->type) * 2;
+            return (int)ir_type_numel(res->type) * cg_elem_bytes(e);
         }
         *what = "convert_layout";
     } else {
