@@ -303,6 +303,38 @@ bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base,
 
 /* ---- registers -> swizzled tile ---- */
 
+/* An e4m3 tile (K-major, K in cg_f8_kpos order) from a layout that holds K in
+ * runs of whole 16-byte chunks per thread (eff_spt along K a multiple of 16,
+ * registers along K in any order: V of P @ V loaded with d fastest, see
+ * pass_layout_assign.c's f8_kfast_layout): each run is one st.shared.v4.b32,
+ * its bytes permuted (the chunk's first k is a multiple of 16: cg_f8_kpos
+ * keeps it). */
+static void store_f8_chunks(CgCtx *c, const CgGeom *g, CgTile *t, const TileShape *ts, LLVMValueRef base,
+                            LLVMValueRef *tb)
+{
+    int fd = g->vdims[ts->mc_dim];
+    LLVMValueRef idx[CG_MAX_RANK];
+    for (int i = 0; i < g->nregs; i++) {
+        int rd[CG_MAX_RANK];
+        cg_geom_reg_dims(g, i, rd);
+        if (rd[fd] % 16) continue;
+        cg_reg_index(c, g, tb, i, idx);
+        LLVMValueRef p = tile_ptr(c, ts, base, idx[ts->mr_dim], idx[ts->mc_dim]);
+        LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(c->t_i8, 16));
+        for (int k = 0; k < 16; k++) {
+            int rk[CG_MAX_RANK];
+            memcpy(rk, rd, sizeof rk);
+            rk[fd] += k;
+            vec = LLVMBuildInsertElement(c->b, vec, t->r[cg_geom_reg_of(g, rk)], cg_i32(c, cg_f8_kpos(k)), "");
+        }
+        /* one st.shared.v4.b32: NVPTX splits a <16 x i8> store into 4 st.shared.u32 */
+        LLVMValueRef w = LLVMBuildBitCast(c->b, vec, LLVMVectorType(c->t_i32, 4), ""), a[5];
+        a[0] = LLVMBuildPtrToInt(c->b, p, c->t_i32, "");
+        for (int k = 0; k < 4; k++) a[1 + k] = LLVMBuildExtractElement(c->b, w, cg_i32(c, k), "");
+        cg_asm(c, c->t_void, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", 5, a, true);
+    }
+}
+
 /* Store every register of `v` into the tile; runs of consecutive registers
  * along the fast dim that stay inside one 16-byte chunk go as one vector. */
 static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValueRef base)
@@ -315,8 +347,13 @@ static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValu
     LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK];
     cg_thread_base(c, &g, tb);
     int fd = g.vdims[ts->mc_dim];
+    if (ts->kperm && g.eff_spt[fd] % ts->sw.vec == 0) {
+        store_f8_chunks(c, &g, t, ts, base, tb);
+        return;
+    }
     int run = g.eff_spt[fd] < ts->sw.vec ? g.eff_spt[fd] : ts->sw.vec;
-    if (g.order[0] != fd || ts->kperm) run = 1;
+    if (g.order[0] != fd) run = 1;
+    if (ts->kperm) run = 1;   /* e4m3 without whole chunks of K per thread: byte by byte */
     int kd = ts->k_contig ? ts->mc_dim : ts->mr_dim;   /* the value's K dim */
     for (int i = 0; i < g.nregs; i += run) {
         cg_reg_index(c, &g, tb, i, idx);

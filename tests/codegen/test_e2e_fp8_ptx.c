@@ -153,6 +153,11 @@ START_TEST(attention_runs_on_fp8_wgmma)
         ck_assert_int_eq(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);   /* no widening */
         ck_assert_int_eq(COUNT(r, "mma.sync"), 0);
         ck_assert_int_eq(COUNT(r, "cvt.rn.satfinite.e4m3x2.f32"), 64);
+        /* the operand tiles go to SRAM in whole 16-byte chunks of K (64 bytes a thread:
+         * Q once, K^T and V^T per loop), V read 4 bytes of d at a time (16 loads a loop) */
+        ck_assert_int_eq(COUNT(r, "st.shared.v4.b32"), 4 + 2 * (4 + 4));
+        ck_assert_int_eq(COUNT(r, "st.shared.u8"), 0);
+        ck_assert_int_eq(COUNT(r, "ld.global.u32") + COUNT(r, "ld.global.b32"), 2 * 16);
         kiln_compile_result_free(&r);
     }
     /* the decision is on the GPU IR: four dots marked wgmma.e4m3, no cast to f16 */
