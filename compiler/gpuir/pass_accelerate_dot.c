@@ -18,8 +18,8 @@
  * transpose bit, so both SRAM operands are stored K-major (V of P @ V
  * transposed on its way into SRAM), and K is permuted within each 16 so that
  * an accumulator's registers (P) are, byte for byte, the k32 A fragment
- * (cg_dot_mma.c, cg_f8_kpos). Every other f8e4m3 dot (sm_89, or a tile
- * wgmma cannot take) is widened: each operand gets a cast to f16, which is
+ * (cg_dot_mma.c, cg_f8_kpos). Every other f8e4m3 dot (sm_89, a tile
+ * wgmma cannot take, or --no-fp8-wgmma) is widened: each operand gets a cast to f16, which is
  * exact (every e4m3 value is an f16 value), so the dot becomes an f16 one
  * with the same products and f32 accumulation and takes the f16 tensor-core
  * path below: FP8 storage with f16 arithmetic (the native m16n8k32 e4m3
@@ -256,7 +256,9 @@ static void visit(IrOp *op, void *vctx)
 static bool f8_native_ok(const IrOp *op, const CgPassCtx *ctx, bool chained)
 {
     const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
-    if (!ctx->wgmma || op->args[1]->type.elem != IR_F8E4M3 || tc->elem != IR_F32 || tc->rank != 2) return false;
+    if (!ctx->wgmma || ctx->sched.no_fp8_wgmma || op->args[1]->type.elem != IR_F8E4M3 || tc->elem != IR_F32 ||
+        tc->rank != 2)
+        return false;
     int W = op->parent->func->sched.num_warps, M = tc->shape[0], N = tc->shape[1], K = ta->shape[1];
     return cg_wgmma_e4m3_ok(M, N, K, W) && (chained || cg_wgmma_grid_ok(M, N, K, W));
 }

@@ -46,7 +46,9 @@
       "sm_90a: a producer warpgroup (4 more warps) issues the copies (implies --mbarrier)")                      \
     X(lean_producer, "--lean-producer", "lean_producer", "warp-specialize",                                       \
       SCHED_BIT(warp_specialize) | SCHED_BIT(tma), 0, NULL,                                                      \
-      "sm_90a: a TMA-only producer keeps 24 registers, the consumers the rest (FA3; implies --warp-specialize --tma)")
+      "sm_90a: a TMA-only producer keeps 24 registers, the consumers the rest (FA3; implies --warp-specialize --tma)") \
+    X(no_fp8_wgmma, "--no-fp8-wgmma", "no_fp8_wgmma", "accelerate-dot", 0, 0, NULL,                              \
+      "sm_90a: f8e4m3 dots widened to f16 tensor cores instead of FP8 wgmma")
 
 typedef enum SchedId {
 #define SCHED_ENUM(field, ...) SCHED_##field,

@@ -100,6 +100,9 @@ typedef struct KilnSchedule {
                               setmaxnreg leaves the producer 24 registers and gives the consumers
                               the rest (240 at 8 consumer warps, FlashAttention-3's split; 224
                               with 56 otherwise); implies warp_specialize and tma (section 5b) */
+    int no_fp8_wgmma;      /* sm_90a: f8e4m3 dots widen their operands to f16 (exact) and run on
+                              the f16 tensor cores instead of FP8 wgmma (m64nNk32 e4m3, section
+                              4e): the FP8 forward's A/B comparison and fallback */
 } KilnSchedule;
 
 typedef struct KilnCompileOptions {

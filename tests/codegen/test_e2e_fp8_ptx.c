@@ -117,9 +117,10 @@ START_TEST(fp8_attention_compiles)
 END_TEST
 
 /* attn_fwd_fp8_f16 as the runtime compiles it: d, BM x BN tiles on `warps`, 2 stages, the
- * launch-time hints, `overlap` (FP8 keeps no TMA / warp specialisation: jit/attention.c). */
+ * launch-time hints, `overlap` and `no_fp8_wgmma` (FP8 keeps no TMA / warp specialisation:
+ * jit/attention.c). */
 static KilnCompileResult fp8_attn_tiles(const char *d, const char *bm, const char *bn, int warps, const char *causal,
-                                        const char *arch, int overlap, KilnEmit emit)
+                                        const char *arch, int overlap, int no_fp8_wgmma, KilnEmit emit)
 {
     static char *src;
     if (!src) src = sup_read_file_text(tu_src_path("lang/lib/attention_fwd.tile"), NULL);
@@ -130,6 +131,7 @@ static KilnCompileResult fp8_attn_tiles(const char *d, const char *bm, const cha
     pu_attention_options(&o, defs, 4, arch, warps, 2, emit, h);
     o.kernel = "attn_fwd_fp8_f16";
     o.schedule.overlap = overlap;
+    o.schedule.no_fp8_wgmma = no_fp8_wgmma;
     KilnCompileResult r;
     KilnStatus st = kiln_compile("lang/lib/attention_fwd.tile", src, &o, &r);
     ck_assert_msg(st == KILN_OK, "d %s %sx%s: %s\n%s", d, bm, bn, kiln_status_name(st),
@@ -146,7 +148,7 @@ static KilnCompileResult fp8_attn_tiles(const char *d, const char *bm, const cha
 START_TEST(attention_runs_on_fp8_wgmma)
 {
     for (int causal = 0; causal < 2; causal++) {
-        KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, causal ? "true" : "false", "sm_90a", 0,
+        KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, causal ? "true" : "false", "sm_90a", 0, 0,
                                              KILN_EMIT_PTX);
         ck_assert_int_eq(COUNT(r, E4M3_N128), 16);
         ck_assert_int_eq(COUNT(r, "wgmma.mma_async"), 16);
@@ -161,7 +163,7 @@ START_TEST(attention_runs_on_fp8_wgmma)
         kiln_compile_result_free(&r);
     }
     /* the decision is on the GPU IR: four dots marked wgmma.e4m3, no cast to f16 */
-    KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 0, KILN_EMIT_GPU_IR);
+    KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 0, 0, KILN_EMIT_GPU_IR);
     ck_assert_int_eq(COUNT(r, "{wgmma.e4m3 = 1}"), 4);
     ck_assert_int_eq(COUNT(r, "cast %q"), 0);
     kiln_compile_result_free(&r);
@@ -171,7 +173,7 @@ END_TEST
 /* --overlap: dot-rotate peels Q K^T out of the loops; its copies stay FP8 wgmma (24). */
 START_TEST(overlap_keeps_fp8_wgmma)
 {
-    KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 1, KILN_EMIT_PTX);
+    KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 1, 0, KILN_EMIT_PTX);
     ck_assert_int_eq(COUNT(r, E4M3_N128), 24);
     ck_assert_int_eq(COUNT(r, "wgmma.mma_async"), 24);
     ck_assert_int_eq(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);
@@ -182,22 +184,27 @@ END_TEST
 /* d 256 at the table's 128 x 64 tiles: Q K^T native (8 k32 steps over d, two loops),
  * P V widened (V^T rows of 64 keys are 64 bytes: no 128-byte swizzle atom): f16 wgmma
  * k16 x 4 per loop, V and P widened by cvt f16x2.e4m3x2. 64 x 64 on 4 warps at d 128
- * (the causal short-sequence row) likewise. sm_89 widens everything. */
+ * (the causal short-sequence row) likewise. sm_89 and --no-fp8-wgmma widen everything. */
 START_TEST(narrow_key_blocks_and_sm89_widen)
 {
-    KilnCompileResult r = fp8_attn_tiles("256", "128", "64", 8, "true", "sm_90a", 0, KILN_EMIT_PTX);
+    KilnCompileResult r = fp8_attn_tiles("256", "128", "64", 8, "true", "sm_90a", 0, 0, KILN_EMIT_PTX);
     ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 16);
     ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"), 8);
     ck_assert_int_gt(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);
     kiln_compile_result_free(&r);
-    r = fp8_attn_tiles("128", "64", "64", 4, "true", "sm_90a", 0, KILN_EMIT_PTX);
+    r = fp8_attn_tiles("128", "64", "64", 4, "true", "sm_90a", 0, 0, KILN_EMIT_PTX);
     ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 8);
     ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), 8);
     kiln_compile_result_free(&r);
-    r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_89", 0, KILN_EMIT_PTX);
+    r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_89", 0, 0, KILN_EMIT_PTX);
     ck_assert_int_eq(COUNT(r, "wgmma"), 0);
     ck_assert_int_gt(COUNT(r, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"), 0);
     ck_assert_int_gt(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);
+    kiln_compile_result_free(&r);
+    /* --no-fp8-wgmma: the widened path on sm_90a (f16 wgmma, k16: 8 + 8 per key block) */
+    r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 0, 1, KILN_EMIT_PTX);
+    ck_assert_int_eq(COUNT(r, "e4m3.e4m3"), 0);
+    ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), 32);
     kiln_compile_result_free(&r);
 }
 END_TEST
@@ -210,7 +217,7 @@ START_TEST(fp8_wgmma_assembles_without_spills)
                                    {"128", "64", "64", "4", "true"},    {"256", "128", "64", "8", "false"},
                                    {"64", "128", "64", "4", "false"}};
     for (int i = 0; i < 5; i++) {
-        KilnCompileResult r = fp8_attn_tiles(cfg[i][0], cfg[i][1], cfg[i][2], atoi(cfg[i][3]), cfg[i][4], "sm_90a", 0,
+        KilnCompileResult r = fp8_attn_tiles(cfg[i][0], cfg[i][1], cfg[i][2], atoi(cfg[i][3]), cfg[i][4], "sm_90a", 0, 0,
                                              KILN_EMIT_CUBIN);
         char what[64];
         snprintf(what, sizeof what, "fp8 d %s %sx%s/%s causal %s", cfg[i][0], cfg[i][1], cfg[i][2], cfg[i][3],
