@@ -9,6 +9,13 @@
  * whole 128-byte blocks; A is such a tile too, or in registers (P of
  * attention). N <= 256.
  *
+ * FP8 (a dot marked wgmma.e4m3 by pass_accelerate_dot.c): e4m3 x e4m3 -> f32 as
+ * wgmma ...m64nNk32.f32.e4m3.e4m3, k32 steps (32 bytes of K, as a k16 step of
+ * f16: the same descriptors and offsets in bytes), both SRAM tiles K-major
+ * (FP8 has no transpose operands; cg_dot_mma.c stores them so), a register A
+ * packed from the accumulator layout four bytes a register (f8_a_frag) in the
+ * K order cg_f8_kpos gives the tiles (docs/tensor_cores.md 4e).
+ *
  * Why the existing layouts fit: wgmma.m64nNk16 gives each warp of a
  * warpgroup 16 accumulator rows, laid out per 8 columns as mma.m16n8k16's C
  * fragment, and its register A is mma's A fragment per warp. With wm =

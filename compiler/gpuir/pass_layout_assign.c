@@ -7,7 +7,9 @@
  *      contiguous elements per thread along the fastest dim as alignment,
  *      contiguity, mask constancy and 16 bytes allow (capped by elements per
  *      thread) — but on sm_90 an atomic_add of a tensor-core dot's result
- *      keeps the accumulator layout (vector red from registers, no SRAM).
+ *      keeps the accumulator layout (vector red from registers, no SRAM), and
+ *      a load that is an FP8 wgmma dot's B with N contiguous (V of the FP8
+ *      forward) takes 16 K a thread for its transposing store (f8_kfast_layout).
  *      dot gets an FMA-friendly blocked layout for its result.
  *   2. demand (backward): a value's users say which layout they would like:
  *      memory ops their anchor, elementwise ops their result's demand,

@@ -170,42 +170,42 @@ START_TEST(attention_runs_on_fp8_wgmma)
 }
 END_TEST
 
-/* --overlap: dot-rotate peels Q K^T out of the loops; its copies stay FP8 wgmma (24). */
-START_TEST(overlap_keeps_fp8_wgmma)
+/* The PTX of fp8_attn_tiles(d, bm, bn, warps, causal, arch, overlap, no_fp8) holds `n1` of
+ * `i1` and `n2` of `i2` (n < 0: some), and e4m3 -> f16 widening cvts (`widen` 1) or none (0). */
+static void expect_ptx(const char *d, const char *bm, const char *bn, int warps, const char *arch, int overlap,
+                       int no_fp8, const char *i1, int n1, const char *i2, int n2, int widen)
 {
-    KilnCompileResult r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 1, 0, KILN_EMIT_PTX);
-    ck_assert_int_eq(COUNT(r, E4M3_N128), 24);
-    ck_assert_int_eq(COUNT(r, "wgmma.mma_async"), 24);
-    ck_assert_int_eq(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);
+    KilnCompileResult r = fp8_attn_tiles(d, bm, bn, warps, "true", arch, overlap, no_fp8, KILN_EMIT_PTX);
+    const char *is[2] = {i1, i2};
+    int ns[2] = {n1, n2};
+    for (int i = 0; i < 2; i++) {
+        int got = COUNT(r, is[i]);
+        ck_assert_msg(ns[i] < 0 ? got > 0 : got == ns[i], "d %s %sx%s/%d %s: %d of %s, want %d", d, bm, bn, warps,
+                      arch, got, is[i], ns[i]);
+    }
+    ck_assert_int_eq(COUNT(r, "cvt.rn.f16x2.e4m3x2") > 0, widen);
     kiln_compile_result_free(&r);
 }
-END_TEST
 
-/* d 256 at the table's 128 x 64 tiles: Q K^T native (8 k32 steps over d, two loops),
- * P V widened (V^T rows of 64 keys are 64 bytes: no 128-byte swizzle atom): f16 wgmma
- * k16 x 4 per loop, V and P widened by cvt f16x2.e4m3x2. 64 x 64 on 4 warps at d 128
- * (the causal short-sequence row) likewise. sm_89 and --no-fp8-wgmma widen everything. */
-START_TEST(narrow_key_blocks_and_sm89_widen)
+#define E4M3_N64 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"
+
+/* --overlap: dot-rotate peels Q K^T out of the loops; its copies stay FP8 wgmma (24).
+ * d 256 at the table's 128 x 64 tiles: Q K^T native (8 k32 steps over d, two loops), P V
+ * widened (V^T rows of 64 keys are 64 bytes: no 128-byte swizzle atom): f16 wgmma k16 x 4
+ * per loop, V and P widened by cvt f16x2.e4m3x2. 64 x 64 on 4 warps at d 128 (the causal
+ * short-sequence row) likewise. sm_89 and --no-fp8-wgmma (f16 wgmma, k16: 8 + 8 per key
+ * block) widen everything. */
+START_TEST(where_fp8_wgmma_applies)
 {
-    KilnCompileResult r = fp8_attn_tiles("256", "128", "64", 8, "true", "sm_90a", 0, 0, KILN_EMIT_PTX);
-    ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 16);
-    ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"), 8);
-    ck_assert_int_gt(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);
-    kiln_compile_result_free(&r);
-    r = fp8_attn_tiles("128", "64", "64", 4, "true", "sm_90a", 0, 0, KILN_EMIT_PTX);
-    ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), 8);
-    ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), 8);
-    kiln_compile_result_free(&r);
-    r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_89", 0, 0, KILN_EMIT_PTX);
-    ck_assert_int_eq(COUNT(r, "wgmma"), 0);
-    ck_assert_int_gt(COUNT(r, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"), 0);
-    ck_assert_int_gt(COUNT(r, "cvt.rn.f16x2.e4m3x2"), 0);
-    kiln_compile_result_free(&r);
-    /* --no-fp8-wgmma: the widened path on sm_90a (f16 wgmma, k16: 8 + 8 per key block) */
-    r = fp8_attn_tiles("128", "128", "128", 8, "true", "sm_90a", 0, 1, KILN_EMIT_PTX);
-    ck_assert_int_eq(COUNT(r, "e4m3.e4m3"), 0);
-    ck_assert_int_eq(COUNT(r, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), 32);
-    kiln_compile_result_free(&r);
+    expect_ptx("128", "128", "128", 8, "sm_90a", 1, 0, E4M3_N128, 24, "wgmma.mma_async", 24, 0);
+    expect_ptx("256", "128", "64", 8, "sm_90a", 0, 0, E4M3_N64, 16, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+               8, 1);
+    expect_ptx("128", "64", "64", 4, "sm_90a", 0, 0, E4M3_N64, 8, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+               8, 1);
+    expect_ptx("128", "128", "128", 8, "sm_89", 0, 0, "wgmma", 0, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+               -1, 1);
+    expect_ptx("128", "128", "128", 8, "sm_90a", 0, 1, "e4m3.e4m3", 0,
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", 32, 1);
 }
 END_TEST
 
@@ -285,8 +285,7 @@ static Suite *fp8_ptx_suite(void)
     tcase_add_test(tc, dot_runs_on_f16_tensor_cores);
     tcase_add_test(tc, fp8_attention_compiles);
     tcase_add_test(tc, attention_runs_on_fp8_wgmma);
-    tcase_add_test(tc, overlap_keeps_fp8_wgmma);
-    tcase_add_test(tc, narrow_key_blocks_and_sm89_widen);
+    tcase_add_test(tc, where_fp8_wgmma_applies);
     tcase_add_test(tc, runtime_compiles_fp8_wgmma);
     suite_add_tcase(s, tc);
     TCase *tp = pu_ptxas_tcase(s, 600);
