@@ -179,8 +179,10 @@ static AttnKey resolve_key(int sm_version, const KilnAttentionParams *p)
      * sizes a TMA producer. */
     if (p->seqlen_k == 0 || (p->schedule.tma <= 0 && !tma_encodable(p))) k.schedule.tma = k.schedule.lean_producer = 0;
     /* FP8: e4m3 tiles are not cp.async/TMA-staged (pass_pipeline takes f16/bf16 tiles). The
-     * table's overlap gives way too: on FP8 wgmma (sm_90a, d 128, 128 x 128 on 8 warps) its
-     * rotated loop spills 372 bytes (ptxas), without it none; a caller may still ask for it. */
+     * table's overlap gives way too until the GPU has timed it with FP8 wgmma: the widened
+     * kernel never rotated (its casts hid the pattern from dot-rotate), so no FP8 kernel ran
+     * with it; ptxas takes it at d 128, 128 x 128 on 8 warps, without spills (228 registers,
+     * 221 without). A caller may ask for it (schedule.overlap = 1; KILN_FP8_BENCH times it). */
     if (is_fp8(p)) k.schedule.tma = k.schedule.lean_producer = 0, k.schedule.warp_specialize = 0;
     if (is_fp8(p) && p->schedule.overlap <= 0) k.schedule.overlap = 0;
     return with_block_mask(p, k);

@@ -5,8 +5,8 @@
 #      (sm_90a: the dots on FP8 wgmma where the tiles allow, docs/tensor_cores.md 4e) and with
 #      schedule.no_fp8_wgmma ("[widened]" rows: the f16 tensor-core path), PASS/FAIL;
 #   2. the same test with KILN_FP8_BENCH=1: B 2, H 16, N 4096/8192, d 128/256 (the runtime's
-#      tiles), "BENCH" lines with the FP8 forward native, widened and the f16 forward, and the
-#      ratios fp8/widened and fp8/f16;
+#      tiles), "BENCH" lines with the FP8 forward native, widened, native with overlap (off by
+#      default for FP8) and the f16 forward, and the ratios fp8/widened and fp8/f16;
 #   3. tools/bench/bench_attention.py --fp8 --quick: Kiln FP8 against torch's SDPA on
 #      float8_e4m3fn (cuDNN's FP8 attention where torch exposes it, else "fail") and the f16
 #      forwards (Kiln, SDPA's cuDNN backend) on 16k tokens, with FlashAttention-3's RMSE against
