@@ -41,10 +41,10 @@
 #include <string.h>
 
 typedef struct Aff {
-    LLVMValueRef coef[CG_MAX_RANK];   /* i64 elements per index step; NULL = 0 */
+    LLVMValueRef coef[GP_MAX_RANK];   /* i64 elements per index step; NULL = 0 */
     bool is_static;                   /* compile-time coefs, range below (+ a uniform addend) */
     bool addend;                      /* is_static with a uniform runtime addend */
-    int64_t kcoef[CG_MAX_RANK];
+    int64_t kcoef[GP_MAX_RANK];
     int64_t lo, hi;                   /* the range without the addend (static only) */
 } Aff;
 
@@ -94,7 +94,7 @@ static bool aff_sum(CgCtx *c, const IrValue *v, const Aff *x, const Aff *y, bool
     int rank = v->type.rank;
     memset(a, 0, sizeof *a);
     if (x->is_static && y->is_static) {
-        int64_t k[CG_MAX_RANK];
+        int64_t k[GP_MAX_RANK];
         for (int d = 0; d < rank; d++) k[d] = sub ? x->kcoef[d] - y->kcoef[d] : x->kcoef[d] + y->kcoef[d];
         int64_t lo = sub ? x->lo - y->hi : x->lo + y->lo, hi = sub ? x->hi - y->lo : x->hi + y->hi;
         make_static(c, a, rank, k, lo, hi);
@@ -114,7 +114,7 @@ static bool aff_mul(CgCtx *c, const IrValue *v, const Aff *x, const Aff *y, Aff 
     if (x->is_static && y->is_static && (uniform(x, rank) || uniform(y, rank))) {
         const Aff *u = uniform(x, rank) ? x : y, *o = u == x ? y : x;
         if (u->lo != u->hi || u->addend) return false;    /* not a compile-time constant */
-        int64_t k[CG_MAX_RANK], m = u->lo, p1 = o->lo * m, p2 = o->hi * m;
+        int64_t k[GP_MAX_RANK], m = u->lo, p1 = o->lo * m, p2 = o->hi * m;
         if (m > (1 << 20) || m < -(1 << 20) || o->lo < INT32_MIN || o->hi > INT32_MAX) return false;
         for (int d = 0; d < rank; d++) k[d] = o->kcoef[d] * m;
         make_static(c, a, rank, k, p1 < p2 ? p1 : p2, p1 < p2 ? p2 : p1);
@@ -182,7 +182,7 @@ static bool aff_leaf(CgCtx *c, const IrOp *op, const IrValue *v, Aff *a)
 static bool affine(CgCtx *c, const IrValue *v, Aff *a, int depth)
 {
     const IrOp *op = v->def;
-    if (!op || depth > 32 || v->type.rank > CG_MAX_RANK) return false;
+    if (!op || depth > 32 || v->type.rank > GP_MAX_RANK) return false;
     Aff x, y;
     switch (op->op) {
     case IR_ARANGE: case IR_CONST: case IR_SPLAT: return aff_leaf(c, op, v, a);
@@ -226,10 +226,10 @@ bool cg_affine_coefs(CgCtx *c, const IrValue *ptrs, LLVMValueRef *coef)
     return true;
 }
 
-LLVMValueRef cg_affine_step(CgCtx *c, const CgGeom *g, const LLVMValueRef *coef, int from, int to, int elem_bytes)
+LLVMValueRef cg_affine_step(CgCtx *c, const GpGeom *g, const LLVMValueRef *coef, int from, int to, int elem_bytes)
 {
-    int dv[CG_MAX_RANK];
-    cg_geom_reg_delta(g, from, to, dv);
+    int dv[GP_MAX_RANK];
+    gp_geom_reg_delta(g, from, to, dv);
     LLVMValueRef step = NULL;
     for (int i = 0; i < g->vrank; i++) {
         if (!dv[i] || !coef[i]) continue;

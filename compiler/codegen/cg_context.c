@@ -3,7 +3,7 @@
  * scalar conversions shared by every op family.
  *
  * Invariant: the runtime index of a register (cg_reg_index) is the exact LLVM
- * image of cg_geom_index in layout.c, which the unit tests check on the CPU.
+ * image of gp_geom_index in layout.c, which the unit tests check on the CPU.
  */
 #include "cg_internal.h"
 
@@ -85,7 +85,7 @@ CgTile *cg_get(CgCtx *c, const IrValue *v)
         c->failed = true;
         /* Hand back something well-formed so callers need no NULL checks. */
         int n = 1;
-        CgGeom g;
+        GpGeom g;
         if (v->type.rank && cg_geom_of(c, v, &g)) n = g.nregs;
         t->r = ARENA_ARRAY(c->arena, LLVMValueRef, n);
         for (int i = 0; i < n; i++) t->r[i] = LLVMGetUndef(cg_type(c, (IrElem)v->type.elem));
@@ -102,14 +102,14 @@ CgTile *cg_set(CgCtx *c, const IrValue *v, int n)
     return t;
 }
 
-bool cg_geom_of(CgCtx *c, const IrValue *v, CgGeom *g)
+bool cg_geom_of(CgCtx *c, const IrValue *v, GpGeom *g)
 {
     if (v->type.rank == 0) {
         memset(g, 0, sizeof *g);
         g->nregs = 1;
         return true;
     }
-    if (!cg_geom(c->f, v->layout, v->type, g)) {
+    if (!gp_geom(c->f, v->layout, v->type, g)) {
         if (!c->failed) INTERNAL_ERROR("codegen: value %%%d has no usable layout", v->id);
         c->failed = true;
         memset(g, 0, sizeof *g);
@@ -119,7 +119,7 @@ bool cg_geom_of(CgCtx *c, const IrValue *v, CgGeom *g)
     return true;
 }
 
-void cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base)
+void cg_thread_base(CgCtx *c, const GpGeom *g, LLVMValueRef *base)
 {
     for (int d = 0; d < g->rank; d++) {
         LLVMValueRef ld = LLVMBuildLShr(c->b, c->lane, cg_i32(c, sup_ilog2(g->lane_stride[d])), "");
@@ -131,21 +131,21 @@ void cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base)
     }
 }
 
-void cg_reg_index(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg, LLVMValueRef *idx)
+void cg_reg_index(CgCtx *c, const GpGeom *g, LLVMValueRef *base, int reg, LLVMValueRef *idx)
 {
-    int rd[CG_MAX_RANK];
-    cg_geom_reg_dims(g, reg, rd);
+    int rd[GP_MAX_RANK];
+    gp_geom_reg_dims(g, reg, rd);
     for (int i = 0; i < g->vrank; i++) {
         int d = g->vdims[i];
-        LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, cg_geom_const_part(g, d, rd[d])), "");
+        LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, gp_geom_const_part(g, d, rd[d])), "");
         idx[i] = LLVMBuildAnd(c->b, x, cg_i32(c, g->shape[d] - 1), "");
     }
 }
 
-LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg)
+LLVMValueRef cg_reg_owner(CgCtx *c, const GpGeom *g, LLVMValueRef *base, int reg)
 {
-    int rd[CG_MAX_RANK];
-    cg_geom_reg_dims(g, reg, rd);
+    int rd[GP_MAX_RANK];
+    gp_geom_reg_dims(g, reg, rd);
     LLVMValueRef ok = LLVMConstInt(c->t_i1, 1, 0);
     if (g->warp_copies) { /* warps whose coordinates repeat another warp's hold copies */
         LLVMValueRef w = cg_i32(c, 0);
@@ -158,7 +158,7 @@ LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg
     }
     for (int d = 0; d < g->rank; d++) {
         if (g->shape[d] >= g->cta[d]) continue;
-        LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, cg_geom_const_part(g, d, rd[d])), "");
+        LLVMValueRef x = LLVMBuildAdd(c->b, base[d], cg_i32(c, gp_geom_const_part(g, d, rd[d])), "");
         LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntULT, x, cg_i32(c, g->shape[d]), "");
         ok = LLVMBuildAnd(c->b, ok, in, "");
     }
@@ -240,16 +240,16 @@ void cg_barrier(CgCtx *c)
 
 void cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages)
 {
-    const CgTcState *tc = c->tc;
-    const CgSpan *sp = NULL;
+    const GpTcState *tc = c->tc;
+    const GpSpan *sp = NULL;
     for (int i = 0; tc && i < tc->spans.len; i++)
-        if (((const CgSpan *)tc->spans.data[i])->op == region_op) sp = tc->spans.data[i];
+        if (((const GpSpan *)tc->spans.data[i])->op == region_op) sp = tc->spans.data[i];
     if (!sp) return;
     for (int i = 0; i < tc->bufs.len; i++) {
-        const CgSmemBuf *b = tc->bufs.data[i];
+        const GpSmemBuf *b = tc->bufs.data[i];
         if (b->start > sp->start && b->end < sp->end) cg_smem_pending_add(c, b->offset, b->offset + b->bytes);
     }
-    const CgPipeLoop *pl = with_stages ? cg_pipeline_of_loop(tc, region_op) : NULL;
+    const GpPipeLoop *pl = with_stages ? gp_pipeline_of_loop(tc, region_op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++)
         if (pl->loads[i].buf) cg_smem_pending_add(c, pl->loads[i].buf->offset, pl->loads[i].buf->offset + pl->loads[i].buf->bytes);
     if (pl && pl->mbar) cg_smem_pending_add(c, (int)pl->mbar->offset, (int)(pl->mbar->offset + pl->mbar->bytes));
@@ -257,9 +257,9 @@ void cg_smem_pending_span(CgCtx *c, const IrOp *region_op, bool with_stages)
 
 LLVMValueRef cg_smem_begin(CgCtx *c, const char *what, const IrValue *v, int bytes)
 {
-    const CgTcState *tc = c->tc;
+    const GpTcState *tc = c->tc;
     int idx = tc && v && v->id < tc->nids ? tc->buf_of[v->id] : -1;
-    const CgSmemBuf *b = idx >= 0 ? tc->bufs.data[idx] : NULL;
+    const GpSmemBuf *b = idx >= 0 ? tc->bufs.data[idx] : NULL;
     if (!b || b->bytes < bytes) {
         INTERNAL_ERROR("codegen: no SRAM buffer of %d bytes planned for %s of %%%d", bytes, what, v ? v->id : -1);
         c->failed = true;

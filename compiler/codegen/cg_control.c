@@ -75,7 +75,7 @@ bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch)
     return true;
 }
 
-static bool lower_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
+static bool lower_pipelined(CgCtx *c, IrOp *op, GpPipeLoop *pl)
 {
     if (!cg_pipeline_prologue(c, pl)) return false;   /* at the loop unless issued earlier */
     Pending before;
@@ -87,7 +87,7 @@ static bool lower_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
 
 static bool lower_for(CgCtx *c, IrOp *op)
 {
-    CgPipeLoop *pl = cg_pipeline_of_loop(c->tc, op);
+    GpPipeLoop *pl = gp_pipeline_of_loop(c->tc, op);
     if (pl) return lower_pipelined(c, op, pl);
     Pending before;
     pending_save(c, &before);

@@ -51,19 +51,19 @@ static LLVMValueRef tile_offset(CgCtx *c, IrType type, LLVMValueRef *idx, int eb
  * vector access instead of n scalar ones, each with its own copy of the
  * index arithmetic: that the SLP vectorizer merged some of, at a cost, and
  * not all (the forward's O epilogue stayed 16-bit stores). */
-static int smem_run(const CgGeom *g, IrType type, IrElem e, int reg)
+static int smem_run(const GpGeom *g, IrType type, IrElem e, int reg)
 {
     if (type.rank < 1 || e == IR_I1 || e == IR_PTR) return 1;
-    int fd = g->vdims[type.rank - 1], eb = cg_elem_bytes(e);
+    int fd = g->vdims[type.rank - 1], eb = gp_elem_bytes(e);
     int n = g->eff_spt[fd];
     if (n > 16 / eb) n = 16 / eb;
     if (g->order[0] != fd || n < 2 || g->spt[fd] % n || type.shape[type.rank - 1] % n || reg % n || reg + n > g->nregs)
         return 1;
-    int rd[CG_MAX_RANK], delta[CG_MAX_RANK];
-    cg_geom_reg_dims(g, reg, rd);
-    if (cg_geom_const_part(g, fd, rd[fd]) % n) return 1;
+    int rd[GP_MAX_RANK], delta[GP_MAX_RANK];
+    gp_geom_reg_dims(g, reg, rd);
+    if (gp_geom_const_part(g, fd, rd[fd]) % n) return 1;
     for (int k = 1; k < n; k++) {
-        cg_geom_reg_delta(g, reg, reg + k, delta);
+        gp_geom_reg_delta(g, reg, reg + k, delta);
         for (int i = 0; i < type.rank; i++)
             if (delta[i] != (i == type.rank - 1 ? k : 0)) return 1;
     }
@@ -73,15 +73,15 @@ static int smem_run(const CgGeom *g, IrType type, IrElem e, int reg)
 void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool owners_only, int row_pad)
 {
     IrElem e = (IrElem)type.elem;
-    int eb = cg_elem_bytes(e);
-    CgGeom g;
-    if (!cg_geom(c->f, layout, type, &g)) {
+    int eb = gp_elem_bytes(e);
+    GpGeom g;
+    if (!gp_geom(c->f, layout, type, &g)) {
         INTERNAL_ERROR("codegen: tile without a layout in a conversion");
         return;
     }
-    LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
+    LLVMValueRef base[GP_MAX_RANK], idx[GP_MAX_RANK];
     cg_thread_base(c, &g, base);
-    bool redirect = owners_only && cg_geom_replicated(&g);
+    bool redirect = owners_only && gp_geom_replicated(&g);
     int rows = type.rank ? (int)(ir_type_numel(type) / type.shape[type.rank - 1]) : 1;
     LLVMValueRef trash = cg_i32(c, (int)ir_type_numel(type) * eb + rows * row_pad);
     for (int i = 0, n; i < g.nregs && i < t->n; i += n) {
@@ -103,13 +103,13 @@ void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool ow
 void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_pad)
 {
     IrElem e = (IrElem)type.elem;
-    int eb = cg_elem_bytes(e);
-    CgGeom g;
-    if (!cg_geom(c->f, layout, type, &g)) {
+    int eb = gp_elem_bytes(e);
+    GpGeom g;
+    if (!gp_geom(c->f, layout, type, &g)) {
         INTERNAL_ERROR("codegen: tile without a layout in a conversion");
         return;
     }
-    LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
+    LLVMValueRef base[GP_MAX_RANK], idx[GP_MAX_RANK];
     cg_thread_base(c, &g, base);
     for (int i = 0, n; i < g.nregs && i < out->n; i += n) {
         n = out->n < g.nregs ? 1 : smem_run(&g, type, e, i);
@@ -134,20 +134,20 @@ void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_p
  * with rows of 64 bytes or more every matrix's 8 rows start 4 banks apart
  * (16 bytes of pad), so each matrix is conflict free, and the read-back is
  * unchanged. Not .trans: the tile's contiguous dim is N, as the fragment's.
- * Lane address: the warp's corner + cg_stmatrix_lane_row (registers), plus
+ * Lane address: the warp's corner + gp_stmatrix_lane_row (registers), plus
  * the instruction's corner, an immediate in the asm text. */
-static bool stmatrix_fits(CgCtx *c, const IrValue *src, const CgTile *in, int pad, CgGeom *g, CgStmatrix *p)
+static bool stmatrix_fits(CgCtx *c, const IrValue *src, const CgTile *in, int pad, GpGeom *g, GpStmatrix *p)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
     IrElem e = (IrElem)src->type.elem;
     if (c->sm < 90 || (e != IR_F16 && e != IR_BF16) || src->type.rank != 2) return false;
-    if (!cg_layout_is_mma(c->f, src->layout, &frag, &wm, &wn) || frag != CG_MMA_C) return false;
-    if (!cg_geom(c->f, src->layout, src->type, g) || in->n != g->nregs) return false;
-    return (src->type.shape[1] * 2 + pad) % 16 == 0 && cg_stmatrix_plan(g, p); /* rows 16-byte aligned */
+    if (!gp_layout_is_mma(c->f, src->layout, &frag, &wm, &wn) || frag != GP_MMA_C) return false;
+    if (!gp_geom(c->f, src->layout, src->type, g) || in->n != g->nregs) return false;
+    return (src->type.shape[1] * 2 + pad) % 16 == 0 && gp_stmatrix_plan(g, p); /* rows 16-byte aligned */
 }
 
-static void stmatrix_to_smem(CgCtx *c, const IrValue *src, const CgTile *in, const CgGeom *g, const CgStmatrix *p,
+static void stmatrix_to_smem(CgCtx *c, const IrValue *src, const CgTile *in, const GpGeom *g, const GpStmatrix *p,
                              int pad)
 {
     int stride = src->type.shape[1] * 2 + pad;
@@ -167,7 +167,7 @@ static void stmatrix_to_smem(CgCtx *c, const IrValue *src, const CgTile *in, con
     LLVMTypeRef pair = LLVMVectorType(cg_type(c, (IrElem)src->type.elem), 2);
     for (int q = 0; q < p->nm * p->nn; q++) {
         int row0, col0, regs[4];
-        cg_stmatrix_instr(g, p, q, &row0, &col0, regs);
+        gp_stmatrix_instr(g, p, q, &row0, &col0, regs);
         LLVMValueRef args[5] = {addr};
         for (int j = 0; j < 4; j++) {
             LLVMValueRef v = LLVMGetUndef(pair);
@@ -185,13 +185,13 @@ static void stmatrix_to_smem(CgCtx *c, const IrValue *src, const CgTile *in, con
 bool cg_lower_convert(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
-    const CgPipeLoad *pl = op->op == IR_CONVERT_LAYOUT ? cg_pipeline_load(c->tc, op, NULL) : NULL;
+    const GpPipeLoad *pl = op->op == IR_CONVERT_LAYOUT ? gp_pipeline_load(c->tc, op, NULL) : NULL;
     if (pl && c->pipe) return cg_lower_pipelined_convert(c, op, pl); /* the source lives in SRAM only */
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, res, &g);
     CgTile *in = cg_get(c, src);
     CgTile *t = cg_set(c, res, g.nregs);
-    if (op->op == IR_CONVERT_LAYOUT && cg_layouts_equivalent(c->f, src->layout, res->layout, res->type)) {
+    if (op->op == IR_CONVERT_LAYOUT && gp_layouts_equivalent(c->f, src->layout, res->layout, res->type)) {
         for (int i = 0; i < g.nregs; i++) t->r[i] = in->r[i];
         return true;
     }
@@ -200,12 +200,12 @@ bool cg_lower_convert(CgCtx *c, IrOp *op)
         return true;
     }
     const char *what = "convert_layout";
-    int bytes = cg_convert_scratch_bytes(c->f, op, &what);
+    int bytes = gp_convert_scratch_bytes(c->f, op, &what);
     if (what[0] == 'm') return cg_lower_convert_mma_operand(c, op);
     cg_smem_begin(c, what, res, bytes);
-    int pad = cg_convert_row_pad(op, res->type);
-    CgGeom sg;
-    CgStmatrix sp;
+    int pad = gp_convert_row_pad(op, res->type);
+    GpGeom sg;
+    GpStmatrix sp;
     if (op->op == IR_CONVERT_LAYOUT && stmatrix_fits(c, src, in, pad, &sg, &sp))
         stmatrix_to_smem(c, src, in, &sg, &sp, pad);
     else

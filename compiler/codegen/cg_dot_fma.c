@@ -19,19 +19,19 @@
 bool cg_lower_dot(CgCtx *c, IrOp *op)
 {
     IrValue *a = op->args[0], *b = op->args[1], *acc = op->args[2], *res = op->res[0];
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) && cg_lower_dot_wgmma(c, op)) return true;
+    if (gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) && cg_lower_dot_wgmma(c, op)) return true;
     if (ir_attr_int(&op->attrs, IR_ATTR_WGMMA_E4M3, 0)) { /* accelerate-dot checked its tile: nothing else takes it */
         cg_fail(c, op, "internal: an f8e4m3 dot marked wgmma.e4m3 did not lower to FP8 wgmma");
         return false;
     }
     cg_wgmma_retire(c);   /* a wgmma.overlap group: this dot has no wgmma wait to retire it */
-    if (cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) {
+    if (gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) {
         cg_pingpong_skip(c, op);   /* a turn it does not use, so every warpgroup takes as many */
         return cg_lower_dot_mma(c, op);
     }
-    CgGeom ga, gb, gc;
+    GpGeom ga, gb, gc;
     if (!cg_geom_of(c, a, &ga) || !cg_geom_of(c, b, &gb) || !cg_geom_of(c, res, &gc)) return false;
     int K = a->type.shape[1];
     if (ga.nregs_dim[1] != K || gb.nregs_dim[0] != K || ga.nregs_dim[0] != gc.nregs_dim[0] ||
@@ -57,13 +57,13 @@ bool cg_lower_dot(CgCtx *c, IrOp *op)
     bool mad_asm = !fl && (int64_t)gc.nregs * K > CG_DOT_MAD_ASM_WORK;
     CgTile *t = cg_set(c, res, gc.nregs);
     for (int j = 0; j < gc.nregs; j++) {
-        int rd[CG_MAX_RANK], ra[2], rb[2];
-        cg_geom_reg_dims(&gc, j, rd);
+        int rd[GP_MAX_RANK], ra[2], rb[2];
+        gp_geom_reg_dims(&gc, j, rd);
         LLVMValueRef s = cg_convert_scalar(c, tc->r[j], (IrElem)acc->type.elem, we);
         for (int k = 0; k < K; k++) {
             ra[0] = rd[0], ra[1] = k;
             rb[0] = k, rb[1] = rd[1];
-            LLVMValueRef x = av[cg_geom_reg_of(&ga, ra)], y = bv[cg_geom_reg_of(&gb, rb)];
+            LLVMValueRef x = av[gp_geom_reg_of(&ga, ra)], y = bv[gp_geom_reg_of(&gb, rb)];
             if (fl) {
                 LLVMValueRef args[3] = {x, y, s};
                 s = cg_call(c, fma, wt, 3, pt, args);

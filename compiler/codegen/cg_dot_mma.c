@@ -10,7 +10,7 @@
  * side by side instead, warp_n * rn + on: ntile_col) and all k16 steps; the
  * dot is, per warp,
  *     for om, on, kk:  C[om,on] = mma(A[om,kk], B[kk,on], C[om,on])
- * with register indices taken from the layouts' geometry (cg_geom_reg_of),
+ * with register indices taken from the layouts' geometry (gp_geom_reg_of),
  * so the fragment order of the PTX ISA table is the layout's order.
  *
  * Operand staging (convert_layout from any layout to an A/B-operand layout):
@@ -41,7 +41,7 @@ static LLVMValueRef mul(CgCtx *c, LLVMValueRef v, int m) { return LLVMBuildMul(c
 
 /* Runtime element offset of (r, col) in a swizzled tile; col % vec == 0 for
  * the chunk starts this is used with, else the in-chunk part is added. */
-LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col)
+LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const GpSwizzle *s, LLVMValueRef r, LLVMValueRef col)
 {
     LLVMValueRef blk = cg_i32(c, s->blk);
     LLVMValueRef cin = s->blk == s->cols ? col : LLVMBuildURem(c->b, col, blk, "");
@@ -61,20 +61,20 @@ typedef struct TileShape {
     int rows, cols;    /* memrows, memcols */
     bool k_contig;
     bool kperm;        /* e4m3 (FP8 wgmma): K stored in cg_f8_kpos order */
-    CgSwizzle sw;
+    GpSwizzle sw;
 } TileShape;
 
-static TileShape tile_shape(IrType t, CgMmaFrag frag, int fast_dim)
+static TileShape tile_shape(IrType t, GpMmaFrag frag, int fast_dim)
 {
     TileShape ts;
     ts.mc_dim = fast_dim;
     ts.mr_dim = 1 - fast_dim;
     ts.rows = t.shape[ts.mr_dim];
     ts.cols = t.shape[ts.mc_dim];
-    int kdim = frag == CG_MMA_A ? 1 : 0;
+    int kdim = frag == GP_MMA_A ? 1 : 0;
     ts.k_contig = fast_dim == kdim;
     ts.kperm = t.elem == IR_F8E4M3;
-    ts.sw = cg_swizzle_for(ts.rows, ts.cols, cg_elem_bytes((IrElem)t.elem));
+    ts.sw = gp_swizzle_for(ts.rows, ts.cols, gp_elem_bytes((IrElem)t.elem));
     return ts;
 }
 
@@ -88,11 +88,11 @@ static LLVMValueRef f8_kpos_ir(CgCtx *c, LLVMValueRef k)
 
 /* ---- the operand tile -> registers half (shared with pipelining) ---- */
 
-/* Lane part of an ldmatrix row address (cg_ldmatrix_lane_row, at run time). */
-static void lane_row(CgCtx *c, CgMmaFrag frag, bool kc, LLVMValueRef *dr, LLVMValueRef *dc)
+/* Lane part of an ldmatrix row address (gp_ldmatrix_lane_row, at run time). */
+static void lane_row(CgCtx *c, GpMmaFrag frag, bool kc, LLVMValueRef *dr, LLVMValueRef *dc)
 {
     LLVMValueRef r = and_(c, c->lane, 7), m = lshr(c, c->lane, 3);
-    if (frag == CG_MMA_A) {
+    if (frag == GP_MMA_A) {
         LLVMValueRef dm = mul(c, and_(c, m, 1), 8), dk = mul(c, lshr(c, m, 1), 8);
         *dr = add(c, r, kc ? dm : dk);
         *dc = kc ? dk : dm;
@@ -131,7 +131,7 @@ static LLVMValueRef tile_ptr(CgCtx *c, const TileShape *ts, LLVMValueRef tile_ba
 
 /* The ldmatrix addresses of one tile, split into few registers and many
  * immediates. The swizzle repeats every 8 memrows (per_phase * max_phase == 8
- * for every tile cg_swizzle_for makes) and every max_phase chunks, so for a
+ * for every tile gp_swizzle_for makes) and every max_phase chunks, so for a
  * corner (rc + xr, cc + xc) with rc % 8 == 0 and cc = cq + cr, cq a multiple
  * of max_phase chunks:
  *     swz(rc + xr, cc + xc) = rc * cols + cq + swz(xr, cr + xc)
@@ -147,13 +147,13 @@ typedef struct LdsmAddr {
 
 static LLVMValueRef ldsm_ptr(CgCtx *c, LdsmAddr *a, int rc, int cc)
 {
-    const CgSwizzle *sw = &a->ts->sw;
+    const GpSwizzle *sw = &a->ts->sw;
     int period = sw->vec * sw->max_phase, cr = cc % period;
     if (rc % 8 || sw->per_phase * sw->max_phase != 8 || cr / sw->vec >= 8)
         return tile_ptr(c, a->ts, a->base, add(c, cg_i32(c, rc), a->xr), add(c, cg_i32(c, cc), a->xc));
     LLVMValueRef *p = &a->part[cr / sw->vec];
     if (!*p) *p = mul(c, cg_swizzle_offset_ir(c, sw, a->xr, add(c, cg_i32(c, cr), a->xc)), sw->elem_bytes);
-    int imm = cg_swizzle_offset(sw, rc, cc - cr) * sw->elem_bytes; /* no XOR at (8k, q * period) */
+    int imm = gp_swizzle_offset(sw, rc, cc - cr) * sw->elem_bytes; /* no XOR at (8k, q * period) */
     return cg_smem_ptr_abs(c, add(c, add(c, a->base, *p), cg_i32(c, imm)));
 }
 
@@ -169,13 +169,13 @@ static void sink(CgCtx *c, const FragSink *s, int reg, LLVMValueRef v)
 }
 
 /* ldmatrix the A fragments of k16 steps [k_lo, k_hi) of every m16 tile. */
-static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, const FragSink *out,
+static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const GpGeom *g, int wm, const FragSink *out,
                    int k_lo, int k_hi)
 {
     int M = g->shape[0];
     LLVMTypeRef et = cg_type(c, out->stored);
     LLVMValueRef dr, dc, wmi = LLVMBuildURem(c->b, c->warp, cg_i32(c, wm), "");
-    lane_row(c, CG_MMA_A, ts->k_contig, &dr, &dc);
+    lane_row(c, GP_MMA_A, ts->k_contig, &dr, &dc);
     LLVMValueRef w16 = mul(c, wmi, 16);
     LdsmAddr ad = {ts, base, ts->k_contig ? add(c, w16, dr) : dr, ts->k_contig ? dc : add(c, w16, dc), {0}};
     for (int om = 0; om < M / (16 * wm); om++)
@@ -189,7 +189,7 @@ static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
                 for (int h = 0; h < 2; h++) {
                     int i = 2 * j + h;
                     int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
-                    sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
+                    sink(c, out, gp_geom_reg_of(g, rd), h ? hi : lo);
                 }
             }
         }
@@ -197,7 +197,7 @@ static void load_a(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
 
 /* The n matrices of one B ldmatrix into the operand's registers: matrix j
  * is k half j % 2 of k16 step kk + j / 2 (pairs: of step kk, n8 tile on + j / 2). */
-static void sink_b(CgCtx *c, LLVMValueRef q, int n, const FragSink *out, const CgGeom *g, int kk, int on, bool pairs)
+static void sink_b(CgCtx *c, LLVMValueRef q, int n, const FragSink *out, const GpGeom *g, int kk, int on, bool pairs)
 {
     LLVMTypeRef et = cg_type(c, out->stored);
     for (int j = 0; j < n; j++) {
@@ -206,7 +206,7 @@ static void sink_b(CgCtx *c, LLVMValueRef q, int n, const FragSink *out, const C
         for (int h = 0; h < 2; h++) {
             int i = (j & 1) * 2 + h, ks = pairs ? kk : kk + (j >> 1);
             int rd[2] = {(ks * 2 + (i >> 1)) * 2 + (i & 1), pairs ? on + (j >> 1) : on};
-            sink(c, out, cg_geom_reg_of(g, rd), h ? hi : lo);
+            sink(c, out, gp_geom_reg_of(g, rd), h ? hi : lo);
         }
     }
 }
@@ -220,7 +220,7 @@ static LLVMValueRef warp_n(CgCtx *c, int wm, int wn)
 /* The first column of this warp's n8 tile `on` of B (or C), less the warp's
  * own offset (warp_n * 8 * rpw): warp_n's tiles are interleaved (on * wn +
  * warp_n) when rpw[1] = 1, else rpw[1] side by side (#mma<.., rn>). */
-static int ntile_col(const CgGeom *g, int wn, int on)
+static int ntile_col(const GpGeom *g, int wn, int on)
 {
     int rp = g->rpw[1];
     return ((on / rp) * wn * rp + on % rp) * 8;
@@ -228,13 +228,13 @@ static int ntile_col(const CgGeom *g, int wn, int on)
 
 /* ldmatrix the B fragments of k16 steps [k_lo, k_hi) (k_lo even: one x4
  * covers two steps) of every n8 tile. */
-static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
+static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const GpGeom *g, int wm, int wn,
                    const FragSink *out, int k_lo, int k_hi)
 {
     int N = g->shape[1];
     LLVMValueRef dr, dc;
     LLVMValueRef wni = warp_n(c, wm, wn);
-    lane_row(c, CG_MMA_B, ts->k_contig, &dr, &dc);
+    lane_row(c, GP_MMA_B, ts->k_contig, &dr, &dc);
     LLVMValueRef w8 = mul(c, wni, 8 * g->rpw[1]);
     LdsmAddr ad = {ts, base, ts->k_contig ? add(c, w8, dr) : dr, ts->k_contig ? dc : add(c, w8, dc), {0}};
     for (int on = 0; on < N / (8 * wn); on++)
@@ -251,7 +251,7 @@ static void load_b(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeo
  * per x4: matrix j holds n8 tile on + j / 2, k half j % 2 (CUTLASS's k16 x
  * n16 B load). Per step a warp holds 2 registers per n8 tile instead of
  * load_b's 4 (two steps): what lets d = 128 on 32-row warps fit in 255. */
-static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const CgGeom *g, int wm, int wn,
+static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const GpGeom *g, int wm, int wn,
                          const FragSink *out, int kk)
 {
     int N = g->shape[1];
@@ -275,25 +275,25 @@ static void load_b_pairs(CgCtx *c, const TileShape *ts, LLVMValueRef base, const
  * holds `stored` elements (16-bit), converted to res's element if they differ. */
 void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgTile *out)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    CgGeom g;
-    if (!cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || !cg_geom_of(c, res, &g)) {
+    GpGeom g;
+    if (!gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || !cg_geom_of(c, res, &g)) {
         INTERNAL_ERROR("codegen: ldmatrix into a value without an MMA operand layout");
         return;
     }
     TileShape ts = tile_shape(res->type, frag, fast_dim);
     FragSink fs = {out->r, stored, (IrElem)res->type.elem};
     for (int i = 0; i < out->n; i++) out->r[i] = LLVMGetUndef(cg_type(c, fs.want));
-    int ksteps = res->type.shape[frag == CG_MMA_A ? 1 : 0] / 16;
-    if (frag == CG_MMA_A) load_a(c, &ts, base, &g, wm, &fs, 0, ksteps);
+    int ksteps = res->type.shape[frag == GP_MMA_A ? 1 : 0] / 16;
+    if (frag == GP_MMA_A) load_a(c, &ts, base, &g, wm, &fs, 0, ksteps);
     else load_b(c, &ts, base, &g, wm, wn, &fs, 0, ksteps);
 }
 
 bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgRange bytes)
 {
     if (!c->tc || !c->lazy || res->id >= c->tc->nids || !c->tc->deferred[res->id]) return false;
-    CgGeom g;
+    GpGeom g;
     if (!cg_geom_of(c, res, &g)) return false;
     CgTile *t = cg_set(c, res, g.nregs);
     for (int i = 0; i < t->n; i++) t->r[i] = NULL; /* only dots read it, from SRAM */
@@ -309,23 +309,23 @@ bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base,
  * pass_layout_assign.c's f8_kfast_layout): each run is one st.shared.v4.b32,
  * its bytes permuted (the chunk's first k is a multiple of 16: cg_f8_kpos
  * keeps it). */
-static void store_f8_chunks(CgCtx *c, const CgGeom *g, CgTile *t, const TileShape *ts, LLVMValueRef base,
+static void store_f8_chunks(CgCtx *c, const GpGeom *g, CgTile *t, const TileShape *ts, LLVMValueRef base,
                             LLVMValueRef *tb)
 {
     int fd = g->vdims[ts->mc_dim];
-    LLVMValueRef idx[CG_MAX_RANK];
+    LLVMValueRef idx[GP_MAX_RANK];
     for (int i = 0; i < g->nregs; i++) {
-        int rd[CG_MAX_RANK];
-        cg_geom_reg_dims(g, i, rd);
+        int rd[GP_MAX_RANK];
+        gp_geom_reg_dims(g, i, rd);
         if (rd[fd] % 16) continue;
         cg_reg_index(c, g, tb, i, idx);
         LLVMValueRef p = tile_ptr(c, ts, base, idx[ts->mr_dim], idx[ts->mc_dim]);
         LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(c->t_i8, 16));
         for (int k = 0; k < 16; k++) {
-            int rk[CG_MAX_RANK];
+            int rk[GP_MAX_RANK];
             memcpy(rk, rd, sizeof rk);
             rk[fd] += k;
-            vec = LLVMBuildInsertElement(c->b, vec, t->r[cg_geom_reg_of(g, rk)], cg_i32(c, cg_f8_kpos(k)), "");
+            vec = LLVMBuildInsertElement(c->b, vec, t->r[gp_geom_reg_of(g, rk)], cg_i32(c, cg_f8_kpos(k)), "");
         }
         /* one st.shared.v4.b32: NVPTX splits a <16 x i8> store into 4 st.shared.u32 */
         LLVMValueRef w = LLVMBuildBitCast(c->b, vec, LLVMVectorType(c->t_i32, 4), ""), a[5];
@@ -339,12 +339,12 @@ static void store_f8_chunks(CgCtx *c, const CgGeom *g, CgTile *t, const TileShap
  * along the fast dim that stay inside one 16-byte chunk go as one vector. */
 static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValueRef base)
 {
-    CgGeom g;
+    GpGeom g;
     if (!cg_geom_of(c, v, &g)) return;
     CgTile *t = cg_get(c, v);
     IrElem e = (IrElem)v->type.elem;
-    int eb = cg_elem_bytes(e);
-    LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK];
+    int eb = gp_elem_bytes(e);
+    LLVMValueRef tb[GP_MAX_RANK], idx[GP_MAX_RANK];
     cg_thread_base(c, &g, tb);
     int fd = g.vdims[ts->mc_dim];
     if (ts->kperm && g.eff_spt[fd] % ts->sw.vec == 0) {
@@ -373,7 +373,7 @@ static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValu
  * fastest dim (its stores vectorise). */
 static int fast_dim_of(CgCtx *c, const IrValue *v)
 {
-    CgGeom g;
+    GpGeom g;
     if (!cg_geom_of(c, v, &g)) return 1;
     for (int i = 0; i < v->type.rank; i++)
         if (g.vdims[i] == g.order[0]) return i;
@@ -385,7 +385,7 @@ static int fast_dim_of(CgCtx *c, const IrValue *v)
  * (the transpose's fast dim is the other value dim, hence `fd` of src). */
 static bool lower_view(CgCtx *c, IrValue *res, int fd)
 {
-    const CgSmemBuf *b = c->tc->bufs.data[c->tc->buf_of[res->id]];
+    const GpSmemBuf *b = c->tc->bufs.data[c->tc->buf_of[res->id]];
     CgRange r = {b->offset, b->offset + b->bytes};
     if (cg_mma_defer(c, res, fd, cg_i32(c, (int)b->offset), (IrElem)res->type.elem, r)) return true;
     INTERNAL_ERROR("codegen: the view %%%d is not a deferred operand", res->id);
@@ -396,21 +396,21 @@ static bool lower_view(CgCtx *c, IrValue *res, int fd)
 bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
 {
     IrValue *src = op->args[0], *res = op->res[0];
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, res, &g);
     CgTile *out = cg_set(c, res, g.nregs);
     int fd = fast_dim_of(c, src);
     if (c->tc && res->id < c->tc->nids && c->tc->view[res->id]) return lower_view(c, res, fd);
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn);
+    gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn);
     bool f8 = res->type.elem == IR_F8E4M3;
     /* e4m3: the operand of FP8 wgmma, which reads both tiles K-major only
      * (no transpose bit): V of P @ V is transposed on its way in */
-    if (f8) fd = frag == CG_MMA_A ? 1 : 0;
+    if (f8) fd = frag == GP_MMA_A ? 1 : 0;
     TileShape ts = tile_shape(res->type, frag, fd);
-    int bytes = (int)ir_type_numel(res->type) * cg_elem_bytes((IrElem)res->type.elem);
-    LLVMValueRef base = cg_smem_begin(c, frag == CG_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
+    int bytes = (int)ir_type_numel(res->type) * gp_elem_bytes((IrElem)res->type.elem);
+    LLVMValueRef base = cg_smem_begin(c, frag == GP_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
     store_tile(c, src, &ts, base);
     cg_fence_proxy_async(c);
     cg_barrier(c);
@@ -454,21 +454,21 @@ static LLVMValueRef pack2(CgCtx *c, LLVMValueRef lo, LLVMValueRef hi, bool bf)
 /* Registers of an operand read through the geometry of its MMA operand
  * layout; the value may sit in an equivalent layout (P = the C layout of a
  * previous dot, when wn = 1): same registers, same elements. */
-bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g)
+bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, GpMmaFrag want, int wm, int wn, GpGeom *g)
 {
     IrValue *v = op->args[i];
-    int l = cg_layout_mma_rn(c->f, want, wm, wn, cg_mma_rn(c->f, op->res[0]->layout));
-    if (v->layout != l && !cg_layouts_equivalent(c->f, v->layout, l, v->type)) {
+    int l = gp_layout_mma_rn(c->f, want, wm, wn, gp_mma_rn(c->f, op->res[0]->layout));
+    if (v->layout != l && !gp_layouts_equivalent(c->f, v->layout, l, v->type)) {
         INTERNAL_ERROR("codegen: mma operand %d is not in (a layout equivalent to) the operand layout", i);
         return false;
     }
-    return cg_geom(c->f, l, v->type, g);
+    return gp_geom(c->f, l, v->type, g);
 }
 
 /* The registers of dot operand `i`: its own, or, when deferred, an array the
  * dot fills one k32 step at a time (load_k_step). */
 typedef struct DotOperand {
-    CgGeom g;
+    GpGeom g;
     LLVMValueRef *r;
     const CgLazyOperand *lazy;
     TileShape ts;
@@ -477,7 +477,7 @@ typedef struct DotOperand {
 
 static bool dot_operand(CgCtx *c, IrOp *op, int i, int wm, int wn, DotOperand *d)
 {
-    CgMmaFrag want = i == 0 ? CG_MMA_A : CG_MMA_B;
+    GpMmaFrag want = i == 0 ? GP_MMA_A : GP_MMA_B;
     if (!cg_mma_operand_geom(c, op, i, want, wm, wn, &d->g)) return false;
     const IrValue *v = op->args[i];
     d->lazy = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
@@ -491,14 +491,14 @@ static bool dot_operand(CgCtx *c, IrOp *op, int i, int wm, int wn, DotOperand *d
     return true;
 }
 
-void cg_mma_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, bool bf, LLVMValueRef out[4])
+void cg_mma_a_frag(CgCtx *c, const GpGeom *g, LLVMValueRef *r, int om, int kk, bool bf, LLVMValueRef out[4])
 {
     for (int j = 0; j < 4; j++) { /* a{2j}, a{2j+1} */
         LLVMValueRef h[2];
         for (int s = 0; s < 2; s++) {
             int i = 2 * j + s;
             int rd[2] = {om * 2 + ((i >> 1) & 1), (kk * 2 + (i >> 2)) * 2 + (i & 1)};
-            h[s] = r[cg_geom_reg_of(g, rd)];
+            h[s] = r[gp_geom_reg_of(g, rd)];
         }
         out[j] = pack2(c, h[0], h[1], bf);
     }
@@ -524,7 +524,7 @@ static LLVMValueRef mma_f16(CgCtx *c, LLVMTypeRef rt, LLVMValueRef args[10])
                   "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", 10, args, false);
 }
 
-static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b, const CgGeom *gc, CgTile *t,
+static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b, const GpGeom *gc, CgTile *t,
                     int om, int on, int kk)
 {
     const char *name = bf ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
@@ -539,14 +539,14 @@ static void mma_one(CgCtx *c, bool bf, const DotOperand *a, const DotOperand *b,
         for (int s = 0; s < 2; s++) {
             int i = 2 * j + s;
             int rd[2] = {(kk * 2 + (i >> 1)) * 2 + (i & 1), on};
-            h[s] = b->r[cg_geom_reg_of(&b->g, rd)];
+            h[s] = b->r[gp_geom_reg_of(&b->g, rd)];
         }
         args[4 + j] = pack2(c, h[0], h[1], bf);
     }
     int creg[4];
     for (int i = 0; i < 4; i++) {
         int rd[2] = {om * 2 + (i >> 1), on * 2 + (i & 1)};
-        creg[i] = cg_geom_reg_of(gc, rd);
+        creg[i] = gp_geom_reg_of(gc, rd);
         args[6 + i] = t->r[creg[i]];
     }
     LLVMTypeRef rt = LLVMStructTypeInContext(c->ctx, ft, 4, 0);
@@ -569,11 +569,11 @@ static void load_step(CgCtx *c, DotOperand *a, DotOperand *b, int wm, int wn, bo
 bool cg_lower_dot_mma(CgCtx *c, IrOp *op)
 {
     IrValue *res = op->res[0];
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    CgGeom gc;
+    GpGeom gc;
     DotOperand a, b;
-    if (!cg_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || frag != CG_MMA_C || !cg_geom_of(c, res, &gc))
+    if (!gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) || frag != GP_MMA_C || !cg_geom_of(c, res, &gc))
         return false;
     if (!dot_operand(c, op, 0, wm, wn, &a) || !dot_operand(c, op, 1, wm, wn, &b)) return false;
     bool bf = op->args[0]->type.elem == IR_BF16;

@@ -2,7 +2,7 @@
  * sm_90a), its operands read from SRAM through matrix descriptors.
  *
  * When (else the dot goes to mma.sync, cg_dot_mma.c): the target is sm_90a
- * (CgTcState.wgmma); the dot is f16/bf16 -> f32 in the MMA C layout with every
+ * (GpTcState.wgmma); the dot is f16/bf16 -> f32 in the MMA C layout with every
  * warp along M (wm = num_warps, a multiple of 4; wn = 1) and M a multiple of
  * 16 * wm; B is a deferred operand tile (cg_mma_defer: a staged convert or a
  * pipelined load) stored as it is used (no cast on the way), whose rows are
@@ -60,7 +60,7 @@
 /* An operand tile in SRAM, as the descriptors see it. */
 typedef struct WgTile {
     LLVMValueRef desc;  /* i64 descriptor of the tile's first byte (this warpgroup's rows for A) */
-    CgSwizzle sw;
+    GpSwizzle sw;
     bool k_major;
 } WgTile;
 
@@ -74,8 +74,8 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, i
     const CgLazyOperand *lz = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
     if (!lz || lz->stored != (IrElem)v->type.elem || v->type.rank != 2) return false;
     int fd = lz->fast_dim;
-    t->sw = cg_swizzle_for(v->type.shape[1 - fd], v->type.shape[fd], cg_elem_bytes(lz->stored));
-    if (!cg_wgmma_tile_ok(&t->sw)) return false;
+    t->sw = gp_swizzle_for(v->type.shape[1 - fd], v->type.shape[fd], gp_elem_bytes(lz->stored));
+    if (!gp_wgmma_tile_ok(&t->sw)) return false;
     t->k_major = fd == (is_a ? 1 : 0);
     if (lz->stored == IR_F8E4M3 && !t->k_major) return false;   /* FP8 wgmma: K-major only */
     if (!t->k_major && v->type.shape[fd] > 64 && v->type.shape[fd] % 64) return false;
@@ -84,12 +84,12 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, i
     if (mn_rt && mn_step % (t->k_major ? 8 : 64)) return false;
     LLVMValueRef addr = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, lz->base), c->t_i32, "");
     if (mn_rt) { /* a multiple of mn_step rows: linear in the offset */
-        int per = cg_wgmma_offset(&t->sw, t->k_major, 64, 0) / 64;
+        int per = gp_wgmma_offset(&t->sw, t->k_major, 64, 0) / 64;
         addr = LLVMBuildAdd(c->b, addr, LLVMBuildMul(c->b, mn_rt, cg_i32(c, per), ""), "");
     }
     LLVMValueRef lo = LLVMBuildLShr(c->b, LLVMBuildAnd(c->b, addr, cg_i32(c, 0x3FFFF), ""), cg_i32(c, 4), "");
     int lbo, sbo;
-    cg_wgmma_strides(&t->sw, t->k_major, &lbo, &sbo);
+    gp_wgmma_strides(&t->sw, t->k_major, &lbo, &sbo);
     uint64_t fixed = enc(lbo) << 16 | enc(sbo) << 32 | (uint64_t)1 << 62; /* 1: 128-byte swizzle */
     t->desc = LLVMBuildOr(c->b, LLVMBuildZExt(c->b, lo, c->t_i64, ""), LLVMConstInt(c->t_i64, fixed, 0), "desc");
     /* The reads happen at the dot: a later writer of these bytes must wait. */
@@ -99,7 +99,7 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, i
 
 static LLVMValueRef desc_at(CgCtx *c, const WgTile *t, int mn0, int kk)
 {
-    int off = cg_wgmma_offset(&t->sw, t->k_major, mn0, kk);
+    int off = gp_wgmma_offset(&t->sw, t->k_major, mn0, kk);
     if (!off) return t->desc;
     return LLVMBuildAdd(c->b, t->desc, LLVMConstInt(c->t_i64, (unsigned long long)(off >> 4), 0), "");
 }
@@ -159,7 +159,7 @@ typedef struct WgDot {
     bool bf, f8, a_regs, zero;   /* f8: e4m3 x e4m3, k32 steps (else f16/bf16, k16) */
     const char *ty;
     WgTile a, b;
-    CgGeom ga, gc;
+    GpGeom ga, gc;
     LLVMValueRef *ar;       /* A in registers: the operand's registers */
     LLVMValueRef **d;       /* [rep][N / 2]: accumulator registers of each m64 block */
     LLVMValueRef *afrag;    /* [rep][kt][4]: packed A fragments (a_regs) */
@@ -241,7 +241,7 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
     if (wm * wn != W || wm % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
     w->f8 = A->type.elem == IR_F8E4M3 && ir_attr_int(&op->attrs, IR_ATTR_WGMMA_E4M3, 0);
     if (A->type.elem != IR_F16 && A->type.elem != IR_BF16 && !w->f8) return false;
-    if (N % wn || (wn > 1 && cg_mma_rn(c->f, res->layout) * 8 * wn != N)) return false;
+    if (N % wn || (wn > 1 && gp_mma_rn(c->f, res->layout) * 8 * wn != N)) return false;
     w->N = N / wn;
     w->reps = res->type.shape[0] / (16 * wm);
     w->kt = A->type.shape[1] / (w->f8 ? 32 : 16);
@@ -266,7 +266,7 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
         return true;
     }
     if (wn > 1) pin_desc(c, &w->b);
-    if (!cg_mma_operand_geom(c, op, 0, CG_MMA_A, wm, wn, &w->ga)) return false;
+    if (!cg_mma_operand_geom(c, op, 0, GP_MMA_A, wm, wn, &w->ga)) return false;
     w->ar = cg_get(c, A)->r;
     return true;
 }
@@ -278,14 +278,14 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
  * bytes in that order (cg_f8_afrag_reg): the k positions 16 (j >> 1) + 4t +
  * {0..3} of wgmma's fragment hold the keys cg_f8_kpos maps there
  * (layout_mma.c), which is the order the B tile was stored in. */
-static void f8_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, LLVMValueRef out[4])
+static void f8_a_frag(CgCtx *c, const GpGeom *g, LLVMValueRef *r, int om, int kk, LLVMValueRef out[4])
 {
     for (int j = 0; j < 4; j++) {
         LLVMValueRef v = LLVMGetUndef(LLVMVectorType(c->t_i8, 4));
         for (int b = 0; b < 4; b++) {
             int rd[2];
             cg_f8_afrag_reg(om, kk, j, b, rd);
-            v = LLVMBuildInsertElement(c->b, v, r[cg_geom_reg_of(g, rd)], cg_i32(c, b), "");
+            v = LLVMBuildInsertElement(c->b, v, r[gp_geom_reg_of(g, rd)], cg_i32(c, b), "");
         }
         out[j] = LLVMBuildBitCast(c->b, v, c->t_i32, "");
     }
@@ -293,12 +293,12 @@ static void f8_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk
 
 bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
     WgDot w;
     memset(&w, 0, sizeof w);
     if (!c->tc || !c->tc->wgmma) return false;
-    if (!cg_layout_is_mma(c->f, op->res[0]->layout, &frag, &wm, &wn) || frag != CG_MMA_C) return false;
+    if (!gp_layout_is_mma(c->f, op->res[0]->layout, &frag, &wm, &wn) || frag != GP_MMA_C) return false;
     if (!qualify(c, op, wm, wn, &w) || !cg_geom_of(c, op->res[0], &w.gc)) return false;
     CgTile *tc = cg_get(c, op->args[2]);
     CgTile *t = cg_set(c, op->res[0], w.gc.nregs);
@@ -309,7 +309,7 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
         for (int on = 0; on < w.N / 8; on++)
             for (int i = 0; i < 4; i++) {
                 int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)};
-                w.d[r][on * 4 + i] = w.zero ? LLVMGetUndef(c->t_f32) : tc->r[cg_geom_reg_of(&w.gc, rd)];
+                w.d[r][on * 4 + i] = w.zero ? LLVMGetUndef(c->t_f32) : tc->r[gp_geom_reg_of(&w.gc, rd)];
             }
     }
     if (w.a_regs) {
@@ -373,7 +373,7 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
         for (int on = 0; on < w.N / 8; on++)
             for (int i = 0; i < 4; i++) {
                 int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)};
-                t->r[cg_geom_reg_of(&w.gc, rd)] = w.d[r][on * 4 + i];
+                t->r[gp_geom_reg_of(&w.gc, rd)] = w.d[r][on * 4 + i];
             }
     if (overlap) c->wg_inflight = op->res[0];
     return true;

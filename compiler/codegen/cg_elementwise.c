@@ -255,7 +255,7 @@ static bool e4m3_pairs(CgCtx *c, IrOp *op, CgTile *t, int n)
 bool cg_lower_elementwise(CgCtx *c, IrOp *op)
 {
     IrValue *res = op->res[0];
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, res, &g);
     CgTile *t = cg_set(c, res, g.nregs);
     if (e4m3_pairs(c, op, t, g.nregs)) return true;
@@ -289,10 +289,10 @@ static LLVMValueRef sreg(CgCtx *c, const char *what, int axis)
     return cg_call(c, name, c->t_i32, 0, NULL, NULL);
 }
 
-static bool lower_broadcast(CgCtx *c, IrOp *op, CgTile *t, const CgGeom *go)
+static bool lower_broadcast(CgCtx *c, IrOp *op, CgTile *t, const GpGeom *go)
 {
     IrValue *a = op->args[0];
-    CgGeom gi;
+    GpGeom gi;
     cg_geom_of(c, a, &gi);
     CgTile *src = cg_get(c, a);
     if (a->type.rank == 0) {
@@ -304,15 +304,15 @@ static bool lower_broadcast(CgCtx *c, IrOp *op, CgTile *t, const CgGeom *go)
         return false;
     }
     for (int i = 0; i < go->nregs; i++) {
-        int rd[CG_MAX_RANK];
-        cg_geom_reg_dims(go, i, rd);
+        int rd[GP_MAX_RANK];
+        gp_geom_reg_dims(go, i, rd);
         /* A stretched (size-1) dim can still hold several registers: the
          * MMA layouts repeat rows per warp (rpw = 2), so a [1, N] tile has
          * 2 row registers, all copies of row 0, while the [M, N] result has
          * M / 8 / wm of them. Any register along a size-1 dim is element 0;
          * wrap the index (elsewhere rd is already in range). */
         for (int d = 0; d < go->rank; d++) rd[d] %= gi.nregs_dim[d];
-        int r = cg_geom_reg_of(&gi, rd);
+        int r = gp_geom_reg_of(&gi, rd);
         if (r >= src->n) {
             INTERNAL_ERROR("codegen: broadcast reads register %d of %d", r, src->n);
             return false;
@@ -325,7 +325,7 @@ static bool lower_broadcast(CgCtx *c, IrOp *op, CgTile *t, const CgGeom *go)
 bool cg_lower_shape_op(CgCtx *c, IrOp *op)
 {
     IrValue *res = op->res[0];
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, res, &g);
     CgTile *t = cg_set(c, res, g.nregs);
     switch (op->op) {
@@ -337,7 +337,7 @@ bool cg_lower_shape_op(CgCtx *c, IrOp *op)
     case IR_PROGRAM_ID: t->r[0] = sreg(c, "ctaid", op->attr[0]); return true;
     case IR_NUM_PROGRAMS: t->r[0] = sreg(c, "nctaid", op->attr[0]); return true;
     case IR_ARANGE: {
-        LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
+        LLVMValueRef base[GP_MAX_RANK], idx[GP_MAX_RANK];
         cg_thread_base(c, &g, base);
         for (int i = 0; i < g.nregs; i++) {
             cg_reg_index(c, &g, base, i, idx);

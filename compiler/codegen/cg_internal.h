@@ -60,14 +60,14 @@ typedef struct CgCtx {
     /* per-thread ids, computed once in the entry block */
     LLVMValueRef tid, lane, warp;
     CgTile *vals;                /* indexed by IrValue.id */
-    const CgAxisMap *axis;
+    const GpAxisMap *axis;
     int *uses;
     int name_counter;
     int asm_calls;               /* inline asm calls emitted so far (cg_asm's srcloc threshold) */
     /* SRAM (placed by pass_sram_alloc.c, read back from the IR into tc by
-     * cg_tc_from_ir) and barriers: the ranges read or written since the last
+     * gp_tc_from_ir) and barriers: the ranges read or written since the last
      * barrier, and the current op's scratch (survives its barriers). */
-    CgTcState *tc;
+    GpTcState *tc;
     int smem_base;               /* byte offset of the current op's scratch */
     CgRange pending[CG_MAX_PENDING];
     int npending;
@@ -76,7 +76,7 @@ typedef struct CgCtx {
      * SRAM tile the dots ldmatrix from, instead of registers */
     struct CgLazyOperand *lazy;
     /* cg_pipeline.c: the pipelined loop being lowered and its current slot */
-    CgPipeLoop *pipe;
+    GpPipeLoop *pipe;
     LLVMValueRef pipe_slot;
     LLVMValueRef pipe_iter;      /* its iteration number (i32, from 0) */
     /* cg_pipeline.c: while a later iteration's slice is evaluated, the i1
@@ -107,13 +107,13 @@ void         cg_barrier_cta(CgCtx *c);  /* bar.sync 0: every thread of the CTA (
 LLVMBasicBlockRef cg_block(CgCtx *c, const char *what);
 CgTile      *cg_get(CgCtx *c, const IrValue *v);
 CgTile      *cg_set(CgCtx *c, const IrValue *v, int n);
-bool         cg_geom_of(CgCtx *c, const IrValue *v, CgGeom *g);
-/* Runtime index part of this thread along each base dim (see cg_geom_thread_base). */
-void         cg_thread_base(CgCtx *c, const CgGeom *g, LLVMValueRef *base);
+bool         cg_geom_of(CgCtx *c, const IrValue *v, GpGeom *g);
+/* Runtime index part of this thread along each base dim (see gp_geom_thread_base). */
+void         cg_thread_base(CgCtx *c, const GpGeom *g, LLVMValueRef *base);
 /* Element index (value dims) of register `reg` as i32 values. */
-void         cg_reg_index(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg, LLVMValueRef *idx);
+void         cg_reg_index(CgCtx *c, const GpGeom *g, LLVMValueRef *base, int reg, LLVMValueRef *idx);
 /* i1: this thread's copy of register `reg` is the owner (true when not replicated). */
-LLVMValueRef cg_reg_owner(CgCtx *c, const CgGeom *g, LLVMValueRef *base, int reg);
+LLVMValueRef cg_reg_owner(CgCtx *c, const GpGeom *g, LLVMValueRef *base, int reg);
 /* Row-major flat index (i32) of value-dim indices in `t`. */
 LLVMValueRef cg_flat_index(CgCtx *c, IrType t, LLVMValueRef *idx);
 /* Pointer to byte `byte_off` of the current op's scratch (cg_smem_begin). */
@@ -149,16 +149,16 @@ void cg_tile_to_smem(CgCtx *c, IrType type, const CgTile *t, int layout, bool ow
 void cg_tile_from_smem(CgCtx *c, IrType type, int layout, CgTile *out, int row_pad);
 
 /* ---- tensor cores (cg_dot_mma.c) and pipelining (cg_pipeline.c) ---- */
-LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const CgSwizzle *s, LLVMValueRef r, LLVMValueRef col);
+LLVMValueRef cg_swizzle_offset_ir(CgCtx *c, const GpSwizzle *s, LLVMValueRef r, LLVMValueRef col);
 bool cg_lower_dot_mma(CgCtx *c, IrOp *op);
 /* The geometry of dot operand `i` read in MMA operand layout `want` (the
  * value may sit in an equivalent layout: P in the C layout of a dot). */
-bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, CgMmaFrag want, int wm, int wn, CgGeom *g);
+bool cg_mma_operand_geom(CgCtx *c, IrOp *op, int i, GpMmaFrag want, int wm, int wn, GpGeom *g);
 /* The four 32-bit A registers {a0a1, a2a3, a4a5, a6a7} (<2 x half>, or i32
  * for bf16) of m16 tile om, k16 step kk of an A operand in registers `r`
  * with geometry `g`: mma.m16n8k16's A fragment, which is also each warp's
  * part of wgmma.m64nNk16's register A. */
-void cg_mma_a_frag(CgCtx *c, const CgGeom *g, LLVMValueRef *r, int om, int kk, bool bf, LLVMValueRef out[4]);
+void cg_mma_a_frag(CgCtx *c, const GpGeom *g, LLVMValueRef *r, int om, int kk, bool bf, LLVMValueRef out[4]);
 /* wgmma (cg_dot_wgmma.c): false when the dot does not qualify (nothing
  * emitted; the caller lowers it with mma.sync). */
 bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op);
@@ -190,15 +190,15 @@ void cg_mma_ldmatrix_tile(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueR
 /* When `res` is deferred (tc->deferred): record its SRAM tile (base, the
  * bytes it covers) for the dots to ldmatrix from and return true. */
 bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base, IrElem stored, CgRange bytes);
-bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl);
+bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, GpPipeLoop *pl);
 /* The copies of iterations 0 .. S-2 of a pipelined loop, once (at its
  * issue_at op, or at the loop). */
-bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl);
+bool cg_pipeline_prologue(CgCtx *c, GpPipeLoop *pl);
 /* A for's loop-carried values (cg_control.c, also used by the pipelined loop):
  * header phis from `pre`, then closed from `latch` with the body's yield. */
 void cg_loop_carry_phis(CgCtx *c, IrOp *op, LLVMBasicBlockRef pre);
 bool cg_loop_carry_close(CgCtx *c, IrOp *op, LLVMBasicBlockRef latch);
-bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
+bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const GpPipeLoad *l);
 /* The mbarrier hand-off of a pipeline.mbarrier loop (cg_mbarrier.c; slot and
  * iteration numbers are i32): init before the prologue; before refilling slot
  * `slot` with iteration `iter`, wait until iteration iter - S read it; after
@@ -208,13 +208,13 @@ bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l);
  * current slot (or, with a wgmma.pending dot, the previous one); after the
  * loop (`trips` iterations), wait for the copies issued past its end and
  * invalidate the barriers. */
-void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl);
-void cg_mbar_wait_empty(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
-void cg_mbar_arrive_copies(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot);
-void cg_mbar_wait_full(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
-void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl);
-void cg_mbar_drain(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef trips);
-LLVMValueRef cg_mbar_full_addr(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot);   /* i32 shared */
+void cg_mbar_init(CgCtx *c, const GpPipeLoop *pl);
+void cg_mbar_wait_empty(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
+void cg_mbar_arrive_copies(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot);
+void cg_mbar_wait_full(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter);
+void cg_mbar_release(CgCtx *c, const GpPipeLoop *pl);
+void cg_mbar_drain(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef trips);
+LLVMValueRef cg_mbar_full_addr(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot);   /* i32 shared */
 
 /* ---- cg_tma.c: tensor-map parameters and TMA copies (pl->tma loops) ---- */
 void cg_tma_params(CgCtx *c, LLVMTypeRef *pt, int first);   /* the map params' types, after the program's */
@@ -222,11 +222,11 @@ void cg_tma_annotate(CgCtx *c, int first);                  /* byval [128 x i8] 
 void cg_tma_prefetch(CgCtx *c);                             /* prefetch.tensormap, thread 0 */
 /* Iteration's copies into `slot` (valid: it exists): thread 0 arrives on
  * `full` with expect_tx and issues one cp.async.bulk.tensor per box. */
-void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full);
-void cg_tma_recipes(const CgTcState *tc, CgResult *res);     /* res->tmaps from the loops' plans */
+void cg_tma_issue(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full);
+void cg_tma_recipes(const GpTcState *tc, CgResult *res);     /* res->tmaps from the loops' plans */
 /* The copies of iteration ivv into `slot` (the slice evaluated with the iv = ivv), no wait,
  * commit or arrival: the producer warpgroup's issue (cg_warp_spec.c). */
-bool cg_pipeline_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot);
+bool cg_pipeline_issue(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot);
 /* Warp specialisation (cg_warp_spec.c; the kernel's `warp_spec` attribute, pass_warp_specialize.c):
  * the role split at the kernel's entry (the producer's whole program is emitted there), the
  * consumers' named CTA barrier, the threads the full mbarriers count. */
@@ -245,7 +245,7 @@ int  cg_ws_entry_regs(int num_warps);   /* .maxnreg: registers per thread at lau
 bool cg_affine_coefs(CgCtx *c, const IrValue *ptrs, LLVMValueRef *coef);
 /* Bytes from register `from`'s element to register `to`'s (i64), for a tile
  * of geometry g (not replicated) with those coefs. */
-LLVMValueRef cg_affine_step(CgCtx *c, const CgGeom *g, const LLVMValueRef *coef, int from, int to, int elem_bytes);
+LLVMValueRef cg_affine_step(CgCtx *c, const GpGeom *g, const LLVMValueRef *coef, int from, int to, int elem_bytes);
 
 /* ---- cg_emit.c ---- */
 bool cg_llvm_init(Diag *d, SrcLoc loc);

@@ -3,13 +3,13 @@
  *
  * What it does: cg_lower_op picks the family's lowering; cg_lower_block walks
  * a block in program order and issues a pipelined loop's prologue at the op
- * the plan names (pipeline.issue, read through CgTcState). Layering: the
+ * the plan names (pipeline.issue, read through GpTcState). Layering: the
  * GPU passes (pass_*.c) run before this and may ask lowering files for
  * facts (scratch sizes, vector widths); lowering never calls a pass; both
  * are driven by codegen.c, and emission (cg_emit.c) comes last.
  *
  * Invariants: lowering reads decisions, never makes them: layouts from
- * IrValue.layout, SRAM and pipeline plans from CgTcState (built from the IR).
+ * IrValue.layout, SRAM and pipeline plans from GpTcState (built from the IR).
  * Example: `%y = convert_layout %x : tensor<64x64xf32, #L3>` goes to
  * cg_lower_convert, which stores %x through the buffer its smem.* attributes
  * name and reads it back in #L3.
@@ -35,11 +35,11 @@ bool cg_lower_op(CgCtx *c, IrOp *op)
     c->cur = (CgRange){-1, -1};
     /* A pipelined load has no registers: its copies are issued by the loop
      * (cg_pipeline.c) and its convert_layout reads the stage buffer. */
-    if ((op->op == IR_LOAD || op->op == IR_CAST || op->op == IR_TRANS) && c->pipe && cg_pipeline_load(c->tc, op, NULL))
+    if ((op->op == IR_LOAD || op->op == IR_CAST || op->op == IR_TRANS) && c->pipe && gp_pipeline_load(c->tc, op, NULL))
         return true;
     /* Nor do the slice ops only the copies for later iterations read (a paged cache's
      * block-table read in the body: cg_pipeline.c, mark_dead_in_place). */
-    if (c->pipe && !c->slice_eval && cg_pipeline_dead_in_place(c->tc, op)) return true;
+    if (c->pipe && !c->slice_eval && gp_pipeline_dead_in_place(c->tc, op)) return true;
     switch (op->op) {
     case IR_CONST: case IR_ARANGE: case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS:
     case IR_TRANS: case IR_PROGRAM_ID: case IR_NUM_PROGRAMS:
@@ -72,7 +72,7 @@ bool cg_lower_block(CgCtx *c, IrBlock *blk)
 {
     for (IrOp *op = blk->first; op; op = op->next) {
         for (int i = 0; c->tc && i < c->tc->loops.len; i++) {   /* a loop's copies issued early */
-            CgPipeLoop *pl = c->tc->loops.data[i];
+            GpPipeLoop *pl = c->tc->loops.data[i];
             if (pl->issue_at == op && pl->loop != op && !cg_pipeline_prologue(c, pl)) return false;
         }
         if (!cg_lower_op(c, op) || c->failed) return false;

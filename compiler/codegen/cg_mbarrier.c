@@ -48,7 +48,7 @@
 static int threads(const CgCtx *c) { return c->f->sched.num_warps * 32; }
 
 /* The i32 shared address of full[slot] (empty: empty[slot]). */
-static LLVMValueRef mbar_addr(CgCtx *c, const CgPipeLoop *pl, bool empty, LLVMValueRef slot)
+static LLVMValueRef mbar_addr(CgCtx *c, const GpPipeLoop *pl, bool empty, LLVMValueRef slot)
 {
     int base = (int)pl->mbar->offset + (empty ? 8 * pl->stages : 0);
     LLVMValueRef off = LLVMBuildAdd(c->b, cg_i32(c, base), LLVMBuildMul(c->b, slot, cg_i32(c, 8), ""), "");
@@ -70,13 +70,13 @@ static void wait_parity(CgCtx *c, LLVMValueRef addr, LLVMValueRef parity)
     cg_asm(c, c->t_void, text, "r,r,~{memory}", 2, args, true);
 }
 
-static LLVMValueRef phase_parity(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef iter, int flip)
+static LLVMValueRef phase_parity(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef iter, int flip)
 {
     LLVMValueRef k = LLVMBuildUDiv(c->b, iter, cg_i32(c, pl->stages), "");
     return LLVMBuildAnd(c->b, LLVMBuildAdd(c->b, k, cg_i32(c, flip), ""), cg_i32(c, 1), "");
 }
 
-void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl)
+void cg_mbar_init(CgCtx *c, const GpPipeLoop *pl)
 {
     int lo = (int)pl->mbar->offset, hi = lo + (int)pl->mbar->bytes;
     for (int j = 0; j < c->npending; j++)
@@ -101,7 +101,7 @@ void cg_mbar_init(CgCtx *c, const CgPipeLoop *pl)
     cg_smem_pending_add(c, lo, hi);
 }
 
-void cg_mbar_wait_empty(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
+void cg_mbar_wait_empty(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
 {
     LLVMValueRef addr = mbar_addr(c, pl, true, slot), parity = phase_parity(c, pl, iter, 1);
     if (!pl->tma) {
@@ -117,24 +117,24 @@ void cg_mbar_wait_empty(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMV
     LLVMPositionBuilderAtEnd(c->b, done);
 }
 
-void cg_mbar_wait_full(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
+void cg_mbar_wait_full(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot, LLVMValueRef iter)
 {
     wait_parity(c, mbar_addr(c, pl, false, slot), phase_parity(c, pl, iter, 0));
     cg_fence_proxy_async(c);   /* wgmma reads the slot through the async proxy */
 }
 
-void cg_mbar_arrive_copies(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot)
+void cg_mbar_arrive_copies(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot)
 {
     LLVMValueRef a = mbar_addr(c, pl, false, slot);
     cg_asm(c, c->t_void, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}", 1, &a, true);
 }
 
-LLVMValueRef cg_mbar_full_addr(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot)
+LLVMValueRef cg_mbar_full_addr(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot)
 {
     return mbar_addr(c, pl, false, slot);
 }
 
-void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl)
+void cg_mbar_release(CgCtx *c, const GpPipeLoop *pl)
 {
     if (!pl->pending_dot) {   /* every iteration releases its own slot */
         LLVMValueRef a = mbar_addr(c, pl, true, c->pipe_slot);
@@ -152,7 +152,7 @@ void cg_mbar_release(CgCtx *c, const CgPipeLoop *pl)
            "r,r,~{memory}", 2, args, true);
 }
 
-void cg_mbar_drain(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef trips)
+void cg_mbar_drain(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef trips)
 {
     for (int k = 0; k < (c->ws_warps ? 0 : pl->ahead); k++) {   /* warp_spec: none past the end */
         LLVMValueRef j = LLVMBuildAdd(c->b, trips, cg_i32(c, k), "");

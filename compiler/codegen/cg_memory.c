@@ -1,6 +1,6 @@
 /* cg_memory.c — load, store and atomic_add on global memory.
  *
- * Registers are visited in groups of `vec` (cg_mem_vec: what the layout's
+ * Registers are visited in groups of `vec` (gp_mem_vec: what the layout's
  * contiguous run, the pointers' contiguity and alignment, the mask's
  * constancy and 16 bytes allow); a group is consecutive elements along the
  * layout's fastest dim, so one access of vec * elem bytes covers it. Slices
@@ -114,7 +114,7 @@ static LLVMValueRef pred_i32(CgCtx *c, LLVMValueRef p) { return LLVMBuildZExt(c-
 static void masked_load(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValueRef *other, int vec, IrElem e,
                         LLVMValueRef *out)
 {
-    Words w = words_for(c, vec * cg_elem_bytes(e));
+    Words w = words_for(c, vec * gp_elem_bytes(e));
     LLVMValueRef ow[4], args[6];
     pack_words(c, other, vec, e, w, ow);
     StrBuf text, cons;
@@ -148,7 +148,7 @@ static void masked_load(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValue
 /* A store as inline PTX, predicated on `pred` (NULL: always). */
 static void asm_store(CgCtx *c, LLVMValueRef ptr, LLVMValueRef pred, LLVMValueRef *vals, int vec, IrElem e)
 {
-    Words w = words_for(c, vec * cg_elem_bytes(e));
+    Words w = words_for(c, vec * gp_elem_bytes(e));
     LLVMValueRef vw[4], args[6];
     pack_words(c, vals, vec, e, w, vw);
     StrBuf text, cons;
@@ -179,7 +179,7 @@ static void plain_load(CgCtx *c, LLVMValueRef ptr, int vec, IrElem e, LLVMValueR
     LLVMTypeRef et = word_elem_type(c, e);
     LLVMTypeRef t = vec > 1 ? LLVMVectorType(et, (unsigned)vec) : et;
     LLVMValueRef v = LLVMBuildLoad2(c->b, t, ptr, "");
-    LLVMSetAlignment(v, (unsigned)(vec * cg_elem_bytes(e)));
+    LLVMSetAlignment(v, (unsigned)(vec * gp_elem_bytes(e)));
     for (int i = 0; i < vec; i++)
         out[i] = from_mem(c, vec > 1 ? LLVMBuildExtractElement(c->b, v, cg_i32(c, i), "") : v, e);
 }
@@ -195,7 +195,7 @@ static void plain_store(CgCtx *c, LLVMValueRef ptr, LLVMValueRef *vals, int vec,
         v = to_mem(c, vals[0], e);
     }
     LLVMValueRef st = LLVMBuildStore(c->b, v, ptr);
-    LLVMSetAlignment(st, (unsigned)(vec * cg_elem_bytes(e)));
+    LLVMSetAlignment(st, (unsigned)(vec * gp_elem_bytes(e)));
 }
 
 static LLVMValueRef reg_of(CgCtx *c, const IrValue *v, int i)
@@ -214,9 +214,9 @@ static bool lower_load(CgCtx *c, IrOp *op)
 {
     IrValue *res = op->res[0];
     IrElem e = (IrElem)res->type.elem;
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, res, &g);
-    int vec = res->type.rank ? cg_mem_vec(c->f, c->axis, op) : 1;
+    int vec = res->type.rank ? gp_mem_vec(c->f, c->axis, op) : 1;
     CgTile *t = cg_set(c, res, g.nregs);
     bool masked = op->nargs > 1 || c->load_guard;
     for (int i = 0; i < g.nregs; i += vec) {
@@ -224,7 +224,7 @@ static bool lower_load(CgCtx *c, IrOp *op)
          * thread: a slice of an MMA layout) takes those registers: its mask
          * and `other` are the same elements' too. Masked loads are asm that
          * LLVM would not merge. */
-        int first = cg_geom_first_copy(&g, i);
+        int first = gp_geom_first_copy(&g, i);
         if (first != i && first % vec == 0) {
             for (int k = 0; k < vec; k++) t->r[i + k] = t->r[first + k];
             continue;
@@ -244,12 +244,12 @@ static bool lower_load(CgCtx *c, IrOp *op)
 }
 
 /* i1 "this thread writes register i": mask, ownership, thread 0 for scalars. */
-static LLVMValueRef write_pred(CgCtx *c, IrOp *op, int mask_idx, const CgGeom *g, LLVMValueRef *base, int i)
+static LLVMValueRef write_pred(CgCtx *c, IrOp *op, int mask_idx, const GpGeom *g, LLVMValueRef *base, int i)
 {
     LLVMValueRef p = op->nargs > mask_idx ? reg_of(c, op->args[mask_idx], i) : NULL;
     LLVMValueRef own = NULL;
     if (op->args[0]->type.rank == 0) own = LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32(c, 0), "");
-    else if (cg_geom_replicated(g)) own = cg_reg_owner(c, g, base, i);
+    else if (gp_geom_replicated(g)) own = cg_reg_owner(c, g, base, i);
     if (p && own) return LLVMBuildAnd(c->b, p, own, "");
     return p ? p : own;
 }
@@ -258,11 +258,11 @@ static bool lower_store(CgCtx *c, IrOp *op)
 {
     IrValue *ptrs = op->args[0], *val = op->args[1];
     IrElem e = (IrElem)ptrs->type.pointee;
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, ptrs, &g);
-    LLVMValueRef base[CG_MAX_RANK];
+    LLVMValueRef base[GP_MAX_RANK];
     if (ptrs->type.rank) cg_thread_base(c, &g, base);
-    int vec = ptrs->type.rank ? cg_mem_vec(c->f, c->axis, op) : 1;
+    int vec = ptrs->type.rank ? gp_mem_vec(c->f, c->axis, op) : 1;
     /* Many stores per thread are inline PTX even unmasked: LLVM's instruction
      * selection is quadratic in the plain stores of one block ([256, 256] f32
      * on 4 warps, 512 stores a thread: 70+ s), while an asm store is one
@@ -346,13 +346,13 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
         return false;
     }
     bool want = c->uses[res->id] > 0;
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, res, &g);
-    LLVMValueRef base[CG_MAX_RANK];
+    LLVMValueRef base[GP_MAX_RANK];
     if (ptrs->type.rank) cg_thread_base(c, &g, base);
     CgTile *t = cg_set(c, res, g.nregs);
     /* sm_90: an f32 red takes as many elements as a store would (16 bytes at most) */
-    int vec = !want && c->sm >= 90 && e == IR_F32 && ptrs->type.rank ? cg_mem_vec_width(c->f, c->axis, op) : 1;
+    int vec = !want && c->sm >= 90 && e == IR_F32 && ptrs->type.rank ? gp_mem_vec_width(c->f, c->axis, op) : 1;
     for (int i = 0; i < g.nregs; i += vec) {
         LLVMValueRef p = write_pred(c, op, 2, &g, base, i);
         if (!p) p = LLVMConstInt(c->t_i1, 1, 0);
@@ -365,11 +365,11 @@ static bool lower_atomic(CgCtx *c, IrOp *op)
         red_vec(c, reg_of(c, ptrs, i), p, v, vec, e, &k);
         for (int j = 0; j < vec; j++) t->r[i + j] = LLVMGetUndef(cg_type(c, e));
     }
-    bool shared = ptrs->type.rank == 0 || cg_geom_replicated(&g);
+    bool shared = ptrs->type.rank == 0 || gp_geom_replicated(&g);
     if (!want || !shared) return true;
     /* Replicas (and, for scalars, threads other than 0) did not run the atomic:
      * hand them the owner's old value through SRAM. */
-    cg_smem_begin(c, "atomic_add result", res, cg_atomic_scratch_bytes(c->f, op, c->uses));
+    cg_smem_begin(c, "atomic_add result", res, gp_atomic_scratch_bytes(c->f, op, c->uses));
     if (ptrs->type.rank == 0) {
         LLVMBasicBlockRef wr = cg_block(c, "atom_bcast"), join = cg_block(c, "atom_join");
         LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32(c, 0), ""), wr, join);

@@ -1,7 +1,7 @@
 /* cg_pipeline.c — lowering of software-pipelined loops (the plan is made by
  * pass_pipeline.c and lives on the IR as attributes; docs/tensor_cores.md).
  *
- * What it does: reads the plan back from the IR into CgPipeLoop (which loads
+ * What it does: reads the plan back from the IR into GpPipeLoop (which loads
  * of a loop are copied ahead, their convert_layout and cast, the slice of
  * body ops their addresses need, where the prologue goes), then emits the
  * prologue (copies of iterations 0 .. D-1, D = S - 1 iterations ahead, or
@@ -15,7 +15,7 @@
  * mbarrier hand-off (cg_mbarrier.c; plan_mbarrier: how far ahead, where the
  * body releases its slots).
  *
- * Invariants: the plan read here is exactly the pass's (cg_pipeline_slice is
+ * Invariants: the plan read here is exactly the pass's (gp_pipeline_slice is
  * the one definition of the slice, shared with the pass); nothing here
  * decides anything the IR does not say.
  */
@@ -42,13 +42,13 @@ static void wait_group(CgCtx *c, int n)
 }
 
 /* Bytes from chunk `from`'s SRAM slot to chunk `to`'s when the swizzle moves
- * them by a constant (cg_swizzle_shift). Then `to` is addressed as [from's
+ * them by a constant (gp_swizzle_shift). Then `to` is addressed as [from's
  * register + immediate]. */
-static bool swizzle_shift(const CgGeom *g, const CgSwizzle *sw, int mr_dim, int mc_dim, int from, int to, int *bytes)
+static bool swizzle_shift(const GpGeom *g, const GpSwizzle *sw, int mr_dim, int mc_dim, int from, int to, int *bytes)
 {
-    int dv[CG_MAX_RANK];
-    cg_geom_reg_delta(g, from, to, dv);
-    if (!cg_swizzle_shift(sw, dv[mr_dim], dv[mc_dim], bytes)) return false;
+    int dv[GP_MAX_RANK];
+    gp_geom_reg_delta(g, from, to, dv);
+    if (!gp_swizzle_shift(sw, dv[mr_dim], dv[mc_dim], bytes)) return false;
     *bytes *= sw->elem_bytes;
     return true;
 }
@@ -59,18 +59,18 @@ static bool swizzle_shift(const CgGeom *g, const CgSwizzle *sw, int mr_dim, int 
  * invariant steps (cg_affine.c says why; the add is opaque to LLVM, or its LICM
  * would re-associate the walk and hoist one 64-bit pointer per chunk again), the
  * SRAM one is an immediate from an earlier chunk's (swizzle_shift). */
-static void issue_load(CgCtx *c, const CgPipeLoad *l, LLVMValueRef slot_base, LLVMValueRef valid)
+static void issue_load(CgCtx *c, const GpPipeLoad *l, LLVMValueRef slot_base, LLVMValueRef valid)
 {
     IrOp *ld = l->load;
-    CgGeom g;
+    GpGeom g;
     if (!cg_geom_of(c, ld->res[0], &g)) return;
     CgTile *pt = cg_get(c, ld->args[0]);
     CgTile *mk = ld->nargs > 1 && ld->args[1]->type.rank ? cg_get(c, ld->args[1]) : NULL;
     LLVMValueRef smask = ld->nargs > 1 && !ld->args[1]->type.rank ? cg_get(c, ld->args[1])->r[0] : NULL;
     int mr_dim = 1 - l->fast_dim, anchor = -1;
-    CgSwizzle sw = cg_swizzle_for(ld->res[0]->type.shape[mr_dim], ld->res[0]->type.shape[l->fast_dim], 2);
-    bool exact = !cg_geom_replicated(&g);        /* register index = thread base + constant */
-    LLVMValueRef tb[CG_MAX_RANK], idx[CG_MAX_RANK], coef[CG_MAX_RANK];
+    GpSwizzle sw = gp_swizzle_for(ld->res[0]->type.shape[mr_dim], ld->res[0]->type.shape[l->fast_dim], 2);
+    bool exact = !gp_geom_replicated(&g);        /* register index = thread base + constant */
+    LLVMValueRef tb[GP_MAX_RANK], idx[GP_MAX_RANK], coef[GP_MAX_RANK];
     bool walk = exact && cg_affine_coefs(c, ld->args[0], coef);
     LLVMValueRef src = pt->r[0], dst = NULL;
     cg_thread_base(c, &g, tb);
@@ -122,7 +122,7 @@ static void sync_slots(CgCtx *c, int ahead)
  * With `sync_ahead` (the loop body's issue when the slice loads), the slice,
  * its loads included, is evaluated before sync_slots: the load's latency then
  * overlaps the wait for the previous copies instead of stalling the copies. */
-static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot,
+static bool issue_all(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot,
                       int sync_ahead, LLVMValueRef iter)
 {
     IrBlock *body = pl->loop->regions[0];
@@ -142,7 +142,7 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     if (sync_ahead) sync_slots(c, sync_ahead);
     if (pl->mbarrier && iter && !c->ws_producer) cg_mbar_wait_empty(c, pl, slot, iter);   /* (the prologue's slots are fresh) */
     for (int j = 0; j < pl->nloads && !pl->tma; j++) {
-        const CgPipeLoad *l = &pl->loads[j];
+        const GpPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0), LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         issue_load(c, l, base, valid);
     }
@@ -154,12 +154,12 @@ static bool issue_all(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValu
     return true;
 }
 
-bool cg_pipeline_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot)
+bool cg_pipeline_issue(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef ivv, LLVMValueRef valid, LLVMValueRef slot)
 {
     return issue_all(c, pl, ivv, valid, slot, 0, NULL);
 }
 
-bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
+bool cg_pipeline_prologue(CgCtx *c, GpPipeLoop *pl)
 {
     if (pl->issued) return true;
     pl->issued = true;
@@ -171,7 +171,7 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
     /* The copies overwrite the stage buffers: earlier users of those bytes
      * must be done with them first. */
     for (int i = 0; i < pl->nloads; i++) {
-        const CgSmemBuf *b = pl->loads[i].buf;
+        const GpSmemBuf *b = pl->loads[i].buf;
         for (int j = 0; b && j < c->npending; j++)
             if (c->pending[j].lo < b->offset + b->bytes && b->offset < c->pending[j].hi) {
                 cg_barrier(c);
@@ -187,7 +187,7 @@ bool cg_pipeline_prologue(CgCtx *c, CgPipeLoop *pl)
     return true;
 }
 
-bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
+bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, GpPipeLoop *pl)
 {
     IrBlock *body = op->regions[0];
     IrElem ie = (IrElem)op->args[0]->type.elem;
@@ -249,9 +249,9 @@ bool cg_lower_for_pipelined(CgCtx *c, IrOp *op, CgPipeLoop *pl)
 
 /* A convert_layout of a pipelined load (any of them): ldmatrix from the
  * current slot, or a deferred tile there (read by the dots). */
-bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const CgPipeLoad *l)
+bool cg_lower_pipelined_convert(CgCtx *c, IrOp *op, const GpPipeLoad *l)
 {
-    CgGeom g;
+    GpGeom g;
     cg_geom_of(c, op->res[0], &g);
     LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0),
                                      LLVMBuildMul(c->b, c->pipe_slot, cg_i32(c, l->slot_bytes), ""), "");

@@ -106,16 +106,16 @@ static LLVMValueRef shfl(CgCtx *c, LLVMValueRef v, int mask)
 }
 
 /* Step 3: partials of the nw distinct warps along k through scratch. */
-static void across_warps(CgCtx *c, const Red *r, const CgGeom *gr, IrType rt, int k, int nw, Pair *acc,
+static void across_warps(CgCtx *c, const Red *r, const GpGeom *gr, IrType rt, int k, int nw, Pair *acc,
                          const IrValue *res)
 {
-    int wb = cg_elem_bytes(r->we);
+    int wb = gp_elem_bytes(r->we);
     int64_t n = ir_type_numel(rt);
     int idx_base = (int)(n * nw * wb);
     cg_smem_begin(c, "reduce", res, idx_base + (r->arg ? (int)(n * nw * 4) : 0));
     LLVMValueRef wk = LLVMBuildLShr(c->b, c->warp, cg_i32(c, sup_ilog2(gr->warp_stride[k])), "");
     wk = LLVMBuildAnd(c->b, wk, cg_i32(c, nw - 1), ""); /* duplicate warps write identical values */
-    LLVMValueRef base[CG_MAX_RANK], idx[CG_MAX_RANK];
+    LLVMValueRef base[GP_MAX_RANK], idx[GP_MAX_RANK];
     cg_thread_base(c, gr, base);
     LLVMTypeRef wt = cg_type(c, r->we);
     LLVMValueRef *slot0 = ARENA_ARRAY(c->arena, LLVMValueRef, gr->nregs);
@@ -148,25 +148,25 @@ bool cg_lower_reduce(CgCtx *c, IrOp *op)
     IrValue *src = op->args[0], *res = op->res[0];
     int axis = op->attr[0];
     IrElem e = (IrElem)src->type.elem;
-    Red r = {(IrReduce)op->attr[1], cg_reduce_work_elem(e), op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN};
-    CgGeom gs, gr;
+    Red r = {(IrReduce)op->attr[1], gp_reduce_work_elem(e), op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN};
+    GpGeom gs, gr;
     if (!cg_geom_of(c, src, &gs)) return false;
     IrType kept = src->type; /* the source shape with the axis kept as size 1 */
     kept.shape[axis] = 1;
-    cg_geom(c->f, src->layout, kept, &gr);
+    gp_geom(c->f, src->layout, kept, &gr);
     int k = gs.vdims[axis];
-    LLVMValueRef base[CG_MAX_RANK];
+    LLVMValueRef base[GP_MAX_RANK];
     cg_thread_base(c, &gs, base);
     CgTile *in = cg_get(c, src);
     Pair *acc = ARENA_ARRAY(c->arena, Pair, gr.nregs);
     for (int j = 0; j < gr.nregs; j++) {
-        int rd[CG_MAX_RANK];
-        cg_geom_reg_dims(&gr, j, rd);
+        int rd[GP_MAX_RANK];
+        gp_geom_reg_dims(&gr, j, rd);
         for (int rk = 0; rk < gs.nregs_dim[k]; rk++) {
             rd[k] = rk;
-            Pair p = {cg_convert_scalar(c, in->r[cg_geom_reg_of(&gs, rd)], e, r.we), NULL};
+            Pair p = {cg_convert_scalar(c, in->r[gp_geom_reg_of(&gs, rd)], e, r.we), NULL};
             if (r.arg) {
-                LLVMValueRef x = LLVMBuildAdd(c->b, base[k], cg_i32(c, cg_geom_const_part(&gs, k, rk)), "");
+                LLVMValueRef x = LLVMBuildAdd(c->b, base[k], cg_i32(c, gp_geom_const_part(&gs, k, rk)), "");
                 p.i = LLVMBuildAnd(c->b, x, cg_i32(c, gs.shape[k] - 1), "");
             }
             acc[j] = rk == 0 ? p : combine(c, &r, acc[j], p);
@@ -180,7 +180,7 @@ bool cg_lower_reduce(CgCtx *c, IrOp *op)
             acc[j] = combine(c, &r, acc[j], o);
         }
     }
-    int nw = cg_reduce_warps_along(&gs, k);
+    int nw = gp_reduce_warps_along(&gs, k);
     if (nw > 1) across_warps(c, &r, &gr, kept, k, nw, acc, res);
     CgTile *t = cg_set(c, res, gr.nregs);
     IrElem re = (IrElem)res->type.elem;

@@ -3,7 +3,7 @@
  * (cg_tma_issue: one elected thread, `mbarrier.arrive.expect_tx` and one
  * `cp.async.bulk.tensor` per 128-byte-wide box) and the recipes the runtime
  * encodes the maps from. Which loads a map serves, and how, is decided by
- * gpuir/tma_plan.c (cg_tma_plan, pass_tma.c): this file only reads the plan.
+ * gpuir/tma_plan.c (gp_tma_plan, pass_tma.c): this file only reads the plan.
  *
  * Invariants: a loop's loads are all TMA or none, so its full barriers count
  * one arrival (the elected thread's expect_tx).
@@ -23,18 +23,18 @@
 
 void cg_tma_params(CgCtx *c, LLVMTypeRef *pt, int first)
 {
-    for (int k = 0; k < cg_tma_nmaps(c->f); k++) pt[first + k] = LLVMPointerTypeInContext(c->ctx, 0);
+    for (int k = 0; k < gp_tma_nmaps(c->f); k++) pt[first + k] = LLVMPointerTypeInContext(c->ctx, 0);
 }
 
 /* byval [128 x i8] align 64 + nvvm "grid_constant": PTX `.param .align 64 .b8 x[128]`, and the
  * instruction takes the parameter's generic address (cvta.param), as CUDA's __grid_constant__. */
 void cg_tma_annotate(CgCtx *c, int first)
 {
-    int n = cg_tma_nmaps(c->f);
+    int n = gp_tma_nmaps(c->f);
     if (!n) return;
     LLVMTypeRef map = LLVMArrayType2(c->t_i8, 128);
     unsigned kind = LLVMGetEnumAttributeKindForName("byval", 5);
-    LLVMMetadataRef idx[CG_TMA_MAX_MAPS];
+    LLVMMetadataRef idx[GP_TMA_MAX_MAPS];
     for (int k = 0; k < n; k++) {
         LLVMAddAttributeAtIndex(c->fn, (unsigned)(first + k + 1), LLVMCreateTypeAttribute(c->ctx, kind, map));
         LLVMValueRef p = LLVMGetParam(c->fn, (unsigned)(first + k));
@@ -58,7 +58,7 @@ static LLVMValueRef map_addr(CgCtx *c, int k)
 /* Thread 0 pulls each map's 128 bytes into the descriptor cache once. */
 void cg_tma_prefetch(CgCtx *c)
 {
-    for (int k = 0; k < cg_tma_nmaps(c->f); k++) {
+    for (int k = 0; k < gp_tma_nmaps(c->f); k++) {
         LLVMValueRef args[2] = {map_addr(c, k), c->tid};
         cg_asm(c, c->t_void, "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $1, 0;\n\t@p prefetch.tensormap [$0];\n\t}",
                "l,r,~{memory}", 2, args, true);
@@ -75,7 +75,7 @@ static LLVMValueRef as_i32(CgCtx *c, LLVMValueRef v)
 
 /* The value of a uniform polynomial (i32): its atoms are lowered scalars (the
  * slice's, for the iteration being issued). */
-static LLVMValueRef poly_eval(CgCtx *c, const CgTmaPoly *p)
+static LLVMValueRef poly_eval(CgCtx *c, const GpTmaPoly *p)
 {
     LLVMValueRef sum = cg_i32(c, 0);
     for (int i = 0; i < p->n; i++) {
@@ -87,7 +87,7 @@ static LLVMValueRef poly_eval(CgCtx *c, const CgTmaPoly *p)
 }
 
 /* A launch-time value inside the kernel: its parameter's (i32) times k, or k. */
-static LLVMValueRef val_eval(CgCtx *c, const CgTmaVal *v)
+static LLVMValueRef val_eval(CgCtx *c, const GpTmaVal *v)
 {
     LLVMValueRef k = cg_i32(c, v->k);
     return v->param < 0 ? k : LLVMBuildMul(c->b, k, as_i32(c, cg_get(c, c->f->params[v->param])->r[0]), "");
@@ -96,7 +96,7 @@ static LLVMValueRef val_eval(CgCtx *c, const CgTmaVal *v)
 /* A guarded load (dot-rotate's next block, masked by iv + step < hi): when the guard is
  * false its boxes start at the contiguous dim's extent, wholly outside the map, so TMA
  * fills the slot with zeros (other = 0) and still counts every byte (expect_tx is fixed). */
-static LLVMValueRef guarded_inner(CgCtx *c, const CgTmaPlan *p, LLVMValueRef crd0)
+static LLVMValueRef guarded_inner(CgCtx *c, const GpTmaPlan *p, LLVMValueRef crd0)
 {
     if (!p->guard) return crd0;
     LLVMValueRef g = cg_get(c, p->guard)->r[0];
@@ -104,7 +104,7 @@ static LLVMValueRef guarded_inner(CgCtx *c, const CgTmaPlan *p, LLVMValueRef crd
     return LLVMBuildSelect(c->b, g, crd0, val_eval(c, &p->dims[0]), "tma.guard");
 }
 
-void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full)
+void cg_tma_issue(CgCtx *c, const GpPipeLoop *pl, LLVMValueRef slot, LLVMValueRef valid, LLVMValueRef full)
 {
     int total = 0;
     for (int j = 0; j < pl->nloads; j++) total += pl->loads[j].tma.box_bytes * pl->loads[j].tma.nboxes;
@@ -121,12 +121,12 @@ void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRe
     LLVMValueRef a[3] = {full, LLVMBuildZExt(c->b, go, c->t_i32, ""), LLVMBuildZExt(c->b, past, c->t_i32, "")};
     cg_asm(c, c->t_void, text, "r,r,r,~{memory}", 3, a, true);
     for (int j = 0; j < pl->nloads; j++) {
-        const CgPipeLoad *l = &pl->loads[j];
+        const GpPipeLoad *l = &pl->loads[j];
         LLVMValueRef base = LLVMBuildAdd(c->b, cg_i32(c, l->buf ? l->buf->offset : 0),
                                          LLVMBuildMul(c->b, slot, cg_i32(c, l->slot_bytes), ""), "");
         LLVMValueRef dst = LLVMBuildPtrToInt(c->b, cg_smem_ptr_abs(c, base), c->t_i32, "");
         int r = l->tma.rank;
-        LLVMValueRef crd[CG_TMA_MAX_RANK];
+        LLVMValueRef crd[GP_TMA_MAX_RANK];
         for (int d = 0; d < r; d++) crd[d] = poly_eval(c, &l->tma.coord[d]);
         crd[0] = guarded_inner(c, &l->tma, crd[0]);
         LLVMValueRef m = map_addr(c, l->tma_map);
@@ -139,7 +139,7 @@ void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRe
                       "[$0+%d], [$1, {", 3 + r, r, b * l->tma.box_bytes);
             for (int d = 0; d < r; d++) sb_printf(&t, "%s$%d", d ? ", " : "", 3 + d);
             sb_puts(&t, "}], [$2];\n\t}");
-            LLVMValueRef args[4 + CG_TMA_MAX_RANK] = {dst, m, full};
+            LLVMValueRef args[4 + GP_TMA_MAX_RANK] = {dst, m, full};
             args[3] = LLVMBuildAdd(c->b, crd[0], cg_i32(c, 64 * b), "");
             for (int d = 1; d < r; d++) args[3 + d] = crd[d];
             args[3 + r] = LLVMBuildZExt(c->b, go, c->t_i32, "");
@@ -154,15 +154,15 @@ void cg_tma_issue(CgCtx *c, const CgPipeLoop *pl, LLVMValueRef slot, LLVMValueRe
 
 /* ---- the recipes the runtime encodes the maps from ---- */
 
-void cg_tma_recipes(const CgTcState *tc, CgResult *res)
+void cg_tma_recipes(const GpTcState *tc, CgResult *res)
 {
     res->ntmaps = 0;
     for (int i = 0; tc && i < tc->loops.len; i++) {
-        const CgPipeLoop *pl = tc->loops.data[i];
+        const GpPipeLoop *pl = tc->loops.data[i];
         for (int j = 0; pl->tma && j < pl->nloads; j++) {
-            const CgPipeLoad *l = &pl->loads[j];
-            const CgTmaPlan *p = &l->tma;
-            if (l->tma_map < 0 || l->tma_map >= CG_TMA_MAX_MAPS) continue;
+            const GpPipeLoad *l = &pl->loads[j];
+            const GpTmaPlan *p = &l->tma;
+            if (l->tma_map < 0 || l->tma_map >= GP_TMA_MAX_MAPS) continue;
             struct CgTmaRecipe *r = &res->tmaps[l->tma_map];
             r->base_param = p->base_param;
             r->elem_bytes = p->elem_bytes;

@@ -26,7 +26,7 @@
  * and issues the whole iteration's bulk copies with one expect_tx arrival
  * (cg_tma.c; full counts 1), FlashAttention-3's producer.
  *
- * Registers: the CTA holds R x 32 (num_warps + CG_WS_PRODUCER_WARPS) registers at launch, R the
+ * Registers: the CTA holds R x 32 (num_warps + GP_WS_PRODUCER_WARPS) registers at launch, R the
  * most the thread count allows (65536 / threads, in 8s, at most 248), pinned
  * by .maxnreg R (codegen.c: with .maxntid alone ptxas may give the kernel
  * fewer, 129 at d = 64, and a setmaxnreg.inc past the CTA's pool never
@@ -46,11 +46,11 @@
 
 #include <stdio.h>
 
-#define WS_PRODUCER_THREADS (32 * CG_WS_PRODUCER_WARPS)
+#define WS_PRODUCER_THREADS (32 * GP_WS_PRODUCER_WARPS)
 
 int cg_ws_entry_regs(int num_warps)
 {
-    int r = 65536 / (32 * (num_warps + CG_WS_PRODUCER_WARPS));
+    int r = 65536 / (32 * (num_warps + GP_WS_PRODUCER_WARPS));
     if (r > 255) r = 255;
     return r / 8 * 8;
 }
@@ -66,7 +66,7 @@ int cg_ws_producer_min(const IrFunc *f)
  * `pmin` (cg_ws_producer_min), at most setmaxnreg's 256 (a thread addresses 255). */
 int cg_ws_consumer_regs(int num_warps, int pmin)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - pmin * WS_PRODUCER_THREADS;
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + GP_WS_PRODUCER_WARPS) - pmin * WS_PRODUCER_THREADS;
     int r = pool / (32 * num_warps) / 8 * 8;
     return r > 256 ? 256 : r;
 }
@@ -75,7 +75,7 @@ int cg_ws_consumer_regs(int num_warps, int pmin)
  * it needs: at most 96). */
 int cg_ws_producer_regs(int num_warps, int pmin)
 {
-    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + CG_WS_PRODUCER_WARPS) - cg_ws_consumer_regs(num_warps, pmin) * 32 * num_warps;
+    int pool = cg_ws_entry_regs(num_warps) * 32 * (num_warps + GP_WS_PRODUCER_WARPS) - cg_ws_consumer_regs(num_warps, pmin) * 32 * num_warps;
     int r = pool / WS_PRODUCER_THREADS / 8 * 8;
     return r > 96 ? 96 : r;
 }
@@ -111,7 +111,7 @@ static void stand_in(CgCtx *c, CgTile **vals, int g, LLVMValueRef ptid)
 /* One pipelined loop's copies, every iteration, each after its slot's release. */
 static bool producer_loop(CgCtx *c, IrOp *op, CgTile **vals, int G, LLVMValueRef ptid)
 {
-    CgPipeLoop *pl = cg_pipeline_of_loop(c->tc, op);
+    GpPipeLoop *pl = gp_pipeline_of_loop(c->tc, op);
     if (!pl || !pl->mbarrier) {
         INTERNAL_ERROR("codegen: %s:%d: a warp_spec loop without its mbarrier plan", c->f->name, op->loc.line);
         c->failed = true;
@@ -166,7 +166,7 @@ static bool producer(CgCtx *c)
     IrFunc *f = c->f;
     int G = c->ws_warps / 4;
     bool *need = ARENA_ARRAY(c->arena, bool, f->next_id + 1);
-    if (!cg_ws_needed(f, need)) {
+    if (!gp_ws_needed(f, need)) {
         INTERNAL_ERROR("codegen: %s: warp_spec on a kernel the pass refuses", f->name);
         return false;
     }
@@ -180,7 +180,7 @@ static bool producer(CgCtx *c)
     c->ws_producer = true;
     bool ok = true;
     for (IrOp *op = f->body->first; op && ok && !c->failed; op = op->next) {
-        if (op->op == IR_FOR && cg_pipeline_of_loop(c->tc, op)) {
+        if (op->op == IR_FOR && gp_pipeline_of_loop(c->tc, op)) {
             ok = producer_loop(c, op, vals, G, ptid);
             continue;
         }

@@ -3,7 +3,7 @@
  * Steps: axis info, the GPU passes (pass_table.c: accelerate-dot, layout-assign,
  * remove-convert, pipeline, dot-overlap, sram-alloc, tma, pingpong, warp-specialize: docs/tensor_cores.md; their result is the GPU IR, layouts
  * and decisions included, printed by --emit gpu-ir), the lowering's cache of those decisions
- * (cg_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
+ * (gp_tc_from_ir), then one pass over the ops in program order (cg_lower.c) that emits per-thread LLVM IR
  * (each tile value becomes an array of registers in its layout's order, each
  * op a loop over them), then cg_emit (verify, O3, PTX, ptxas).
  * The kernel is `void @name(params...)` marked as a kernel through
@@ -39,7 +39,7 @@ static void annotate_kernel(CgCtx *c)
      * (.maxnreg), which setmaxnreg then moves between the roles (else ptxas may launch with
      * fewer than the consumers' setmaxnreg.inc asks for: cg_warp_spec.c) */
     const char *keys[3] = {"kernel", "maxntidx", "maxnreg"};
-    int vals[3] = {1, 32 * (c->f->sched.num_warps + (c->ws_warps ? CG_WS_PRODUCER_WARPS : 0)), cg_ws_entry_regs(c->ws_warps)};
+    int vals[3] = {1, 32 * (c->f->sched.num_warps + (c->ws_warps ? GP_WS_PRODUCER_WARPS : 0)), cg_ws_entry_regs(c->ws_warps)};
     for (int i = 0; i < (c->ws_warps ? 3 : 2); i++) {
         LLVMMetadataRef ops[3] = {fn, LLVMMDStringInContext2(c->ctx, keys[i], strlen(keys[i])),
                                   LLVMValueAsMetadata(cg_i32(c, vals[i]))};
@@ -51,7 +51,7 @@ static void annotate_kernel(CgCtx *c)
 static void build_kernel(CgCtx *c)
 {
     IrFunc *f = c->f;
-    int nmaps = cg_tma_nmaps(f);   /* TMA tensor maps: parameters after the program's (cg_tma.c) */
+    int nmaps = gp_tma_nmaps(f);   /* TMA tensor maps: parameters after the program's (cg_tma.c) */
     LLVMTypeRef *pt = ARENA_ARRAY(c->arena, LLVMTypeRef, f->nparams + nmaps + 1);
     for (int i = 0; i < f->nparams; i++) pt[i] = cg_type(c, (IrElem)f->params[i]->type.elem);
     cg_tma_params(c, pt, f->nparams);
@@ -92,9 +92,9 @@ static void write_stats(CgCtx *c, CgResult *res)
     else if (c->opts->sched.warp_specialize) {
         char why[160];
         sb_printf(&res->stats, "warp-specialize: not applied: %s\n",
-                  cg_ws_refusal(c->f, why, (int)sizeof why) ? why : "the kernel as given has no warp_spec");
+                  gp_ws_refusal(c->f, why, (int)sizeof why) ? why : "the kernel as given has no warp_spec");
     }
-    cg_sram_stats(c->tc, &res->stats);
+    gp_sram_stats(c->tc, &res->stats);
 }
 
 /* t_gpu: the GPU passes' time, reported with the other phases after the
@@ -161,8 +161,8 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     }
     res->num_warps = W;
     double t0 = sup_now_ms();
-    CgAxisMap *axis = cg_axis_info(f);
-    CgPassCtx pc = {.target = opts->target, .axis = axis};
+    GpAxisMap *axis = gp_axis_info(f);
+    GpPassCtx pc = {.target = opts->target, .axis = axis};
     char why[256];
     /* the driver resolved them already; here for callers that build CgOptions themselves */
     if (!sched_resolve(&opts->sched, NULL, &pc.sched, why, sizeof why)) {
@@ -173,14 +173,14 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
     CgOptions resolved = *opts;   /* the lowering and --stats see the resolved options too */
     resolved.sched = pc.sched;
     c.opts = &resolved;
-    if (first && !cg_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
-    if (!first && !cg_verify_gpu_ir(f, d)) return false;
-    CgTcState *tc = cg_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
+    if (first && !gp_run_gpu_passes(f, &pc, first, NULL, opts->dump_after, &res->dumps, d)) return false;
+    if (!first && !gp_verify_gpu_ir(f, d)) return false;
+    GpTcState *tc = gp_tc_from_ir(f); /* the lowering's cache of the decisions on the IR */
     if (diag_flush_ice(d)) return false;
     double t_gpu = sup_now_ms() - t0;
     res->smem_bytes = tc->total;
     cg_tma_recipes(tc, res);
-    if (ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0)) res->num_warps = W + CG_WS_PRODUCER_WARPS;   /* the producer warpgroup */
+    if (ir_attr_int(&f->attrs, IR_ATTR_WARP_SPEC, 0)) res->num_warps = W + GP_WS_PRODUCER_WARPS;   /* the producer warpgroup */
     if (opts->stage == CG_STAGE_GPU_IR) {
         ir_print_func(&res->out, f);
         return true;
@@ -200,12 +200,12 @@ static bool compile(IrFunc *f, const char *first, const CgOptions *opts, CgResul
 
 bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d)
 {
-    return compile(f, cg_gpu_passes[0].name, opts, res, d);
+    return compile(f, gp_gpu_passes[0].name, opts, res, d);
 }
 
 bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts, CgResult *res, Diag *d)
 {
-    if (first_pass && !cg_gpu_pass(first_pass)) {
+    if (first_pass && !gp_gpu_pass(first_pass)) {
         diag_report(d, DIAG_USER, f->loc, "unknown GPU pass '%s'", first_pass);
         return false;
     }

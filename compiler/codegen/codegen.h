@@ -53,7 +53,7 @@ bool cg_compile(IrFunc *f, const CgOptions *opts, CgResult *res, Diag *d);
 bool cg_compile_gpu_ir(IrFunc *f, const char *first_pass, const CgOptions *opts, CgResult *res, Diag *d);
 /* The name of GPU pass `i` in the order they run (pass_table.c), NULL past
  * the last: the driver checks --dump-after names against it. */
-const char *cg_gpu_pass_name(int i);
+const char *gp_gpu_pass_name(int i);
 /* LLVM's pass pipeline, options and codegen level as cg_compile uses them,
  * one pass per line (cg_emit.c): tests/codegen/llvm_pipeline.txt pins it. */
 void cg_llvm_describe(StrBuf *out);

@@ -176,12 +176,12 @@ static KilnStatus finish(KilnStatus st, Diag *d, KilnCompileResult *r)
 static bool dump_after_known(const char *name, Diag *d)
 {
     if (!name || !strcmp(name, "all") || !strcmp(name, "lower") || pass_find(name)) return true;
-    for (int i = 0; cg_gpu_pass_name(i); i++)
-        if (!strcmp(name, cg_gpu_pass_name(i))) return true;
+    for (int i = 0; gp_gpu_pass_name(i); i++)
+        if (!strcmp(name, gp_gpu_pass_name(i))) return true;
     StrBuf names;
     sb_init(&names);
     pass_list_names(&names);
-    for (int i = 0; cg_gpu_pass_name(i); i++) sb_printf(&names, ", %s", cg_gpu_pass_name(i));
+    for (int i = 0; gp_gpu_pass_name(i); i++) sb_printf(&names, ", %s", gp_gpu_pass_name(i));
     sb_puts(&names, ", lower");
     diag_error(d, (SrcLoc){0}, "unknown pass '%s' for --dump-after (expected all, %s)", name,
                names.data ? names.data : "");

@@ -42,55 +42,55 @@ static int64_t hp2(int64_t v)
     return p;
 }
 
-static const CgAxis unknown_axis = {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}};
+static const GpAxis unknown_axis = {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}};
 
-const CgAxis *cg_axis_get(const CgAxisMap *m, const IrValue *v)
+const GpAxis *gp_axis_get(const GpAxisMap *m, const IrValue *v)
 {
     if (!m || !v || v->id >= m->n || !m->v[v->id]) return &unknown_axis;
     return m->v[v->id];
 }
 
-void cg_axis_alias(CgAxisMap *m, const IrValue *nv, const IrValue *old)
+void gp_axis_alias(GpAxisMap *m, const IrValue *nv, const IrValue *old)
 {
     if (nv->id >= m->n) {
         int nn = nv->id * 2 + 16;
-        CgAxis **v = ARENA_ARRAY(m->arena, CgAxis *, nn);
-        memcpy(v, m->v, sizeof(CgAxis *) * (size_t)m->n);
+        GpAxis **v = ARENA_ARRAY(m->arena, GpAxis *, nn);
+        memcpy(v, m->v, sizeof(GpAxis *) * (size_t)m->n);
         m->v = v;
         m->n = nn;
     }
-    m->v[nv->id] = (CgAxis *)cg_axis_get(m, old);
+    m->v[nv->id] = (GpAxis *)gp_axis_get(m, old);
 }
 
-void cg_axis_uniform(CgAxisMap *m, const IrValue *nv)
+void gp_axis_uniform(GpAxisMap *m, const IrValue *nv)
 {
-    CgAxis *a = ARENA_NEW(m->arena, CgAxis);
-    for (int d = 0; d < CG_MAX_RANK; d++) {
+    GpAxis *a = ARENA_NEW(m->arena, GpAxis);
+    for (int d = 0; d < GP_MAX_RANK; d++) {
         a->div[d] = a->contig[d] = 1;
         a->constancy[d] = d < nv->type.rank ? nv->type.shape[d] : 1;
     }
-    cg_axis_alias(m, nv, nv);   /* grows the map */
+    gp_axis_alias(m, nv, nv);   /* grows the map */
     m->v[nv->id] = a;
 }
 
 typedef struct AxCtx {
-    CgAxisMap *m;
+    GpAxisMap *m;
     Arena *a;
 } AxCtx;
 
-static CgAxis *ax_new(AxCtx *c, const IrValue *v)
+static GpAxis *ax_new(AxCtx *c, const IrValue *v)
 {
-    CgAxis *x = ARENA_NEW(c->a, CgAxis);
+    GpAxis *x = ARENA_NEW(c->a, GpAxis);
     *x = unknown_axis;
     if (v->id < c->m->n) c->m->v[v->id] = x;
     return x;
 }
 
 /* Facts of operand `v` seen with the result's shape (scalars broadcast). */
-static CgAxis view(AxCtx *c, const IrValue *v, IrType rt)
+static GpAxis view(AxCtx *c, const IrValue *v, IrType rt)
 {
-    const CgAxis *x = cg_axis_get(c->m, v);
-    CgAxis r = *x;
+    const GpAxis *x = gp_axis_get(c->m, v);
+    GpAxis r = *x;
     if (v->type.rank == 0 && rt.rank > 0)
         for (int d = 0; d < rt.rank; d++) {
             r.div[d] = x->div[0];
@@ -101,7 +101,7 @@ static CgAxis view(AxCtx *c, const IrValue *v, IrType rt)
 }
 
 /* Divisibility of every element (not only of run starts). */
-static int64_t elem_div(const CgAxis *x, int d) { return x->contig[d] > 1 ? 1 : x->div[d]; }
+static int64_t elem_div(const GpAxis *x, int d) { return x->contig[d] > 1 ? 1 : x->div[d]; }
 
 static bool const_value(const IrValue *v, int64_t *out)
 {
@@ -111,7 +111,7 @@ static bool const_value(const IrValue *v, int64_t *out)
 }
 
 /* add/sub/addptr: `unit` scales the integer operand b (element size for addptr). */
-static void ax_add(CgAxis *r, const CgAxis *a, const CgAxis *b, int rank, int64_t unit, bool sub)
+static void ax_add(GpAxis *r, const GpAxis *a, const GpAxis *b, int rank, int64_t unit, bool sub)
 {
     for (int d = 0; d < rank; d++) {
         int64_t ca = min64(a->contig[d], b->constancy[d]);
@@ -127,7 +127,7 @@ static void ax_add(CgAxis *r, const CgAxis *a, const CgAxis *b, int rank, int64_
     }
 }
 
-static void ax_mul(CgAxis *r, const CgAxis *a, const CgAxis *b, int rank)
+static void ax_mul(GpAxis *r, const GpAxis *a, const GpAxis *b, int rank)
 {
     for (int d = 0; d < rank; d++) {
         r->contig[d] = 1;
@@ -139,7 +139,7 @@ static void ax_mul(CgAxis *r, const CgAxis *a, const CgAxis *b, int rank)
 /* x < n and x >= n change value only where x crosses n: when the runs of x
  * start at multiples of g and n is a multiple of g, the result is constant
  * over aligned groups of g. */
-static void ax_cmp(CgAxis *r, const CgAxis *a, const CgAxis *b, int rank, IrCmp cmp)
+static void ax_cmp(GpAxis *r, const GpAxis *a, const GpAxis *b, int rank, IrCmp cmp)
 {
     bool a_runs = cmp == IR_CMP_LT || cmp == IR_CMP_GE;
     bool b_runs = cmp == IR_CMP_GT || cmp == IR_CMP_LE;
@@ -155,18 +155,18 @@ static void ax_cmp(CgAxis *r, const CgAxis *a, const CgAxis *b, int rank, IrCmp 
 
 static void ax_param(AxCtx *c, const IrValue *p)
 {
-    CgAxis *x = ax_new(c, p);
+    GpAxis *x = ax_new(c, p);
     int64_t d = p->divisibility > 1 ? p->divisibility : 1;
     /* Without a hint a pointer is only known to be aligned to its element
      * (the caller may pass X + 1); 16-byte alignment must be stated by a
      * hint or proven by the runtime's launch-time specialisation. */
-    if (p->type.elem == IR_PTR && d <= 1) d = cg_elem_bytes((IrElem)p->type.pointee);
+    if (p->type.elem == IR_PTR && d <= 1) d = gp_elem_bytes((IrElem)p->type.pointee);
     x->div[0] = d;
 }
 
-static void ax_shape_op(AxCtx *c, IrOp *op, CgAxis *r, IrType rt)
+static void ax_shape_op(AxCtx *c, IrOp *op, GpAxis *r, IrType rt)
 {
-    const CgAxis *a = cg_axis_get(c->m, op->args[0]);
+    const GpAxis *a = gp_axis_get(c->m, op->args[0]);
     IrType at = op->args[0]->type;
     switch (op->op) {
     case IR_SPLAT:
@@ -212,8 +212,8 @@ static void ax_op(IrOp *op, void *vctx)
     if (op->op == IR_FOR) {
         /* iv = lo + k * step: divisible by gcd(lo, step). */
         IrValue *iv = op->regions[0]->args[0];
-        CgAxis *x = ax_new(c, iv);
-        x->div[0] = min64(cg_axis_get(c->m, op->args[0])->div[0], cg_axis_get(c->m, op->args[2])->div[0]);
+        GpAxis *x = ax_new(c, iv);
+        x->div[0] = min64(gp_axis_get(c->m, op->args[0])->div[0], gp_axis_get(c->m, op->args[2])->div[0]);
         return;
     }
     if (op->nres != 1) return;
@@ -222,7 +222,7 @@ static void ax_op(IrOp *op, void *vctx)
     IrElem e = (IrElem)rt.elem;
     if (!ir_elem_is_int(e) && e != IR_PTR) return;
     int rank = rt.rank ? rt.rank : 1;
-    CgAxis *r = ax_new(c, res);
+    GpAxis *r = ax_new(c, res);
     int64_t k;
     switch (op->op) {
     case IR_CONST:
@@ -236,23 +236,23 @@ static void ax_op(IrOp *op, void *vctx)
         r->div[0] = hp2(op->attr[0]);
         break;
     case IR_CONVERT_LAYOUT: /* GPU IR (a pass run alone on it): the same values */
-        *r = *cg_axis_get(c->m, op->args[0]);
+        *r = *gp_axis_get(c->m, op->args[0]);
         break;
     case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS:
         ax_shape_op(c, op, r, rt);
         break;
     case IR_ADD: case IR_SUB: {
-        CgAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
+        GpAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
         ax_add(r, &a, &b, rank, 1, op->op == IR_SUB);
         break;
     }
     case IR_ADDPTR: {
-        CgAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
-        ax_add(r, &a, &b, rank, cg_elem_bytes((IrElem)rt.pointee), false);
+        GpAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
+        ax_add(r, &a, &b, rank, gp_elem_bytes((IrElem)rt.pointee), false);
         break;
     }
     case IR_MUL: case IR_SHL: {
-        CgAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
+        GpAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
         if (op->op == IR_SHL) {
             if (!const_value(op->args[1], &k) || k < 0 || k > 30) break;
             for (int d = 0; d < rank; d++) b.div[d] = (int64_t)1 << k, b.contig[d] = 1;
@@ -262,7 +262,7 @@ static void ax_op(IrOp *op, void *vctx)
     }
     case IR_REM:
         if (const_value(op->args[1], &k) && k > 0 && sup_is_pow2(k)) {
-            CgAxis a = view(c, op->args[0], rt);
+            GpAxis a = view(c, op->args[0], rt);
             for (int d = 0; d < rank; d++) {
                 r->contig[d] = min64(a.contig[d], min64(a.div[d], k));
                 r->constancy[d] = a.constancy[d];
@@ -271,21 +271,21 @@ static void ax_op(IrOp *op, void *vctx)
         }
         break;
     case IR_CMP: {
-        CgAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
+        GpAxis a = view(c, op->args[0], rt), b = view(c, op->args[1], rt);
         ax_cmp(r, &a, &b, rank, (IrCmp)op->attr[0]);
         break;
     }
     case IR_AND: case IR_OR: case IR_XOR: case IR_NOT: case IR_SELECT: case IR_MIN: case IR_MAX: {
         for (int d = 0; d < rank; d++) r->constancy[d] = rt.rank ? rt.shape[d] : 1;
         for (int i = 0; i < op->nargs; i++) {
-            CgAxis a = view(c, op->args[i], rt);
+            GpAxis a = view(c, op->args[i], rt);
             for (int d = 0; d < rank; d++) r->constancy[d] = min64(r->constancy[d], a.constancy[d]);
         }
         /* min, max and select pick one of their value operands, element by
          * element: what divides every element of both divides the result
          * (a loop bound m_b = select(c, max(m_a, n / 64 * 64), m_a)) */
         if (op->op == IR_MIN || op->op == IR_MAX || op->op == IR_SELECT) {
-            CgAxis a = view(c, op->args[op->nargs - 2], rt), b = view(c, op->args[op->nargs - 1], rt);
+            GpAxis a = view(c, op->args[op->nargs - 2], rt), b = view(c, op->args[op->nargs - 1], rt);
             for (int d = 0; d < rank; d++) r->div[d] = min64(elem_div(&a, d), elem_div(&b, d));
         }
         break;
@@ -306,12 +306,12 @@ static void ax_op(IrOp *op, void *vctx)
     }
 }
 
-CgAxisMap *cg_axis_info(IrFunc *f)
+GpAxisMap *gp_axis_info(IrFunc *f)
 {
-    CgAxisMap *m = ARENA_NEW(f->arena, CgAxisMap);
+    GpAxisMap *m = ARENA_NEW(f->arena, GpAxisMap);
     m->n = f->next_id;
     m->arena = f->arena;
-    m->v = ARENA_ARRAY(f->arena, CgAxis *, m->n + 1);
+    m->v = ARENA_ARRAY(f->arena, GpAxis *, m->n + 1);
     AxCtx c = {m, f->arena};
     for (int i = 0; i < f->nparams; i++) ax_param(&c, f->params[i]);
     ir_walk(f, ax_op, &c);

@@ -8,7 +8,7 @@
  *
  * The passes write their decisions on the IR (layouts in IrValue.layout,
  * pipeline and SRAM attributes: ir.h's IR_ATTR_*); the lowering reads them
- * back through CgTcState, a cache built from the IR (cg_tc_from_ir).
+ * back through GpTcState, a cache built from the IR (gp_tc_from_ir).
  */
 #ifndef KILN_GPUIR_H
 #define KILN_GPUIR_H
@@ -18,9 +18,9 @@
 
 /* ---- pass_sram_alloc.c: placement of shared-memory buffers ----
  * A buffer lives over the inclusive interval [start, end] of op positions
- * (a linear numbering of the function's ops, see cg_number_ops). Two buffers
+ * (a linear numbering of the function's ops, see gp_number_ops). Two buffers
  * interfere when their intervals and their byte ranges both overlap. */
-typedef struct CgSmemBuf {
+typedef struct GpSmemBuf {
     const char *what;      /* "convert_layout", "reduce", "mma operand A", ... */
     IrOp *op;              /* the op whose attributes hold it (smem.*) */
     int value_id;          /* the IR value it serves (-1: none) */
@@ -28,67 +28,67 @@ typedef struct CgSmemBuf {
     int align;             /* power of two */
     int start, end;        /* live interval, op positions, inclusive */
     int64_t offset;        /* placement (bytes from the start of dynamic SRAM) */
-} CgSmemBuf;
+} GpSmemBuf;
 
 /* Largest first, first fit: every buffer goes at the lowest aligned offset
  * where it overlaps no already placed buffer that is live at the same time.
  * Returns the total size (end of the highest buffer, 16-byte rounded). */
-int64_t cg_sram_place(CgSmemBuf **bufs, int n);
+int64_t gp_sram_place(GpSmemBuf **bufs, int n);
 /* True when no two buffers interfere; else names the first pair in `why`. */
-bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why);
+bool gp_sram_check(GpSmemBuf *const *bufs, int n, StrBuf *why);
 
 /* ---- the pipeline plan (pass_pipeline.c decides, pipeline_plan.c reads it back, codegen/cg_pipeline.c lowers) ---- */
-#define CG_PIPE_MAX_CONVERTS 4
+#define GP_PIPE_MAX_CONVERTS 4
 /* ---- tma_plan.c: which pipelined loads a tiled tensor map serves exactly ---- */
-#define CG_TMA_TERMS 24
-#define CG_TMA_ATOMS 4
-#define CG_TMA_MAX_MAPS 8
+#define GP_TMA_TERMS 24
+#define GP_TMA_ATOMS 4
+#define GP_TMA_MAX_MAPS 8
 /* k * at[0] * ... * at[nat-1] * (index along tile dim `dim`, or 1 when dim < 0) */
-typedef struct CgTmaTerm {
+typedef struct GpTmaTerm {
     int64_t k;
     int nat;
-    const IrValue *at[CG_TMA_ATOMS];   /* uniform scalars, sorted by id */
+    const IrValue *at[GP_TMA_ATOMS];   /* uniform scalars, sorted by id */
     int dim;
-} CgTmaTerm;
-typedef struct CgTmaPoly {
+} GpTmaTerm;
+typedef struct GpTmaPoly {
     int n;
-    CgTmaTerm t[CG_TMA_TERMS];
-} CgTmaPoly;
+    GpTmaTerm t[GP_TMA_TERMS];
+} GpTmaPoly;
 /* A launch-time value: (param >= 0 ? the kernel's runtime parameter `param` : 1) * k. */
-typedef struct CgTmaVal {
+typedef struct GpTmaVal {
     int param;
     int64_t k;
-} CgTmaVal;
-#define CG_TMA_MAX_RANK 5
-typedef struct CgTmaPlan {
+} GpTmaVal;
+#define GP_TMA_MAX_RANK 5
+typedef struct GpTmaPlan {
     int base_param;        /* the pointer parameter the map's global address is */
     IrElem elem;
     int elem_bytes;
     int rank;              /* 2, plus one per uniform offset (batch, head: box 1) */
-    CgTmaVal dims[CG_TMA_MAX_RANK];         /* elements; [0] the contiguous dim, [1] the tile's rows */
-    CgTmaVal strides[CG_TMA_MAX_RANK - 1];  /* bytes, of dims 1 .. rank-1 */
-    int box[CG_TMA_MAX_RANK];               /* {64, rows, 1, ...}: 128 bytes x rows, SWIZZLE_128B */
+    GpTmaVal dims[GP_TMA_MAX_RANK];         /* elements; [0] the contiguous dim, [1] the tile's rows */
+    GpTmaVal strides[GP_TMA_MAX_RANK - 1];  /* bytes, of dims 1 .. rank-1 */
+    int box[GP_TMA_MAX_RANK];               /* {64, rows, 1, ...}: 128 bytes x rows, SWIZZLE_128B */
     int nboxes;            /* contiguous extent / 64: the slot's column blocks */
     int box_bytes;
-    CgTmaPoly coord[CG_TMA_MAX_RANK];       /* the tile's origin in the map, uniform (i32) */
+    GpTmaPoly coord[GP_TMA_MAX_RANK];       /* the tile's origin in the map, uniform (i32) */
     uint64_t nonneg_params;   /* parameters (bit i: param i) the coordinates are >= 0 only if they are */
     const IrValue *guard;     /* a uniform i1 the mask ANDs in (splat), or NULL: false reads zeros */
-} CgTmaPlan;
+} GpTmaPlan;
 /* Whether a 2-D tiled tensor map reads exactly what load `ld` does into its
  * pipelined slot (fast_dim: the slot's contiguous dim); the recipe in *out. */
-bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out);
-int  cg_tma_nmaps(const IrFunc *f);   /* kernel attribute tma.maps (0: none) */
+bool gp_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, GpTmaPlan *out);
+int  gp_tma_nmaps(const IrFunc *f);   /* kernel attribute tma.maps (0: none) */
 
-typedef struct CgPipeLoad {
+typedef struct GpPipeLoad {
     IrOp *load;
     /* Its convert_layouts to A/B-operand layouts: one (possibly through the
      * cast), or, with no cast, every use of the load (up to
-     * CG_PIPE_MAX_CONVERTS, A and B mixed: attention's backward reads Q and
+     * GP_PIPE_MAX_CONVERTS, A and B mixed: attention's backward reads Q and
      * dO both as dot(q, k^T)'s A and as dot(ds^T, q)'s B). Each reads the
      * same swizzled slot with ldmatrix (.trans where its K is not contiguous)
      * or a wgmma descriptor. */
-    IrOp *converts[CG_PIPE_MAX_CONVERTS];
-    IrOp *trans[CG_PIPE_MAX_CONVERTS];   /* the trans between the load and converts[i], or NULL:
+    IrOp *converts[GP_PIPE_MAX_CONVERTS];
+    IrOp *trans[GP_PIPE_MAX_CONVERTS];   /* the trans between the load and converts[i], or NULL:
                                             the dK/dV step reads Q as Q^T's K-major B and Q's
                                             MN-major B; the convert reads the slot transposed */
     int nconverts;
@@ -96,22 +96,22 @@ typedef struct CgPipeLoad {
                               (applied after ldmatrix) */
     int fast_dim;          /* value dim contiguous in SRAM (the load layout's fastest) */
     int slot_bytes;        /* one stage */
-    CgSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */
+    GpSmemBuf *buf;        /* num_stages slots (pass_sram_alloc.c) */
     int tma_map;           /* tma.map: the kernel's tensor map that copies it (tma_plan.c), -1 none */
-    CgTmaPlan tma;
-} CgPipeLoad;
+    GpTmaPlan tma;
+} GpPipeLoad;
 
-typedef struct CgPipeLoop {
+typedef struct GpPipeLoop {
     IrOp *loop;
     int stages;
-    CgPipeLoad *loads;
+    GpPipeLoad *loads;
     int nloads;
     IrOp **slice;          /* body ops the loads' operands depend on, in body order */
     int nslice;
     bool slice_loads;      /* the slice reads memory (e.g. a block table) */
     /* Per slice op (loops whose slice loads only): its result is used in the body only by
      * the pipelined loads and by slice ops dead in place themselves, so only the copies
-     * for later iterations need it and the body skips it (cg_pipeline_dead_in_place). */
+     * for later iterations need it and the body skips it (gp_pipeline_dead_in_place). */
     bool *dead_in_place;
     /* Where the prologue (the copies of iterations 0 .. S-2) is issued: before
      * this op of the loop's block, the earliest point where everything the
@@ -134,24 +134,24 @@ typedef struct CgPipeLoop {
      * loop). release_after: the body op after which this iteration's slots
      * are read (the last one that reads a slot or a value read from one). */
     bool mbarrier;
-    CgSmemBuf *mbar;
+    GpSmemBuf *mbar;
     IrOp *release_after;
     bool tma;              /* every load has tma.map: one elected thread issues TMA copies and
                               arrives on full with expect_tx (full counts 1 arrival) */
-} CgPipeLoop;
+} GpPipeLoop;
 
 /* Op positions of a region op (for, if): [start, end]. */
-typedef struct CgSpan {
+typedef struct GpSpan {
     IrOp *op;
     int start, end;
-} CgSpan;
+} GpSpan;
 
 /* What the GPU passes decided, as the lowering reads it: a cache built from
- * the IR's attributes by cg_tc_from_ir (the IR is the source of truth). */
-typedef struct CgTcState {
-    PtrVec loops;          /* CgPipeLoop*: loops with pipeline.stages */
-    PtrVec bufs;           /* CgSmemBuf*: every shared buffer (smem.* attributes) */
-    PtrVec spans;          /* CgSpan* */
+ * the IR's attributes by gp_tc_from_ir (the IR is the source of truth). */
+typedef struct GpTcState {
+    PtrVec loops;          /* GpPipeLoop*: loops with pipeline.stages */
+    PtrVec bufs;           /* GpSmemBuf*: every shared buffer (smem.* attributes) */
+    PtrVec spans;          /* GpSpan* */
     int *buf_of;           /* by value id: index in bufs of that op's scratch, -1 none */
     bool *deferred;        /* by value id: mma.deferred — a convert to an MMA operand layout
                               whose every user is a tensor-core dot: its SRAM tile stays
@@ -165,105 +165,105 @@ typedef struct CgTcState {
     bool wgmma;            /* kernel attribute wgmma — sm_90a: dots may lower to wgmma
                               (cg_dot_wgmma.c); operand tiles and stages are then
                               1024-byte aligned */
-} CgTcState;
+} GpTcState;
 
 /* ---- tc_state.c: the cache, op positions, scratch sizes ---- */
-CgTcState *cg_tc_from_ir(IrFunc *f);
+GpTcState *gp_tc_from_ir(IrFunc *f);
 /* Op positions: pre-order over the function; a region op takes one position
  * before its regions and one after them. `at` sees each op, `after` each
  * region op once its regions are numbered. */
-typedef struct CgNumbering {
+typedef struct GpNumbering {
     void (*at)(void *ctx, IrOp *op, int pos);
     void (*after)(void *ctx, IrOp *op, int pos, int end);
     void *ctx;
     int pos;
-} CgNumbering;
-void cg_number_ops(IrBlock *b, CgNumbering *n);
+} GpNumbering;
+void gp_number_ops(IrBlock *b, GpNumbering *n);
 /* --stats and the SRAM-limit error: one line per buffer, then all of them. */
-void cg_sram_describe(const CgSmemBuf *b, StrBuf *out);
-void cg_sram_stats(const CgTcState *tc, StrBuf *out);
+void gp_sram_describe(const GpSmemBuf *b, StrBuf *out);
+void gp_sram_stats(const GpTcState *tc, StrBuf *out);
 /* The scratch bytes `op`'s lowering asks for (0: none) and what it is. */
-int  cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const int *uses, const char **what);
+int  gp_op_scratch(const IrFunc *f, const GpTcState *tc, const IrOp *op, const int *uses, const char **what);
 
 /* ---- pipeline_plan.c: the plan read from the IR ---- */
-void        cg_pipeline_loops(IrFunc *f, PtrVec *loops);     /* CgPipeLoop* of every planned loop */
-CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *loop);
+void        gp_pipeline_loops(IrFunc *f, PtrVec *loops);     /* GpPipeLoop* of every planned loop */
+GpPipeLoop *gp_pipeline_of_loop(const GpTcState *tc, const IrOp *loop);
 /* The pipelined load that `op` is (or whose cast or one of whose convert_layouts `op` is). */
-CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop);
-bool cg_pipeline_dead_in_place(const CgTcState *tc, const IrOp *op);
+GpPipeLoad *gp_pipeline_load(const GpTcState *tc, const IrOp *op, GpPipeLoop **loop);
+bool gp_pipeline_dead_in_place(const GpTcState *tc, const IrOp *op);
 /* Mark the body ops `v` depends on (the slice a future iteration's copies
  * re-evaluate); false when it reaches a loop-carried value or an impure /
  * region op of the body. */
-bool  cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids);
-IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses);
-int   cg_fast_value_dim(const IrFunc *f, const IrValue *v);   /* value dim fastest in the layout */
-bool  cg_half_cast(const IrOp *op);                           /* an f16 <-> bf16 cast */
+bool  gp_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids);
+IrOp *gp_single_user_in(IrBlock *body, const IrValue *v, const int *uses);
+int   gp_fast_value_dim(const IrFunc *f, const IrValue *v);   /* value dim fastest in the layout */
+bool  gp_half_cast(const IrOp *op);                           /* an f16 <-> bf16 cast */
 /* The convert_layouts to MMA A/B-operand layouts a pipelined load feeds
- * (CgPipeLoad.converts, .cast, .trans): its one user, possibly through an
+ * (GpPipeLoad.converts, .cast, .trans): its one user, possibly through an
  * f16 <-> bf16 cast of the same layout, or else every use of the load, when
  * all are such converts in `body`, each possibly through a 2-D trans that
  * only it uses; false otherwise. The plan and its read-back both use it, so
  * they agree. */
-bool  cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l);
+bool  gp_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, GpPipeLoad *l);
 
 /* ---- the GPU passes (codegen.c: the table and the pipeline) ----
  * Each pass rewrites the GPU IR and writes its decisions on it; the IR after
  * each one passes ir_verify. They run alone from IR text as well (the golden
  * tests): everything a pass reads is in the IR or in the context. */
-typedef struct CgPassCtx {
+typedef struct GpPassCtx {
     const Target *target;  /* the --arch the driver parsed (SM version, SRAM limit) */
     bool wgmma;            /* sm_90a and not disabled: accelerate-dot marks the kernel */
-    CgAxisMap *axis;       /* facts of the values (axis_info.c); passes alias new values */
+    GpAxisMap *axis;       /* facts of the values (axis_info.c); passes alias new values */
     KilnSchedule sched;    /* the schedule options, resolved (each 0 or 1; schedule.h): a pass reads its own */
-} CgPassCtx;
+} GpPassCtx;
 /* Errors go to `d` with their kind (a limit of the program: DIAG_USER; a bug: DIAG_INTERNAL). */
-typedef bool (*CgPassFn)(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-typedef struct CgPass {
+typedef bool (*GpPassFn)(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+typedef struct GpPass {
     const char *name;      /* --dump-after name */
-    CgPassFn run;
-} CgPass;
-extern const CgPass cg_gpu_passes[];
-extern const int cg_ngpu_passes;
-const CgPass *cg_gpu_pass(const char *name);                 /* NULL when unknown */
+    GpPassFn run;
+} GpPass;
+extern const GpPass gp_gpu_passes[];
+extern const int gp_ngpu_passes;
+const GpPass *gp_gpu_pass(const char *name);                 /* NULL when unknown */
 /* The passes from `first` to `last` (names; NULL: from the first, to the last),
  * ir_verify after each one;
  * `dump` (NULL, "all" or a name) appends the IR after the named passes. */
-bool cg_run_gpu_passes(IrFunc *f, const CgPassCtx *ctx, const char *first, const char *last, const char *dump,
+bool gp_run_gpu_passes(IrFunc *f, const GpPassCtx *ctx, const char *first, const char *last, const char *dump,
                        StrBuf *dumps, Diag *d);
-bool cg_verify_gpu_ir(IrFunc *f, Diag *d);                   /* ir_verify, message as the runner's */
+bool gp_verify_gpu_ir(IrFunc *f, Diag *d);                   /* ir_verify, message as the runner's */
 /* The schedule attributes the GPU passes write (verify.c): each on an op it
  * fits, the SRAM buffers placed without overlap, the kernel-level pingpong,
  * warp_spec and tma rules. Run after ir_verify(_gpu), which it relies on. */
-bool cg_verify_schedule(const IrFunc *f, StrBuf *err);
-bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_dot_rotate(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d);
-bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+bool gp_verify_schedule(const IrFunc *f, StrBuf *err);
+bool gp_pass_accelerate_dot(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_layout_assign(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_remove_convert(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_dot_rotate(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_pipeline(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_dot_overlap(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_sram_alloc(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_pingpong(IrFunc *f, const GpPassCtx *ctx, Diag *d);
+bool gp_pass_tma(IrFunc *f, const GpPassCtx *ctx, Diag *d);
 /* Warp specialisation's producer: one warpgroup launched after the num_warps consumers. */
-#define CG_WS_PRODUCER_WARPS 4
+#define GP_WS_PRODUCER_WARPS 4
 /* --lean-producer: the registers a producer that only issues TMA copies keeps (setmaxnreg's
  * least; kernel attribute warp_spec.producer_regs). */
-#define CG_WS_LEAN_PRODUCER_REGS 24
-bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d);
+#define GP_WS_LEAN_PRODUCER_REGS 24
+bool gp_pass_warp_specialize(IrFunc *f, const GpPassCtx *ctx, Diag *d);
 /* Why warp specialisation does not apply to `f` (the text in buf), or NULL
  * when it does (pass_warp_specialize.c; --stats reports it). */
-const char *cg_ws_refusal(IrFunc *f, char *buf, int n);
+const char *gp_ws_refusal(IrFunc *f, char *buf, int n);
 /* The kernel-body values the producer warpgroup computes (need[id], the
  * copy slices' body values too); false where the kernel does not qualify. */
-bool cg_ws_needed(IrFunc *f, bool *need);
+bool gp_ws_needed(IrFunc *f, bool *need);
 
 /* ---- layout_mma.c: mma.sync m16n8k16 fragments, swizzled SRAM, ldmatrix ---- */
-typedef enum CgMmaFrag { CG_MMA_A, CG_MMA_B, CG_MMA_C } CgMmaFrag;
+typedef enum GpMmaFrag { GP_MMA_A, GP_MMA_B, GP_MMA_C } GpMmaFrag;
 
 /* The PTX ISA's table for mma.m16n8k16 with f16/bf16 inputs and f32
  * accumulators: element i of `frag` held by `lane` is at (row, col) of the
  * 16x16 A, 16x8 B (row = k) or 16x8 C tile. A: i in 0..7, B: 0..3, C: 0..3. */
-void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col);
+void gp_mma_isa_coord(GpMmaFrag frag, int lane, int i, int *row, int *col);
 
 /* Swizzled SRAM tile of `rows` x `cols` elements: 16-byte chunks (vec
  * elements) of row r are permuted by XOR with (r / per_phase) % max_phase:
@@ -274,27 +274,27 @@ void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col);
  * one block after another ([cols / blk][rows][blk]): each 8 rows x 128 bytes
  * is then one atom of wgmma's 128-byte swizzle (cg_dot_wgmma.c reads these
  * tiles through descriptors; ldmatrix and cp.async do not care). */
-typedef struct CgSwizzle {
+typedef struct GpSwizzle {
     int rows, cols, blk, vec, per_phase, max_phase, elem_bytes;
-} CgSwizzle;
-CgSwizzle cg_swizzle_for(int rows, int cols, int elem_bytes);
-int       cg_swizzle_offset(const CgSwizzle *s, int r, int c); /* element offset in the tile */
+} GpSwizzle;
+GpSwizzle gp_swizzle_for(int rows, int cols, int elem_bytes);
+int       gp_swizzle_offset(const GpSwizzle *s, int r, int c); /* element offset in the tile */
 /* Element offset between (r, c) and (r + dr, c + dc) when the swizzle moves
  * them by a constant: dr a multiple of per_phase * max_phase, dc of
  * max_phase * vec (false otherwise). */
-bool      cg_swizzle_shift(const CgSwizzle *s, int dr, int dc, int *elems);
+bool      gp_swizzle_shift(const GpSwizzle *s, int dr, int dc, int *elems);
 
 /* wgmma's view of such a tile (cg_dot_wgmma.c; PTX ISA "matrix descriptor"):
  * usable when its rows are 128-byte blocks (blk * elem_bytes == 128, the
  * 128-byte swizzle mode). K-major: the contiguous dim is K (rows are M or N);
  * else MN-major (rows are K). lbo/sbo: the descriptor's leading / stride
- * byte offsets; cg_wgmma_offset: bytes from the tile's start to the first
+ * byte offsets; gp_wgmma_offset: bytes from the tile's start to the first
  * element of the instruction that covers MN index mn0 (a multiple of 64 for
  * MN-major, of 8 for K-major) and k step kk (32 bytes of K: k16 of f16/bf16,
  * k32 of e4m3). */
-bool cg_wgmma_tile_ok(const CgSwizzle *s);
-void cg_wgmma_strides(const CgSwizzle *s, bool k_major, int *lbo, int *sbo);
-int  cg_wgmma_offset(const CgSwizzle *s, bool k_major, int mn0, int kk);
+bool gp_wgmma_tile_ok(const GpSwizzle *s);
+void gp_wgmma_strides(const GpSwizzle *s, bool k_major, int *lbo, int *sbo);
+int  gp_wgmma_offset(const GpSwizzle *s, bool k_major, int mn0, int kk);
 
 /* ldmatrix.x4 addressing. The operand tile sits in SRAM with either K
  * contiguous (k_contig) or the other dim (M of A, N of B) contiguous; "memrow"
@@ -306,8 +306,8 @@ int  cg_wgmma_offset(const CgSwizzle *s, bool k_major, int mn0, int kk);
  *      first step then of the second (x2 with lanes 0..15 for one step).
  * Loads are .trans when the tile's contiguous dim is not K (A: M
  * contiguous, B: N contiguous — the usual row-major B). */
-void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol);
-static inline bool cg_ldmatrix_trans(bool k_contig) { return !k_contig; }
+void gp_ldmatrix_lane_row(GpMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol);
+static inline bool gp_ldmatrix_trans(bool k_contig) { return !k_contig; }
 
 /* stmatrix.x4 (sm_90) of an MMA accumulator tile [M, N] of 16-bit elements
  * (mma.sync's C layout, and wgmma's, which is the same map) into a
@@ -320,46 +320,46 @@ static inline bool cg_ldmatrix_trans(bool k_contig) { return !k_contig; }
  * 8 wn: a warp's n8 tiles are wn tiles apart). Usable when the layout is the
  * C geometry, covers the tile without wrapping, and each thread holds an
  * even number of n8 tiles per m16 tile. tests/codegen/test_mma_layout.c
- * simulates it against cg_geom_index. */
-typedef struct CgStmatrix {
+ * simulates it against gp_geom_index. */
+typedef struct GpStmatrix {
     int nm, nn;       /* instructions per thread: nm m16 tiles x nn pairs of n8 tiles */
     int drow, dcol;   /* matrix j's corner = matrix 0's + ((j & 1) drow, (j >> 1) dcol) */
-} CgStmatrix;
-bool cg_stmatrix_plan(const CgGeom *g, CgStmatrix *p);
+} GpStmatrix;
+bool gp_stmatrix_plan(const GpGeom *g, GpStmatrix *p);
 /* Instruction q (< nm * nn): its corner's register part (row0, col0; add the
- * warp's base and cg_stmatrix_lane_row) and the register holding the first
+ * warp's base and gp_stmatrix_lane_row) and the register holding the first
  * element of each matrix (the second is regs[j] + reg_stride[1]). */
-void cg_stmatrix_instr(const CgGeom *g, const CgStmatrix *p, int q, int *row0, int *col0, int regs[4]);
+void gp_stmatrix_instr(const GpGeom *g, const GpStmatrix *p, int q, int *row0, int *col0, int regs[4]);
 /* The (row, col) of the matrix row whose address lane `lane` supplies,
  * relative to the instruction's corner in the warp's part of the tile. */
-void cg_stmatrix_lane_row(const CgStmatrix *p, int lane, int *row, int *col);
+void gp_stmatrix_lane_row(const GpStmatrix *p, int lane, int *row, int *col);
 
 /* The mma.sync layouts (generalised blocked layouts, see layout.c) for a warp
  * grid wm x wn: C [M,N], A [M,K] replicated over warp_n, B [K,N] replicated
  * over warp_m (warp_m = warp % wm, warp_n = warp / wm). */
-int  cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn);
-bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn);
+int  gp_layout_mma(IrFunc *f, GpMmaFrag frag, int wm, int wn);
+bool gp_layout_is_mma(const IrFunc *f, int layout, GpMmaFrag *frag, int *wm, int *wn);
 /* The C or B layout with warp_n's rn n8 tiles side by side (IrLayout.mma_rn):
  * warp_n owns the columns [8 rn warp_n, 8 rn (warp_n + 1)) — wgmma with
- * warpgroups along N. A (rn ignored) is cg_layout_mma's. */
-int  cg_layout_mma_rn(IrFunc *f, CgMmaFrag frag, int wm, int wn, int rn);
-int  cg_mma_rn(const IrFunc *f, int layout);          /* its mma_rn; 0: interleaved, or not mma */
+ * warpgroups along N. A (rn ignored) is gp_layout_mma's. */
+int  gp_layout_mma_rn(IrFunc *f, GpMmaFrag frag, int wm, int wn, int rn);
+int  gp_mma_rn(const IrFunc *f, int layout);          /* its mma_rn; 0: interleaved, or not mma */
 
 /* ---- pass_accelerate_dot.c ---- */
 /* Warps for a dot of C[M,N] += A[M,K] B[K,N] on num_warps warps (false: not
  * tensor-core shaped); rows_in_warp: the kernel chains dots (attention). */
-bool cg_mma_choose_warps(int M, int N, int K, int num_warps, bool rows_in_warp, int *wm, int *wn);
-bool cg_dot_mma_eligible(const IrOp *op, int sm);
+bool gp_mma_choose_warps(int M, int N, int K, int num_warps, bool rows_in_warp, int *wm, int *wn);
+bool gp_dot_mma_eligible(const IrOp *op, int sm);
 /* sm_90a: whether a plain dot of C[M,N] += A[M,K] B[K,N] on num_warps warps
  * gets wgmma's warp grid (num_warps x 1) from accelerate-dot. */
-bool cg_wgmma_grid_ok(int M, int N, int K, int num_warps);
+bool gp_wgmma_grid_ok(int M, int N, int K, int num_warps);
 /* sm_90a: whether a dot of C[M,N] += A[M,K] B[K,N] whose M is half the
  * warps' rows (M = 8 num_warps: 64 rows on 8 warps) gets the split of
  * wgmma with two warpgroup columns: wm = num_warps / 2, wn = 2, rn = N / 16
  * (each warpgroup column one m64n(N/2) instruction). `plain`: a dot that is
  * not chained, which also needs its operands' rows to be 128-byte blocks
  * whichever dim is contiguous (K % 64, N / 2 % 64). */
-bool cg_wgmma_nsplit_ok(int M, int N, int K, int num_warps, bool plain);
+bool gp_wgmma_nsplit_ok(int M, int N, int K, int num_warps, bool plain);
 /* sm_90a: whether an f8e4m3 dot of C[M,N] += A[M,K] B[K,N] on num_warps warps
  * fits FP8 wgmma (m64nNk32, wm = num_warps, wn = 1): whole warpgroups along M,
  * N <= 256, K a multiple of 128 (each K-major operand row whole 128-byte
@@ -374,7 +374,7 @@ static inline bool cg_mma_operand_elem(IrElem e) { return e == IR_F16 || e == IR
  * tiles (a bijection on [16j, 16j + 16)). See layout_mma.c. */
 int cg_f8_kpos(int k);
 /* Byte b of register j of FP8 wgmma's k32 A fragment (m16 tile om of the
- * warp, k step kk) as register dims of the MMA A layout (cg_geom_reg_of):
+ * warp, k step kk) as register dims of the MMA A layout (gp_geom_reg_of):
  * row half j & 1, the pair (b & 1) of n8 tile 4 kk + 2 (j >> 1) + (b >> 1).
  * tests/codegen/test_mma_layout.c checks it against the ISA's fragment. */
 void cg_f8_afrag_reg(int om, int kk, int j, int b, int rd[2]);

@@ -42,13 +42,13 @@
 #include <stdio.h>
 #include <string.h>
 
-int cg_elem_bytes(IrElem e)
+int gp_elem_bytes(IrElem e)
 {
     int bits = ir_elem_bits(e);
     return bits < 8 ? 1 : bits / 8;
 }
 
-void cg_default_order(int rank, int *order)
+void gp_default_order(int rank, int *order)
 {
     for (int j = 0; j < rank; j++) order[j] = rank - 1 - j;
 }
@@ -56,7 +56,7 @@ void cg_default_order(int rank, int *order)
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
 
-int cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt, const int *order,
+int gp_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt, const int *order,
                       int num_warps)
 {
     IrLayout l;
@@ -87,15 +87,15 @@ int cg_layout_blocked(IrFunc *f, int rank, const int32_t *shape, const int *spt,
     return ir_layout_intern(f, &l);
 }
 
-int cg_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps)
+int gp_layout_default(IrFunc *f, int rank, const int32_t *shape, int num_warps)
 {
-    int spt[CG_MAX_RANK], order[CG_MAX_RANK];
+    int spt[GP_MAX_RANK], order[GP_MAX_RANK];
     for (int d = 0; d < rank; d++) spt[d] = 1;
-    cg_default_order(rank, order);
-    return cg_layout_blocked(f, rank, shape, spt, order, num_warps);
+    gp_default_order(rank, order);
+    return gp_layout_blocked(f, rank, shape, spt, order, num_warps);
 }
 
-int cg_layout_slice(IrFunc *f, int parent, int dim)
+int gp_layout_slice(IrFunc *f, int parent, int dim)
 {
     IrLayout l;
     memset(&l, 0, sizeof l);
@@ -106,7 +106,7 @@ int cg_layout_slice(IrFunc *f, int parent, int dim)
     return ir_layout_intern(f, &l);
 }
 
-int cg_layout_insert_dim(IrFunc *f, int blocked, int axis)
+int gp_layout_insert_dim(IrFunc *f, int blocked, int axis)
 {
     const IrLayout *p = ir_layout_get(f, blocked);
     IrLayout l;
@@ -135,14 +135,14 @@ int cg_layout_insert_dim(IrFunc *f, int blocked, int axis)
     return ir_layout_intern(f, &l);
 }
 
-int cg_layout_permute(IrFunc *f, int blocked, const int *perm)
+int gp_layout_permute(IrFunc *f, int blocked, const int *perm)
 {
     const IrLayout *p = ir_layout_get(f, blocked);
     IrLayout l;
     memset(&l, 0, sizeof l);
     l.kind = IR_LAYOUT_BLOCKED;
     l.rank = p->rank;
-    int inv[CG_MAX_RANK];
+    int inv[GP_MAX_RANK];
     for (int i = 0; i < p->rank; i++) {
         l.spt[i] = p->spt[perm[i]];
         l.tpw[i] = p->tpw[perm[i]];
@@ -157,7 +157,7 @@ int cg_layout_permute(IrFunc *f, int blocked, const int *perm)
 }
 
 /* ---- geometry ---- */
-static void geom_blocked(const IrLayout *l, const int32_t *shape, int num_warps, CgGeom *g)
+static void geom_blocked(const IrLayout *l, const int32_t *shape, int num_warps, GpGeom *g)
 {
     memset(g, 0, sizeof *g);
     g->rank = l->rank;
@@ -193,7 +193,7 @@ static void geom_blocked(const IrLayout *l, const int32_t *shape, int num_warps,
     for (int d = 0; d < l->rank; d++) g->vdims[d] = d;
 }
 
-bool cg_geom(const IrFunc *f, int layout, IrType t, CgGeom *g)
+bool gp_geom(const IrFunc *f, int layout, IrType t, GpGeom *g)
 {
     const IrLayout *l = ir_layout_get(f, layout);
     if (!l || l->rank != t.rank) return false;
@@ -204,40 +204,40 @@ bool cg_geom(const IrFunc *f, int layout, IrType t, CgGeom *g)
     IrType pt = t;
     pt.rank = (uint8_t)(t.rank + 1);
     for (int d = 0, s = 0; d < pt.rank; d++) pt.shape[d] = d == l->dim ? 1 : t.shape[s++];
-    CgGeom pg;
-    if (!cg_geom(f, l->parent, pt, &pg)) return false;
+    GpGeom pg;
+    if (!gp_geom(f, l->parent, pt, &pg)) return false;
     *g = pg;
     g->vrank = t.rank;
     for (int i = 0; i < t.rank; i++) g->vdims[i] = pg.vdims[i < l->dim ? i : i + 1];
     return true;
 }
 
-void cg_geom_reg_dims(const CgGeom *g, int reg, int *rd)
+void gp_geom_reg_dims(const GpGeom *g, int reg, int *rd)
 {
     for (int d = 0; d < g->rank; d++) rd[d] = (reg / g->reg_stride[d]) % g->nregs_dim[d];
 }
 
-int cg_geom_reg_of(const CgGeom *g, const int *rd)
+int gp_geom_reg_of(const GpGeom *g, const int *rd)
 {
     int r = 0;
     for (int d = 0; d < g->rank; d++) r += rd[d] * g->reg_stride[d];
     return r;
 }
 
-int cg_geom_const_part(const CgGeom *g, int d, int rd)
+int gp_geom_const_part(const GpGeom *g, int d, int rd)
 {
     int es = g->eff_spt[d], r = g->rpw[d];
     return (rd / (es * r)) * g->cta[d] + ((rd / es) % r) * g->spt[d] * g->tpw[d] + rd % es;
 }
 
-void cg_geom_reg_delta(const CgGeom *g, int from, int to, int *delta)
+void gp_geom_reg_delta(const GpGeom *g, int from, int to, int *delta)
 {
-    int rf[CG_MAX_RANK], rt[CG_MAX_RANK];
-    cg_geom_reg_dims(g, from, rf);
-    cg_geom_reg_dims(g, to, rt);
+    int rf[GP_MAX_RANK], rt[GP_MAX_RANK];
+    gp_geom_reg_dims(g, from, rf);
+    gp_geom_reg_dims(g, to, rt);
     for (int i = 0; i < g->vrank; i++) {
         int d = g->vdims[i];
-        delta[i] = cg_geom_const_part(g, d, rt[d]) - cg_geom_const_part(g, d, rf[d]);
+        delta[i] = gp_geom_const_part(g, d, rt[d]) - gp_geom_const_part(g, d, rf[d]);
     }
 }
 
@@ -245,29 +245,29 @@ void cg_geom_reg_delta(const CgGeom *g, int from, int to, int *delta)
  * their register parts agree modulo the shape in every base dim (the thread
  * part is added to both, and shapes are powers of two). Per dim the smallest
  * such register index is found independently; together they are the first. */
-int cg_geom_first_copy(const CgGeom *g, int reg)
+int gp_geom_first_copy(const GpGeom *g, int reg)
 {
-    int rd[CG_MAX_RANK];
-    cg_geom_reg_dims(g, reg, rd);
+    int rd[GP_MAX_RANK];
+    gp_geom_reg_dims(g, reg, rd);
     for (int d = 0; d < g->rank; d++) {
-        int want = cg_geom_const_part(g, d, rd[d]) & (g->shape[d] - 1);
+        int want = gp_geom_const_part(g, d, rd[d]) & (g->shape[d] - 1);
         for (int r = 0; r < rd[d]; r++)
-            if ((cg_geom_const_part(g, d, r) & (g->shape[d] - 1)) == want) {
+            if ((gp_geom_const_part(g, d, r) & (g->shape[d] - 1)) == want) {
                 rd[d] = r;
                 break;
             }
     }
-    return cg_geom_reg_of(g, rd);
+    return gp_geom_reg_of(g, rd);
 }
 
-int cg_geom_warp_owner(const CgGeom *g, int warp)
+int gp_geom_warp_owner(const GpGeom *g, int warp)
 {
     int w = 0;
     for (int d = 0; d < g->rank; d++) w += ((warp / g->warp_stride[d]) % g->wpc[d]) * g->warp_stride[d];
     return w;
 }
 
-void cg_geom_thread_base(const CgGeom *g, int tid, int *base)
+void gp_geom_thread_base(const GpGeom *g, int tid, int *base)
 {
     int lane = tid % 32, warp = tid / 32;
     for (int d = 0; d < g->rank; d++) {
@@ -277,26 +277,26 @@ void cg_geom_thread_base(const CgGeom *g, int tid, int *base)
     }
 }
 
-void cg_geom_index(const CgGeom *g, int tid, int reg, int *idx)
+void gp_geom_index(const GpGeom *g, int tid, int reg, int *idx)
 {
-    int rd[CG_MAX_RANK], base[CG_MAX_RANK];
-    cg_geom_reg_dims(g, reg, rd);
-    cg_geom_thread_base(g, tid, base);
+    int rd[GP_MAX_RANK], base[GP_MAX_RANK];
+    gp_geom_reg_dims(g, reg, rd);
+    gp_geom_thread_base(g, tid, base);
     for (int d = 0; d < g->rank; d++)
-        idx[d] = (cg_geom_const_part(g, d, rd[d]) + base[d]) & (g->shape[d] - 1);
+        idx[d] = (gp_geom_const_part(g, d, rd[d]) + base[d]) & (g->shape[d] - 1);
 }
 
-bool cg_geom_owner(const CgGeom *g, int tid, int reg)
+bool gp_geom_owner(const GpGeom *g, int tid, int reg)
 {
-    int rd[CG_MAX_RANK], base[CG_MAX_RANK];
-    cg_geom_reg_dims(g, reg, rd);
-    cg_geom_thread_base(g, tid, base);
+    int rd[GP_MAX_RANK], base[GP_MAX_RANK];
+    gp_geom_reg_dims(g, reg, rd);
+    gp_geom_thread_base(g, tid, base);
     for (int d = 0; d < g->rank; d++)
-        if (cg_geom_const_part(g, d, rd[d]) + base[d] >= g->shape[d]) return false;
-    return !g->warp_copies || cg_geom_warp_owner(g, tid / 32) == tid / 32;
+        if (gp_geom_const_part(g, d, rd[d]) + base[d] >= g->shape[d]) return false;
+    return !g->warp_copies || gp_geom_warp_owner(g, tid / 32) == tid / 32;
 }
 
-bool cg_geom_replicated(const CgGeom *g)
+bool gp_geom_replicated(const GpGeom *g)
 {
     if (g->warp_copies) return true;
     for (int d = 0; d < g->rank; d++)
@@ -305,13 +305,13 @@ bool cg_geom_replicated(const CgGeom *g)
 }
 
 /* Each value dim's register part of every register of g (n x rank, row-major): the part of
- * an element's index that does not depend on the thread (cg_geom_index's const part). */
-static void reg_parts(const CgGeom *g, int rank, int *out)
+ * an element's index that does not depend on the thread (gp_geom_index's const part). */
+static void reg_parts(const GpGeom *g, int rank, int *out)
 {
     for (int r = 0; r < g->nregs; r++) {
-        int rd[CG_MAX_RANK];
-        cg_geom_reg_dims(g, r, rd);
-        for (int i = 0; i < rank; i++) out[r * rank + i] = cg_geom_const_part(g, g->vdims[i], rd[g->vdims[i]]);
+        int rd[GP_MAX_RANK];
+        gp_geom_reg_dims(g, r, rd);
+        for (int i = 0; i < rank; i++) out[r * rank + i] = gp_geom_const_part(g, g->vdims[i], rd[g->vdims[i]]);
     }
 }
 
@@ -320,11 +320,11 @@ static void reg_parts(const CgGeom *g, int rank, int *out)
  * register parts are computed once per register and the thread parts once per thread
  * rather than both for each (thread, register) pair: this walk over every thread and
  * register was the GPU passes' largest cost on the attention kernels. Same answers. */
-bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
+bool gp_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
 {
     if (la == lb) return true;
-    CgGeom ga, gb;
-    if (!cg_geom(f, la, t, &ga) || !cg_geom(f, lb, t, &gb)) return false;
+    GpGeom ga, gb;
+    if (!gp_geom(f, la, t, &ga) || !gp_geom(f, lb, t, &gb)) return false;
     if (ga.nregs != gb.nregs) return false;
     int n = ga.nregs, rank = t.rank, nthreads = 32 * f->sched.num_warps;
     int *pa = malloc(sizeof(int) * (size_t)(2 * n * (rank ? rank : 1)));
@@ -332,13 +332,13 @@ bool cg_layouts_equivalent(const IrFunc *f, int la, int lb, IrType t)
     int *pb = pa + n * rank;
     reg_parts(&ga, rank, pa);
     reg_parts(&gb, rank, pb);
-    int ma[CG_MAX_RANK], mb[CG_MAX_RANK];
+    int ma[GP_MAX_RANK], mb[GP_MAX_RANK];
     for (int i = 0; i < rank; i++) ma[i] = ga.shape[ga.vdims[i]] - 1, mb[i] = gb.shape[gb.vdims[i]] - 1;
     bool same = true;
     for (int tid = 0; tid < nthreads && same; tid++) {
-        int basea[CG_MAX_RANK], baseb[CG_MAX_RANK], ta[CG_MAX_RANK], tb[CG_MAX_RANK];
-        cg_geom_thread_base(&ga, tid, basea);
-        cg_geom_thread_base(&gb, tid, baseb);
+        int basea[GP_MAX_RANK], baseb[GP_MAX_RANK], ta[GP_MAX_RANK], tb[GP_MAX_RANK];
+        gp_geom_thread_base(&ga, tid, basea);
+        gp_geom_thread_base(&gb, tid, baseb);
         for (int i = 0; i < rank; i++) ta[i] = basea[ga.vdims[i]], tb[i] = baseb[gb.vdims[i]];
         for (int r = 0; r < n && same; r++)
             for (int i = 0; i < rank; i++)
@@ -370,10 +370,10 @@ static void check_op_regs(IrOp *op, void *vctx)
     RegCheck *rc = vctx;
     for (int i = 0; rc->ok && i < op->nres; i++) {
         const IrValue *v = op->res[i];
-        CgGeom g;
-        if (v->type.rank == 0 || v->layout < 0 || !cg_geom(rc->f, v->layout, v->type, &g)) continue;
+        GpGeom g;
+        if (v->type.rank == 0 || v->layout < 0 || !gp_geom(rc->f, v->layout, v->type, &g)) continue;
         bool operand = v->id >= 0 && v->id <= rc->f->next_id && rc->dot_operand[v->id];
-        if (g.nregs <= (operand ? CG_MAX_DOT_OPERAND_REGS : CG_MAX_THREAD_REGS)) continue;
+        if (g.nregs <= (operand ? GP_MAX_DOT_OPERAND_REGS : GP_MAX_THREAD_REGS)) continue;
         char ts[96];
         int k = snprintf(ts, sizeof ts, "%s[", ir_elem_name((IrElem)v->type.elem));
         for (int j = 0; j < v->type.rank; j++)
@@ -382,20 +382,20 @@ static void check_op_regs(IrOp *op, void *vctx)
         diag_report(rc->d, DIAG_USER, op->loc,
                     "this %s tile needs %d registers per thread with num_warps = %d; a thread may hold at most %d "
                     "of one tile: use smaller blocks (BLOCK_* constants) or more warps",
-                    ts, g.nregs, rc->f->sched.num_warps, operand ? CG_MAX_DOT_OPERAND_REGS : CG_MAX_THREAD_REGS);
+                    ts, g.nregs, rc->f->sched.num_warps, operand ? GP_MAX_DOT_OPERAND_REGS : GP_MAX_THREAD_REGS);
         rc->ok = false;
     }
-    int64_t work = rc->ok && op->op == IR_REDUCE ? cg_reduce_work(rc->f, op) : 0;
-    if (work > CG_MAX_REDUCE_WORK) {
+    int64_t work = rc->ok && op->op == IR_REDUCE ? gp_reduce_work(rc->f, op) : 0;
+    if (work > GP_MAX_REDUCE_WORK) {
         diag_report(rc->d, DIAG_USER, op->loc,
                     "this reduce combines %lld partial results per thread across warps (num_warps = %d); at most "
                     "%d: use smaller blocks (BLOCK_* constants) or fewer warps", (long long)work,
-                    rc->f->sched.num_warps, CG_MAX_REDUCE_WORK);
+                    rc->f->sched.num_warps, GP_MAX_REDUCE_WORK);
         rc->ok = false;
     }
 }
 
-bool cg_check_thread_regs(IrFunc *f, Diag *d)
+bool gp_check_thread_regs(IrFunc *f, Diag *d)
 {
     RegCheck rc = {f, d, true, ARENA_ARRAY(f->arena, bool, f->next_id + 1)};
     if (!rc.dot_operand) return false;

@@ -36,7 +36,7 @@
  * instead).
  *
  * stmatrix (sm_90) is ldmatrix's mirror with the same per-lane address rule;
- * an accumulator's c0c1 / c2c3 pairs are its matrix rows (cg_stmatrix_plan).
+ * an accumulator's c0c1 / c2c3 pairs are its matrix rows (gp_stmatrix_plan).
  *
  * Swizzle: a tile row of `cols` elements holds cols*eb/16 chunks of 16 bytes;
  * per_phase rows share one 128-byte line (128 / row bytes, at least 1) and
@@ -52,28 +52,28 @@
 
 #include <string.h>
 
-void cg_mma_isa_coord(CgMmaFrag frag, int lane, int i, int *row, int *col)
+void gp_mma_isa_coord(GpMmaFrag frag, int lane, int i, int *row, int *col)
 {
     int g = lane >> 2, t = lane & 3;
     switch (frag) {
-    case CG_MMA_A:
+    case GP_MMA_A:
         *row = g + ((i & 2) ? 8 : 0);
         *col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
         return;
-    case CG_MMA_B:
+    case GP_MMA_B:
         *row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
         *col = g;
         return;
-    case CG_MMA_C:
+    case GP_MMA_C:
         *row = g + (i >= 2 ? 8 : 0);
         *col = 2 * t + (i & 1);
         return;
     }
 }
 
-CgSwizzle cg_swizzle_for(int rows, int cols, int elem_bytes)
+GpSwizzle gp_swizzle_for(int rows, int cols, int elem_bytes)
 {
-    CgSwizzle s;
+    GpSwizzle s;
     s.elem_bytes = elem_bytes;
     s.rows = rows;
     s.cols = cols;
@@ -86,14 +86,14 @@ CgSwizzle cg_swizzle_for(int rows, int cols, int elem_bytes)
     return s;
 }
 
-int cg_swizzle_offset(const CgSwizzle *s, int r, int c)
+int gp_swizzle_offset(const GpSwizzle *s, int r, int c)
 {
     int in = c % s->blk;
     int chunk = (in / s->vec) ^ ((r / s->per_phase) % s->max_phase);
     return c / s->blk * s->rows * s->blk + r * s->blk + chunk * s->vec + in % s->vec;
 }
 
-bool cg_swizzle_shift(const CgSwizzle *s, int dr, int dc, int *elems)
+bool gp_swizzle_shift(const GpSwizzle *s, int dr, int dc, int *elems)
 {
     if (dr % (s->per_phase * s->max_phase) || dc % (s->max_phase * s->vec)) return false;
     /* dc is a whole number of blocks when the tile is blocked (blk is
@@ -102,9 +102,9 @@ bool cg_swizzle_shift(const CgSwizzle *s, int dr, int dc, int *elems)
     return true;
 }
 
-bool cg_wgmma_tile_ok(const CgSwizzle *s) { return s->blk * s->elem_bytes == 128; }
+bool gp_wgmma_tile_ok(const GpSwizzle *s) { return s->blk * s->elem_bytes == 128; }
 
-void cg_wgmma_strides(const CgSwizzle *s, bool k_major, int *lbo, int *sbo)
+void gp_wgmma_strides(const GpSwizzle *s, bool k_major, int *lbo, int *sbo)
 {
     int row = s->blk * s->elem_bytes;      /* 128 */
     *sbo = 8 * row;                        /* the next 8 rows (K-major: of M/N; MN-major: of K) */
@@ -123,17 +123,17 @@ void cg_f8_afrag_reg(int om, int kk, int j, int b, int rd[2])
     rd[1] = 2 * tile + (b & 1);
 }
 
-int cg_wgmma_offset(const CgSwizzle *s, bool k_major, int mn0, int kk)
+int gp_wgmma_offset(const GpSwizzle *s, bool k_major, int mn0, int kk)
 {
     int k0 = 32 / s->elem_bytes * kk;   /* a k step is 32 bytes of K: k16 of f16, k32 of e4m3 */
-    if (k_major) return cg_swizzle_offset(s, mn0, k0) * s->elem_bytes; /* mn0 % 8 == 0: no XOR */
-    return cg_swizzle_offset(s, k0, mn0) * s->elem_bytes;
+    if (k_major) return gp_swizzle_offset(s, mn0, k0) * s->elem_bytes; /* mn0 % 8 == 0: no XOR */
+    return gp_swizzle_offset(s, k0, mn0) * s->elem_bytes;
 }
 
-void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol)
+void gp_ldmatrix_lane_row(GpMmaFrag frag, bool k_contig, int lane, int *mrow, int *mcol)
 {
     int r = lane & 7, m = lane >> 3; /* row within the matrix, matrix index */
-    if (frag == CG_MMA_A) {
+    if (frag == GP_MMA_A) {
         /* matrix m: rows +8 when m is odd (a2a3, a6a7), k +8 when m >= 2 */
         int dm = (m & 1) * 8, dk = (m >> 1) * 8;
         if (k_contig) { *mrow = r + dm; *mcol = dk; }
@@ -145,7 +145,7 @@ void cg_ldmatrix_lane_row(CgMmaFrag frag, bool k_contig, int lane, int *mrow, in
     else { *mrow = r + 8 * m; *mcol = 0; }      /* memrow = k, memcol = n */
 }
 
-bool cg_stmatrix_plan(const CgGeom *g, CgStmatrix *p)
+bool gp_stmatrix_plan(const GpGeom *g, GpStmatrix *p)
 {
     /* The C geometry: spt [1, 2], tpw [8, 4], rpw [2, 1], N fastest. */
     if (g->rank != 2 || g->vrank != 2 || g->vdims[0] != 0 || g->vdims[1] != 1) return false;
@@ -154,50 +154,50 @@ bool cg_stmatrix_plan(const CgGeom *g, CgStmatrix *p)
     if (g->eff_spt[1] != 2 || g->shape[0] % g->cta[0] || g->shape[1] % g->cta[1] || g->nregs_dim[1] % 4) return false;
     p->nm = g->nregs_dim[0] / 2;
     p->nn = g->nregs_dim[1] / 4;
-    p->drow = cg_geom_const_part(g, 0, 1) - cg_geom_const_part(g, 0, 0);
-    p->dcol = cg_geom_const_part(g, 1, 2) - cg_geom_const_part(g, 1, 0);
+    p->drow = gp_geom_const_part(g, 0, 1) - gp_geom_const_part(g, 0, 0);
+    p->dcol = gp_geom_const_part(g, 1, 2) - gp_geom_const_part(g, 1, 0);
     return true;
 }
 
-void cg_stmatrix_instr(const CgGeom *g, const CgStmatrix *p, int q, int *row0, int *col0, int regs[4])
+void gp_stmatrix_instr(const GpGeom *g, const GpStmatrix *p, int q, int *row0, int *col0, int regs[4])
 {
     int om = q / p->nn, on = q % p->nn;
     for (int j = 0; j < 4; j++) {
         int rd[2] = {2 * om + (j & 1), 4 * on + 2 * (j >> 1)};
-        regs[j] = cg_geom_reg_of(g, rd);
+        regs[j] = gp_geom_reg_of(g, rd);
     }
-    *row0 = cg_geom_const_part(g, 0, 2 * om);
-    *col0 = cg_geom_const_part(g, 1, 4 * on);
+    *row0 = gp_geom_const_part(g, 0, 2 * om);
+    *col0 = gp_geom_const_part(g, 1, 4 * on);
 }
 
-void cg_stmatrix_lane_row(const CgStmatrix *p, int lane, int *row, int *col)
+void gp_stmatrix_lane_row(const GpStmatrix *p, int lane, int *row, int *col)
 {
     int m = lane >> 3;
     *row = (lane & 7) + (m & 1) * p->drow;
     *col = (m >> 1) * p->dcol;
 }
 
-int cg_layout_mma(IrFunc *f, CgMmaFrag frag, int wm, int wn)
+int gp_layout_mma(IrFunc *f, GpMmaFrag frag, int wm, int wn)
 {
     return ir_layout_mma(f, (int)frag + 1, wm, wn); /* IR_MMA_A/B/C = 1 + frag */
 }
 
-int cg_layout_mma_rn(IrFunc *f, CgMmaFrag frag, int wm, int wn, int rn)
+int gp_layout_mma_rn(IrFunc *f, GpMmaFrag frag, int wm, int wn, int rn)
 {
-    return ir_layout_mma_rn(f, (int)frag + 1, wm, wn, frag == CG_MMA_A ? 0 : rn);
+    return ir_layout_mma_rn(f, (int)frag + 1, wm, wn, frag == GP_MMA_A ? 0 : rn);
 }
 
-int cg_mma_rn(const IrFunc *f, int layout)
+int gp_mma_rn(const IrFunc *f, int layout)
 {
     const IrLayout *l = ir_layout_get(f, layout);
     return l && l->kind == IR_LAYOUT_BLOCKED && l->mma ? l->mma_rn : 0;
 }
 
-bool cg_layout_is_mma(const IrFunc *f, int layout, CgMmaFrag *frag, int *wm, int *wn)
+bool gp_layout_is_mma(const IrFunc *f, int layout, GpMmaFrag *frag, int *wm, int *wn)
 {
     const IrLayout *l = ir_layout_get(f, layout);
     if (!l || l->kind != IR_LAYOUT_BLOCKED || !l->mma) return false;
-    *frag = (CgMmaFrag)(l->mma - 1);
+    *frag = (GpMmaFrag)(l->mma - 1);
     *wm = l->mma_wm;
     *wn = l->mma_wn;
     return true;

@@ -40,16 +40,16 @@
  * on 4 warps is 2 x 2, not 4 x 1). When wm * wn < num_warps (small tiles) the
  * remaining warps hold copies of the accumulator (only one copy stores).
  *
- * On sm_90a (CgPassCtx.wgmma) it also marks the kernel `wgmma = 1`: dots may
+ * On sm_90a (GpPassCtx.wgmma) it also marks the kernel `wgmma = 1`: dots may
  * then lower to wgmma (cg_dot_wgmma.c decides per dot, from where its
  * operands sit), and sram-alloc aligns operand tiles and stages to 1024.
  * There a plain dot (matmul) whose tile wgmma can take gets wgmma's warp
  * grid instead of the mma.sync split: every warp along M (wm = num_warps, a
  * multiple of 4, M a multiple of 16 * wm: each warpgroup owns m64 blocks),
- * wn = 1, N <= 256 (cg_wgmma_grid_ok). 128 x 128 on 4 warps is then 4 x 1
+ * wn = 1, N <= 256 (gp_wgmma_grid_ok). 128 x 128 on 4 warps is then 4 x 1
  * (two m64n128 wgmmas per k16 step), 128 x 256 on 8 warps 8 x 1. A dot
  * whose M is half of what the warps cover along M (64 rows on 8 warps, chained
- * or plain: cg_wgmma_nsplit_ok; not where a dot's rows are reduced) gets two
+ * or plain: gp_wgmma_nsplit_ok; not where a dot's rows are reduced) gets two
  * warpgroup columns instead,
  * #mma<C, wm=4, wn=2, rn=N/16>: warps 0-3 compute the columns [0, N/2), warps
  * 4-7 [N/2, N), one m64n(N/2) wgmma each, A replicated to both (FlashAttention-3's
@@ -64,7 +64,7 @@
 
 #include <string.h>
 
-bool cg_mma_choose_warps(int M, int N, int K, int W, bool rows_in_warp, int *wm, int *wn)
+bool gp_mma_choose_warps(int M, int N, int K, int W, bool rows_in_warp, int *wm, int *wn)
 {
     if (M < 16 || N < 8 || K < 16 || M % 16 || N % 8 || K % 16) return false;
     int best_m = 1, best_n = 1, best_used = 0, best_cost = 0;
@@ -85,7 +85,7 @@ bool cg_mma_choose_warps(int M, int N, int K, int W, bool rows_in_warp, int *wm,
     return true;
 }
 
-bool cg_dot_mma_eligible(const IrOp *op, int sm)
+bool gp_dot_mma_eligible(const IrOp *op, int sm)
 {
     if (op->op != IR_DOT || sm < 80) return false;
     IrElem ea = (IrElem)op->args[0]->type.elem, eb = (IrElem)op->args[1]->type.elem;
@@ -195,15 +195,15 @@ static bool is_half_cast(const IrValue *v)
     return from == IR_F16 || from == IR_BF16;
 }
 
-bool cg_wgmma_grid_ok(int M, int N, int K, int W)
+bool gp_wgmma_grid_ok(int M, int N, int K, int W)
 {
     /* whole warpgroups along M, each owning m64 blocks; N and K multiples of
      * 64 so that A and B rows are 128-byte swizzle blocks whichever dim is
-     * contiguous (cg_wgmma_tile_ok: K-major needs K % 64, MN-major M or N % 64) */
+     * contiguous (gp_wgmma_tile_ok: K-major needs K % 64, MN-major M or N % 64) */
     return W % 4 == 0 && M % (16 * W) == 0 && N % 64 == 0 && N <= 256 && K % 64 == 0;
 }
 
-bool cg_wgmma_nsplit_ok(int M, int N, int K, int W, bool plain)
+bool gp_wgmma_nsplit_ok(int M, int N, int K, int W, bool plain)
 {
     /* M is half the warps' rows: whole warpgroups along M (wm = W / 2, a
      * multiple of 4) and two warpgroup columns of N / 2 each, one m64n(N/2)
@@ -223,16 +223,16 @@ typedef struct AdCtx {
 static void visit(IrOp *op, void *vctx)
 {
     AdCtx *c = vctx;
-    if (!cg_dot_mma_eligible(op, c->sm)) return;
+    if (!gp_dot_mma_eligible(op, c->sm)) return;
     const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
     int wm, wn, W = c->f->sched.num_warps, M = tc->shape[0], N = tc->shape[1], K = ta->shape[1];
-    if (!cg_mma_choose_warps(M, N, K, W, c->rows_in_warp, &wm, &wn)) return;
+    if (!gp_mma_choose_warps(M, N, K, W, c->rows_in_warp, &wm, &wn)) return;
     bool casts = is_half_cast(op->args[0]) || is_half_cast(op->args[1]);
     /* sm_90a, a plain dot: wgmma's grid when the tile and operands fit it
      * (a chained dot has all warps along M already) */
-    if (c->wgmma && !c->rows_in_warp && cg_wgmma_grid_ok(M, N, K, W) && !casts) {
+    if (c->wgmma && !c->rows_in_warp && gp_wgmma_grid_ok(M, N, K, W) && !casts) {
         wm = W, wn = 1;
-    } else if (c->wgmma && !c->reduced && cg_wgmma_nsplit_ok(M, N, K, W, !c->rows_in_warp) && !casts) {
+    } else if (c->wgmma && !c->reduced && gp_wgmma_nsplit_ok(M, N, K, W, !c->rows_in_warp) && !casts) {
         /* sm_90a, M = 64 rows on 8 warps (FlashAttention-3's d 256 backward):
          * warpgroup g computes the columns [g N / 2, (g + 1) N / 2), so each
          * thread holds half the accumulator (mma.sync's 4 x 2 interleaves
@@ -241,11 +241,11 @@ static void visit(IrOp *op, void *vctx)
          * statistics would cross the warpgroups through SRAM every block
          * (ptxas: the forward at 64 x 64 on 8 warps, d 128, spilled 796
          * bytes so); the backward has none (LSE and delta come precomputed). */
-        op->res[0]->layout = cg_layout_mma_rn(c->f, CG_MMA_C, W / 2, 2, N / 16);
+        op->res[0]->layout = gp_layout_mma_rn(c->f, GP_MMA_C, W / 2, 2, N / 16);
         c->n++;
         return;
     }
-    op->res[0]->layout = cg_layout_mma(c->f, CG_MMA_C, wm, wn);
+    op->res[0]->layout = gp_layout_mma(c->f, GP_MMA_C, wm, wn);
     c->n++;
 }
 
@@ -253,14 +253,14 @@ static void visit(IrOp *op, void *vctx)
  * visit() gives it is wgmma's (wm = num_warps, wn = 1) — a chained dot has
  * every warp along M when M / 16 >= num_warps, a plain one needs the plain
  * wgmma grid. */
-static bool f8_native_ok(const IrOp *op, const CgPassCtx *ctx, bool chained)
+static bool f8_native_ok(const IrOp *op, const GpPassCtx *ctx, bool chained)
 {
     const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
     if (!ctx->wgmma || ctx->sched.no_fp8_wgmma || op->args[1]->type.elem != IR_F8E4M3 || tc->elem != IR_F32 ||
         tc->rank != 2)
         return false;
     int W = op->parent->func->sched.num_warps, M = tc->shape[0], N = tc->shape[1], K = ta->shape[1];
-    return cg_wgmma_e4m3_ok(M, N, K, W) && (chained || cg_wgmma_grid_ok(M, N, K, W));
+    return cg_wgmma_e4m3_ok(M, N, K, W) && (chained || gp_wgmma_grid_ok(M, N, K, W));
 }
 
 /* f8e4m3 dots: marked wgmma.e4m3 where FP8 wgmma takes them, else their
@@ -268,14 +268,14 @@ static bool f8_native_ok(const IrOp *op, const CgPassCtx *ctx, bool chained)
  * definition (before the dot for a block argument): a loop-invariant operand
  * (attention's Q) is then widened once, outside the key loop. */
 typedef struct F8Ctx {
-    const CgPassCtx *ctx;
+    const GpPassCtx *ctx;
     bool chained;
 } F8Ctx;
 
 static void widen_f8(IrOp *op, void *vctx)
 {
     const F8Ctx *fc = vctx;
-    const CgPassCtx *ctx = fc->ctx;
+    const GpPassCtx *ctx = fc->ctx;
     if (op->op != IR_DOT || op->args[0]->type.elem != IR_F8E4M3 || ctx->target->sm < 89) return;
     if (f8_native_ok(op, ctx, fc->chained)) {
         ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_WGMMA_E4M3, 1);
@@ -287,13 +287,13 @@ static void widen_f8(IrOp *op, void *vctx)
         IrOp *c = ir_op_new(op->parent->func, IR_CAST, op->loc, 1, &args[i], 1, &t);
         if (args[i]->def) ir_insert_after(args[i]->def, c);
         else ir_insert_before(op, c);
-        if (ctx->axis) cg_axis_alias(ctx->axis, c->res[0], args[i]);
+        if (ctx->axis) gp_axis_alias(ctx->axis, c->res[0], args[i]);
         args[i] = c->res[0];
     }
     ir_op_set_args(op->parent->func, op, 3, args);
 }
 
-bool cg_pass_accelerate_dot(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_accelerate_dot(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     /* the chain first: the casts widen_f8 adds are elementwise (the chain

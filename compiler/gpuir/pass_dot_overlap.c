@@ -2,7 +2,7 @@
  * wgmma group stays in flight while the ops after it run, retired by the wait
  * of the next dot (FlashAttention-3's intra-warpgroup overlap: the next key
  * block's Q K^T on the tensor cores during this block's softmax). A schedule
- * option (CgPassCtx.overlap: kiln compile --overlap,
+ * option (GpPassCtx.overlap: kiln compile --overlap,
  * KilnCompileOptions.overlap), never the program's choice; off, the IR and
  * the PTX are unchanged.
  *
@@ -44,10 +44,10 @@
 /* In wgmma's warp grid: MMA C layout, every warp along M. */
 static bool grid_dot(const IrFunc *f, const IrOp *op)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    return op->op == IR_DOT && op->nres == 1 && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
-           frag == CG_MMA_C && wn == 1 && wm == f->sched.num_warps && wm % 4 == 0;
+    return op->op == IR_DOT && op->nres == 1 && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag == GP_MMA_C && wn == 1 && wm == f->sched.num_warps && wm % 4 == 0;
 }
 
 static bool outside(const IrValue *v, const IrBlock *body)
@@ -95,7 +95,7 @@ static void visit(IrOp *loop, void *vctx)
         }
 }
 
-bool cg_pass_dot_overlap(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_dot_overlap(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     if (!ctx->sched.overlap || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0)) return true;

@@ -3,7 +3,7 @@
  * dot-overlap pass (pass_dot_overlap.c) can leave it in flight during the
  * rest of the iteration (FlashAttention-3's intra-warpgroup overlap: the next
  * key block's Q K^T during this block's softmax). The schedule option
- * `overlap` (CgPassCtx.overlap), like dot-overlap; off, the IR is unchanged.
+ * `overlap` (GpPassCtx.overlap), like dot-overlap; off, the IR is unchanged.
  * Runs before pipeline, so the rotated operand load is pipelined as any other.
  *
  * What it rotates: in a `for` (constant positive step) whose body holds a dot
@@ -41,15 +41,15 @@
 
 static bool grid_dot(const IrFunc *f, const IrOp *op)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    return op->op == IR_DOT && op->nres == 1 && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
-           frag == CG_MMA_C && wn == 1 && wm == f->sched.num_warps && wm % 4 == 0;
+    return op->op == IR_DOT && op->nres == 1 && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag == GP_MMA_C && wn == 1 && wm == f->sched.num_warps && wm % 4 == 0;
 }
 
 typedef struct Rot {
     IrFunc *f;
-    CgAxisMap *axis;
+    GpAxisMap *axis;
     IrOp *loop, *d1, *load;
     IrBlock *body;
     bool *slice;          /* by value id (< nids): results of body ops D1's B operand depends on */
@@ -138,11 +138,11 @@ static IrValue *clone_d1(Rot *r, IrOp *at, IrValue *iv)
             mt.elem = IR_I1;
             int ml = n > 1 ? args[1]->layout : res->layout;
             IrValue *m = emit(r, at, IR_SPLAT, mt, ml, 1, &c);
-            cg_axis_uniform(r->axis, m);
+            gp_axis_uniform(r->axis, m);
             if (n > 1) {
                 IrValue *and_args[2] = {args[1], m};
                 IrValue *both = emit(r, at, IR_AND, args[1]->type, ml, 2, and_args);
-                cg_axis_alias(r->axis, both, x->args[1]);
+                gp_axis_alias(r->axis, both, x->args[1]);
                 m = both;
             }
             IrValue *other = n > 2 ? args[2] : emit(r, at, IR_CONST, res->type, res->layout, 0, NULL);
@@ -159,7 +159,7 @@ static IrValue *clone_d1(Rot *r, IrOp *at, IrValue *iv)
         for (int i = 0; i < x->nres; i++) {
             c->res[i]->layout = x->res[i]->layout;
             c->res[i]->name = x->res[i]->name;
-            cg_axis_alias(r->axis, c->res[i], x->res[i]);
+            gp_axis_alias(r->axis, c->res[i], x->res[i]);
             map[x->res[i]->id] = c->res[i];
         }
     }
@@ -235,14 +235,14 @@ static void visit(IrOp *loop, void *vctx)
     IrValue *first = clone_d1(r, loop, loop->args[0]);
     IrValue *step_args[2] = {r->body->args[0], loop->args[2]};
     IrValue *nx = emit(r, d1, IR_ADD, r->body->args[0]->type, -1, 2, step_args);
-    cg_axis_alias(r->axis, nx, r->body->args[0]);   /* iv + step: at least as divisible as iv */
+    gp_axis_alias(r->axis, nx, r->body->args[0]);   /* iv + step: at least as divisible as iv */
     IrValue *next = clone_d1(r, d1, nx);
     IrValue *cur = add_carried(r, first, next);
     ir_replace_uses(r->f, d1->res[0], cur);
     drop_dead(r);
 }
 
-bool cg_pass_dot_rotate(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_dot_rotate(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     if (!ctx->sched.overlap || !ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0)) return true;

@@ -30,8 +30,8 @@
  *
  * Invariant after the pass: every tile value has layout >= 0 and every op's
  * operands have exactly the layouts its lowering expects; no tile needs more
- * than CG_MAX_THREAD_REGS registers per thread and no reduce more than
- * CG_MAX_REDUCE_WORK partials (else a user error at the op, cg_check_thread_regs). Example:
+ * than GP_MAX_THREAD_REGS registers per thread and no reduce more than
+ * GP_MAX_REDUCE_WORK partials (else a user error at the op, gp_check_thread_regs). Example:
  *     %1 = arange 0, 128 : tensor<128xi32, #L0>        (#L0 = spt 4 if X is 16B aligned)
  *     %3 = load %2 : tensor<128xf32, #L0>
  *     %4 = reduce sum 0 %3 : f32
@@ -42,7 +42,7 @@
 
 typedef struct LaCtx {
     IrFunc *f;
-    CgAxisMap *axis;
+    GpAxisMap *axis;
     int *demand;          /* by value id, -1 none */
     int *hint;            /* loop-carried block args: start in this layout */
     int *anchor;          /* by op sequence number: load/store/dot layouts */
@@ -69,7 +69,7 @@ static bool mma_derived(const IrFunc *f, int layout)
 {
     const IrLayout *l = ir_layout_get(f, layout);
     while (l && l->kind == IR_LAYOUT_SLICE) l = ir_layout_get(f, l->parent);
-    return l && l->mma == (int)CG_MMA_C + 1;
+    return l && l->mma == (int)GP_MMA_C + 1;
 }
 
 /* The accumulator of a tensor-core dot must be in its MMA layout; that
@@ -86,9 +86,9 @@ static int mem_layout(LaCtx *c, const IrOp *op)
 {
     const IrValue *p = op->args[0];
     IrType t = p->type;
-    const CgAxis *ax = cg_axis_get(c->axis, p);
-    int order[CG_MAX_RANK], spt[CG_MAX_RANK];
-    cg_default_order(t.rank, order);
+    const GpAxis *ax = gp_axis_get(c->axis, p);
+    int order[GP_MAX_RANK], spt[GP_MAX_RANK];
+    gp_default_order(t.rank, order);
     /* Stable sort by contiguity, most contiguous first. */
     for (int i = 1; i < t.rank; i++)
         for (int j = i; j > 0 && ax->contig[order[j]] > ax->contig[order[j - 1]]; j--) {
@@ -97,21 +97,21 @@ static int mem_layout(LaCtx *c, const IrOp *op)
             order[j - 1] = tmp;
         }
     for (int d = 0; d < t.rank; d++) spt[d] = 1;
-    int eb = cg_elem_bytes((IrElem)t.pointee);
+    int eb = gp_elem_bytes((IrElem)t.pointee);
     int fd = order[0];
     int64_t vec = 16 / eb;
     if (ax->contig[fd] < vec) vec = ax->contig[fd];
     if (ax->div[fd] / eb < vec) vec = ax->div[fd] / eb;
     int mask_idx = op->op == IR_LOAD ? 1 : 2;
     if (op->nargs > mask_idx && is_tile(op->args[mask_idx])) {
-        const CgAxis *mx = cg_axis_get(c->axis, op->args[mask_idx]);
+        const GpAxis *mx = gp_axis_get(c->axis, op->args[mask_idx]);
         if (mx->constancy[fd] < vec) vec = mx->constancy[fd];
     }
     int64_t per_thread = ir_type_numel(t) / (32 * c->W);
     if (per_thread < vec) vec = per_thread;
     if (vec < 1) vec = 1;
     spt[fd] = (int)vec;
-    return cg_layout_blocked(c->f, t.rank, t.shape, spt, order, c->W);
+    return gp_layout_blocked(c->f, t.rank, t.shape, spt, order, c->W);
 }
 
 /* The FMA dot's result layout: a small square-ish block per thread so that
@@ -124,15 +124,15 @@ static int dot_layout(LaCtx *c, IrType t)
     while (s1 < 4 && s1 < N && s0 * s1 < target) s1 *= 2;
     while (s0 < 4 && s0 < M && s0 * s1 < target) s0 *= 2;
     int spt[2] = {s0, s1}, order[2] = {1, 0};
-    return cg_layout_blocked(c->f, 2, t.shape, spt, order, c->W);
+    return gp_layout_blocked(c->f, 2, t.shape, spt, order, c->W);
 }
 
-int cg_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
+int gp_dot_operand_layout(IrFunc *f, int c_layout, int opnd, int k)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    if (cg_layout_is_mma(f, c_layout, &frag, &wm, &wn)) /* B: C's columns per warp (rn), A: replicated */
-        return cg_layout_mma_rn(f, opnd ? CG_MMA_B : CG_MMA_A, wm, wn, cg_mma_rn(f, c_layout));
+    if (gp_layout_is_mma(f, c_layout, &frag, &wm, &wn)) /* B: C's columns per warp (rn), A: replicated */
+        return gp_layout_mma_rn(f, opnd ? GP_MMA_B : GP_MMA_A, wm, wn, gp_mma_rn(f, c_layout));
     const IrLayout *cl = ir_layout_get(f, c_layout);
     IrLayout l = *cl;
     /* A[M,K]: rows as in C, the whole K in each thread; B[K,N] likewise. The
@@ -253,13 +253,13 @@ static void demand_op(LaCtx *c, IrOp *op)
     }
     case IR_BROADCAST: push_demand(c, op->args[0], rd); return;
     case IR_EXPAND_DIMS:
-        if (rd >= 0 && is_tile(op->args[0])) push_demand(c, op->args[0], cg_layout_slice(c->f, rd, op->attr[0]));
+        if (rd >= 0 && is_tile(op->args[0])) push_demand(c, op->args[0], gp_layout_slice(c->f, rd, op->attr[0]));
         return;
     case IR_TRANS:
         if (rd >= 0 && ir_layout_get(c->f, rd)->kind == IR_LAYOUT_BLOCKED) {
-            int inv[CG_MAX_RANK], r = op->res[0]->type.rank;
+            int inv[GP_MAX_RANK], r = op->res[0]->type.rank;
             for (int i = 0; i < r; i++) inv[op->attr[i]] = i;
-            push_demand(c, op->args[0], cg_layout_permute(c->f, rd, inv));
+            push_demand(c, op->args[0], gp_layout_permute(c->f, rd, inv));
         }
         return;
     case IR_FOR: {
@@ -303,7 +303,7 @@ static bool is_source(const IrValue *v)
 
 static int default_layout(LaCtx *c, const IrValue *v)
 {
-    return cg_layout_default(c->f, v->type.rank, v->type.shape, c->W);
+    return gp_layout_default(c->f, v->type.rank, v->type.shape, c->W);
 }
 
 /* Make operand i of op have `layout`. */
@@ -311,7 +311,7 @@ static void require(LaCtx *c, IrOp *op, int i, int layout)
 {
     IrValue *v = op->args[i];
     if (!is_tile(v) || layout < 0 || v->layout == layout) return;
-    if (cg_layouts_equivalent(c->f, v->layout, layout, v->type) || !c->materialize) return;
+    if (gp_layouts_equivalent(c->f, v->layout, layout, v->type) || !c->materialize) return;
     IrOp *nop;
     if (is_source(v)) {
         /* A fresh copy in the right layout costs nothing; a conversion would. */
@@ -326,7 +326,7 @@ static void require(LaCtx *c, IrOp *op, int i, int layout)
     nop->res[0]->layout = layout;
     nop->res[0]->name = v->name;
     ir_insert_before(op, nop);
-    cg_axis_alias(c->axis, nop->res[0], v);
+    gp_axis_alias(c->axis, nop->res[0], v);
     op->args[i] = nop->res[0];
 }
 
@@ -346,7 +346,7 @@ static int elementwise_layout(LaCtx *c, IrOp *op)
     for (int i = 0; i < op->nargs; i++) {
         IrValue *a = op->args[i];
         if (!is_tile(a)) continue;
-        if (want >= 0 && cg_layouts_equivalent(c->f, a->layout, want, a->type)) return want;
+        if (want >= 0 && gp_layouts_equivalent(c->f, a->layout, want, a->type)) return want;
         if (first < 0) first = a->layout;
         if (first_real < 0 && !is_source(a)) first_real = a->layout;
     }
@@ -371,7 +371,7 @@ static void assign_loop(LaCtx *c, IrOp *op)
     for (int i = 0; y && y->op == IR_YIELD && i < y->nargs && i + 1 < body->nargs; i++) {
         IrValue *arg = body->args[i + 1];
         if (!c->materialize && is_tile(arg) && c->hint[arg->id] < 0 &&
-            !cg_layouts_equivalent(c->f, y->args[i]->layout, arg->layout, arg->type))
+            !gp_layouts_equivalent(c->f, y->args[i]->layout, arg->layout, arg->type))
             c->hint[arg->id] = y->args[i]->layout;
         require(c, y, i, arg->layout);
     }
@@ -411,10 +411,10 @@ static void assign_op(LaCtx *c, IrOp *op)
         if (!is_tile(a)) { rl = default_layout(c, res); break; }
         const IrLayout *l = ir_layout_get(c->f, a->layout);
         if (l->kind == IR_LAYOUT_SLICE && l->dim == axis) rl = l->parent;
-        else if (l->kind == IR_LAYOUT_BLOCKED) rl = cg_layout_insert_dim(c->f, a->layout, axis);
+        else if (l->kind == IR_LAYOUT_BLOCKED) rl = gp_layout_insert_dim(c->f, a->layout, axis);
         else {
             rl = default_layout(c, res);
-            require(c, op, 0, cg_layout_slice(c->f, rl, axis));
+            require(c, op, 0, gp_layout_slice(c->f, rl, axis));
         }
         break;
     }
@@ -424,17 +424,17 @@ static void assign_op(LaCtx *c, IrOp *op)
             src = default_layout(c, op->args[0]);
             require(c, op, 0, src);
         }
-        rl = cg_layout_permute(c->f, src, op->attr);
+        rl = gp_layout_permute(c->f, src, op->attr);
         break;
     }
     case IR_REDUCE:
-        if (is_tile(res)) rl = cg_layout_slice(c->f, op->args[0]->layout, op->attr[0]);
+        if (is_tile(res)) rl = gp_layout_slice(c->f, op->args[0]->layout, op->attr[0]);
         break;
     case IR_DOT: {
         rl = dot_result_layout(c, op, get_demand(c, res));
         int k = op->args[0]->type.shape[1];
-        require(c, op, 0, cg_dot_operand_layout(c->f, rl, 0, k));
-        require(c, op, 1, cg_dot_operand_layout(c->f, rl, 1, k));
+        require(c, op, 0, gp_dot_operand_layout(c->f, rl, 0, k));
+        require(c, op, 1, gp_dot_operand_layout(c->f, rl, 1, k));
         require(c, op, 2, rl);
         break;
     }
@@ -503,9 +503,9 @@ static void dry_run(LaCtx *c)
     assign_block(c, c->f->body);
 }
 
-bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_layout_assign(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
-    CgAxisMap *axis = ctx->axis;
+    GpAxisMap *axis = ctx->axis;
     LaCtx c;
     memset(&c, 0, sizeof c);
     c.f = f;
@@ -545,5 +545,5 @@ bool cg_pass_layout_assign(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     assign_block(&c, f->body);
     for (IrOp *op = f->body->first; op; op = op->next)
         if (!check_op(op, d)) return false;
-    return cg_check_thread_regs(f, d); /* every tile now has its layout: registers per thread are known */
+    return gp_check_thread_regs(f, d); /* every tile now has its layout: registers per thread are known */
 }

@@ -1,7 +1,7 @@
 /* pass_pingpong.c — warpgroup ping-pong on sm_90a: the warpgroups of a CTA
  * take turns on the tensor cores, so one warpgroup's softmax (any non-dot
  * work) overlaps another's wgmmas (FlashAttention-3's scheduler barriers).
- * A schedule option (CgPassCtx.pingpong: kiln compile --pingpong,
+ * A schedule option (GpPassCtx.pingpong: kiln compile --pingpong,
  * KilnCompileOptions.pingpong), never the program's choice.
  *
  * What it decides (the lowering, cg_pingpong.c, does the rest): when the
@@ -50,10 +50,10 @@ typedef struct PpCtx {
 /* Each warpgroup owns its own rows of the dot's accumulator. */
 static bool turn_dot(const IrFunc *f, const IrOp *op)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    return op->op == IR_DOT && op->nres == 1 && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
-           frag == CG_MMA_C && wm == f->sched.num_warps && wn == 1;
+    return op->op == IR_DOT && op->nres == 1 && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag == GP_MMA_C && wm == f->sched.num_warps && wn == 1;
 }
 
 static void visit(IrOp *op, void *vctx)
@@ -64,7 +64,7 @@ static void visit(IrOp *op, void *vctx)
     if (c->mark) ir_attr_set_int(c->f->arena, &op->attrs, IR_ATTR_PINGPONG, 1);
 }
 
-bool cg_pass_pingpong(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_pingpong(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     int W = f->sched.num_warps;

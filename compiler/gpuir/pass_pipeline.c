@@ -13,7 +13,7 @@
  * to an MMA A/B layout through its only use (or a cast's), or every one of
  * its uses is such a convert in that body.
  *
- * Which loads (the plan, cg_pass_pipeline): in a `for` whose step is a
+ * Which loads (the plan, gp_pass_pipeline): in a `for` whose step is a
  * positive constant, a load of f16/bf16 directly in the body
  *   - whose only use is a convert_layout to an MMA A/B-operand layout in the
  *     same body (the dot's operand staging, cg_dot_mma.c), possibly through
@@ -28,7 +28,7 @@
  *     and dot(ds^T, q): the convert reads the slot with the other dim
  *     contiguous);
  *   - that moves 16 bytes per access (8 contiguous, 16-byte aligned halves
- *     per the axis info: cg_mem_vec == 8) — cp.async copies 16 bytes;
+ *     per the axis info: gp_mem_vec == 8) — cp.async copies 16 bytes;
  *   - with no `other` or other = 0 (masked-off lanes are zero-filled);
  *   - whose pointer and mask depend only on the induction variable and on
  *     values defined outside the loop (the "slice": pure ops of the body,
@@ -74,7 +74,7 @@
  *     %88 = dot %86, %87, %53 {wgmma.pending = 1} : tensor<128x128xf32, #L0>
  *
  * pipeline.mbarrier = 1 on the loop (the schedule option `mbarrier`,
- * CgPassCtx.mbarrier): the stages are handed over through mbarriers instead
+ * GpPassCtx.mbarrier): the stages are handed over through mbarriers instead
  * of wait_group + bar.sync (cg_mbarrier.c has the protocol; sram-alloc gives
  * the loop its barriers, or drops the attribute when the body has SRAM
  * buffers of its own and needs a CTA barrier anyway).
@@ -98,15 +98,15 @@ static bool is_zero_const(const IrValue *v)
     return d->op == IR_CONST && (ir_elem_is_float((IrElem)v->type.elem) ? d->fval == 0.0 : d->ival == 0);
 }
 
-static bool candidate(IrFunc *f, const CgAxisMap *axis, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l)
+static bool candidate(IrFunc *f, const GpAxisMap *axis, IrBlock *body, IrOp *ld, const int *uses, GpPipeLoad *l)
 {
     if (ld->op != IR_LOAD) return false;
     IrValue *r = ld->res[0];
     if (r->type.rank != 2 || (r->type.elem != IR_F16 && r->type.elem != IR_BF16)) return false;
-    if (!cg_pipeline_converts(f, body, ld, uses, l)) return false;
-    if (cg_mem_vec(f, axis, ld) != 8) return false;
+    if (!gp_pipeline_converts(f, body, ld, uses, l)) return false;
+    if (gp_mem_vec(f, axis, ld) != 8) return false;
     if (ld->nargs > 2 && !is_zero_const(ld->args[2])) return false;
-    if (cg_fast_value_dim(f, r) < 0 || r->type.shape[cg_fast_value_dim(f, r)] < 8) return false;
+    if (gp_fast_value_dim(f, r) < 0 || r->type.shape[gp_fast_value_dim(f, r)] < 8) return false;
     return true;
 }
 
@@ -131,7 +131,7 @@ static bool slice_has_load(const IrBlock *body, const bool *in_slice, int nids)
 
 typedef struct PlanCtx {
     IrFunc *f;
-    const CgAxisMap *axis;
+    const GpAxisMap *axis;
     const int *uses;
     int nloops;
     Diag *d;
@@ -142,7 +142,7 @@ typedef struct PlanCtx {
 /* Whether `v` is needed by the prologue: a loop bound, or an operand from
  * outside the loop of a slice op or a pipelined load. */
 static bool needed_by_prologue(const IrOp *loop, const IrBlock *body, const bool *in_slice, int nids,
-                               const CgPipeLoop *pl, const IrValue *v)
+                               const GpPipeLoop *pl, const IrValue *v)
 {
     for (int i = 0; i < 3; i++)
         if (loop->args[i] == v) return true;
@@ -162,7 +162,7 @@ static bool needed_by_prologue(const IrOp *loop, const IrBlock *body, const bool
  * must not move above a store) and the definition of anything the prologue
  * needs. Loads and pure ops may be crossed: the Q load of attention then
  * overlaps the first K/V copies instead of preceding them. */
-static IrOp *issue_point(IrOp *loop, const IrBlock *body, const bool *in_slice, int nids, const CgPipeLoop *pl)
+static IrOp *issue_point(IrOp *loop, const IrBlock *body, const bool *in_slice, int nids, const GpPipeLoop *pl)
 {
     IrOp *at = loop;
     for (IrOp *x = loop->prev; x; x = x->prev) {
@@ -177,7 +177,7 @@ static IrOp *issue_point(IrOp *loop, const IrBlock *body, const bool *in_slice, 
 }
 
 /* The load of `pl` that `v` converts (directly, no cast), or NULL. */
-static const CgPipeLoad *slot_operand(const CgPipeLoop *pl, const IrValue *v)
+static const GpPipeLoad *slot_operand(const GpPipeLoop *pl, const IrValue *v)
 {
     const IrOp *cv = v->def;
     for (int i = 0; cv && cv->op == IR_CONVERT_LAYOUT && i < pl->nloads; i++)
@@ -190,7 +190,7 @@ static const CgPipeLoad *slot_operand(const CgPipeLoop *pl, const IrValue *v)
  * only dot, in wgmma's warp grid (every warp along M), both operands this
  * loop's stage slots, the accumulator loop-carried and read by nothing but
  * the yield that carries it. */
-static IrOp *pending_dot(const IrFunc *f, const CgPipeLoop *pl, const int *uses)
+static IrOp *pending_dot(const IrFunc *f, const GpPipeLoop *pl, const int *uses)
 {
     IrBlock *body = pl->loop->regions[0];
     if (ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1 || pl->stages < 3) return NULL;
@@ -200,9 +200,9 @@ static IrOp *pending_dot(const IrFunc *f, const CgPipeLoop *pl, const int *uses)
         if (dot) return NULL;
         dot = x;
     }
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    if (!dot || !cg_layout_is_mma(f, dot->res[0]->layout, &frag, &wm, &wn) || frag != CG_MMA_C || wn != 1 ||
+    if (!dot || !gp_layout_is_mma(f, dot->res[0]->layout, &frag, &wm, &wn) || frag != GP_MMA_C || wn != 1 ||
         wm != f->sched.num_warps || wm % 4)
         return NULL;
     if (!slot_operand(pl, dot->args[0]) || !slot_operand(pl, dot->args[1])) return NULL;
@@ -224,26 +224,26 @@ static void plan_loop(IrOp *op, void *vctx)
     if (!st || st->op != IR_CONST || st->ival <= 0 || op->args[0]->type.rank) return;
     IrBlock *body = op->regions[0];
     bool *in_slice = ARENA_ARRAY(f->arena, bool, f->next_id);
-    CgPipeLoop *pl = ARENA_NEW(f->arena, CgPipeLoop);
+    GpPipeLoop *pl = ARENA_NEW(f->arena, GpPipeLoop);
     pl->loop = op;
     pl->stages = S;
-    pl->loads = ARENA_ARRAY(f->arena, CgPipeLoad, 8);
+    pl->loads = ARENA_ARRAY(f->arena, GpPipeLoad, 8);
     for (IrOp *x = body->first; x && pl->nloads < 8; x = x->next) {
-        CgPipeLoad cand = {0};
+        GpPipeLoad cand = {0};
         if (!candidate(f, p->axis, body, x, p->uses, &cand)) continue;
         bool ok = true;
         bool *trial = ARENA_ARRAY(f->arena, bool, f->next_id);
         memcpy(trial, in_slice, sizeof(bool) * (size_t)f->next_id);
-        for (int i = 0; i < x->nargs && ok; i++) ok = cg_pipeline_slice(body, x->args[i], trial, f->next_id);
+        for (int i = 0; i < x->nargs && ok; i++) ok = gp_pipeline_slice(body, x->args[i], trial, f->next_id);
         /* A load in the slice reads, S - 1 iterations early, what the loop
          * might write before then: only where the loop writes nothing. */
         if (ok && slice_has_load(body, trial, f->next_id) && block_writes(body)) ok = false;
         if (!ok) continue;
         memcpy(in_slice, trial, sizeof(bool) * (size_t)f->next_id);
-        CgPipeLoad *l = &pl->loads[pl->nloads++];
+        GpPipeLoad *l = &pl->loads[pl->nloads++];
         *l = cand;
         l->load = x;
-        l->fast_dim = cg_fast_value_dim(f, x->res[0]);
+        l->fast_dim = gp_fast_value_dim(f, x->res[0]);
         l->slot_bytes = (int)ir_type_numel(x->res[0]->type) * 2;
     }
     if (!pl->nloads) return;
@@ -268,7 +268,7 @@ static void plan_loop(IrOp *op, void *vctx)
     p->nloops++;
 }
 
-bool cg_pass_pipeline(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_pipeline(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     PlanCtx p = {f, ctx->axis, ir_use_counts(f), 0, d, false, ctx->sched.mbarrier};
     ir_walk(f, plan_loop, &p);

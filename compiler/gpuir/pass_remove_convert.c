@@ -58,7 +58,7 @@
 
 typedef struct RcCtx {
     IrFunc *f;
-    CgAxisMap *axis;
+    GpAxisMap *axis;
     const IrOp *at;     /* the conversion being removed */
     int budget;
     int removed, hoisted;
@@ -107,7 +107,7 @@ static bool can_remat(RcCtx *c, const IrValue *v, int depth)
 static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
 {
     if (!is_tile(v)) return v;
-    if (v->layout == layout || cg_layouts_equivalent(c->f, v->layout, layout, v->type)) return v;
+    if (v->layout == layout || gp_layouts_equivalent(c->f, v->layout, layout, v->type)) return v;
     IrOp *d = v->def;
     if (d->op == IR_CONVERT_LAYOUT) return remat(c, d->args[0], layout, pos);
     /* A load read again is issued where the program issued it (its
@@ -119,7 +119,7 @@ static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
     IrValue *args[4];
     for (int i = 0; i < d->nargs && i < 4; i++) {
         int al = layout;
-        if (d->op == IR_EXPAND_DIMS) al = cg_layout_slice(c->f, layout, d->attr[0]);
+        if (d->op == IR_EXPAND_DIMS) al = gp_layout_slice(c->f, layout, d->attr[0]);
         args[i] = remat(c, d->args[i], al, pos);
     }
     IrOp *n = ir_op_new(c->f, d->op, d->loc, d->nargs, args, 1, &v->type);
@@ -129,7 +129,7 @@ static IrValue *remat(RcCtx *c, IrValue *v, int layout, IrOp *pos)
     n->res[0]->layout = layout;
     n->res[0]->name = v->name;
     ir_insert_before(pos, n);
-    cg_axis_alias(c->axis, n->res[0], v);
+    gp_axis_alias(c->axis, n->res[0], v);
     return n->res[0];
 }
 
@@ -149,7 +149,7 @@ static void visit_convert(RcCtx *c, IrOp *op)
     /* chains and no-ops */
     while (src->def && src->def->op == IR_CONVERT_LAYOUT) src = src->def->args[0];
     if (src != op->args[0]) ir_op_set_args(c->f, op, 1, &src);
-    if (cg_layouts_equivalent(c->f, src->layout, res->layout, res->type)) {
+    if (gp_layouts_equivalent(c->f, src->layout, res->layout, res->type)) {
         ir_replace_uses(c->f, res, src);
         c->removed++;
         return;
@@ -232,7 +232,7 @@ static int remove_dead(IrFunc *f)
     return total;
 }
 
-bool cg_pass_remove_convert(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_remove_convert(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     RcCtx c = {f, ctx->axis, NULL, 0, 0, 0};

@@ -8,7 +8,7 @@
  *     swizzled SRAM, cross-warp reductions, reshapes, shared atomic
  *     results): live at that op only, [p, p];
  *   - pipeline stage buffers (the plan of pass_pipeline.c, read back with
- *     cg_pipeline_loops): written by the prologue (at the loop, or earlier
+ *     gp_pipeline_loops): written by the prologue (at the loop, or earlier
  *     at its issue point, pipeline.issue) and read/written by every
  *     iteration, so live from the prologue over the whole loop:
  *     [issue_pos or for_start, for_end];
@@ -35,7 +35,7 @@
  * where it overlaps in bytes no already placed buffer whose interval overlaps
  * its own. Because each placement is checked against every placed buffer
  * live at the same time, the result has no interference by construction;
- * cg_sram_check verifies that (the tests on random intervals, and the pass
+ * gp_sram_check verifies that (the tests on random intervals, and the pass
  * itself as an internal-error guard). Buffers never live together share
  * bytes: a conversion before a loop and the loop's stages reuse one region.
  *
@@ -63,12 +63,12 @@
 
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
-static bool live_together(const CgSmemBuf *a, const CgSmemBuf *b)
+static bool live_together(const GpSmemBuf *a, const GpSmemBuf *b)
 {
     return a->start <= b->end && b->start <= a->end;
 }
 
-static bool bytes_overlap(const CgSmemBuf *a, const CgSmemBuf *b)
+static bool bytes_overlap(const GpSmemBuf *a, const GpSmemBuf *b)
 {
     return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
 }
@@ -76,16 +76,16 @@ static bool bytes_overlap(const CgSmemBuf *a, const CgSmemBuf *b)
 /* Larger first; ties by earlier start. Insertion sort: stable (equal
  * buffers keep the caller's order, so placements are reproducible) and the
  * lists are short (a few buffers per kernel). */
-static bool goes_before(const CgSmemBuf *a, const CgSmemBuf *b)
+static bool goes_before(const GpSmemBuf *a, const GpSmemBuf *b)
 {
     if (a->bytes != b->bytes) return a->bytes > b->bytes;
     return a->start < b->start;
 }
 
-static void sort_bufs(CgSmemBuf **v, int n, bool by_size)
+static void sort_bufs(GpSmemBuf **v, int n, bool by_size)
 {
     for (int i = 1; i < n; i++) {
-        CgSmemBuf *x = v[i];
+        GpSmemBuf *x = v[i];
         int j = i;
         while (j > 0 && (by_size ? goes_before(x, v[j - 1]) : x->offset < v[j - 1]->offset)) {
             v[j] = v[j - 1];
@@ -95,11 +95,11 @@ static void sort_bufs(CgSmemBuf **v, int n, bool by_size)
     }
 }
 
-int64_t cg_sram_place(CgSmemBuf **bufs, int n)
+int64_t gp_sram_place(GpSmemBuf **bufs, int n)
 {
     if (n <= 0) return 0;
-    CgSmemBuf **order = malloc(sizeof *order * (size_t)n);
-    CgSmemBuf **near = malloc(sizeof *near * (size_t)n);
+    GpSmemBuf **order = malloc(sizeof *order * (size_t)n);
+    GpSmemBuf **near = malloc(sizeof *near * (size_t)n);
     if (!order || !near) {
         free(order);
         free(near);
@@ -110,7 +110,7 @@ int64_t cg_sram_place(CgSmemBuf **bufs, int n)
     sort_bufs(order, n, true);
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        CgSmemBuf *b = order[i];
+        GpSmemBuf *b = order[i];
         int align = b->align > 0 ? b->align : 16;
         int nn = 0;
         for (int j = 0; j < i; j++)
@@ -120,7 +120,7 @@ int64_t cg_sram_place(CgSmemBuf **bufs, int n)
          * moves up, past each neighbour it would overlap. */
         int64_t cand = 0;
         for (int j = 0; j < nn; j++) {
-            const CgSmemBuf *p = near[j];
+            const GpSmemBuf *p = near[j];
             if (cand + b->bytes <= p->offset) break;
             if (p->offset + p->bytes > cand) cand = align_up(p->offset + p->bytes, align);
         }
@@ -132,17 +132,17 @@ int64_t cg_sram_place(CgSmemBuf **bufs, int n)
     return align_up(total, 16);
 }
 
-bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why)
+bool gp_sram_check(GpSmemBuf *const *bufs, int n, StrBuf *why)
 {
     for (int i = 0; i < n; i++) {
-        const CgSmemBuf *a = bufs[i];
+        const GpSmemBuf *a = bufs[i];
         if (a->align > 0 && a->offset % a->align) {
             if (why) sb_printf(why, "buffer %d (%s) at %lld is not %d-byte aligned", i, a->what, (long long)a->offset,
                                a->align);
             return false;
         }
         for (int j = i + 1; j < n; j++) {
-            const CgSmemBuf *b = bufs[j];
+            const GpSmemBuf *b = bufs[j];
             if (live_together(a, b) && bytes_overlap(a, b)) {
                 if (why)
                     sb_printf(why, "buffers %d (%s, [%d,%d], bytes %lld..%lld) and %d (%s, [%d,%d], bytes %lld..%lld) "
@@ -160,16 +160,16 @@ bool cg_sram_check(CgSmemBuf *const *bufs, int n, StrBuf *why)
 
 typedef struct SaCtx {
     IrFunc *f;
-    CgTcState *tc;        /* pass-local: the loops' plans, the buffers made */
+    GpTcState *tc;        /* pass-local: the loops' plans, the buffers made */
     const int *uses;
     int *owner;           /* by value id: the convert whose tile a view reads (-1: none) */
     int64_t limit;        /* the target's SRAM per CTA */
-    CgSmemBuf *too_big;   /* the first buffer larger than that alone */
+    GpSmemBuf *too_big;   /* the first buffer larger than that alone */
 } SaCtx;
 
-static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int64_t bytes, int align, int start, int end)
+static GpSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int64_t bytes, int align, int start, int end)
 {
-    CgSmemBuf *b = ARENA_NEW(s->f->arena, CgSmemBuf);
+    GpSmemBuf *b = ARENA_NEW(s->f->arena, GpSmemBuf);
     b->what = what;
     b->op = op;
     b->value_id = op->nres ? op->res[0]->id : -1;
@@ -185,10 +185,10 @@ static CgSmemBuf *add_buf(SaCtx *s, const char *what, IrOp *op, int64_t bytes, i
 
 static bool is_mma_dot(const IrFunc *f, const IrOp *op)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    return op->op == IR_DOT && op->nres && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
-           frag == CG_MMA_C;
+    return op->op == IR_DOT && op->nres && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag == GP_MMA_C;
 }
 
 /* A dot at position p reads its deferred operand tiles there. */
@@ -198,7 +198,7 @@ static void extend_to_dot(SaCtx *s, const IrOp *op, int p)
         const IrValue *v = op->args[i];
         int bi = v->id < s->tc->nids && s->tc->deferred[v->id] ? s->tc->buf_of[v->id] : -1;
         if (bi < 0) continue;
-        CgSmemBuf *b = s->tc->bufs.data[bi];
+        GpSmemBuf *b = s->tc->bufs.data[bi];
         if (b->end < p) b->end = p;
     }
 }
@@ -208,7 +208,7 @@ static void extend_to_dot(SaCtx *s, const IrOp *op, int p)
 static void extend_over_region(SaCtx *s, int p, int end)
 {
     for (int i = 0; i < s->tc->bufs.len; i++) {
-        CgSmemBuf *b = s->tc->bufs.data[i];
+        GpSmemBuf *b = s->tc->bufs.data[i];
         if (b->start < p && b->end > p && b->end < end) b->end = end;
     }
 }
@@ -219,7 +219,7 @@ static void at_op(void *vctx, IrOp *op, int p)
 {
     SaCtx *s = vctx;
     for (int i = 0; i < s->tc->loops.len; i++) {
-        CgPipeLoop *pl = s->tc->loops.data[i];
+        GpPipeLoop *pl = s->tc->loops.data[i];
         if (pl->issue_at == op) pl->issue_pos = p;
     }
     const char *what = NULL;
@@ -227,7 +227,7 @@ static void at_op(void *vctx, IrOp *op, int p)
         s->tc->buf_of[op->res[0]->id] = s->tc->buf_of[s->owner[op->res[0]->id]];
         return;
     }
-    int bytes = op->nres ? cg_op_scratch(s->f, s->tc, op, s->uses, &what) : 0;
+    int bytes = op->nres ? gp_op_scratch(s->f, s->tc, op, s->uses, &what) : 0;
     if (bytes > 0) {
         /* Operand tiles are read by ldmatrix: 128-byte alignment keeps the
          * swizzle's bank arithmetic valid for absolute addresses; wgmma's
@@ -242,7 +242,7 @@ static void at_op(void *vctx, IrOp *op, int p)
 static bool body_has_buffers(const SaCtx *s, int p, int end)
 {
     for (int i = 0; i < s->tc->bufs.len; i++) {
-        const CgSmemBuf *b = s->tc->bufs.data[i];
+        const GpSmemBuf *b = s->tc->bufs.data[i];
         if (b->start > p && b->end < end) return true;
     }
     return false;
@@ -252,7 +252,7 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
 {
     SaCtx *s = vctx;
     extend_over_region(s, p, end);
-    CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
+    GpPipeLoop *pl = op->op == IR_FOR ? gp_pipeline_of_loop(s->tc, op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++) {
         int64_t bytes; /* stages come from the program (up to SEMA_MAX_STAGES, any number in GPU IR text) */
         if (!sup_mul_i64(pl->loads[i].slot_bytes, pl->stages, &bytes)) bytes = INT64_MAX / 2;
@@ -270,12 +270,12 @@ static void after_region(void *vctx, IrOp *op, int p, int end)
 
 static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
     if (op->op != IR_CONVERT_LAYOUT || !op->nres) return false;
     IrElem e = (IrElem)op->res[0]->type.elem;
-    return cg_mma_operand_elem(e) && cg_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
-           frag != CG_MMA_C;
+    return cg_mma_operand_elem(e) && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+           frag != GP_MMA_C;
 }
 
 /* Count, per value, the operand slots (A or B) of tensor-core dots it fills. */
@@ -311,14 +311,14 @@ typedef struct StagedTile {
 static bool staged_tile(const SaCtx *s, const IrOp *op, StagedTile *t)
 {
     const char *what = "";
-    if (!is_mma_operand_convert(s->f, op) || !s->tc->deferred[op->res[0]->id] || cg_pipeline_load(s->tc, op, NULL) ||
-        cg_op_scratch(s->f, s->tc, op, s->uses, &what) <= 0)
+    if (!is_mma_operand_convert(s->f, op) || !s->tc->deferred[op->res[0]->id] || gp_pipeline_load(s->tc, op, NULL) ||
+        gp_op_scratch(s->f, s->tc, op, s->uses, &what) <= 0)
         return false;
     const IrValue *v = op->args[0];
     /* an e4m3 tile is stored K-major with K permuted whatever its source
      * (cg_dot_wgmma.c): no view of it */
     if (v->type.elem == IR_F8E4M3) return false;
-    int fd = cg_fast_value_dim(s->f, v);
+    int fd = gp_fast_value_dim(s->f, v);
     if (fd < 0 || v->type.rank != 2) return false;
     while (v->def && v->def->op == IR_TRANS && v->def->args[0]->type.rank == 2) {
         v = v->def->args[0];
@@ -352,12 +352,12 @@ static void find_views(SaCtx *s, IrBlock *b, StagedTile *seen, int n)
 
 static void mark_deferred_attr(IrOp *op, void *vctx)
 {
-    const CgTcState *tc = vctx;
+    const GpTcState *tc = vctx;
     int id = op->nres ? op->res[0]->id : tc->nids;
     if (id >= tc->nids) return;
     if (tc->deferred[id]) ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_DEFERRED, 1);
     if (tc->view[id]) {
-        const CgSmemBuf *b = tc->bufs.data[tc->buf_of[id]];
+        const GpSmemBuf *b = tc->bufs.data[tc->buf_of[id]];
         ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_SMEM_VIEW, b->offset);
     }
 }
@@ -365,10 +365,10 @@ static void mark_deferred_attr(IrOp *op, void *vctx)
 /* The placement goes on the IR: each buffer's op gets smem.offset,
  * smem.bytes and smem.live, deferred operand converts mma.deferred, the
  * kernel smem (the total). */
-static void write_attrs(IrFunc *f, CgTcState *tc)
+static void write_attrs(IrFunc *f, GpTcState *tc)
 {
     for (int i = 0; i < tc->bufs.len; i++) {
-        const CgSmemBuf *b = tc->bufs.data[i];
+        const GpSmemBuf *b = tc->bufs.data[i];
         int64_t live[2] = {b->start, b->end};
         ir_attr_set_int(f->arena, &b->op->attrs, IR_ATTR_SMEM_OFFSET, b->offset);
         ir_attr_set_int(f->arena, &b->op->attrs, IR_ATTR_SMEM_BYTES, b->bytes);
@@ -378,11 +378,11 @@ static void write_attrs(IrFunc *f, CgTcState *tc)
     ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_SMEM, tc->total);
 }
 
-bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_sram_alloc(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
-    CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
+    GpTcState *tc = ARENA_NEW(f->arena, GpTcState);
     tc->wgmma = ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 0;
-    cg_pipeline_loops(f, &tc->loops);
+    gp_pipeline_loops(f, &tc->loops);
     if (ice_message()) return false;
     const Target *t = ctx->target;
     SaCtx s = {f, tc, ir_use_counts(f), ARENA_ARRAY(f->arena, int, f->next_id + 1), t->sram_limit, NULL};
@@ -396,11 +396,11 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
     count_dot_uses(f, f->body, dot_uses);
     mark_deferred(f, f->body, s.uses, dot_uses, tc->deferred);
     find_views(&s, f->body, ARENA_ARRAY(f->arena, StagedTile, f->next_id + 1), 0);
-    CgNumbering n = {at_op, after_region, &s, 0};
-    cg_number_ops(f->body, &n);
+    GpNumbering n = {at_op, after_region, &s, 0};
+    gp_number_ops(f->body, &n);
     if (s.too_big) {
         /* One buffer alone is past the limit: say which op, no placement needed. */
-        const CgSmemBuf *b = s.too_big;
+        const GpSmemBuf *b = s.too_big;
         if (strcmp(b->what, "pipeline stages") == 0)
             diag_report(d, DIAG_USER, b->op->loc,
                         "the %d pipeline stages of this load need %lld bytes of shared memory; sm_%d allows %d per "
@@ -412,10 +412,10 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
                         "(BLOCK_* constants)", b->what, (long long)b->bytes, t->sm, t->sram_limit);
         return false;
     }
-    int64_t total = cg_sram_place((CgSmemBuf **)tc->bufs.data, tc->bufs.len);
+    int64_t total = gp_sram_place((GpSmemBuf **)tc->bufs.data, tc->bufs.len);
     StrBuf why;
     sb_init(&why);
-    if (!cg_sram_check((CgSmemBuf *const *)tc->bufs.data, tc->bufs.len, &why)) {
+    if (!gp_sram_check((GpSmemBuf *const *)tc->bufs.data, tc->bufs.len, &why)) {
         diag_report(d, DIAG_INTERNAL, f->loc, "SRAM allocation of %s: %s", f->name, why.data);
         sb_free(&why);
         return false;
@@ -427,7 +427,7 @@ bool cg_pass_sram_alloc(IrFunc *f, const CgPassCtx *ctx, Diag *d)
         return true;
     }
     /* One error at the kernel: the limit, then each buffer, then the advice. */
-    for (int i = 0; i < tc->bufs.len; i++) cg_sram_describe(tc->bufs.data[i], &why);
+    for (int i = 0; i < tc->bufs.len; i++) gp_sram_describe(tc->bufs.data[i], &why);
     diag_report(d, DIAG_USER, f->loc,
                 "kernel '%s' needs %lld bytes of shared memory; sm_%d allows %d per block:\n%s"
                 "  use smaller blocks (BLOCK_* constants) or fewer pipeline stages (num_stages = %d now)",

@@ -1,10 +1,10 @@
 /* pass_tma.c — TMA copies for pipelined loads (the schedule option `tma`,
- * CgPassCtx.tma; sm_90a wgmma kernels). Runs after sram-alloc, when a loop's
+ * GpPassCtx.tma; sm_90a wgmma kernels). Runs after sram-alloc, when a loop's
  * mbarrier hand-off is final (sram-alloc drops pipeline.mbarrier from loops
  * whose bodies need CTA barriers anyway) and the stage slots are placed.
  *
  * What it decides. In a loop with pipeline.mbarrier, when EVERY pipelined
- * load is one a tiled tensor map reads exactly (cg_tma_plan, cg_tma.c:
+ * load is one a tiled tensor map reads exactly (gp_tma_plan, cg_tma.c:
  * pointer = kernel pointer parameter + I_inner + stride * I_outer (+ uniform
  * offsets coordinate x stride parameter: more dims, attention's batch/head), mask an AND
  * of I_d < bound_d with bounds that are parameters or constants, indices
@@ -45,15 +45,15 @@ static void mark_loop(IrOp *op, void *vctx)
     for (IrOp *x = body->first; x; x = x->next) {
         if (!ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES)) continue;
         n++;
-        CgTmaPlan p;
-        fit += cg_tma_plan(t->f, x, cg_fast_value_dim(t->f, x->res[0]), &p);
+        GpTmaPlan p;
+        fit += gp_tma_plan(t->f, x, gp_fast_value_dim(t->f, x->res[0]), &p);
     }
-    if (!n || fit != n || t->nmaps + n > CG_TMA_MAX_MAPS) return;
+    if (!n || fit != n || t->nmaps + n > GP_TMA_MAX_MAPS) return;
     for (IrOp *x = body->first; x; x = x->next)
         if (ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES)) ir_attr_set_int(t->f->arena, &x->attrs, IR_ATTR_TMA_MAP, t->nmaps++);
 }
 
-bool cg_pass_tma(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_tma(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     if (!ctx->sched.tma || ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1) return true;

@@ -3,7 +3,7 @@
  * loop's copies while the num_warps consumer warps only wait for the stages,
  * compute and release them; `setmaxnreg` moves the producer's registers to
  * the consumers (FlashAttention-3's and CUTLASS's warp-specialised kernels).
- * A schedule option (CgPassCtx.warp_specialize: kiln compile
+ * A schedule option (GpPassCtx.warp_specialize: kiln compile
  * --warp-specialize, KilnCompileOptions.warp_specialize), never the
  * program's choice; it implies --mbarrier (codegen.c), whose full/empty
  * mbarriers are the hand-off between the two roles.
@@ -25,7 +25,7 @@
  *     last pipelined loop writes memory (varlen's cu_seqlens reads); the
  *     slice inside the loop likewise (no SRAM, no dot).
  * Anything else leaves the kernel unchanged (no attribute); --stats then says
- * why (cg_ws_refusal, "warp-specialize: not applied: ...").
+ * why (gp_ws_refusal, "warp-specialize: not applied: ...").
  *
  * The protocol the attribute stands for (W = num_warps, G = W / 4; threads
  * 0 .. 32 W - 1 are the consumers, the last 128 the producer):
@@ -53,7 +53,7 @@
  * for releases of iterations the consumers compute without waiting for
  * anything but full phases the producer has already armed (S stages ahead).
  *
- * With --lean-producer (CgPassCtx.sched.lean_producer) and every pipelined
+ * With --lean-producer (GpPassCtx.sched.lean_producer) and every pipelined
  * load a TMA copy (tma.map: the producer's thread 0 issues bulk copies from
  * scalar coordinates, no address tile lives in the producer), the kernel also
  * gets `warp_spec.producer_regs = 24`: the producer keeps setmaxnreg's least
@@ -177,7 +177,7 @@ static void ws_check(WsCheck *w)
     for (const IrOp *x = f->body->first; x; x = x->next)
         if (pipelined(x)) last = x;
     if (ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 1) refuse(w, NULL, "not an sm_90a wgmma kernel");
-    if (W % 4 || W + CG_WS_PRODUCER_WARPS > 32) refuse(w, NULL, "num_warps is not a multiple of 4 up to 28");
+    if (W % 4 || W + GP_WS_PRODUCER_WARPS > 32) refuse(w, NULL, "num_warps is not a multiple of 4 up to 28");
     if (nested) refuse(w, nested, "a pipelined loop inside another loop or branch");
     if (!last) refuse(w, NULL, "no pipelined loop");
     if (w->why) return;
@@ -190,7 +190,7 @@ static void ws_check(WsCheck *w)
     }
 }
 
-const char *cg_ws_refusal(IrFunc *f, char *buf, int n)
+const char *gp_ws_refusal(IrFunc *f, char *buf, int n)
 {
     WsCheck w = {.f = f, .need = ARENA_ARRAY(f->arena, bool, f->next_id + 1)};
     ws_check(&w);
@@ -199,7 +199,7 @@ const char *cg_ws_refusal(IrFunc *f, char *buf, int n)
     return buf;
 }
 
-bool cg_ws_needed(IrFunc *f, bool *need)
+bool gp_ws_needed(IrFunc *f, bool *need)
 {
     WsCheck w = {.f = f, .need = need};
     ws_check(&w);
@@ -217,15 +217,15 @@ static bool all_tma(const IrFunc *f)
     return true;
 }
 
-bool cg_pass_warp_specialize(IrFunc *f, const CgPassCtx *ctx, Diag *d)
+bool gp_pass_warp_specialize(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
     char buf[160];
-    if (!ctx->sched.warp_specialize || cg_ws_refusal(f, buf, (int)sizeof buf)) return true;
+    if (!ctx->sched.warp_specialize || gp_ws_refusal(f, buf, (int)sizeof buf)) return true;
     ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WARP_SPEC, 1);
     /* --lean-producer: a producer of TMA copies alone holds scalars (the coordinates), so it
      * keeps setmaxnreg's least; with a cp.async loop it keeps the default (address tiles) */
     if (ctx->sched.lean_producer && all_tma(f))
-        ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WS_REGS, CG_WS_LEAN_PRODUCER_REGS);
+        ir_attr_set_int(f->arena, &f->attrs, IR_ATTR_WS_REGS, GP_WS_LEAN_PRODUCER_REGS);
     return true;
 }

@@ -3,17 +3,17 @@
  * What it does: pass_pipeline.c decides which loads of a loop are copied
  * ahead and writes the decision on the IR (pipeline.stages on the loop,
  * pipeline.slot_bytes / smem.offset on each load; docs/tensor_cores.md
- * section 0). This file reads that plan back into CgPipeLoop / CgPipeLoad:
+ * section 0). This file reads that plan back into GpPipeLoop / GpPipeLoad:
  * which loads, their convert_layout and cast, the slice of body ops their
  * addresses need, where the prologue goes. The pass, SRAM allocation, TMA
  * and the lowering (codegen/cg_pipeline.c) all read the plan through it.
  *
- * Invariants: cg_pipeline_slice is the one definition of a load's address
+ * Invariants: gp_pipeline_slice is the one definition of a load's address
  * slice, shared by the pass and the lowering; nothing here decides anything
  * the IR does not say.
  *
  * Example: for %i ... {pipeline.stages = 3} { %k = load ... {pipeline.slot_bytes = 8192} ... }
- * gives one CgPipeLoop with one CgPipeLoad (%k) and its operand converts.
+ * gives one GpPipeLoop with one GpPipeLoad (%k) and its operand converts.
  */
 #include "gpuir.h"
 
@@ -21,7 +21,7 @@
 
 /* ---- the plan, read from the IR ---- */
 
-bool cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids)
+bool gp_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids)
 {
     if (v->block == body) return v->index == 0; /* block args: only the iv */
     IrOp *d = v->def;
@@ -33,11 +33,11 @@ bool cg_pipeline_slice(IrBlock *body, IrValue *v, bool *in_slice, int nids)
     if ((!(ir_op_info[d->op].flags & IRF_PURE) && d->op != IR_LOAD) || d->nregions) return false;
     if (d->res[0]->id < nids) in_slice[d->res[0]->id] = true;
     for (int i = 0; i < d->nargs; i++)
-        if (!cg_pipeline_slice(body, d->args[i], in_slice, nids)) return false;
+        if (!gp_pipeline_slice(body, d->args[i], in_slice, nids)) return false;
     return true;
 }
 
-IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses)
+IrOp *gp_single_user_in(IrBlock *body, const IrValue *v, const int *uses)
 {
     if (uses[v->id] != 1) return NULL;
     for (IrOp *o = body->first; o; o = o->next)
@@ -46,16 +46,16 @@ IrOp *cg_single_user_in(IrBlock *body, const IrValue *v, const int *uses)
     return NULL;
 }
 
-int cg_fast_value_dim(const IrFunc *f, const IrValue *v)
+int gp_fast_value_dim(const IrFunc *f, const IrValue *v)
 {
-    CgGeom g;
-    if (!cg_geom(f, v->layout, v->type, &g)) return -1;
+    GpGeom g;
+    if (!gp_geom(f, v->layout, v->type, &g)) return -1;
     for (int i = 0; i < v->type.rank; i++)
         if (g.vdims[i] == g.order[0]) return i;
     return -1;
 }
 
-bool cg_half_cast(const IrOp *op)
+bool gp_half_cast(const IrOp *op)
 {
     if (!op || op->op != IR_CAST) return false;
     IrElem a = (IrElem)op->args[0]->type.elem, b = (IrElem)op->res[0]->type.elem;
@@ -64,39 +64,39 @@ bool cg_half_cast(const IrOp *op)
 
 static bool operand_convert(const IrFunc *f, const IrOp *u)
 {
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm, wn;
-    return u && u->op == IR_CONVERT_LAYOUT && cg_layout_is_mma(f, u->res[0]->layout, &frag, &wm, &wn) &&
-           frag != CG_MMA_C;
+    return u && u->op == IR_CONVERT_LAYOUT && gp_layout_is_mma(f, u->res[0]->layout, &frag, &wm, &wn) &&
+           frag != GP_MMA_C;
 }
 
 /* A use `o` of a pipelined load: an operand convert, or a 2-D trans whose
  * only user in `body` is one (a view: the convert reads the slot with the
  * other dim contiguous). Records it in l; false for anything else. */
-static bool add_convert(const IrFunc *f, IrBlock *body, IrOp *o, const int *uses, CgPipeLoad *l)
+static bool add_convert(const IrFunc *f, IrBlock *body, IrOp *o, const int *uses, GpPipeLoad *l)
 {
     IrOp *t = NULL;
     if (o && o->op == IR_TRANS && o->res[0]->type.rank == 2) {
         t = o;
-        o = cg_single_user_in(body, o->res[0], uses);
+        o = gp_single_user_in(body, o->res[0], uses);
     }
-    if (!operand_convert(f, o) || l->nconverts == CG_PIPE_MAX_CONVERTS) return false;
+    if (!operand_convert(f, o) || l->nconverts == GP_PIPE_MAX_CONVERTS) return false;
     l->trans[l->nconverts] = t;
     l->converts[l->nconverts++] = o;
     return true;
 }
 
-bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, CgPipeLoad *l)
+bool gp_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *uses, GpPipeLoad *l)
 {
     IrValue *r = ld->res[0];
     l->nconverts = 0;
     l->cast = NULL;
-    IrOp *u = cg_single_user_in(body, r, uses);
+    IrOp *u = gp_single_user_in(body, r, uses);
     if (u && u->op == IR_TRANS) return add_convert(f, body, u, uses, l);
     if (u) {
-        if (cg_half_cast(u) && u->res[0]->layout == r->layout) {
+        if (gp_half_cast(u) && u->res[0]->layout == r->layout) {
             l->cast = u;
-            u = cg_single_user_in(body, u->res[0], uses);
+            u = gp_single_user_in(body, u->res[0], uses);
         }
         if (!operand_convert(f, u)) return false;
         l->trans[0] = NULL;
@@ -107,7 +107,7 @@ bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *u
      * They all read the one slot (the same swizzled tile whichever operand
      * it becomes: layout_mma.c's swizzle depends on the tile's rows and
      * contiguous columns only). */
-    if (uses[r->id] < 2 || uses[r->id] > CG_PIPE_MAX_CONVERTS) return false;
+    if (uses[r->id] < 2 || uses[r->id] > GP_PIPE_MAX_CONVERTS) return false;
     for (IrOp *o = body->first; o; o = o->next)
         for (int i = 0; i < o->nargs; i++)
             if (o->args[i] == r && !add_convert(f, body, o, uses, l)) return false;
@@ -116,7 +116,7 @@ bool cg_pipeline_converts(const IrFunc *f, IrBlock *body, IrOp *ld, const int *u
 
 /* Whether `v` is used in `b` (nested regions included) by an op other than pl's
  * pipelined loads and the slice ops already found dead in place. */
-static bool live_use_in(const CgPipeLoop *pl, const IrBlock *b, const IrValue *v)
+static bool live_use_in(const GpPipeLoop *pl, const IrBlock *b, const IrValue *v)
 {
     for (const IrOp *u = b->first; u; u = u->next) {
         for (int r = 0; r < u->nregions; r++)
@@ -140,7 +140,7 @@ static bool live_use_in(const CgPipeLoop *pl, const IrBlock *b, const IrValue *v
  * users are the pipelined loads and such ops are marked, last to first (a use comes
  * after its definition), and the body does not lower them. Loops whose slice reads no
  * memory are left as they are. */
-static void mark_dead_in_place(IrFunc *f, CgPipeLoop *pl)
+static void mark_dead_in_place(IrFunc *f, GpPipeLoop *pl)
 {
     pl->dead_in_place = ARENA_ARRAY(f->arena, bool, pl->nslice + 1);
     if (!pl->slice_loads) return;
@@ -152,10 +152,10 @@ static void mark_dead_in_place(IrFunc *f, CgPipeLoop *pl)
     }
 }
 
-bool cg_pipeline_dead_in_place(const CgTcState *tc, const IrOp *op)
+bool gp_pipeline_dead_in_place(const GpTcState *tc, const IrOp *op)
 {
     for (int i = 0; tc && i < tc->loops.len; i++) {
-        const CgPipeLoop *pl = tc->loops.data[i];
+        const GpPipeLoop *pl = tc->loops.data[i];
         for (int j = 0; j < pl->nslice; j++)
             if (pl->slice[j] == op) return pl->dead_in_place[j];
     }
@@ -165,7 +165,7 @@ bool cg_pipeline_dead_in_place(const CgTcState *tc, const IrOp *op)
 /* Whether `op` (or an op nested in it) reads a stage slot of pl: a convert
  * of one of its loads (ldmatrix there), or a user of such a convert's result
  * (a dot reading a deferred tile in the slot through ldmatrix or wgmma). */
-static bool reads_slot(const CgPipeLoop *pl, const IrOp *op)
+static bool reads_slot(const GpPipeLoop *pl, const IrOp *op)
 {
     for (int j = 0; j < pl->nloads; j++)
         for (int k = 0; k < pl->loads[j].nconverts; k++) {
@@ -185,7 +185,7 @@ static bool reads_slot(const CgPipeLoop *pl, const IrOp *op)
  * group) and how far ahead the copies run. Without a pending dot, S - 2 when
  * S >= 3: a thread then refills the slot read two iterations back, so warps
  * may drift an iteration apart before one waits for another. */
-static void plan_mbarrier(CgPipeLoop *pl)
+static void plan_mbarrier(GpPipeLoop *pl)
 {
     IrBlock *body = pl->loop->regions[0];
     pl->mbarrier = ir_attr_int(&pl->loop->attrs, IR_ATTR_MBARRIER, 0) == 1;
@@ -198,16 +198,16 @@ static void plan_mbarrier(CgPipeLoop *pl)
 }
 
 /* tma.map on the loads (pass_tma.c): all of them or none, each one's recipe
- * re-derived by the function the pass asked (cg_tma_plan). */
-static bool plan_tma(IrFunc *f, CgPipeLoop *pl)
+ * re-derived by the function the pass asked (gp_tma_plan). */
+static bool plan_tma(IrFunc *f, GpPipeLoop *pl)
 {
     int n = 0;
     for (int j = 0; j < pl->nloads; j++) {
-        CgPipeLoad *l = &pl->loads[j];
+        GpPipeLoad *l = &pl->loads[j];
         l->tma_map = (int)ir_attr_int(&l->load->attrs, IR_ATTR_TMA_MAP, -1);
         if (l->tma_map < 0) continue;
         n++;
-        if (!pl->mbarrier || !cg_tma_plan(f, l->load, l->fast_dim, &l->tma)) {
+        if (!pl->mbarrier || !gp_tma_plan(f, l->load, l->fast_dim, &l->tma)) {
             INTERNAL_ERROR("codegen: %s:%d: tma.map on a load no tensor map serves", f->name, l->load->loc.line);
             return false;
         }
@@ -219,24 +219,24 @@ static bool plan_tma(IrFunc *f, CgPipeLoop *pl)
 
 /* The loop's plan from its attributes; NULL (with an internal error) when
  * the IR does not hold a consistent plan. */
-static CgPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
+static GpPipeLoop *loop_from_ir(IrFunc *f, IrOp *op, const int *uses)
 {
     IrBlock *body = op->regions[0];
-    CgPipeLoop *pl = ARENA_NEW(f->arena, CgPipeLoop);
+    GpPipeLoop *pl = ARENA_NEW(f->arena, GpPipeLoop);
     pl->loop = op;
     pl->stages = (int)ir_attr_int(&op->attrs, IR_ATTR_STAGES, 0);
     int n = 0;
     for (IrOp *x = body->first; x; x = x->next) n += ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES) != NULL;
-    pl->loads = ARENA_ARRAY(f->arena, CgPipeLoad, n + 1);
+    pl->loads = ARENA_ARRAY(f->arena, GpPipeLoad, n + 1);
     bool *in_slice = ARENA_ARRAY(f->arena, bool, f->next_id);
     for (IrOp *x = body->first; x; x = x->next) {
         if (!ir_attr_get(&x->attrs, IR_ATTR_SLOT_BYTES)) continue;
-        CgPipeLoad *l = &pl->loads[pl->nloads++];
+        GpPipeLoad *l = &pl->loads[pl->nloads++];
         l->load = x;
         l->slot_bytes = (int)ir_attr_int(&x->attrs, IR_ATTR_SLOT_BYTES, 0);
-        l->fast_dim = cg_fast_value_dim(f, x->res[0]);
-        bool ok = x->op == IR_LOAD && x->nres && cg_pipeline_converts(f, body, x, uses, l) && l->fast_dim >= 0;
-        for (int i = 0; ok && i < x->nargs; i++) ok = cg_pipeline_slice(body, x->args[i], in_slice, f->next_id);
+        l->fast_dim = gp_fast_value_dim(f, x->res[0]);
+        bool ok = x->op == IR_LOAD && x->nres && gp_pipeline_converts(f, body, x, uses, l) && l->fast_dim >= 0;
+        for (int i = 0; ok && i < x->nargs; i++) ok = gp_pipeline_slice(body, x->args[i], in_slice, f->next_id);
         if (!ok) {
             INTERNAL_ERROR("codegen: %s:%d: the pipelined load's plan does not fit the IR", f->name, x->loc.line);
             return NULL;
@@ -273,29 +273,29 @@ static void collect_loop(IrOp *op, void *vctx)
 {
     LoopsCtx *c = vctx;
     if (op->op != IR_FOR || !ir_attr_get(&op->attrs, IR_ATTR_STAGES)) return;
-    CgPipeLoop *pl = loop_from_ir(c->f, op, c->uses);
+    GpPipeLoop *pl = loop_from_ir(c->f, op, c->uses);
     if (pl) vec_push(c->f->arena, c->loops, pl);
 }
 
-void cg_pipeline_loops(IrFunc *f, PtrVec *loops)
+void gp_pipeline_loops(IrFunc *f, PtrVec *loops)
 {
     LoopsCtx c = {f, loops, ir_use_counts(f)};
     ir_walk(f, collect_loop, &c);
 }
 
-CgPipeLoop *cg_pipeline_of_loop(const CgTcState *tc, const IrOp *op)
+GpPipeLoop *gp_pipeline_of_loop(const GpTcState *tc, const IrOp *op)
 {
     for (int i = 0; tc && i < tc->loops.len; i++)
-        if (((CgPipeLoop *)tc->loops.data[i])->loop == op) return tc->loops.data[i];
+        if (((GpPipeLoop *)tc->loops.data[i])->loop == op) return tc->loops.data[i];
     return NULL;
 }
 
-CgPipeLoad *cg_pipeline_load(const CgTcState *tc, const IrOp *op, CgPipeLoop **loop)
+GpPipeLoad *gp_pipeline_load(const GpTcState *tc, const IrOp *op, GpPipeLoop **loop)
 {
     for (int i = 0; tc && i < tc->loops.len; i++) {
-        CgPipeLoop *pl = tc->loops.data[i];
+        GpPipeLoop *pl = tc->loops.data[i];
         for (int j = 0; j < pl->nloads; j++) {
-            CgPipeLoad *l = &pl->loads[j];
+            GpPipeLoad *l = &pl->loads[j];
             bool hit = l->load == op || (op && l->cast == op);
             for (int k = 0; k < l->nconverts && !hit; k++) hit = l->converts[k] == op || (op && l->trans[k] == op);
             if (hit) {

@@ -17,38 +17,38 @@
 
 /* ---- layout conversions (and reshape) ---- */
 
-int cg_convert_row_pad(const IrOp *op, IrType t)
+int gp_convert_row_pad(const IrOp *op, IrType t)
 {
     if (op->op != IR_CONVERT_LAYOUT || t.rank < 2) return 0;
-    return t.shape[t.rank - 1] * cg_elem_bytes((IrElem)t.elem) >= 64 ? 16 : 0;
+    return t.shape[t.rank - 1] * gp_elem_bytes((IrElem)t.elem) >= 64 ? 16 : 0;
 }
 
-int cg_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
+int gp_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
 {
     const IrValue *src = op->args[0], *res = op->res[0];
     if (op->op == IR_CONVERT_LAYOUT) {
-        if (src->type.rank == 0 || cg_layouts_equivalent(f, src->layout, res->layout, res->type)) return 0;
-        CgMmaFrag frag;
+        if (src->type.rank == 0 || gp_layouts_equivalent(f, src->layout, res->layout, res->type)) return 0;
+        GpMmaFrag frag;
         int wm, wn;
         IrElem e = (IrElem)res->type.elem;
-        if (cg_mma_operand_elem(e) && cg_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != CG_MMA_C) {
-            *what = frag == CG_MMA_A ? "mma operand A" : "mma operand B";
-            return (int)ir_type_numel(res->type) * cg_elem_bytes(e);
+        if (cg_mma_operand_elem(e) && gp_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != GP_MMA_C) {
+            *what = frag == GP_MMA_A ? "mma operand A" : "mma operand B";
+            return (int)ir_type_numel(res->type) * gp_elem_bytes(e);
         }
         *what = "convert_layout";
     } else {
         if (src->type.rank == 0) return 0;
         *what = "reshape";
     }
-    int eb = cg_elem_bytes((IrElem)res->type.elem);
+    int eb = gp_elem_bytes((IrElem)res->type.elem);
     int64_t n = res->type.rank ? ir_type_numel(res->type) : 1;
-    int pad = cg_convert_row_pad(op, res->type);
+    int pad = gp_convert_row_pad(op, res->type);
     return (int)(n * eb + (pad ? n / res->type.shape[res->type.rank - 1] * pad : 0));
 }
 
 /* ---- reductions ---- */
 
-IrElem cg_reduce_work_elem(IrElem e)
+IrElem gp_reduce_work_elem(IrElem e)
 {
     if (e == IR_F16 || e == IR_BF16) return IR_F32;
     if (e == IR_I1 || e == IR_U8 || e == IR_U16) return IR_U32;
@@ -56,35 +56,35 @@ IrElem cg_reduce_work_elem(IrElem e)
     return e;
 }
 
-int cg_reduce_warps_along(const CgGeom *gs, int k)
+int gp_reduce_warps_along(const GpGeom *gs, int k)
 {
     int distinct = gs->shape[k] / (gs->spt[k] * gs->tpw[k] * gs->rpw[k]);
     return distinct < 1 ? 1 : distinct > gs->wpc[k] ? gs->wpc[k] : distinct;
 }
 
-int cg_reduce_scratch_bytes(const IrFunc *f, const IrOp *op)
+int gp_reduce_scratch_bytes(const IrFunc *f, const IrOp *op)
 {
     const IrValue *src = op->args[0];
-    CgGeom gs;
-    if (!cg_geom(f, src->layout, src->type, &gs)) return 0;
-    int nw = cg_reduce_warps_along(&gs, gs.vdims[op->attr[0]]);
+    GpGeom gs;
+    if (!gp_geom(f, src->layout, src->type, &gs)) return 0;
+    int nw = gp_reduce_warps_along(&gs, gs.vdims[op->attr[0]]);
     if (nw <= 1) return 0;
     IrType kept = src->type;
     kept.shape[op->attr[0]] = 1;
     int64_t n = ir_type_numel(kept);
     bool arg = op->attr[1] == IR_RED_ARGMAX || op->attr[1] == IR_RED_ARGMIN;
-    return (int)(n * nw * cg_elem_bytes(cg_reduce_work_elem((IrElem)src->type.elem)) + (arg ? n * nw * 4 : 0));
+    return (int)(n * nw * gp_elem_bytes(gp_reduce_work_elem((IrElem)src->type.elem)) + (arg ? n * nw * 4 : 0));
 }
 
-int64_t cg_reduce_work(const IrFunc *f, const IrOp *op)
+int64_t gp_reduce_work(const IrFunc *f, const IrOp *op)
 {
     const IrValue *src = op->args[0];
-    CgGeom gs, gr;
-    if (op->op != IR_REDUCE || !cg_geom(f, src->layout, src->type, &gs)) return 0;
+    GpGeom gs, gr;
+    if (op->op != IR_REDUCE || !gp_geom(f, src->layout, src->type, &gs)) return 0;
     IrType kept = src->type;
     kept.shape[op->attr[0]] = 1;
-    if (!cg_geom(f, src->layout, kept, &gr)) return 0;
-    return (int64_t)gr.nregs * cg_reduce_warps_along(&gs, gs.vdims[op->attr[0]]);
+    if (!gp_geom(f, src->layout, kept, &gr)) return 0;
+    return (int64_t)gr.nregs * gp_reduce_warps_along(&gs, gs.vdims[op->attr[0]]);
 }
 
 /* ---- global memory ---- */
@@ -92,13 +92,13 @@ int64_t cg_reduce_work(const IrFunc *f, const IrOp *op)
 /* The vector width of a load/store/atomic: what the pointer layout's
  * registers per thread, 16 bytes, the pointers' contiguity and alignment and
  * the mask's constancy allow (the layout pass and the pipeline plan ask too). */
-int cg_mem_vec_width(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
+int gp_mem_vec_width(const IrFunc *f, const GpAxisMap *axis, const IrOp *op)
 {
     const IrValue *p = op->args[0];
     if (p->type.rank == 0) return 1;
     IrElem pe = (IrElem)p->type.pointee;
-    CgGeom g;
-    if (pe == IR_I1 || !cg_geom(f, p->layout, p->type, &g)) return 1;
+    GpGeom g;
+    if (pe == IR_I1 || !gp_geom(f, p->layout, p->type, &g)) return 1;
     /* The fastest base dim as a value dim (the axis facts are per value dim).
      * A slice (the per-column vector of an MMA accumulator: pairs of adjacent
      * columns per thread) vectorises like its parent; a slice that removed
@@ -107,15 +107,15 @@ int cg_mem_vec_width(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
     for (int i = 0; i < g.vrank; i++)
         if (g.vdims[i] == fd) vd = i;
     if (vd < 0) return 1;
-    int eb = cg_elem_bytes(pe);
-    const CgAxis *ax = cg_axis_get(axis, p);
+    int eb = gp_elem_bytes(pe);
+    const GpAxis *ax = gp_axis_get(axis, p);
     int64_t vec = g.eff_spt[fd];
     if (16 / eb < vec) vec = 16 / eb;
     if (ax->contig[vd] < vec) vec = ax->contig[vd];
     if (ax->div[vd] / eb < vec) vec = ax->div[vd] / eb;
     int mask_idx = op->op == IR_LOAD ? 1 : 2;
     if (op->nargs > mask_idx && op->args[mask_idx]->type.rank > 0) {
-        const CgAxis *mx = cg_axis_get(axis, op->args[mask_idx]);
+        const GpAxis *mx = gp_axis_get(axis, op->args[mask_idx]);
         if (mx->constancy[vd] < vec) vec = mx->constancy[vd];
     }
     return vec < 1 ? 1 : (int)vec;
@@ -123,18 +123,18 @@ int cg_mem_vec_width(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
 
 /* Atomics are one element at a time here (the vector red of lower_atomic
  * depends on the target and on the result being unused). */
-int cg_mem_vec(const IrFunc *f, const CgAxisMap *axis, const IrOp *op)
+int gp_mem_vec(const IrFunc *f, const GpAxisMap *axis, const IrOp *op)
 {
-    return op->op == IR_ATOMIC_ADD ? 1 : cg_mem_vec_width(f, axis, op);
+    return op->op == IR_ATOMIC_ADD ? 1 : gp_mem_vec_width(f, axis, op);
 }
 
-int cg_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses)
+int gp_atomic_scratch_bytes(const IrFunc *f, const IrOp *op, const int *uses)
 {
     const IrValue *ptrs = op->args[0], *res = op->res[0];
     if (op->op != IR_ATOMIC_ADD || uses[res->id] == 0) return 0;
-    CgGeom g;
-    bool shared = ptrs->type.rank == 0 || (cg_geom(f, res->layout, res->type, &g) && cg_geom_replicated(&g));
+    GpGeom g;
+    bool shared = ptrs->type.rank == 0 || (gp_geom(f, res->layout, res->type, &g) && gp_geom_replicated(&g));
     if (!shared) return 0;
-    int eb = cg_elem_bytes((IrElem)res->type.elem);
+    int eb = gp_elem_bytes((IrElem)res->type.elem);
     return (int)(ptrs->type.rank ? ir_type_numel(res->type) : 1) * eb + eb; /* + the replicas' slot */
 }

@@ -1,5 +1,5 @@
-/* tc_state.c — the lowering's view of the GPU passes' decisions: CgTcState
- * built from the IR (cg_tc_from_ir), the op numbering the SRAM live ranges
+/* tc_state.c — the lowering's view of the GPU passes' decisions: GpTcState
+ * built from the IR (gp_tc_from_ir), the op numbering the SRAM live ranges
  * are written in, and the scratch each op's lowering asks for.
  *
  * What it does: the passes write their decisions on the IR (ir.h IR_ATTR_*:
@@ -24,7 +24,7 @@
 
 #include <string.h>
 
-static void number_block(IrBlock *b, CgNumbering *n)
+static void number_block(IrBlock *b, GpNumbering *n)
 {
     for (IrOp *op = b->first; op; op = op->next) {
         int p = n->pos++;
@@ -36,22 +36,22 @@ static void number_block(IrBlock *b, CgNumbering *n)
     }
 }
 
-void cg_number_ops(IrBlock *b, CgNumbering *n) { number_block(b, n); }
+void gp_number_ops(IrBlock *b, GpNumbering *n) { number_block(b, n); }
 
-int cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const int *uses, const char **what)
+int gp_op_scratch(const IrFunc *f, const GpTcState *tc, const IrOp *op, const int *uses, const char **what)
 {
     switch (op->op) {
     case IR_CONVERT_LAYOUT:
-        if (cg_pipeline_load(tc, op, NULL)) return 0; /* reads its loop's stage buffer */
+        if (gp_pipeline_load(tc, op, NULL)) return 0; /* reads its loop's stage buffer */
         /* fall through */
     case IR_RESHAPE:
-        return cg_convert_scratch_bytes(f, op, what);
+        return gp_convert_scratch_bytes(f, op, what);
     case IR_REDUCE:
         *what = "reduce";
-        return cg_reduce_scratch_bytes(f, op);
+        return gp_reduce_scratch_bytes(f, op);
     case IR_ATOMIC_ADD:
         *what = "atomic_add result";
-        return cg_atomic_scratch_bytes(f, op, uses);
+        return gp_atomic_scratch_bytes(f, op, uses);
     default:
         return 0;
     }
@@ -59,14 +59,14 @@ int cg_op_scratch(const IrFunc *f, const CgTcState *tc, const IrOp *op, const in
 
 typedef struct TsCtx {
     IrFunc *f;
-    CgTcState *tc;
+    GpTcState *tc;
     const int *uses;
 } TsCtx;
 
-static CgSmemBuf *buf_from_attrs(TsCtx *s, IrOp *op, const char *what)
+static GpSmemBuf *buf_from_attrs(TsCtx *s, IrOp *op, const char *what)
 {
     const IrAttr *live = ir_attr_get(&op->attrs, IR_ATTR_SMEM_LIVE);
-    CgSmemBuf *b = ARENA_NEW(s->f->arena, CgSmemBuf);
+    GpSmemBuf *b = ARENA_NEW(s->f->arena, GpSmemBuf);
     b->what = what;
     b->op = op;
     b->value_id = op->nres ? op->res[0]->id : -1;
@@ -81,9 +81,9 @@ static CgSmemBuf *buf_from_attrs(TsCtx *s, IrOp *op, const char *what)
 static void ts_at(void *vctx, IrOp *op, int p)
 {
     TsCtx *s = vctx;
-    CgTcState *tc = s->tc;
+    GpTcState *tc = s->tc;
     for (int i = 0; i < tc->loops.len; i++) {
-        CgPipeLoop *pl = tc->loops.data[i];
+        GpPipeLoop *pl = tc->loops.data[i];
         if (pl->issue_at == op) pl->issue_pos = p;
     }
     if (!op->nres || op->op == IR_FOR) return;   /* a loop's own buffer (its mbarriers): ts_after */
@@ -94,7 +94,7 @@ static void ts_at(void *vctx, IrOp *op, int p)
         int64_t off = ir_attr_int(&op->attrs, IR_ATTR_SMEM_VIEW, 0);
         int i = tc->bufs.len - 1;
         for (; i >= 0; i--) {
-            const CgSmemBuf *b = tc->bufs.data[i];
+            const GpSmemBuf *b = tc->bufs.data[i];
             if (b->offset == off && b->start < p && p <= b->end && b->op->op == IR_CONVERT_LAYOUT) break;
         }
         if (i < 0) INTERNAL_ERROR("codegen: smem.view = %lld of %%%d reads no operand tile live there", (long long)off, id);
@@ -105,7 +105,7 @@ static void ts_at(void *vctx, IrOp *op, int p)
     /* A pipelined load's buffer is its stages: listed after its loop's body. */
     if (!ir_attr_get(&op->attrs, IR_ATTR_SMEM_OFFSET) || ir_attr_get(&op->attrs, IR_ATTR_SLOT_BYTES)) return;
     const char *what = "scratch";
-    cg_op_scratch(s->f, tc, op, s->uses, &what);
+    gp_op_scratch(s->f, tc, op, s->uses, &what);
     buf_from_attrs(s, op, what);
     tc->buf_of[id] = tc->bufs.len - 1;
 }
@@ -113,12 +113,12 @@ static void ts_at(void *vctx, IrOp *op, int p)
 static void ts_after(void *vctx, IrOp *op, int p, int end)
 {
     TsCtx *s = vctx;
-    CgSpan *sp = ARENA_NEW(s->f->arena, CgSpan);
+    GpSpan *sp = ARENA_NEW(s->f->arena, GpSpan);
     sp->op = op;
     sp->start = p;
     sp->end = end;
     vec_push(s->f->arena, &s->tc->spans, sp);
-    CgPipeLoop *pl = op->op == IR_FOR ? cg_pipeline_of_loop(s->tc, op) : NULL;
+    GpPipeLoop *pl = op->op == IR_FOR ? gp_pipeline_of_loop(s->tc, op) : NULL;
     for (int i = 0; pl && i < pl->nloads; i++)
         if (ir_attr_get(&pl->loads[i].load->attrs, IR_ATTR_SMEM_OFFSET))
             pl->loads[i].buf = buf_from_attrs(s, pl->loads[i].load, "pipeline stages");
@@ -126,9 +126,9 @@ static void ts_after(void *vctx, IrOp *op, int p, int end)
         pl->mbar = buf_from_attrs(s, op, "pipeline mbarriers");
 }
 
-CgTcState *cg_tc_from_ir(IrFunc *f)
+GpTcState *gp_tc_from_ir(IrFunc *f)
 {
-    CgTcState *tc = ARENA_NEW(f->arena, CgTcState);
+    GpTcState *tc = ARENA_NEW(f->arena, GpTcState);
     tc->wgmma = ir_attr_int(&f->attrs, IR_ATTR_WGMMA, 0) != 0;
     tc->total = (int)ir_attr_int(&f->attrs, IR_ATTR_SMEM, 0);
     tc->nids = f->next_id;
@@ -136,14 +136,14 @@ CgTcState *cg_tc_from_ir(IrFunc *f)
     tc->deferred = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
     tc->view = ARENA_ARRAY(f->arena, bool, f->next_id + 1);
     for (int i = 0; i <= f->next_id; i++) tc->buf_of[i] = -1, tc->deferred[i] = tc->view[i] = false;
-    cg_pipeline_loops(f, &tc->loops);
+    gp_pipeline_loops(f, &tc->loops);
     TsCtx s = {f, tc, ir_use_counts(f)};
-    CgNumbering n = {ts_at, ts_after, &s, 0};
-    cg_number_ops(f->body, &n);
+    GpNumbering n = {ts_at, ts_after, &s, 0};
+    gp_number_ops(f->body, &n);
     return tc;
 }
 
-void cg_sram_describe(const CgSmemBuf *b, StrBuf *out)
+void gp_sram_describe(const GpSmemBuf *b, StrBuf *out)
 {
     sb_printf(out, "  %-18s", b->what);
     if (b->value_id >= 0) sb_printf(out, " %%%-5d", b->value_id);
@@ -152,8 +152,8 @@ void cg_sram_describe(const CgSmemBuf *b, StrBuf *out)
               b->end);
 }
 
-void cg_sram_stats(const CgTcState *tc, StrBuf *out)
+void gp_sram_stats(const GpTcState *tc, StrBuf *out)
 {
     sb_printf(out, "smem: %d bytes in %d buffers\n", tc->total, tc->bufs.len);
-    for (int i = 0; i < tc->bufs.len; i++) cg_sram_describe(tc->bufs.data[i], out);
+    for (int i = 0; i < tc->bufs.len; i++) gp_sram_describe(tc->bufs.data[i], out);
 }

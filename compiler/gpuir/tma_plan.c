@@ -1,5 +1,5 @@
 /* tma_plan.c — TMA (the Tensor Memory Accelerator, sm_90a) for pipelined loads:
- * which loads a 2- to 5-D tiled tensor map serves exactly (cg_tma_plan, asked by
+ * which loads a 2- to 5-D tiled tensor map serves exactly (gp_tma_plan, asked by
  * pass_tma.c and read back by the lowering, codegen/cg_tma.c, which emits the
  * map parameters and the copies).
  *
@@ -31,13 +31,13 @@
  * in i32 is taken not to wrap (TMA computes the exact address where an i32
  * product would have wrapped: an address no program means; cg_affine.c makes
  * the same assumption within a tile).
- * The slot: the pipelined load's swizzled stage slot (cg_swizzle_for) is
+ * The slot: the pipelined load's swizzled stage slot (gp_swizzle_for) is
  * wgmma's 128-byte swizzle in column blocks of 64 halves, [cols / 64][rows][64],
  * 1024-byte aligned on wgmma kernels: exactly what TMA's SWIZZLE_128B writes
  * for boxes of {64, rows} at 1024-aligned addresses. So: f16/bf16, the
  * contiguous extent a multiple of 64, rows a multiple of 8 and at most 256.
  *
- * Invariants: a load gets tma.map only when cg_tma_plan matches (pass and
+ * Invariants: a load gets tma.map only when gp_tma_plan matches (pass and
  * lowering call the same function); a loop's loads are all TMA or none, so
  * its full barriers count one arrival (the elected thread's expect_tx).
  *
@@ -58,7 +58,7 @@ static int atom_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static bool same_monomial(const CgTmaTerm *a, const CgTmaTerm *b)
+static bool same_monomial(const GpTmaTerm *a, const GpTmaTerm *b)
 {
     if (a->dim != b->dim || a->nat != b->nat) return false;
     for (int i = 0; i < a->nat; i++)
@@ -66,7 +66,7 @@ static bool same_monomial(const CgTmaTerm *a, const CgTmaTerm *b)
     return true;
 }
 
-static bool poly_add_term(CgTmaPoly *p, CgTmaTerm t)
+static bool poly_add_term(GpTmaPoly *p, GpTmaTerm t)
 {
     if (!t.k) return true;
     qsort(t.at, (size_t)t.nat, sizeof t.at[0], atom_cmp);
@@ -76,29 +76,29 @@ static bool poly_add_term(CgTmaPoly *p, CgTmaTerm t)
             if (!p->t[i].k) p->t[i] = p->t[--p->n];
             return true;
         }
-    if (p->n == CG_TMA_TERMS) return false;
+    if (p->n == GP_TMA_TERMS) return false;
     p->t[p->n++] = t;
     return true;
 }
 
-static bool poly_add(CgTmaPoly *p, const CgTmaPoly *q, int64_t scale)
+static bool poly_add(GpTmaPoly *p, const GpTmaPoly *q, int64_t scale)
 {
     for (int i = 0; i < q->n; i++) {
-        CgTmaTerm t = q->t[i];
+        GpTmaTerm t = q->t[i];
         t.k *= scale;
         if (!poly_add_term(p, t)) return false;
     }
     return true;
 }
 
-static bool poly_mul(const CgTmaPoly *a, const CgTmaPoly *b, CgTmaPoly *out)
+static bool poly_mul(const GpTmaPoly *a, const GpTmaPoly *b, GpTmaPoly *out)
 {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < a->n; i++)
         for (int j = 0; j < b->n; j++) {
-            const CgTmaTerm *x = &a->t[i], *y = &b->t[j];
-            if ((x->dim >= 0 && y->dim >= 0) || x->nat + y->nat > CG_TMA_ATOMS) return false;
-            CgTmaTerm t = *x;
+            const GpTmaTerm *x = &a->t[i], *y = &b->t[j];
+            if ((x->dim >= 0 && y->dim >= 0) || x->nat + y->nat > GP_TMA_ATOMS) return false;
+            GpTmaTerm t = *x;
             t.k = x->k * y->k;
             t.dim = x->dim >= 0 ? x->dim : y->dim;
             for (int k = 0; k < y->nat; k++) t.at[t.nat++] = y->at[k];
@@ -107,7 +107,7 @@ static bool poly_mul(const CgTmaPoly *a, const CgTmaPoly *b, CgTmaPoly *out)
     return true;
 }
 
-static bool poly_uniform(const CgTmaPoly *p)
+static bool poly_uniform(const GpTmaPoly *p)
 {
     for (int i = 0; i < p->n; i++)
         if (p->t[i].dim >= 0) return false;
@@ -115,7 +115,7 @@ static bool poly_uniform(const CgTmaPoly *p)
 }
 
 /* Index variable `from` of an operand becomes `to` of the result (-1: gone, the dim had size 1). */
-static void poly_remap(CgTmaPoly *p, const int *map)
+static void poly_remap(GpTmaPoly *p, const int *map)
 {
     for (int i = 0; i < p->n; i++)
         if (p->t[i].dim >= 0 && map[p->t[i].dim] < 0) p->t[i--] = p->t[--p->n];
@@ -126,7 +126,7 @@ static bool is_int(IrElem e) { return e == IR_I32 || e == IR_I64 || e == IR_U32 
 
 /* The polynomial of an integer value (or a pointer's offset from its base
  * parameter, *base); false when it is none of the forms above. */
-static bool poly_of(const IrFunc *f, const IrValue *v, CgTmaPoly *p, const IrValue **base, int depth)
+static bool poly_of(const IrFunc *f, const IrValue *v, GpTmaPoly *p, const IrValue **base, int depth)
 {
     memset(p, 0, sizeof *p);
     const IrOp *d = v->def;
@@ -139,17 +139,17 @@ static bool poly_of(const IrFunc *f, const IrValue *v, CgTmaPoly *p, const IrVal
     if (!ptr && !is_int((IrElem)v->type.elem) && v->type.elem != IR_I1) return false;
     if (!d) {
         if (v->type.rank) return false;
-        CgTmaTerm t = {.k = 1, .nat = 1, .dim = -1, .at = {v}};
+        GpTmaTerm t = {.k = 1, .nat = 1, .dim = -1, .at = {v}};
         return poly_add_term(p, t);
     }
-    CgTmaPoly a, b;
+    GpTmaPoly a, b;
     switch (d->op) {
     case IR_CONST: {
-        CgTmaTerm t = {.k = d->ival, .dim = -1};
+        GpTmaTerm t = {.k = d->ival, .dim = -1};
         return !ptr && poly_add_term(p, t);
     }
     case IR_ARANGE: {
-        CgTmaTerm s = {.k = d->attr[0], .dim = -1}, t = {.k = 1, .dim = 0};
+        GpTmaTerm s = {.k = d->attr[0], .dim = -1}, t = {.k = 1, .dim = 0};
         return poly_add_term(p, s) && poly_add_term(p, t);
     }
     case IR_SPLAT:
@@ -185,7 +185,7 @@ static bool poly_of(const IrFunc *f, const IrValue *v, CgTmaPoly *p, const IrVal
                poly_mul(&a, &b, p);
     default:
         if (v->type.rank || ptr) return false;
-        CgTmaTerm t = {.k = 1, .nat = 1, .dim = -1, .at = {v}};
+        GpTmaTerm t = {.k = 1, .nat = 1, .dim = -1, .at = {v}};
         return poly_add_term(p, t);
     }
 }
@@ -254,7 +254,7 @@ static bool nonneg(const IrFunc *f, const IrValue *v, uint64_t *need, int depth)
     }
 }
 
-static bool poly_nonneg(const IrFunc *f, const CgTmaPoly *p, uint64_t *need)
+static bool poly_nonneg(const IrFunc *f, const GpTmaPoly *p, uint64_t *need)
 {
     for (int i = 0; i < p->n; i++) {
         if (p->t[i].k < 0) return false;
@@ -265,7 +265,7 @@ static bool poly_nonneg(const IrFunc *f, const CgTmaPoly *p, uint64_t *need)
 }
 
 /* A polynomial that is a constant or one kernel integer parameter times a constant. */
-static bool param_value(const IrFunc *f, const CgTmaPoly *p, CgTmaVal *out)
+static bool param_value(const IrFunc *f, const GpTmaPoly *p, GpTmaVal *out)
 {
     out->param = -1;
     out->k = 0;
@@ -282,8 +282,8 @@ static bool param_value(const IrFunc *f, const CgTmaPoly *p, CgTmaVal *out)
 typedef struct MaskFacts {
     const IrValue *guard;       /* splat(g): a uniform i1 over the whole tile, or NULL */
     bool has[IR_MAX_RANK];
-    CgTmaPoly u[IR_MAX_RANK];   /* I_d - idx_d */
-    CgTmaPoly bound[IR_MAX_RANK];
+    GpTmaPoly u[IR_MAX_RANK];   /* I_d - idx_d */
+    GpTmaPoly bound[IR_MAX_RANK];
 } MaskFacts;
 
 /* The compares of an AND tree of `idx_d + u < bound` (through broadcast and
@@ -331,7 +331,7 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
     IrElem e = (IrElem)lhs->type.elem;
     if (e != IR_I32 && e != IR_I64) return false;   /* signed compares: a negative index is excluded by nonneg */
     const IrValue *base = NULL;
-    CgTmaPoly l, r;
+    GpTmaPoly l, r;
     if (!poly_of(f, lhs, &l, &base, 0) || !poly_of(f, rhs, &r, &base, 0) || base || !poly_uniform(&r)) return false;
     int dim = -1;
     for (int i = 0; i < l.n; i++) {
@@ -340,7 +340,7 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
         dim = l.t[i].dim;
     }
     if (dim < 0) return false;
-    CgTmaTerm idx = {.k = -1, .dim = dim};
+    GpTmaTerm idx = {.k = -1, .dim = dim};
     if (!poly_add_term(&l, idx)) return false;
     m->has[dim] = true;
     m->u[dim] = l;
@@ -358,7 +358,7 @@ static bool mask_facts(const IrFunc *f, const IrValue *v, MaskFacts *m, int dept
 
 /* The kernel parameter among a term's atoms that can be a dim's stride (an integer
  * known to make multiples of 16 bytes), other than `not`; -1 if none. */
-static int stride_atom(const IrFunc *f, const CgTmaTerm *t, int eb, int not)
+static int stride_atom(const IrFunc *f, const GpTmaTerm *t, int eb, int not)
 {
     for (int k = 0; k < t->nat; k++)
         for (int i = 0; i < f->nparams; i++)
@@ -369,9 +369,9 @@ static int stride_atom(const IrFunc *f, const CgTmaTerm *t, int eb, int not)
 }
 
 /* `t` without atom `a` (one occurrence), as a uniform term. */
-static CgTmaTerm drop_atom(const CgTmaTerm *t, const IrValue *a)
+static GpTmaTerm drop_atom(const GpTmaTerm *t, const IrValue *a)
 {
-    CgTmaTerm u = {.k = t->k, .dim = -1};
+    GpTmaTerm u = {.k = t->k, .dim = -1};
     bool dropped = false;
     for (int k = 0; k < t->nat; k++)
         if (!dropped && t->at[k] == a) dropped = true;
@@ -386,18 +386,18 @@ static CgTmaTerm drop_atom(const CgTmaTerm *t, const IrValue *a)
  * the others group by their stride parameter into dims of their own (box 1,
  * no compare: an extent no coordinate reaches): K + b * stride_kb + h * stride_kh
  * becomes dims 2 and 3 at coordinates h and b. Every coordinate >= 0. */
-static bool offset_dims(const IrFunc *f, const CgTmaPoly *rest, const CgTmaVal *stride, bool free_rows, int eb,
-                        CgTmaPlan *out)
+static bool offset_dims(const IrFunc *f, const GpTmaPoly *rest, const GpTmaVal *stride, bool free_rows, int eb,
+                        GpTmaPlan *out)
 {
-    int sp[CG_TMA_MAX_RANK];
+    int sp[GP_TMA_MAX_RANK];
     for (int i = 0; i < rest->n; i++) {
-        const CgTmaTerm *t = &rest->t[i];
+        const GpTmaTerm *t = &rest->t[i];
         if (t->dim >= 0) return false;
         int p = -1;
         for (int k = 0; free_rows && stride->param >= 0 && k < t->nat && p < 0; k++)
             if (t->at[k] == f->params[stride->param] && t->k % stride->k == 0) p = stride->param;
         if (p >= 0) {
-            CgTmaTerm u = drop_atom(t, f->params[p]);
+            GpTmaTerm u = drop_atom(t, f->params[p]);
             u.k /= stride->k;
             if (!poly_add_term(&out->coord[1], u)) return false;
             continue;
@@ -406,23 +406,23 @@ static bool offset_dims(const IrFunc *f, const CgTmaPoly *rest, const CgTmaVal *
         int d = 2;
         while (d < out->rank && sp[d] != p) d++;
         if (d == out->rank) {
-            if (d == CG_TMA_MAX_RANK) return false;
+            if (d == GP_TMA_MAX_RANK) return false;
             sp[d] = p;
             out->rank++;
             memset(&out->coord[d], 0, sizeof out->coord[d]);
-            out->dims[d] = (CgTmaVal){-1, TMA_HUGE};
-            out->strides[d - 1] = (CgTmaVal){p, eb};
+            out->dims[d] = (GpTmaVal){-1, TMA_HUGE};
+            out->strides[d - 1] = (GpTmaVal){p, eb};
             out->box[d] = 1;
         }
         if (!poly_add_term(&out->coord[d], drop_atom(t, f->params[p]))) return false;
     }
-    if (free_rows && out->coord[1].n) out->dims[1] = (CgTmaVal){-1, TMA_HUGE};
+    if (free_rows && out->coord[1].n) out->dims[1] = (GpTmaVal){-1, TMA_HUGE};
     for (int d = 1; d < out->rank; d++)
         if (!poly_nonneg(f, &out->coord[d], &out->nonneg_params)) return false;
     return true;
 }
 
-bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
+bool gp_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, GpTmaPlan *out)
 {
     memset(out, 0, sizeof *out);
     const IrType *t = &ld->res[0]->type;
@@ -432,13 +432,13 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
     int inner = fast_dim, outer = 1 - fast_dim;
     int cols = t->shape[inner], rows = t->shape[outer];
     if (cols % 64 || rows % 8 || rows > 256 || rows < 8) return false;
-    CgTmaPoly o;
+    GpTmaPoly o;
     const IrValue *base = NULL;
     if (!poly_of(f, ld->args[0], &o, &base, 0) || !base) return false;
     MaskFacts m = {0};
     if (ld->nargs > 1 && !mask_facts(f, ld->args[1], &m, 0)) return false;
     /* I_d for each dim, and its extent */
-    CgTmaPoly I[2];
+    GpTmaPoly I[2];
     int dims[2] = {inner, outer};
     for (int k = 0; k < 2; k++) {
         int dd = dims[k];
@@ -447,23 +447,23 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
             if (!param_value(f, &m.bound[dd], &out->dims[k]) || !poly_nonneg(f, &m.u[dd], &out->nonneg_params)) return false;
             out->coord[k] = m.u[dd];
         } else {
-            out->dims[k] = (CgTmaVal){-1, t->shape[dd]};
+            out->dims[k] = (GpTmaVal){-1, t->shape[dd]};
         }
         I[k] = out->coord[k];
-        CgTmaTerm idx = {.k = 1, .dim = dd};
+        GpTmaTerm idx = {.k = 1, .dim = dd};
         if (!poly_add_term(&I[k], idx)) return false;
     }
     /* s: the coefficient of the outer index in O, uniform */
-    CgTmaPoly s = {0};
+    GpTmaPoly s = {0};
     for (int i = 0; i < o.n; i++)
         if (o.t[i].dim == outer) {
-            CgTmaTerm u = o.t[i];
+            GpTmaTerm u = o.t[i];
             u.dim = -1;
             if (!poly_add_term(&s, u)) return false;
         }
-    CgTmaVal stride;
+    GpTmaVal stride;
     if (!param_value(f, &s, &stride) || (stride.param < 0 && stride.k <= 0)) return false;
-    CgTmaPoly sI, rest = o;
+    GpTmaPoly sI, rest = o;
     if (!poly_mul(&s, &I[1], &sI) || !poly_add(&rest, &sI, -1) || !poly_add(&rest, &I[0], -1)) return false;
     int eb = 2;
     out->rank = 2;
@@ -471,7 +471,7 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
     out->base_param = base->index;
     out->elem = (IrElem)t->elem;
     out->elem_bytes = eb;
-    out->strides[0] = (CgTmaVal){stride.param, stride.k * eb};
+    out->strides[0] = (GpTmaVal){stride.param, stride.k * eb};
     out->box[0] = 64;
     out->box[1] = rows;
     out->nboxes = cols / 64;
@@ -480,4 +480,4 @@ bool cg_tma_plan(const IrFunc *f, const IrOp *ld, int fast_dim, CgTmaPlan *out)
     return base->index >= 0 && base->index < f->nparams && f->params[base->index] == base;
 }
 
-int cg_tma_nmaps(const IrFunc *f) { return (int)ir_attr_int(&f->attrs, IR_ATTR_TMA_MAPS, 0); }
+int gp_tma_nmaps(const IrFunc *f) { return (int)ir_attr_int(&f->attrs, IR_ATTR_TMA_MAPS, 0); }

@@ -208,9 +208,9 @@ static void check_mma_overlap(Verifier *V, const IrOp *op, const IrBlock *b)
 static void check_wgmma_e4m3(Verifier *V, const IrOp *op)
 {
     bool marked = ir_attr_get(&op->attrs, IR_ATTR_WGMMA_E4M3) != NULL;
-    CgMmaFrag frag;
+    GpMmaFrag frag;
     int wm = 0, wn = 0;
-    bool mma = op->op == IR_DOT && cg_layout_is_mma(V->f, op->res[0]->layout, &frag, &wm, &wn) && frag == CG_MMA_C;
+    bool mma = op->op == IR_DOT && gp_layout_is_mma(V->f, op->res[0]->layout, &frag, &wm, &wn) && frag == GP_MMA_C;
     if (!marked) {
         if (mma && op->args[0]->type.elem == IR_F8E4M3)
             bad(V, op, "an f8e4m3 dot on tensor cores without wgmma.e4m3 (FP8 wgmma is the only e4m3 lowering)");
@@ -359,8 +359,8 @@ static void check_ws_regs(Verifier *V)
 {
     const IrAttr *r = ir_attr_get(&V->f->attrs, IR_ATTR_WS_REGS);
     if (!r) return;
-    if (r->n != 1 || r->list || r->v[0] != CG_WS_LEAN_PRODUCER_REGS)
-        bad(V, NULL, "attribute warp_spec.producer_regs must be %d", CG_WS_LEAN_PRODUCER_REGS);
+    if (r->n != 1 || r->list || r->v[0] != GP_WS_LEAN_PRODUCER_REGS)
+        bad(V, NULL, "attribute warp_spec.producer_regs must be %d", GP_WS_LEAN_PRODUCER_REGS);
     for (const IrOp *x = V->f->body ? V->f->body->first : NULL; x; x = x->next) {
         if (x->op != IR_FOR || !ir_attr_get(&x->attrs, IR_ATTR_STAGES)) continue;
         for (const IrOp *o = x->regions[0]->first; o; o = o->next)
@@ -412,7 +412,7 @@ static void walk(Verifier *V, const IrBlock *b)
  * still be freed then. */
 static _Thread_local Arena scratch_arena;
 
-bool cg_verify_schedule(const IrFunc *f, StrBuf *err)
+bool gp_verify_schedule(const IrFunc *f, StrBuf *err)
 {
     Verifier V;
     memset(&V, 0, sizeof V);

@@ -61,10 +61,10 @@ static void drop_convert(IrOp *op, void *vf)
 /* f after the GPU passes up to dot-rotate (sm_90a, overlap on), conversions taken out. */
 static void rotate(IrFunc *f, const char *what)
 {
-    CgPassCtx ctx = {.target = tgt_parse("sm_90a"), .wgmma = true, .axis = cg_axis_info(f), .sched.overlap = true};
+    GpPassCtx ctx = {.target = tgt_parse("sm_90a"), .wgmma = true, .axis = gp_axis_info(f), .sched.overlap = true};
     Diag d;
     diag_init(&d, "attention_fwd.tile", NULL);
-    bool ok = cg_run_gpu_passes(f, &ctx, NULL, "dot-rotate", NULL, NULL, &d);
+    bool ok = gp_run_gpu_passes(f, &ctx, NULL, "dot-rotate", NULL, NULL, &d);
     ck_assert_msg(ok, "%s: the GPU passes failed:\n%s", what, d.out.data ? d.out.data : "");
     diag_free(&d);
     ir_walk(f, drop_convert, f);

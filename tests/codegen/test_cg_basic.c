@@ -42,16 +42,16 @@ static void free_res(CgResult *r)
  * construction (index is a function of the thread and register). */
 static void check_geom(const IrFunc *f, int layout, IrType t)
 {
-    CgGeom g;
-    ck_assert_msg(cg_geom(f, layout, t, &g), "no geometry for layout %d", layout);
+    GpGeom g;
+    ck_assert_msg(gp_geom(f, layout, t, &g), "no geometry for layout %d", layout);
     int64_t n = ir_type_numel(t);
     int *owners = calloc((size_t)n, sizeof(int));
     int *holders = calloc((size_t)n, sizeof(int));
     int nthreads = 32 * f->sched.num_warps;
     for (int tid = 0; tid < nthreads; tid++)
         for (int r = 0; r < g.nregs; r++) {
-            int idx[CG_MAX_RANK];
-            cg_geom_index(&g, tid, r, idx);
+            int idx[GP_MAX_RANK];
+            gp_geom_index(&g, tid, r, idx);
             int64_t flat = 0;
             for (int i = 0; i < t.rank; i++) {
                 int x = idx[g.vdims[i]];
@@ -64,7 +64,7 @@ static void check_geom(const IrFunc *f, int layout, IrType t)
                 if (!is_vdim) ck_assert_int_eq(idx[d], 0);
             }
             holders[flat]++;
-            if (cg_geom_owner(&g, tid, r)) owners[flat]++;
+            if (gp_geom_owner(&g, tid, r)) owners[flat]++;
         }
     StrBuf ls;
     sb_init(&ls);
@@ -72,7 +72,7 @@ static void check_geom(const IrFunc *f, int layout, IrType t)
     for (int64_t i = 0; i < n; i++) {
         ck_assert_msg(owners[i] == 1, "element %lld of %s has %d owners", (long long)i, ls.data, owners[i]);
         ck_assert_msg(holders[i] >= 1, "element %lld not held", (long long)i);
-        if (!cg_geom_replicated(&g)) ck_assert_int_eq(holders[i], 1);
+        if (!gp_geom_replicated(&g)) ck_assert_int_eq(holders[i], 1);
     }
     /* All elements are held equally often: replication is uniform. */
     for (int64_t i = 1; i < n; i++) ck_assert_int_eq(holders[i], holders[0]);
@@ -96,7 +96,7 @@ START_TEST(layout_sweep)
                     for (int ord = 0; ord < 2; ord++) {
                         int32_t shape[2] = {m, n};
                         int spt[2] = {ord ? s : 1, ord ? 1 : s}, order[2] = {ord ? 0 : 1, ord ? 1 : 0};
-                        int l = cg_layout_blocked(f, 2, shape, spt, order, f->sched.num_warps);
+                        int l = gp_layout_blocked(f, 2, shape, spt, order, f->sched.num_warps);
                         const IrLayout *L = ir_layout_get(f, l);
                         ck_assert_int_eq(L->tpw[0] * L->tpw[1], 32);
                         ck_assert_int_eq(L->wpc[0] * L->wpc[1], f->sched.num_warps);
@@ -104,14 +104,14 @@ START_TEST(layout_sweep)
                         check_geom(f, l, t);
                         /* Any shape works in any layout of its rank, and so do the slices. */
                         check_geom(f, l, t2(IR_F32, m * 2, n > 1 ? n / 2 : 1));
-                        check_geom(f, cg_layout_slice(f, l, 0), t1(IR_F32, n));
-                        check_geom(f, cg_layout_slice(f, l, 1), t1(IR_F32, m));
+                        check_geom(f, gp_layout_slice(f, l, 0), t1(IR_F32, n));
+                        check_geom(f, gp_layout_slice(f, l, 1), t1(IR_F32, m));
                         /* Expand-dims and transposed forms keep the registers. */
-                        int e = cg_layout_insert_dim(f, l, 1);
+                        int e = gp_layout_insert_dim(f, l, 1);
                         int32_t s3[3] = {m, 1, n};
                         check_geom(f, e, ir_type_tile(ir_type_scalar(IR_F32), 3, s3));
                         int perm[2] = {1, 0};
-                        check_geom(f, cg_layout_permute(f, l, perm), t2(IR_F32, n, m));
+                        check_geom(f, gp_layout_permute(f, l, perm), t2(IR_F32, n, m));
                     }
     }
     arena_free(&a);
@@ -127,32 +127,32 @@ START_TEST(layout_reference_mapping)
     IrFunc *f = ir_func_new(&a, "k", loc);
     int32_t shape[2] = {128, 64};
     int spt[2] = {1, 4}, order[2] = {1, 0};
-    int l = cg_layout_blocked(f, 2, shape, spt, order, 4);
+    int l = gp_layout_blocked(f, 2, shape, spt, order, 4);
     const IrLayout *L = ir_layout_get(f, l);
     ck_assert_int_eq(L->tpw[0], 2);
     ck_assert_int_eq(L->tpw[1], 16);
     ck_assert_int_eq(L->wpc[0], 4);
     ck_assert_int_eq(L->wpc[1], 1);
-    CgGeom g;
-    ck_assert(cg_geom(f, l, t2(IR_F32, 128, 64), &g));
+    GpGeom g;
+    ck_assert(gp_geom(f, l, t2(IR_F32, 128, 64), &g));
     ck_assert_int_eq(g.nregs, 64);
     int idx[2];
-    cg_geom_index(&g, 17, 0, idx);
+    gp_geom_index(&g, 17, 0, idx);
     ck_assert_int_eq(idx[0], 1);
     ck_assert_int_eq(idx[1], 4);
-    cg_geom_index(&g, 17, 3, idx); /* columns are the fastest registers */
+    gp_geom_index(&g, 17, 3, idx); /* columns are the fastest registers */
     ck_assert_int_eq(idx[0], 1);
     ck_assert_int_eq(idx[1], 7);
-    cg_geom_index(&g, 17, 4, idx);
+    gp_geom_index(&g, 17, 4, idx);
     ck_assert_int_eq(idx[0], 9);
-    cg_geom_index(&g, 32 * 3 + 17, 63, idx); /* warp 3: rows 7 + 8k shifted by 6 */
+    gp_geom_index(&g, 32 * 3 + 17, 63, idx); /* warp 3: rows 7 + 8k shifted by 6 */
     ck_assert_int_eq(idx[0], 6 + 1 + 15 * 8);
     ck_assert_int_eq(idx[1], 7);
     /* Equivalence: a slice's padded form is its parent on a unit dim. */
-    int s = cg_layout_slice(f, l, 1);
-    int e = cg_layout_insert_dim(f, cg_layout_default(f, 1, shape, 4), 1);
-    ck_assert(cg_layouts_equivalent(f, l, l, t2(IR_F32, 128, 64)));
-    ck_assert(!cg_layouts_equivalent(f, s, cg_layout_default(f, 1, shape, 4), t1(IR_F32, 128)));
+    int s = gp_layout_slice(f, l, 1);
+    int e = gp_layout_insert_dim(f, gp_layout_default(f, 1, shape, 4), 1);
+    ck_assert(gp_layouts_equivalent(f, l, l, t2(IR_F32, 128, 64)));
+    ck_assert(!gp_layouts_equivalent(f, s, gp_layout_default(f, 1, shape, 4), t1(IR_F32, 128)));
     (void)e;
     arena_free(&a);
 }

@@ -7,8 +7,8 @@
  * store compiled to a PTX body of `ret;`, a 4-D reduce of 65536 per axis hit
  * an internal error, and stages x bytes overflowed past the SRAM check.
  * The limits (docs/language.md, "Limits"): IR_MAX_TILE_NUMEL elements per
- * tile (front end), CG_MAX_THREAD_REGS registers per thread of one tile and
- * CG_MAX_REDUCE_WORK partials per thread of a reduce across warps (after
+ * tile (front end), GP_MAX_THREAD_REGS registers per thread of one tile and
+ * GP_MAX_REDUCE_WORK partials per thread of a reduce across warps (after
  * layout assignment), IR_MAX_PIPE_STAGES stages of a pipelined loop, the
  * target's SRAM per CTA for each buffer alone and for all of them.
  *
@@ -122,7 +122,7 @@ static const char *DOT = "kernel k(X: *f32, W: *f32, Y: *f32, const M: i32 = 64,
 
 /* An f32 dot runs on CUDA cores, its operands replicated: every thread holds
  * all K of its rows (2048 registers at 64 x 64 x 64 on 4 warps, legal), up to
- * CG_MAX_DOT_OPERAND_REGS. */
+ * GP_MAX_DOT_OPERAND_REGS. */
 START_TEST(fma_dot_operands)
 {
     KilnCompileResult r;

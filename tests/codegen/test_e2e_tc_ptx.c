@@ -55,14 +55,14 @@ enum { NSCHED = sizeof SCHEDS / sizeof SCHEDS[0] };
 /* The warp split pass_accelerate_dot.c picks for a lone (not chained) dot. */
 static void warps_of(const Sched *s, int *wm, int *wn)
 {
-    ck_assert(cg_mma_choose_warps(s->bm, s->bn, s->bk, s->warps, false, wm, wn));
+    ck_assert(gp_mma_choose_warps(s->bm, s->bn, s->bk, s->warps, false, wm, wn));
 }
 
 /* sm_90a schedules that go to wgmma (test_e2e_wgmma_matmul_ptx.c counts them):
  * one m64 block per 4 warps and k16 step, no mma.sync, no ldmatrix. */
 static bool on_wgmma(const char *ptx, const char *arch, const Sched *s)
 {
-    if (strcmp(arch, "sm_90a") || !cg_wgmma_grid_ok(s->bm, s->bn, s->bk, s->warps)) return false;
+    if (strcmp(arch, "sm_90a") || !gp_wgmma_grid_ok(s->bm, s->bn, s->bk, s->warps)) return false;
     ck_assert_int_eq(pu_count(ptx, "mma.sync"), 0);
     ck_assert_int_eq(pu_count(ptx, "ldmatrix"), 0);
     ck_assert_int_gt(pu_count(ptx, "wgmma.mma_async"), 0);

@@ -1,6 +1,6 @@
 /* test_e2e_wgmma_matmul_ptx.c — matmul on Hopper's wgmma (sm_90a): a plain dot
  * whose tile allows it gets wgmma's warp grid from accelerate-dot (every warp
- * along M, cg_wgmma_grid_ok) and lowers to wgmma.mma_async with A and B read
+ * along M, gp_wgmma_grid_ok) and lowers to wgmma.mma_async with A and B read
  * from the pipelined cp.async stage slots through descriptors (A K-major,
  * B MN-major for row-major operands). Counted here, through kiln_compile:
  *   - tools/bench/matmul_tc.tile (N, K constants; pointers hinted 16-byte
@@ -146,7 +146,7 @@ START_TEST(mma_sync_where_wgmma_does_not_apply)
 }
 END_TEST
 
-/* 64-row tiles on 8 warps (pass_accelerate_dot.c, cg_wgmma_nsplit_ok): two warpgroup
+/* 64-row tiles on 8 warps (pass_accelerate_dot.c, gp_wgmma_nsplit_ok): two warpgroup
  * columns, each one m64n(BN/2)k16 per k step with A read by both; B's descriptor of warps
  * 4-7 starts BN/2 columns on (MN-major: BN/2 / 64 column blocks of rows x 128 bytes). The
  * same tile on sm_80 stays mma.sync (2 x 4). ptxas: no spills (bm x bn f32 over 256 threads:

@@ -2,7 +2,7 @@
  *   - the PTX ISA fragment table for mma.m16n8k16 (layout_mma.c) covers each
  *     element of A, B and C exactly once per warp;
  *   - ldmatrix, simulated on a swizzled SRAM tile with the lane addresses of
- *     cg_ldmatrix_lane_row, delivers exactly the mma fragments (A and B, K
+ *     gp_ldmatrix_lane_row, delivers exactly the mma fragments (A and B, K
  *     contiguous or not, several tile widths and fragment corners);
  *   - bank-conflict freedom: the 8 row addresses of every ldmatrix matrix and
  *     every phase of 8 threads storing 16 bytes fall in 8 distinct 16-byte
@@ -15,7 +15,7 @@
  * exactly once, A/B are held by exactly the warps that need them, and the
  * accumulator of one dot is register-for-register the A operand of the next
  * when wn = 1; with warpgroups along N (rn) the accumulator is wgmma's D
- * fragment per column block; cg_geom_first_copy finds the registers of one thread that repeat
+ * fragment per column block; gp_geom_first_copy finds the registers of one thread that repeat
  * an element (slices of the accumulator, wrapped tiles). */
 #include "tests/testutil.h"
 #include "compiler/gpuir/gpuir.h"
@@ -28,15 +28,15 @@
 
 START_TEST(isa_table_covers_each_element_once)
 {
-    struct { CgMmaFrag f; int rows, cols, n; } fr[3] = {
-        {CG_MMA_A, 16, 16, 8}, {CG_MMA_B, 16, 8, 4}, {CG_MMA_C, 16, 8, 4}};
+    struct { GpMmaFrag f; int rows, cols, n; } fr[3] = {
+        {GP_MMA_A, 16, 16, 8}, {GP_MMA_B, 16, 8, 4}, {GP_MMA_C, 16, 8, 4}};
     for (int k = 0; k < 3; k++) {
         int seen[16][16];
         memset(seen, 0, sizeof seen);
         for (int lane = 0; lane < 32; lane++)
             for (int i = 0; i < fr[k].n; i++) {
                 int r, c;
-                cg_mma_isa_coord(fr[k].f, lane, i, &r, &c);
+                gp_mma_isa_coord(fr[k].f, lane, i, &r, &c);
                 CHECK(r >= 0 && r < fr[k].rows && c >= 0 && c < fr[k].cols, "out of the tile");
                 seen[r][c]++;
             }
@@ -45,13 +45,13 @@ START_TEST(isa_table_covers_each_element_once)
     }
     /* Spot values straight from the ISA text. */
     int r, c;
-    cg_mma_isa_coord(CG_MMA_A, 5, 6, &r, &c); /* g=1, t=1: a6 -> (g+8, 2t+8) */
+    gp_mma_isa_coord(GP_MMA_A, 5, 6, &r, &c); /* g=1, t=1: a6 -> (g+8, 2t+8) */
     ck_assert_int_eq(r, 9);
     ck_assert_int_eq(c, 10);
-    cg_mma_isa_coord(CG_MMA_B, 30, 3, &r, &c); /* g=7, t=2: b3 -> (2t+9, g) */
+    gp_mma_isa_coord(GP_MMA_B, 30, 3, &r, &c); /* g=7, t=2: b3 -> (2t+9, g) */
     ck_assert_int_eq(r, 13);
     ck_assert_int_eq(c, 7);
-    cg_mma_isa_coord(CG_MMA_C, 31, 2, &r, &c); /* g=7, t=3: c2 -> (g+8, 2t) */
+    gp_mma_isa_coord(GP_MMA_C, 31, 2, &r, &c); /* g=7, t=3: c2 -> (g+8, 2t) */
     ck_assert_int_eq(r, 15);
     ck_assert_int_eq(c, 6);
 }
@@ -62,10 +62,10 @@ static int val(int row, int col) { return row * 1000 + col; }
 
 /* Simulate ldmatrix.x4 on a swizzled tile and compare with the ISA fragments.
  * Logical operand: A[M][K] or B[K][N]; stored with memrow/memcol as in
- * cg_ldmatrix_lane_row (k_contig: K is memcol). */
-static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0, int c0)
+ * gp_ldmatrix_lane_row (k_contig: K is memcol). */
+static void check_ldmatrix(GpMmaFrag frag, bool kc, int mrows, int mcols, int r0, int c0)
 {
-    CgSwizzle sw = cg_swizzle_for(mrows, mcols, 2);
+    GpSwizzle sw = gp_swizzle_for(mrows, mcols, 2);
     int n = mrows * mcols;
     int *mem = malloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++) mem[i] = -1;
@@ -73,9 +73,9 @@ static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0
     for (int mr = 0; mr < mrows; mr++)
         for (int mc = 0; mc < mcols; mc++) {
             int row, col; /* logical A[m][k] / B[k][n] */
-            if (frag == CG_MMA_A) { row = kc ? mr : mc; col = kc ? mc : mr; }
+            if (frag == GP_MMA_A) { row = kc ? mr : mc; col = kc ? mc : mr; }
             else { row = kc ? mc : mr; col = kc ? mr : mc; }
-            int off = cg_swizzle_offset(&sw, mr, mc);
+            int off = gp_swizzle_offset(&sw, mr, mc);
             CHECK(mem[off] == -1, "the swizzle is not a permutation");
             mem[off] = val(row, col);
         }
@@ -83,9 +83,9 @@ static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0
     int addr[32];
     for (int lane = 0; lane < 32; lane++) {
         int dr, dc;
-        cg_ldmatrix_lane_row(frag, kc, lane, &dr, &dc);
+        gp_ldmatrix_lane_row(frag, kc, lane, &dr, &dc);
         CHECK((c0 + dc) % 8 == 0, "unaligned column");
-        addr[lane] = cg_swizzle_offset(&sw, r0 + dr, c0 + dc);
+        addr[lane] = gp_swizzle_offset(&sw, r0 + dr, c0 + dc);
         CHECK(addr[lane] % 8 == 0, "row start not 16-byte aligned");
     }
     /* Bank groups of each matrix's 8 rows: all different. */
@@ -98,10 +98,10 @@ static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0
             used |= 1 << grp;
         }
     }
-    bool trans = cg_ldmatrix_trans(kc);
+    bool trans = gp_ldmatrix_trans(kc);
     /* Corner of the fragment in logical coordinates. */
     int lr0, lc0;
-    if (frag == CG_MMA_A) { lr0 = kc ? r0 : c0; lc0 = kc ? c0 : r0; }
+    if (frag == GP_MMA_A) { lr0 = kc ? r0 : c0; lc0 = kc ? c0 : r0; }
     else { lr0 = kc ? c0 : r0; lc0 = kc ? r0 : c0; }
     for (int T = 0; T < 32; T++)
         for (int j = 0; j < 4; j++)
@@ -109,10 +109,10 @@ static void check_ldmatrix(CgMmaFrag frag, bool kc, int mrows, int mcols, int r0
                 int mr = trans ? 2 * (T % 4) + h : T / 4, mc = trans ? T / 4 : 2 * (T % 4) + h;
                 int got = mem[addr[8 * j + mr] + mc];
                 int row, col;
-                if (frag == CG_MMA_A) {
-                    cg_mma_isa_coord(CG_MMA_A, T, 2 * j + h, &row, &col);
+                if (frag == GP_MMA_A) {
+                    gp_mma_isa_coord(GP_MMA_A, T, 2 * j + h, &row, &col);
                 } else {
-                    cg_mma_isa_coord(CG_MMA_B, T, (j & 1) * 2 + h, &row, &col);
+                    gp_mma_isa_coord(GP_MMA_B, T, (j & 1) * 2 + h, &row, &col);
                     row += 16 * (j >> 1);
                 }
                 CHECK(got == val(lr0 + row, lc0 + col),
@@ -129,17 +129,17 @@ START_TEST(ldmatrix_gives_mma_fragments)
         int cols = widths[w];
         /* A, K contiguous: tile [64 m][cols k]; fragment corners (m, k). */
         for (int m0 = 0; m0 < 64; m0 += 16)
-            for (int k0 = 0; k0 + 16 <= cols; k0 += 16) check_ldmatrix(CG_MMA_A, true, 64, cols, m0, k0);
+            for (int k0 = 0; k0 + 16 <= cols; k0 += 16) check_ldmatrix(GP_MMA_A, true, 64, cols, m0, k0);
         /* A, M contiguous: tile [64 k][cols m]. */
         for (int k0 = 0; k0 < 64; k0 += 16)
-            for (int m0 = 0; m0 + 16 <= cols; m0 += 16) check_ldmatrix(CG_MMA_A, false, 64, cols, k0, m0);
+            for (int m0 = 0; m0 + 16 <= cols; m0 += 16) check_ldmatrix(GP_MMA_A, false, 64, cols, k0, m0);
         /* B, N contiguous: tile [64 k][cols n], fragments k32 x n8. */
         for (int k0 = 0; k0 < 64; k0 += 32)
-            for (int n0 = 0; n0 + 8 <= cols; n0 += 8) check_ldmatrix(CG_MMA_B, false, 64, cols, k0, n0);
+            for (int n0 = 0; n0 + 8 <= cols; n0 += 8) check_ldmatrix(GP_MMA_B, false, 64, cols, k0, n0);
         /* B, K contiguous: tile [64 n][cols k]. */
         if (cols >= 32)
             for (int n0 = 0; n0 < 64; n0 += 8)
-                for (int k0 = 0; k0 + 32 <= cols; k0 += 32) check_ldmatrix(CG_MMA_B, true, 64, cols, n0, k0);
+                for (int k0 = 0; k0 + 32 <= cols; k0 += 32) check_ldmatrix(GP_MMA_B, true, 64, cols, n0, k0);
     }
 }
 END_TEST
@@ -150,13 +150,13 @@ END_TEST
 START_TEST(swizzled_stores_conflict_free)
 {
     for (int cols = 8; cols <= 256; cols *= 2) {
-        CgSwizzle sw = cg_swizzle_for(32, cols, 2);
+        GpSwizzle sw = gp_swizzle_for(32, cols, 2);
         int chunks = cols / 8;
         for (int first = 0; first < 256; first += 8) {
             int used = 0;
             for (int t = first; t < first + 8; t++) {
                 int r = t / chunks, c = (t % chunks) * 8;
-                int grp = (cg_swizzle_offset(&sw, r, c) * 2 / 16) % 8;
+                int grp = (gp_swizzle_offset(&sw, r, c) * 2 / 16) % 8;
                 CHECK(!(used & (1 << grp)), "store conflict cols %d threads %d..", cols, first);
                 used |= 1 << grp;
             }
@@ -167,32 +167,32 @@ END_TEST
 
 START_TEST(swizzle_parameters)
 {
-    CgSwizzle s = cg_swizzle_for(16, 64, 2); /* 128-byte rows */
+    GpSwizzle s = gp_swizzle_for(16, 64, 2); /* 128-byte rows */
     ck_assert_int_eq(s.vec, 8);
     ck_assert_int_eq(s.per_phase, 1);
     ck_assert_int_eq(s.max_phase, 8);
-    s = cg_swizzle_for(16, 32, 2);
+    s = gp_swizzle_for(16, 32, 2);
     ck_assert_int_eq(s.per_phase, 2);
     ck_assert_int_eq(s.max_phase, 4);
-    s = cg_swizzle_for(16, 16, 2);
+    s = gp_swizzle_for(16, 16, 2);
     ck_assert_int_eq(s.per_phase, 4);
     ck_assert_int_eq(s.max_phase, 2);
     /* row 3 of a 128-byte-row tile: chunk c goes to c ^ 3 */
-    s = cg_swizzle_for(16, 64, 2);
-    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 0), 3 * 64 + 3 * 8);
-    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
+    s = gp_swizzle_for(16, 64, 2);
+    ck_assert_int_eq(gp_swizzle_offset(&s, 3, 0), 3 * 64 + 3 * 8);
+    ck_assert_int_eq(gp_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
     /* 256-byte rows: two 128-byte column blocks of 64 rows each */
-    s = cg_swizzle_for(64, 128, 2);
+    s = gp_swizzle_for(64, 128, 2);
     ck_assert_int_eq(s.blk, 64);
-    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
-    ck_assert_int_eq(cg_swizzle_offset(&s, 3, 70), 64 * 64 + 3 * 64 + (0 ^ 3) * 8 + 6);
+    ck_assert_int_eq(gp_swizzle_offset(&s, 3, 17), 3 * 64 + (2 ^ 3) * 8 + 1);
+    ck_assert_int_eq(gp_swizzle_offset(&s, 3, 70), 64 * 64 + 3 * 64 + (0 ^ 3) * 8 + 6);
     int e;
-    ck_assert(cg_swizzle_shift(&s, 8, 64, &e));
-    ck_assert_int_eq(e, cg_swizzle_offset(&s, 11, 64 + 17) - cg_swizzle_offset(&s, 3, 17));
-    ck_assert(!cg_swizzle_shift(&s, 4, 0, &e));
-    ck_assert(!cg_swizzle_shift(&s, 0, 32, &e));
+    ck_assert(gp_swizzle_shift(&s, 8, 64, &e));
+    ck_assert_int_eq(e, gp_swizzle_offset(&s, 11, 64 + 17) - gp_swizzle_offset(&s, 3, 17));
+    ck_assert(!gp_swizzle_shift(&s, 4, 0, &e));
+    ck_assert(!gp_swizzle_shift(&s, 0, 32, &e));
     /* 192-byte rows are not blocked (not a multiple of 128 bytes) */
-    ck_assert_int_eq(cg_swizzle_for(16, 96, 2).blk, 96);
+    ck_assert_int_eq(gp_swizzle_for(16, 96, 2).blk, 96);
 }
 END_TEST
 
@@ -200,7 +200,7 @@ END_TEST
  * with the 128-byte swizzle: K-major ((8,m),(T,2k)):((8T,SBO),(1,T)),
  * MN-major ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) (T = 8 16-bit elements), then
  * byte address bits [4:6] ^= bits [7:9]. Every element an instruction reads
- * must be where cg_swizzle_offset stored it. */
+ * must be where gp_swizzle_offset stored it. */
 static int hw_addr(int start, int lin)
 {
     int a = start + lin;
@@ -211,20 +211,20 @@ static int hw_addr(int start, int lin)
  * steps: the same 32 bytes of K per instruction, T = 16 elements). */
 static void check_wgmma_view_eb(int rows, int cols, bool k_major, int n_inst, int eb)
 {
-    CgSwizzle sw = cg_swizzle_for(rows, cols, eb);
-    ck_assert(cg_wgmma_tile_ok(&sw));
+    GpSwizzle sw = gp_swizzle_for(rows, cols, eb);
+    ck_assert(gp_wgmma_tile_ok(&sw));
     int lbo, sbo, ks = 32 / eb;
-    cg_wgmma_strides(&sw, k_major, &lbo, &sbo);
+    gp_wgmma_strides(&sw, k_major, &lbo, &sbo);
     int kdim = k_major ? cols : rows, mndim = k_major ? rows : cols;
     for (int mn0 = 0; mn0 < mndim; mn0 += n_inst)
         for (int kk = 0; kk < kdim / ks; kk++) {
-            int start = cg_wgmma_offset(&sw, k_major, mn0, kk);
+            int start = gp_wgmma_offset(&sw, k_major, mn0, kk);
             for (int mn = 0; mn < n_inst; mn++)
                 for (int k = 0; k < ks; k++) {
                     int lin = k_major ? (mn % 8) * 128 + (mn / 8) * sbo + k * eb
                                       : (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo;
-                    int want = k_major ? cg_swizzle_offset(&sw, mn0 + mn, ks * kk + k)
-                                       : cg_swizzle_offset(&sw, ks * kk + k, mn0 + mn);
+                    int want = k_major ? gp_swizzle_offset(&sw, mn0 + mn, ks * kk + k)
+                                       : gp_swizzle_offset(&sw, ks * kk + k, mn0 + mn);
                     CHECK(hw_addr(start, lin) == want * eb, "%dx%d %s eb %d mn %d k %d: wgmma reads byte %d, stored at %d",
                           rows, cols, k_major ? "K-major" : "MN-major", eb, mn0 + mn, ks * kk + k, hw_addr(start, lin),
                           want * eb);
@@ -261,23 +261,23 @@ START_TEST(wgmma_descriptors_match_the_tiles)
     static const int tiles[][3] = {{256, 64, 1}, {128, 128, 1}, {64, 256, 0}, {64, 128, 0}};
     for (int t = 0; t < 4; t++) {
         bool km = tiles[t][2];
-        CgSwizzle w = cg_swizzle_for(tiles[t][0], tiles[t][1], 2);
-        int mndim = km ? w.rows : w.cols, per = cg_wgmma_offset(&w, km, 64, 0);
+        GpSwizzle w = gp_swizzle_for(tiles[t][0], tiles[t][1], 2);
+        int mndim = km ? w.rows : w.cols, per = gp_wgmma_offset(&w, km, 64, 0);
         for (int g = 0; g * 64 < mndim; g++)
             for (int kk = 0; kk < (km ? w.cols : w.rows) / 16; kk++)
-                ck_assert_int_eq(cg_wgmma_offset(&w, km, 64 * g, kk), g * per + cg_wgmma_offset(&w, km, 0, kk));
+                ck_assert_int_eq(gp_wgmma_offset(&w, km, 64 * g, kk), g * per + gp_wgmma_offset(&w, km, 0, kk));
     }
     /* rows of 64 bytes are not 128-byte swizzle atoms */
-    CgSwizzle s = cg_swizzle_for(64, 32, 2);
-    ck_assert(!cg_wgmma_tile_ok(&s));
+    GpSwizzle s = gp_swizzle_for(64, 32, 2);
+    ck_assert(!gp_wgmma_tile_ok(&s));
     /* e4m3 (FP8 wgmma, K-major only): Q / K at d 128 and 256, V^T (d rows x
      * 128 keys); 64 keys are 64-byte rows, which accelerate-dot widens */
     check_wgmma_view_eb(128, 128, true, 64, 1);
     check_wgmma_view_eb(64, 256, true, 64, 1);
     check_wgmma_view_eb(128, 128, true, 128, 1);
     check_wgmma_view_eb(256, 128, true, 256, 1);
-    s = cg_swizzle_for(128, 64, 1);
-    ck_assert(!cg_wgmma_tile_ok(&s));
+    s = gp_swizzle_for(128, 64, 1);
+    ck_assert(!gp_wgmma_tile_ok(&s));
 }
 END_TEST
 
@@ -303,50 +303,50 @@ static IrType tile2(IrElem e, int m, int n)
 }
 
 /* Expected element of register (rd0, rd1) of `lane` in warp (wmi, wni). */
-static void expect(CgMmaFrag frag, int wm, int wn, int wmi, int wni, int lane, const int *rd, int *e)
+static void expect(GpMmaFrag frag, int wm, int wn, int wmi, int wni, int lane, const int *rd, int *e)
 {
     int r, c;
-    if (frag == CG_MMA_C) {
-        cg_mma_isa_coord(CG_MMA_C, lane, (rd[0] % 2) * 2 + rd[1] % 2, &r, &c);
+    if (frag == GP_MMA_C) {
+        gp_mma_isa_coord(GP_MMA_C, lane, (rd[0] % 2) * 2 + rd[1] % 2, &r, &c);
         e[0] = ((rd[0] / 2) * wm + wmi) * 16 + r;
         e[1] = ((rd[1] / 2) * wn + wni) * 8 + c;
-    } else if (frag == CG_MMA_A) {
+    } else if (frag == GP_MMA_A) {
         int kk = rd[1] / 4, i = (rd[1] / 2 % 2) * 4 + (rd[0] % 2) * 2 + rd[1] % 2;
-        cg_mma_isa_coord(CG_MMA_A, lane, i, &r, &c);
+        gp_mma_isa_coord(GP_MMA_A, lane, i, &r, &c);
         e[0] = ((rd[0] / 2) * wm + wmi) * 16 + r;
         e[1] = kk * 16 + c;
     } else {
         int kk = rd[0] / 4, i = (rd[0] / 2 % 2) * 2 + rd[0] % 2;
-        cg_mma_isa_coord(CG_MMA_B, lane, i, &r, &c);
+        gp_mma_isa_coord(GP_MMA_B, lane, i, &r, &c);
         e[0] = kk * 16 + r;
         e[1] = (rd[1] * wn + wni) * 8 + c;
     }
 }
 
-static void check_mma_layout(CgMmaFrag frag, int W, int wm, int wn, int R, int C)
+static void check_mma_layout(GpMmaFrag frag, int W, int wm, int wn, int R, int C)
 {
     Fn k;
     fn_init(&k, W);
-    int l = cg_layout_mma(k.f, frag, wm, wn);
-    IrType t = tile2(frag == CG_MMA_C ? IR_F32 : IR_F16, R, C);
-    CgGeom g;
-    ck_assert(cg_geom(k.f, l, t, &g));
+    int l = gp_layout_mma(k.f, frag, wm, wn);
+    IrType t = tile2(frag == GP_MMA_C ? IR_F32 : IR_F16, R, C);
+    GpGeom g;
+    ck_assert(gp_geom(k.f, l, t, &g));
     int *owners = calloc((size_t)R * C, sizeof(int)), *holders = calloc((size_t)R * C, sizeof(int));
     for (int tid = 0; tid < 32 * W; tid++) {
         int w = tid / 32, lane = tid % 32;
         for (int reg = 0; reg < g.nregs; reg++) {
             int idx[2], rd[2], e[2];
-            cg_geom_index(&g, tid, reg, idx);
-            cg_geom_reg_dims(&g, reg, rd);
+            gp_geom_index(&g, tid, reg, idx);
+            gp_geom_reg_dims(&g, reg, rd);
             expect(frag, wm, wn, w % wm, (w / wm) % wn, lane, rd, e);
             CHECK(idx[0] == e[0] && idx[1] == e[1], "frag %d W%d %dx%d: tid %d reg %d at (%d,%d), ISA says (%d,%d)",
                   frag, W, wm, wn, tid, reg, idx[0], idx[1], e[0], e[1]);
             holders[idx[0] * C + idx[1]]++;
-            if (cg_geom_owner(&g, tid, reg)) owners[idx[0] * C + idx[1]]++;
+            if (gp_geom_owner(&g, tid, reg)) owners[idx[0] * C + idx[1]]++;
         }
     }
     /* C: every element once; A: held by the wn warps of its row block, B: by the wm warps. */
-    int copies = frag == CG_MMA_C ? W / (wm * wn) : frag == CG_MMA_A ? W / wm : W / wn;
+    int copies = frag == GP_MMA_C ? W / (wm * wn) : frag == GP_MMA_A ? W / wm : W / wn;
     for (int i = 0; i < R * C; i++) {
         CHECK(owners[i] == 1, "frag %d: element %d has %d owners", frag, i, owners[i]);
         CHECK(holders[i] == copies, "frag %d: element %d held %d times, want %d", frag, i, holders[i], copies);
@@ -362,10 +362,10 @@ START_TEST(mma_layouts_match_isa)
         int W = cfg[i][0], wm = cfg[i][1], wn = cfg[i][2];
         for (int M = 16 * wm; M <= 128 && M >= 16 * wm; M *= 2)
             for (int N = 8 * wn; N <= 128; N *= 4) {
-                check_mma_layout(CG_MMA_C, W, wm, wn, M, N);
+                check_mma_layout(GP_MMA_C, W, wm, wn, M, N);
                 for (int K = 16; K <= 64; K *= 2) {
-                    check_mma_layout(CG_MMA_A, W, wm, wn, M, K);
-                    check_mma_layout(CG_MMA_B, W, wm, wn, K, N);
+                    check_mma_layout(GP_MMA_A, W, wm, wn, M, K);
+                    check_mma_layout(GP_MMA_B, W, wm, wn, K, N);
                 }
             }
     }
@@ -389,9 +389,9 @@ START_TEST(wgmma_nsplit_layout_matches_isa)
                 int W = 2 * wm, rn = N / 16;
                 Fn k;
                 fn_init(&k, W);
-                CgGeom g, gb;
-                ck_assert(cg_geom(k.f, cg_layout_mma_rn(k.f, CG_MMA_C, wm, 2, rn), tile2(IR_F32, M, N), &g));
-                ck_assert(cg_geom(k.f, cg_layout_mma_rn(k.f, CG_MMA_B, wm, 2, rn), tile2(IR_F16, 32, N), &gb));
+                GpGeom g, gb;
+                ck_assert(gp_geom(k.f, gp_layout_mma_rn(k.f, GP_MMA_C, wm, 2, rn), tile2(IR_F32, M, N), &g));
+                ck_assert(gp_geom(k.f, gp_layout_mma_rn(k.f, GP_MMA_B, wm, 2, rn), tile2(IR_F16, 32, N), &gb));
                 ck_assert_int_eq(g.nregs, M / (16 * wm) * N / 2 / 2);  /* reps x the instruction's N / 2 */
                 int *owners = calloc((size_t)M * N, sizeof(int)), *held = calloc((size_t)32 * N, sizeof(int));
                 for (int tid = 0; tid < 32 * W; tid++) {
@@ -400,20 +400,20 @@ START_TEST(wgmma_nsplit_layout_matches_isa)
                         for (int on = 0; on < N / 2 / 8; on++)
                             for (int i = 0; i < 4; i++) {
                                 int rd[2] = {r * 2 + (i >> 1), on * 2 + (i & 1)}, idx[2];
-                                int reg = cg_geom_reg_of(&g, rd);
-                                cg_geom_index(&g, tid, reg, idx);
+                                int reg = gp_geom_reg_of(&g, rd);
+                                gp_geom_index(&g, tid, reg, idx);
                                 int row = 16 * r * wm + 64 * ((w % wm) / 4) + 16 * (w % 4) + lane / 4 + 8 * (i >> 1);
                                 int cl = col * N / 2 + 8 * on + 2 * (lane % 4) + (i & 1);
                                 CHECK(idx[0] == row && idx[1] == cl, "wm %d %dx%d: tid %d d[%d] of block %d at (%d,%d), "
                                       "ISA says (%d,%d)", wm, M, N, tid, on * 4 + i, r, idx[0], idx[1], row, cl);
-                                CHECK(cg_geom_owner(&g, tid, reg), "tid %d reg %d not the owner", tid, reg);
+                                CHECK(gp_geom_owner(&g, tid, reg), "tid %d reg %d not the owner", tid, reg);
                                 owners[row * N + cl]++;
                             }
                     for (int reg = 0; reg < gb.nregs; reg++) {
                         int idx[2], rd[2], r, c;
-                        cg_geom_index(&gb, tid, reg, idx);
-                        cg_geom_reg_dims(&gb, reg, rd);
-                        cg_mma_isa_coord(CG_MMA_B, lane, (rd[0] / 2 % 2) * 2 + rd[0] % 2, &r, &c);
+                        gp_geom_index(&gb, tid, reg, idx);
+                        gp_geom_reg_dims(&gb, reg, rd);
+                        gp_mma_isa_coord(GP_MMA_B, lane, (rd[0] / 2 % 2) * 2 + rd[0] % 2, &r, &c);
                         CHECK(idx[0] == rd[0] / 4 * 16 + r && idx[1] == 8 * (rn * col + rd[1]) + c,
                               "B wm %d N %d: tid %d reg %d at (%d,%d)", wm, N, tid, reg, idx[0], idx[1]);
                         held[idx[0] * N + idx[1]]++;
@@ -434,18 +434,18 @@ START_TEST(accumulator_is_next_a_operand)
     Fn k;
     fn_init(&k, 4);
     IrType t = tile2(IR_F16, 128, 64);
-    ck_assert(cg_layouts_equivalent(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), cg_layout_mma(k.f, CG_MMA_A, 4, 1), t));
-    ck_assert(!cg_layouts_equivalent(k.f, cg_layout_mma(k.f, CG_MMA_C, 2, 2), cg_layout_mma(k.f, CG_MMA_A, 2, 2), t));
+    ck_assert(gp_layouts_equivalent(k.f, gp_layout_mma(k.f, GP_MMA_C, 4, 1), gp_layout_mma(k.f, GP_MMA_A, 4, 1), t));
+    ck_assert(!gp_layouts_equivalent(k.f, gp_layout_mma(k.f, GP_MMA_C, 2, 2), gp_layout_mma(k.f, GP_MMA_A, 2, 2), t));
     /* Row reductions of the accumulator: N within one warp, lanes 1 and 2 only. */
-    CgGeom g;
-    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), t, &g));
+    GpGeom g;
+    ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_C, 4, 1), t, &g));
     ck_assert_int_eq(g.lane_stride[1], 1);
     ck_assert_int_eq(g.tpw[1], 4);
     ck_assert_int_eq(g.wpc[1], 1);
     /* The slice along N keeps every row's copy in the 4 lanes of its group. */
-    int sl = cg_layout_slice(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), 1);
+    int sl = gp_layout_slice(k.f, gp_layout_mma(k.f, GP_MMA_C, 4, 1), 1);
     int32_t s1[1] = {128};
-    ck_assert(cg_geom(k.f, sl, ir_type_tile(ir_type_scalar(IR_F32), 1, s1), &g));
+    ck_assert(gp_geom(k.f, sl, ir_type_tile(ir_type_scalar(IR_F32), 1, s1), &g));
     ck_assert_int_eq(g.nregs, 128 / (16 * 4) * 2);
     arena_free(&k.a);
 }
@@ -473,8 +473,8 @@ START_TEST(f8_a_fragment_is_the_permuted_accumulator)
         int W = cfg[c][0], M = cfg[c][1], K = cfg[c][2];
         Fn k;
         fn_init(&k, W);
-        CgGeom g;
-        ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_A, W, 1), tile2(IR_F8E4M3, M, K), &g));
+        GpGeom g;
+        ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_A, W, 1), tile2(IR_F8E4M3, M, K), &g));
         for (int tid = 0; tid < 32 * W; tid++) {
             int w = tid / 32, lane = tid % 32;
             for (int om = 0; om < M / (16 * W); om++)
@@ -483,7 +483,7 @@ START_TEST(f8_a_fragment_is_the_permuted_accumulator)
                         for (int b = 0; b < 4; b++) {
                             int rd[2], idx[2];
                             cg_f8_afrag_reg(om, kk, j, b, rd);
-                            cg_geom_index(&g, tid, cg_geom_reg_of(&g, rd), idx);
+                            gp_geom_index(&g, tid, gp_geom_reg_of(&g, rd), idx);
                             int row = (om * W + w) * 16 + lane / 4 + 8 * (j & 1);
                             int kpos = 32 * kk + 16 * (j >> 1) + 4 * (lane % 4) + b;
                             CHECK(idx[0] == row && cg_f8_kpos(idx[1]) == kpos,
@@ -497,24 +497,24 @@ START_TEST(f8_a_fragment_is_the_permuted_accumulator)
 }
 END_TEST
 
-/* cg_geom_first_copy on `layout` applied to `t`: the register it names holds the same
+/* gp_geom_first_copy on `layout` applied to `t`: the register it names holds the same
  * element in every thread, no lower register does, and its result is the lowest for
  * itself. Returns the number of registers that are their own first copy. */
 static int check_first_copy(const IrFunc *f, int layout, IrType t)
 {
-    CgGeom g;
-    ck_assert(cg_geom(f, layout, t, &g));
+    GpGeom g;
+    ck_assert(gp_geom(f, layout, t, &g));
     int distinct = 0;
     for (int reg = 0; reg < g.nregs; reg++) {
-        int first = cg_geom_first_copy(&g, reg);
-        CHECK(first <= reg && cg_geom_first_copy(&g, first) == first, "reg %d: first copy %d", reg, first);
+        int first = gp_geom_first_copy(&g, reg);
+        CHECK(first <= reg && gp_geom_first_copy(&g, first) == first, "reg %d: first copy %d", reg, first);
         distinct += first == reg;
         for (int r = 0; r <= first; r++) {
             bool same = true;
             for (int tid = 0; tid < 32 * f->sched.num_warps && same; tid++) {
-                int a[CG_MAX_RANK], b[CG_MAX_RANK];
-                cg_geom_index(&g, tid, r, a);
-                cg_geom_index(&g, tid, reg, b);
+                int a[GP_MAX_RANK], b[GP_MAX_RANK];
+                gp_geom_index(&g, tid, r, a);
+                gp_geom_index(&g, tid, reg, b);
                 for (int d = 0; d < g.rank; d++) same &= a[d] == b[d];
             }
             CHECK(same == (r == first), "reg %d: reg %d %s its element in every thread (first copy %d)", reg, r,
@@ -532,21 +532,21 @@ START_TEST(slice_copies_found)
 {
     Fn k;
     fn_init(&k, 4);
-    int c = cg_layout_mma(k.f, CG_MMA_C, 4, 1);
+    int c = gp_layout_mma(k.f, GP_MMA_C, 4, 1);
     int32_t n64[1] = {64}, n16[1] = {16};
     IrType v64 = ir_type_tile(ir_type_scalar(IR_F32), 1, n64), v16 = ir_type_tile(ir_type_scalar(IR_F32), 1, n16);
     /* columns: 2 row repeats x (64 / 8 column blocks x 2) registers, 16 distinct */
-    ck_assert_int_eq(check_first_copy(k.f, cg_layout_slice(k.f, c, 0), v64), 16);
+    ck_assert_int_eq(check_first_copy(k.f, gp_layout_slice(k.f, c, 0), v64), 16);
     /* rows: the 64 rows over 4 warps x 8 lane groups x 2 repeats, 2 distinct per thread */
-    ck_assert_int_eq(check_first_copy(k.f, cg_layout_slice(k.f, c, 1), v64), 2);
+    ck_assert_int_eq(check_first_copy(k.f, gp_layout_slice(k.f, c, 1), v64), 2);
     ck_assert_int_eq(check_first_copy(k.f, c, tile2(IR_F32, 64, 64)), 32);
     int32_t sh[2] = {64, 64};
     int spt[2] = {1, 4}, order[2] = {1, 0};
-    int b = cg_layout_blocked(k.f, 2, sh, spt, order, 4);
+    int b = gp_layout_blocked(k.f, 2, sh, spt, order, 4);
     ck_assert_int_eq(check_first_copy(k.f, b, tile2(IR_F32, 64, 64)), 32);
     /* [8, 16] in #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1]> (made for 64 x 64): wraps */
     check_first_copy(k.f, b, tile2(IR_F32, 8, 16));
-    check_first_copy(k.f, cg_layout_slice(k.f, c, 0), v16);
+    check_first_copy(k.f, gp_layout_slice(k.f, c, 0), v16);
     arena_free(&k.a);
 }
 END_TEST
@@ -555,31 +555,31 @@ END_TEST
  * warp grid wm x wn on W warps into cg_convert.c's padded row-major tile
  * (row stride 2N + pad bytes): every lane's address is the element the
  * layout puts in the first register of its matrix row, each thread's
- * registers land at the elements cg_geom_index gives them, every element is
+ * registers land at the elements gp_geom_index gives them, every element is
  * written (by each warp holding it, copies included) and each matrix's 8
  * rows fall in 8 bank groups when the rows are padded. */
 static void check_stmatrix(int W, int wm, int wn, int M, int N)
 {
     Fn k;
     fn_init(&k, W);
-    CgGeom g;
-    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, wm, wn), tile2(IR_F16, M, N), &g));
-    CgStmatrix p;
-    ck_assert_msg(cg_stmatrix_plan(&g, &p), "no stmatrix plan for %dx%d on %dx%d", M, N, wm, wn);
+    GpGeom g;
+    ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_C, wm, wn), tile2(IR_F16, M, N), &g));
+    GpStmatrix p;
+    ck_assert_msg(gp_stmatrix_plan(&g, &p), "no stmatrix plan for %dx%d on %dx%d", M, N, wm, wn);
     ck_assert_int_eq(p.nm * p.nn * 8, g.nregs); /* 4 registers of 2 elements per instruction */
     int pad = N * 2 >= 64 ? 16 : 0, stride = N + pad / 2; /* elements */
     int *mem = calloc((size_t)(M * stride), sizeof(int));
     for (int warp = 0; warp < W; warp++) {
         int base[2];
-        cg_geom_thread_base(&g, warp * 32, base); /* lane 0: the warp's corner */
+        gp_geom_thread_base(&g, warp * 32, base); /* lane 0: the warp's corner */
         for (int q = 0; q < p.nm * p.nn; q++) {
             int row0, col0, regs[4], addr[32];
-            cg_stmatrix_instr(&g, &p, q, &row0, &col0, regs);
+            gp_stmatrix_instr(&g, &p, q, &row0, &col0, regs);
             for (int lane = 0; lane < 32; lane++) {
                 int r, c, e[2];
-                cg_stmatrix_lane_row(&p, lane, &r, &c);
+                gp_stmatrix_lane_row(&p, lane, &r, &c);
                 r += base[0] + row0, c += base[1] + col0;
-                cg_geom_index(&g, warp * 32 + 4 * (lane & 7), regs[lane >> 3], e);
+                gp_geom_index(&g, warp * 32 + 4 * (lane & 7), regs[lane >> 3], e);
                 CHECK(e[0] == r && e[1] == c, "lane %d of warp %d: address (%d,%d), its row starts at (%d,%d)", lane,
                       warp, r, c, e[0], e[1]);
                 addr[lane] = r * stride + c;
@@ -598,7 +598,7 @@ static void check_stmatrix(int W, int wm, int wn, int M, int N)
                 for (int j = 0; j < 4; j++)
                     for (int h = 0; h < 2; h++) {
                         int e[2], at = addr[8 * j + T / 4] + 2 * (T % 4) + h;
-                        cg_geom_index(&g, warp * 32 + T, regs[j] + h * g.reg_stride[1], e);
+                        gp_geom_index(&g, warp * 32 + T, regs[j] + h * g.reg_stride[1], e);
                         CHECK(at == e[0] * stride + e[1], "thread %d reg %d.%d of warp %d stored at %d, is (%d,%d)", T,
                               j, h, warp, at, e[0], e[1]);
                         mem[at]++;
@@ -623,14 +623,14 @@ START_TEST(stmatrix_stores_the_accumulator)
     /* An odd number of n8 tiles per warp, or a tile the layout wraps: no plan. */
     Fn k;
     fn_init(&k, 4);
-    CgGeom g;
-    CgStmatrix p;
-    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), tile2(IR_F16, 64, 8), &g));
-    ck_assert(!cg_stmatrix_plan(&g, &p));
-    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_C, 4, 1), tile2(IR_F16, 32, 64), &g));
-    ck_assert(!cg_stmatrix_plan(&g, &p));
-    ck_assert(cg_geom(k.f, cg_layout_mma(k.f, CG_MMA_A, 4, 1), tile2(IR_F16, 64, 64), &g));
-    ck_assert(!cg_stmatrix_plan(&g, &p));
+    GpGeom g;
+    GpStmatrix p;
+    ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_C, 4, 1), tile2(IR_F16, 64, 8), &g));
+    ck_assert(!gp_stmatrix_plan(&g, &p));
+    ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_C, 4, 1), tile2(IR_F16, 32, 64), &g));
+    ck_assert(!gp_stmatrix_plan(&g, &p));
+    ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_A, 4, 1), tile2(IR_F16, 64, 64), &g));
+    ck_assert(!gp_stmatrix_plan(&g, &p));
     arena_free(&k.a);
 }
 END_TEST

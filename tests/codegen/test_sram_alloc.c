@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-static CgSmemBuf mk(const char *what, int bytes, int start, int end)
+static GpSmemBuf mk(const char *what, int bytes, int start, int end)
 {
-    CgSmemBuf b;
+    GpSmemBuf b;
     memset(&b, 0, sizeof b);
     b.what = what;
     b.value_id = -1;
@@ -22,21 +22,21 @@ static CgSmemBuf mk(const char *what, int bytes, int start, int end)
     return b;
 }
 
-static int place(CgSmemBuf *v, int n)
+static int place(GpSmemBuf *v, int n)
 {
-    CgSmemBuf *p[64];
+    GpSmemBuf *p[64];
     for (int i = 0; i < n; i++) p[i] = &v[i];
-    int total = (int)cg_sram_place(p, n);
+    int total = (int)gp_sram_place(p, n);
     StrBuf why;
     sb_init(&why);
-    ck_assert_msg(cg_sram_check(p, n, &why), "%s", why.data ? why.data : "");
+    ck_assert_msg(gp_sram_check(p, n, &why), "%s", why.data ? why.data : "");
     sb_free(&why);
     return total;
 }
 
 START_TEST(doc_example)
 {
-    CgSmemBuf v[3] = {mk("A", 32768, 0, 9), mk("B", 8192, 2, 2), mk("C", 16384, 11, 11)};
+    GpSmemBuf v[3] = {mk("A", 32768, 0, 9), mk("B", 8192, 2, 2), mk("C", 16384, 11, 11)};
     int total = place(v, 3);
     ck_assert_int_eq(v[0].offset, 0);
     ck_assert_int_eq(v[2].offset, 0);     /* C is never live with A: reuses its bytes */
@@ -47,7 +47,7 @@ END_TEST
 
 START_TEST(disjoint_share_offset_zero)
 {
-    CgSmemBuf v[5];
+    GpSmemBuf v[5];
     for (int i = 0; i < 5; i++) v[i] = mk("scratch", 1000 + 100 * i, i, i);
     int total = place(v, 5);
     for (int i = 0; i < 5; i++) ck_assert_int_eq(v[i].offset, 0);
@@ -60,7 +60,7 @@ START_TEST(first_fit_uses_gap)
     /* Big [0,10] at 0; then medium [0,3] goes above big; small [5,6] live
      * with big only: it fits right above big too (medium is not live then),
      * and a tiny one live with everything goes above medium. */
-    CgSmemBuf v[4] = {mk("big", 4096, 0, 10), mk("medium", 2048, 0, 3), mk("small", 1024, 5, 6),
+    GpSmemBuf v[4] = {mk("big", 4096, 0, 10), mk("medium", 2048, 0, 3), mk("small", 1024, 5, 6),
                       mk("tiny", 16, 0, 10)};
     int total = place(v, 4);
     ck_assert_int_eq(v[0].offset, 0);
@@ -77,7 +77,7 @@ START_TEST(lower_gap_is_taken)
      * d [1,2] 256 overlaps a, b and c in time: first free byte is 768.
      * e [3,3] 128 is live with b and c: the gap below b's end is taken only
      * when free, so e goes to 768 (b covers 0..256, c 256..768). */
-    CgSmemBuf v[5] = {mk("a", 256, 0, 1), mk("b", 256, 2, 3), mk("c", 512, 0, 3), mk("d", 256, 1, 2),
+    GpSmemBuf v[5] = {mk("a", 256, 0, 1), mk("b", 256, 2, 3), mk("c", 512, 0, 3), mk("d", 256, 1, 2),
                       mk("e", 128, 3, 3)};
     int total = place(v, 5);
     ck_assert_int_eq(v[2].offset, 0); /* largest first */
@@ -91,13 +91,13 @@ END_TEST
 
 START_TEST(alignment)
 {
-    CgSmemBuf v[2] = {mk("odd", 100, 0, 5), mk("aligned", 4096, 0, 5)};
+    GpSmemBuf v[2] = {mk("odd", 100, 0, 5), mk("aligned", 4096, 0, 5)};
     v[0].align = 4;
     v[1].align = 128;
     place(v, 2);
     ck_assert_int_eq(v[1].offset, 0);
     ck_assert_int_eq(v[0].offset, 4096);
-    CgSmemBuf w[2] = {mk("odd", 100, 0, 5), mk("aligned", 64, 0, 5)};
+    GpSmemBuf w[2] = {mk("odd", 100, 0, 5), mk("aligned", 64, 0, 5)};
     w[0].align = 4;
     w[1].align = 128;
     place(w, 2);
@@ -108,20 +108,20 @@ END_TEST
 
 START_TEST(check_detects_interference)
 {
-    CgSmemBuf v[2] = {mk("x", 256, 0, 4), mk("y", 256, 4, 8)};
+    GpSmemBuf v[2] = {mk("x", 256, 0, 4), mk("y", 256, 4, 8)};
     v[0].offset = 0;
     v[1].offset = 128;
-    CgSmemBuf *p[2] = {&v[0], &v[1]};
+    GpSmemBuf *p[2] = {&v[0], &v[1]};
     StrBuf why;
     sb_init(&why);
-    ck_assert(!cg_sram_check(p, 2, &why));
+    ck_assert(!gp_sram_check(p, 2, &why));
     ck_assert_ptr_nonnull(strstr(why.data, "interfere"));
     sb_free(&why);
     v[1].offset = 256;
-    ck_assert(cg_sram_check(p, 2, NULL));
+    ck_assert(gp_sram_check(p, 2, NULL));
     v[1].start = 5; /* not live together: may share */
     v[1].offset = 0;
-    ck_assert(cg_sram_check(p, 2, NULL));
+    ck_assert(gp_sram_check(p, 2, NULL));
 }
 END_TEST
 
@@ -136,7 +136,7 @@ START_TEST(random_sets)
 {
     for (int trial = 0; trial < 500; trial++) {
         int n = 1 + (int)(rnd() % 40);
-        CgSmemBuf v[64];
+        GpSmemBuf v[64];
         for (int i = 0; i < n; i++) {
             int s = (int)(rnd() % 60), len = (int)(rnd() % 12);
             if (rnd() % 5 == 0) len = 30; /* a few long (loop) buffers */
@@ -168,11 +168,11 @@ END_TEST
  * SRAM limit check). */
 START_TEST(sizes_past_32_bits)
 {
-    CgSmemBuf v[2] = {mk("A", 0, 0, 5), mk("B", 0, 2, 8)};
+    GpSmemBuf v[2] = {mk("A", 0, 0, 5), mk("B", 0, 2, 8)};
     v[0].bytes = v[1].bytes = (int64_t)1 << 31;
-    CgSmemBuf *p[2] = {&v[0], &v[1]};
-    int64_t total = cg_sram_place(p, 2);
-    ck_assert(cg_sram_check(p, 2, NULL));
+    GpSmemBuf *p[2] = {&v[0], &v[1]};
+    int64_t total = gp_sram_place(p, 2);
+    ck_assert(gp_sram_check(p, 2, NULL));
     ck_assert_int_eq(v[0].offset, 0);
     ck_assert_int_eq(v[1].offset, (int64_t)1 << 31);
     ck_assert_int_eq(total, (int64_t)1 << 32);

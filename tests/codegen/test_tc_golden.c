@@ -5,7 +5,7 @@
  * Tile IR for accelerate-dot (after the target-independent passes;
  * parameters may carry {div = N}), for every later pass the GPU IR the pass
  * before it produces (layouts, attributes). <case>.expected is the exact IR
- * text after running that one pass on it (cg_run_gpu_passes from <pass> to
+ * text after running that one pass on it (gp_run_gpu_passes from <pass> to
  * <pass>, ir_verify included), or for --expect-error cases the error it reports.
  * The first line of every input says how it runs, as lit's RUN lines do:
  *   // RUN: <pass> --arch sm_80|sm_90a [schedule flags of `kiln compile`] [--expect-error]
@@ -88,12 +88,12 @@ static bool run_pass(const char *path, const char *src, const RunLine *run, StrB
     IrFunc *f = parse_one(&a, path, src, err);
     bool ok = f != NULL;
     if (ok) {
-        CgPassCtx ctx = {.target = run->target, .wgmma = run->target->wgmma && !run->sched.no_wgmma,
-                         .axis = cg_axis_info(f), .sched = run->sched};
+        GpPassCtx ctx = {.target = run->target, .wgmma = run->target->wgmma && !run->sched.no_wgmma,
+                         .axis = gp_axis_info(f), .sched = run->sched};
         const char *pass = run->pass;
         Diag d;
         diag_init(&d, path, src);
-        ok = cg_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);
+        ok = gp_run_gpu_passes(f, &ctx, pass, pass, NULL, NULL, &d);
         if (ok) ir_print_func(out, f);
         else sb_puts(err, d.out.data ? d.out.data : "");
         diag_free(&d);
@@ -165,16 +165,16 @@ static char *strip_comments(const char *text)
  * pipeline gives (the attention_wgmma_sm90 chain runs through all five). */
 static bool chains(int pass_index, const char *name, const char *out, StrBuf *fails)
 {
-    if (pass_index + 1 >= cg_ngpu_passes) return true;
+    if (pass_index + 1 >= gp_ngpu_passes) return true;
     char next[1024];
     snprintf(next, sizeof next, "%s/%s/%s.ir", tu_src_path("tests/codegen/golden"),
-             cg_gpu_passes[pass_index + 1].name, name);
+             gp_gpu_passes[pass_index + 1].name, name);
     char *src = sup_read_file_text(next, NULL);
     if (!src) return true;
     char *body = strip_comments(src);
     bool ok = strcmp(body, out) == 0;
     if (!ok) sb_printf(fails, "%s: differs from the output of %s alone on the case before it\n", next,
-                       cg_gpu_passes[pass_index].name);
+                       gp_gpu_passes[pass_index].name);
     free(body);
     free(src);
     return ok;
@@ -182,7 +182,7 @@ static bool chains(int pass_index, const char *name, const char *out, StrBuf *fa
 
 static void check_case(int pass_index, const char *name, StrBuf *fails, int *nfail)
 {
-    const char *pass = cg_gpu_passes[pass_index].name;
+    const char *pass = gp_gpu_passes[pass_index].name;
     char path[1024], exp_path[1024];
     snprintf(path, sizeof path, "%s/%s/%s.ir", tu_src_path("tests/codegen/golden"), pass, name);
     snprintf(exp_path, sizeof exp_path, "%.*s.expected", (int)(strlen(path) - 3), path);
@@ -240,8 +240,8 @@ START_TEST(golden_cases)
     StrBuf fails;
     sb_init(&fails);
     int nfail = 0, total = 0;
-    for (int p = 0; p < cg_ngpu_passes; p++) {
-        const char *pass = cg_gpu_passes[p].name;
+    for (int p = 0; p < gp_ngpu_passes; p++) {
+        const char *pass = gp_gpu_passes[p].name;
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/%s", tu_src_path("tests/codegen/golden"), pass);
         char **names;

@@ -25,7 +25,7 @@ START_TEST(table_names_flags_keys_and_passes)
         snprintf(passes, sizeof passes, "%s", o->pass);
         for (char *save = NULL, *p = strtok_r(passes, ", ", &save); p; p = strtok_r(NULL, ", ", &save)) {
             bool found = false;
-            for (int k = 0; cg_gpu_pass_name(k); k++) found |= !strcmp(cg_gpu_pass_name(k), p);
+            for (int k = 0; gp_gpu_pass_name(k); k++) found |= !strcmp(gp_gpu_pass_name(k), p);
             ck_assert_msg(found, "%s: no GPU pass '%s'", o->name, p);
         }
         for (int j = 0; j < SCHED_COUNT; j++) {

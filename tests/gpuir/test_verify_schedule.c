@@ -175,7 +175,7 @@ static void expect_fail(const IrFunc *f, const char *want, const char *what)
     StrBuf e;
     sb_init(&e);
     ck_assert_msg(ir_verify(f, &e), "%s: the IR verifier refused it:\n%s", what, e.data);
-    bool ok = cg_verify_schedule(f, &e);
+    bool ok = gp_verify_schedule(f, &e);
     ck_assert_msg(!ok, "verifier accepted %s", what);
     ck_assert_msg(e.data && strncmp(e.data, "internal error: verifier: ", 26) == 0, "bad prefix: %s", e.data);
     ck_assert_msg(strstr(e.data, want) != NULL, "%s\nwanted: %s\ngot:    %s", what, want, e.data);
@@ -216,7 +216,7 @@ static void check_edits(const char *path, const char *const (*edits)[3], size_t 
     StrBuf e;
     sb_init(&e);
     IrFunc *ok = parse_one(&a, src);
-    ck_assert_msg(ir_verify_gpu(ok, &e) && cg_verify_schedule(ok, &e), "%s", e.data);
+    ck_assert_msg(ir_verify_gpu(ok, &e) && gp_verify_schedule(ok, &e), "%s", e.data);
     sb_free(&e);
     for (size_t i = 0; i < n; i++) {
         char *bad = replaced(src, edits[i][0], edits[i][1]);
