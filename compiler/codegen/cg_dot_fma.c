@@ -22,6 +22,10 @@ bool cg_lower_dot(CgCtx *c, IrOp *op)
     GpMmaFrag frag;
     int wm, wn;
     if (gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn) && cg_lower_dot_wgmma(c, op)) return true;
+    if (ir_attr_int(&op->attrs, IR_ATTR_WGMMA_E4M3, 0)) { /* accelerate-dot checked its tile: nothing else takes it */
+        cg_fail(c, op, "internal: an f8e4m3 dot marked wgmma.e4m3 did not lower to FP8 wgmma");
+        return false;
+    }
     cg_wgmma_retire(c);   /* a wgmma.overlap group: this dot has no wgmma wait to retire it */
     if (gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn)) {
         cg_pingpong_skip(c, op);   /* a turn it does not use, so every warpgroup takes as many */

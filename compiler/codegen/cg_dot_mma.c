@@ -60,6 +60,7 @@ typedef struct TileShape {
     int mr_dim;
     int rows, cols;    /* memrows, memcols */
     bool k_contig;
+    bool kperm;        /* e4m3 (FP8 wgmma): K stored in gp_f8_kpos order */
     GpSwizzle sw;
 } TileShape;
 
@@ -72,8 +73,17 @@ static TileShape tile_shape(IrType t, GpMmaFrag frag, int fast_dim)
     ts.cols = t.shape[ts.mc_dim];
     int kdim = frag == GP_MMA_A ? 1 : 0;
     ts.k_contig = fast_dim == kdim;
+    ts.kperm = t.elem == IR_F8E4M3;
     ts.sw = gp_swizzle_for(ts.rows, ts.cols, gp_elem_bytes((IrElem)t.elem));
     return ts;
+}
+
+/* gp_f8_kpos at run time: (k & ~15) | ((k >> 1) & 3) << 2 | ((k >> 3) & 1) << 1 | (k & 1) */
+static LLVMValueRef f8_kpos_ir(CgCtx *c, LLVMValueRef k)
+{
+    LLVMValueRef hi = and_(c, k, ~15), t = LLVMBuildShl(c->b, and_(c, lshr(c, k, 1), 3), cg_i32(c, 2), "");
+    LLVMValueRef a = LLVMBuildShl(c->b, and_(c, lshr(c, k, 3), 1), cg_i32(c, 1), "");
+    return LLVMBuildOr(c->b, LLVMBuildOr(c->b, hi, t, ""), LLVMBuildOr(c->b, a, and_(c, k, 1), ""), "");
 }
 
 /* ---- the operand tile -> registers half (shared with pipelining) ---- */
@@ -293,6 +303,38 @@ bool cg_mma_defer(CgCtx *c, const IrValue *res, int fast_dim, LLVMValueRef base,
 
 /* ---- registers -> swizzled tile ---- */
 
+/* An e4m3 tile (K-major, K in gp_f8_kpos order) from a layout that holds K in
+ * runs of whole 16-byte chunks per thread (eff_spt along K a multiple of 16,
+ * registers along K in any order: V of P @ V loaded with d fastest, see
+ * pass_layout_assign.c's f8_kfast_layout): each run is one st.shared.v4.b32,
+ * its bytes permuted (the chunk's first k is a multiple of 16: gp_f8_kpos
+ * keeps it). */
+static void store_f8_chunks(CgCtx *c, const GpGeom *g, CgTile *t, const TileShape *ts, LLVMValueRef base,
+                            LLVMValueRef *tb)
+{
+    int fd = g->vdims[ts->mc_dim];
+    LLVMValueRef idx[GP_MAX_RANK];
+    for (int i = 0; i < g->nregs; i++) {
+        int rd[GP_MAX_RANK];
+        gp_geom_reg_dims(g, i, rd);
+        if (rd[fd] % 16) continue;
+        cg_reg_index(c, g, tb, i, idx);
+        LLVMValueRef p = tile_ptr(c, ts, base, idx[ts->mr_dim], idx[ts->mc_dim]);
+        LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(c->t_i8, 16));
+        for (int k = 0; k < 16; k++) {
+            int rk[GP_MAX_RANK];
+            memcpy(rk, rd, sizeof rk);
+            rk[fd] += k;
+            vec = LLVMBuildInsertElement(c->b, vec, t->r[gp_geom_reg_of(g, rk)], cg_i32(c, gp_f8_kpos(k)), "");
+        }
+        /* one st.shared.v4.b32: NVPTX splits a <16 x i8> store into 4 st.shared.u32 */
+        LLVMValueRef w = LLVMBuildBitCast(c->b, vec, LLVMVectorType(c->t_i32, 4), ""), a[5];
+        a[0] = LLVMBuildPtrToInt(c->b, p, c->t_i32, "");
+        for (int k = 0; k < 4; k++) a[1 + k] = LLVMBuildExtractElement(c->b, w, cg_i32(c, k), "");
+        cg_asm(c, c->t_void, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", 5, a, true);
+    }
+}
+
 /* Store every register of `v` into the tile; runs of consecutive registers
  * along the fast dim that stay inside one 16-byte chunk go as one vector. */
 static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValueRef base)
@@ -305,10 +347,17 @@ static void store_tile(CgCtx *c, const IrValue *v, const TileShape *ts, LLVMValu
     LLVMValueRef tb[GP_MAX_RANK], idx[GP_MAX_RANK];
     cg_thread_base(c, &g, tb);
     int fd = g.vdims[ts->mc_dim];
+    if (ts->kperm && g.eff_spt[fd] % ts->sw.vec == 0) {
+        store_f8_chunks(c, &g, t, ts, base, tb);
+        return;
+    }
     int run = g.eff_spt[fd] < ts->sw.vec ? g.eff_spt[fd] : ts->sw.vec;
     if (g.order[0] != fd) run = 1;
+    if (ts->kperm) run = 1;   /* e4m3 without whole chunks of K per thread: byte by byte */
+    int kd = ts->k_contig ? ts->mc_dim : ts->mr_dim;   /* the value's K dim */
     for (int i = 0; i < g.nregs; i += run) {
         cg_reg_index(c, &g, tb, i, idx);
+        if (ts->kperm) idx[kd] = f8_kpos_ir(c, idx[kd]);
         LLVMValueRef p = tile_ptr(c, ts, base, idx[ts->mr_dim], idx[ts->mc_dim]);
         if (run == 1) {
             LLVMSetAlignment(LLVMBuildStore(c->b, t->r[i], p), (unsigned)eb);
@@ -355,13 +404,21 @@ bool cg_lower_convert_mma_operand(CgCtx *c, IrOp *op)
     GpMmaFrag frag;
     int wm, wn;
     gp_layout_is_mma(c->f, res->layout, &frag, &wm, &wn);
+    bool f8 = res->type.elem == IR_F8E4M3;
+    /* e4m3: the operand of FP8 wgmma, which reads both tiles K-major only
+     * (no transpose bit): V of P @ V is transposed on its way in */
+    if (f8) fd = frag == GP_MMA_A ? 1 : 0;
     TileShape ts = tile_shape(res->type, frag, fd);
-    int bytes = (int)ir_type_numel(res->type) * 2;
+    int bytes = (int)ir_type_numel(res->type) * gp_elem_bytes((IrElem)res->type.elem);
     LLVMValueRef base = cg_smem_begin(c, frag == GP_MMA_A ? "mma operand A" : "mma operand B", res, bytes);
     store_tile(c, src, &ts, base);
     cg_fence_proxy_async(c);
     cg_barrier(c);
     if (cg_mma_defer(c, res, fd, base, (IrElem)res->type.elem, c->cur)) return true;
+    if (f8) { /* only wgmma reads an e4m3 tile (ldmatrix's fragments are 16-bit) */
+        cg_fail(c, op, "internal: an f8e4m3 MMA operand that is not left in SRAM for its wgmma");
+        return false;
+    }
     cg_mma_ldmatrix_tile(c, res, fd, base, (IrElem)res->type.elem, out);
     return true;
 }

@@ -9,6 +9,13 @@
  * whole 128-byte blocks; A is such a tile too, or in registers (P of
  * attention). N <= 256.
  *
+ * FP8 (a dot marked wgmma.e4m3 by pass_accelerate_dot.c): e4m3 x e4m3 -> f32 as
+ * wgmma ...m64nNk32.f32.e4m3.e4m3, k32 steps (32 bytes of K, as a k16 step of
+ * f16: the same descriptors and offsets in bytes), both SRAM tiles K-major
+ * (FP8 has no transpose operands; cg_dot_mma.c stores them so), a register A
+ * packed from the accumulator layout four bytes a register (f8_a_frag) in the
+ * K order gp_f8_kpos gives the tiles (docs/tensor_cores.md 4e).
+ *
  * Why the existing layouts fit: wgmma.m64nNk16 gives each warp of a
  * warpgroup 16 accumulator rows, laid out per 8 columns as mma.m16n8k16's C
  * fragment, and its register A is mma's A fragment per warp. With wm =
@@ -67,9 +74,10 @@ static bool wg_tile(CgCtx *c, const IrValue *v, bool is_a, LLVMValueRef mn_rt, i
     const CgLazyOperand *lz = c->lazy && c->lazy[v->id].base ? &c->lazy[v->id] : NULL;
     if (!lz || lz->stored != (IrElem)v->type.elem || v->type.rank != 2) return false;
     int fd = lz->fast_dim;
-    t->sw = gp_swizzle_for(v->type.shape[1 - fd], v->type.shape[fd], 2);
+    t->sw = gp_swizzle_for(v->type.shape[1 - fd], v->type.shape[fd], gp_elem_bytes(lz->stored));
     if (!gp_wgmma_tile_ok(&t->sw)) return false;
     t->k_major = fd == (is_a ? 1 : 0);
+    if (lz->stored == IR_F8E4M3 && !t->k_major) return false;   /* FP8 wgmma: K-major only */
     if (!t->k_major && v->type.shape[fd] > 64 && v->type.shape[fd] % 64) return false;
     /* mn_rt in steps of mn_step rows (B's column half of a warpgroup column:
      * K-major, 8-row atoms; MN-major, whole 128-byte column blocks) */
@@ -147,8 +155,8 @@ static bool is_zero(const IrValue *v)
 }
 
 typedef struct WgDot {
-    int N, reps, kt;        /* n (of one warpgroup column), m16 tiles per warp (= m64 blocks per warpgroup), k16 steps */
-    bool bf, a_regs, zero;
+    int N, reps, kt;        /* n (of one warpgroup column), m16 tiles per warp (= m64 blocks per warpgroup), k steps */
+    bool bf, f8, a_regs, zero;   /* f8: e4m3 x e4m3, k32 steps (else f16/bf16, k16) */
     const char *ty;
     WgTile a, b;
     GpGeom ga, gc;
@@ -162,7 +170,7 @@ static void emit_one(CgCtx *c, WgDot *w, int r, int kk, int wm)
     int R = w->N / 2;
     StrBuf t;
     sb_init(&t);
-    sb_printf(&t, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", w->N, w->ty, w->ty);
+    sb_printf(&t, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {", w->N, w->f8 ? 32 : 16, w->ty, w->ty);
     for (int i = 0; i < R; i++) sb_printf(&t, "%s$%d", i ? ", " : "", i);
     LLVMValueRef x[5];
     int nx = 0;
@@ -173,9 +181,10 @@ static void emit_one(CgCtx *c, WgDot *w, int r, int kk, int wm)
         sb_printf(&t, "}, $%d, ", 2 * R);
         x[nx++] = desc_at(c, &w->a, 16 * r * wm, kk);
     }
-    sb_printf(&t, "$%d, %d, 1, 1, ", 2 * R + nx, w->zero && kk == 0 ? 0 : 1);
-    if (!w->a_regs) sb_printf(&t, "%d, ", w->a.k_major ? 0 : 1);
-    sb_printf(&t, "%d;", w->b.k_major ? 0 : 1);
+    sb_printf(&t, "$%d, %d, 1, 1", 2 * R + nx, w->zero && kk == 0 ? 0 : 1);
+    if (!w->f8 && !w->a_regs) sb_printf(&t, ", %d", w->a.k_major ? 0 : 1);
+    if (!w->f8) sb_printf(&t, ", %d", w->b.k_major ? 0 : 1);   /* FP8 has no transpose operands */
+    sb_puts(&t, ";");
     x[nx++] = desc_at(c, &w->b, 0, kk);
     tied_asm(c, t.data, w->d[r], R, x, nx);
     sb_free(&t);
@@ -230,14 +239,15 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
     IrValue *res = op->res[0], *A = op->args[0], *B = op->args[1];
     int W = c->f->sched.num_warps, N = res->type.shape[1];
     if (wm * wn != W || wm % 4 || res->type.elem != IR_F32 || A->type.elem != B->type.elem) return false;
-    if (A->type.elem != IR_F16 && A->type.elem != IR_BF16) return false;
+    w->f8 = A->type.elem == IR_F8E4M3 && ir_attr_int(&op->attrs, IR_ATTR_WGMMA_E4M3, 0);
+    if (A->type.elem != IR_F16 && A->type.elem != IR_BF16 && !w->f8) return false;
     if (N % wn || (wn > 1 && gp_mma_rn(c->f, res->layout) * 8 * wn != N)) return false;
     w->N = N / wn;
     w->reps = res->type.shape[0] / (16 * wm);
-    w->kt = A->type.shape[1] / 16;
+    w->kt = A->type.shape[1] / (w->f8 ? 32 : 16);
     if (w->N % 8 || w->N > 256 || w->reps < 1 || res->type.shape[0] % (16 * wm) || w->kt < 1) return false;
     w->bf = A->type.elem == IR_BF16;
-    w->ty = w->bf ? "bf16" : "f16";
+    w->ty = w->f8 ? "e4m3" : w->bf ? "bf16" : "f16";
     w->zero = is_zero(op->args[2]);
     LLVMValueRef m_rt = NULL, n_rt = NULL; /* this warpgroup's first row of A, column of B */
     if (wn == 1) {
@@ -259,6 +269,26 @@ static bool qualify(CgCtx *c, IrOp *op, int wm, int wn, WgDot *w)
     if (!cg_mma_operand_geom(c, op, 0, GP_MMA_A, wm, wn, &w->ga)) return false;
     w->ar = cg_get(c, A)->r;
     return true;
+}
+
+/* The k32 A fragment of FP8 wgmma (m64 block r, k step kk) from an e4m3
+ * operand in registers (the MMA A layout, whose element map is the C
+ * layout's: P of attention). Register j holds row g + 8 (j & 1) and the
+ * pairs (2t, 2t + 1) of n8 tiles 4 kk + 2 (j >> 1) and 4 kk + 2 (j >> 1) + 1,
+ * bytes in that order (gp_f8_afrag_reg): the k positions 16 (j >> 1) + 4t +
+ * {0..3} of wgmma's fragment hold the keys gp_f8_kpos maps there
+ * (layout_mma.c), which is the order the B tile was stored in. */
+static void f8_a_frag(CgCtx *c, const GpGeom *g, LLVMValueRef *r, int om, int kk, LLVMValueRef out[4])
+{
+    for (int j = 0; j < 4; j++) {
+        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(c->t_i8, 4));
+        for (int b = 0; b < 4; b++) {
+            int rd[2];
+            gp_f8_afrag_reg(om, kk, j, b, rd);
+            v = LLVMBuildInsertElement(c->b, v, r[gp_geom_reg_of(g, rd)], cg_i32(c, b), "");
+        }
+        out[j] = LLVMBuildBitCast(c->b, v, c->t_i32, "");
+    }
 }
 
 bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
@@ -287,6 +317,10 @@ bool cg_lower_dot_wgmma(CgCtx *c, IrOp *op)
         for (int r = 0; r < w.reps; r++)
             for (int kk = 0; kk < w.kt; kk++) {
                 LLVMValueRef *f = &w.afrag[(r * w.kt + kk) * 4];
+                if (w.f8) {
+                    f8_a_frag(c, &w.ga, w.ar, r, kk, f);
+                    continue;
+                }
                 cg_mma_a_frag(c, &w.ga, w.ar, r, kk, w.bf, f);
                 for (int j = 0; j < 4; j++) f[j] = LLVMBuildBitCast(c->b, f[j], c->t_i32, "");
             }

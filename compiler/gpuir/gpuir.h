@@ -292,7 +292,8 @@ bool      gp_swizzle_shift(const GpSwizzle *s, int dr, int dc, int *elems);
  * else MN-major (rows are K). lbo/sbo: the descriptor's leading / stride
  * byte offsets; gp_wgmma_offset: bytes from the tile's start to the first
  * element of the instruction that covers MN index mn0 (a multiple of 64 for
- * MN-major, of 8 for K-major) and k16 step kk. */
+ * MN-major, of 8 for K-major) and k step kk (32 bytes of K: k16 of f16/bf16,
+ * k32 of e4m3). */
 bool gp_wgmma_tile_ok(const GpSwizzle *s);
 void gp_wgmma_strides(const GpSwizzle *s, bool k_major, int *lbo, int *sbo);
 int  gp_wgmma_offset(const GpSwizzle *s, bool k_major, int mn0, int kk);
@@ -361,6 +362,24 @@ bool gp_wgmma_grid_ok(int M, int N, int K, int num_warps);
  * not chained, which also needs its operands' rows to be 128-byte blocks
  * whichever dim is contiguous (K % 64, N / 2 % 64). */
 bool gp_wgmma_nsplit_ok(int M, int N, int K, int num_warps, bool plain);
+/* sm_90a: whether an f8e4m3 dot of C[M,N] += A[M,K] B[K,N] on num_warps warps
+ * fits FP8 wgmma (m64nNk32, wm = num_warps, wn = 1): whole warpgroups along M,
+ * N <= 256, K a multiple of 128 (each K-major operand row whole 128-byte
+ * swizzle blocks of e4m3). */
+bool cg_wgmma_e4m3_ok(int M, int N, int K, int num_warps);
+/* Elements an MMA operand tile (A/B layout) holds: f16, bf16, and e4m3 (only
+ * the operands of wgmma.e4m3 dots: every other e4m3 dot is widened). */
+static inline bool gp_mma_operand_elem(IrElem e) { return e == IR_F16 || e == IR_BF16 || e == IR_F8E4M3; }
+/* FP8 wgmma's K order (cg_dot_wgmma.c): an accumulator's registers are the
+ * k32 A fragment of wgmma ...e4m3 when K is permuted within each 16: the
+ * element of logical k sits at k-position gp_f8_kpos(k) of the SRAM operand
+ * tiles (a bijection on [16j, 16j + 16)). See layout_mma.c. */
+int gp_f8_kpos(int k);
+/* Byte b of register j of FP8 wgmma's k32 A fragment (m16 tile om of the
+ * warp, k step kk) as register dims of the MMA A layout (gp_geom_reg_of):
+ * row half j & 1, the pair (b & 1) of n8 tile 4 kk + 2 (j >> 1) + (b >> 1).
+ * tests/codegen/test_mma_layout.c checks it against the ISA's fragment. */
+void gp_f8_afrag_reg(int om, int kk, int j, int b, int rd[2]);
 
 
 #endif

@@ -23,6 +23,18 @@
  * the registers come out as the mma fragments above (checked by simulating
  * ldmatrix in the test).
  *
+ * FP8 wgmma (m64nNk32, e4m3, cg_dot_wgmma.c): its k32 register A fragment is
+ * four 32-bit registers of four bytes, (g, 4t + {0..3}), (g + 8, 4t + ...),
+ * (g, 16 + 4t + ...), (g + 8, 16 + 4t + ...), while an accumulator (P of
+ * attention) holds (g, 8j + 2t + {0, 1}) per n8 tile j. Packing tile 0's and
+ * tile 1's pairs into register 0 (and so on) is the A fragment of a K whose
+ * positions are permuted within each 16: logical k = 8a + 2t + b (a, b in
+ * {0, 1}, t < 4) sits at position 4t + 2a + b (gp_f8_kpos). The SRAM tiles
+ * of an e4m3 dot store K in that order too (A's and B's alike, so a dot whose
+ * operands both come from SRAM sums the same products), and no shuffle moves
+ * P between the dots (FlashAttention-3 permutes P's bytes in registers
+ * instead).
+ *
  * stmatrix (sm_90) is ldmatrix's mirror with the same per-lane address rule;
  * an accumulator's c0c1 / c2c3 pairs are its matrix rows (gp_stmatrix_plan).
  *
@@ -99,9 +111,21 @@ void gp_wgmma_strides(const GpSwizzle *s, bool k_major, int *lbo, int *sbo)
     *lbo = k_major ? 16 : s->rows * row;   /* K-major: unused (encodes as 1); MN-major: next column block */
 }
 
+int gp_f8_kpos(int k)
+{
+    return (k & ~15) | 4 * ((k >> 1) & 3) | 2 * ((k >> 3) & 1) | (k & 1);
+}
+
+void gp_f8_afrag_reg(int om, int kk, int j, int b, int rd[2])
+{
+    int tile = 4 * kk + 2 * (j >> 1) + (b >> 1);   /* n8 tile of the accumulator (k8 of the operand) */
+    rd[0] = 2 * om + (j & 1);
+    rd[1] = 2 * tile + (b & 1);
+}
+
 int gp_wgmma_offset(const GpSwizzle *s, bool k_major, int mn0, int kk)
 {
-    int k0 = 16 * kk;
+    int k0 = 32 / s->elem_bytes * kk;   /* a k step is 32 bytes of K: k16 of f16, k32 of e4m3 */
     if (k_major) return gp_swizzle_offset(s, mn0, k0) * s->elem_bytes; /* mn0 % 8 == 0: no XOR */
     return gp_swizzle_offset(s, k0, mn0) * s->elem_bytes;
 }

@@ -10,14 +10,21 @@
  * Everything else (f32 or integer dots, tiny shapes, older GPUs) stays on
  * the FMA path of cg_dot_fma.c.
  *
- * An f8e4m3 dot (sm_89+) is first widened: each operand gets a cast to f16,
- * which is exact (every e4m3 value is an f16 value), so the dot becomes an
- * f16 one with the same products and f32 accumulation and takes the f16
- * tensor-core path below. That is FP8 storage with f16 arithmetic; the
- * native m16n8k32 e4m3 mma.sync and wgmma ...e4m3.e4m3 (with the register
- * permutation P needs as an A operand and V transposed in SRAM, as
- * FlashAttention-3 does) are not done yet. On sm_80 codegen refuses the dot
- * at its location (cvt ... e4m3x2 is sm_89's).
+ * An f8e4m3 dot on sm_90a (wgmma not disabled) whose tile FP8 wgmma takes
+ * (f8_native_ok: whole warpgroups along M with every warp there, N <= 256,
+ * K a multiple of 128, so that every K-major operand row is whole 128-byte
+ * swizzle blocks) stays e4m3 and is marked wgmma.e4m3 = 1: it lowers to
+ * wgmma.mma_async.m64nNk32.f32.e4m3.e4m3 (cg_dot_wgmma.c). FP8 wgmma has no
+ * transpose bit, so both SRAM operands are stored K-major (V of P @ V
+ * transposed on its way into SRAM), and K is permuted within each 16 so that
+ * an accumulator's registers (P) are, byte for byte, the k32 A fragment
+ * (cg_dot_mma.c, gp_f8_kpos). Every other f8e4m3 dot (sm_89, a tile
+ * wgmma cannot take, or --no-fp8-wgmma) is widened: each operand gets a cast to f16, which is
+ * exact (every e4m3 value is an f16 value), so the dot becomes an f16 one
+ * with the same products and f32 accumulation and takes the f16 tensor-core
+ * path below: FP8 storage with f16 arithmetic (the native m16n8k32 e4m3
+ * mma.sync of sm_89 is not done). On sm_80 codegen refuses the dot at its
+ * location (cvt ... e4m3x2 is sm_89's).
  *
  * Warps wm x wn. In a kernel with a *chained* dot — one whose result reaches
  * (through elementwise ops) a reduction along its rows or the A operand of
@@ -83,7 +90,13 @@ bool gp_dot_mma_eligible(const IrOp *op, int sm)
     if (op->op != IR_DOT || sm < 80) return false;
     IrElem ea = (IrElem)op->args[0]->type.elem, eb = (IrElem)op->args[1]->type.elem;
     IrElem er = (IrElem)op->res[0]->type.elem;
+    if (ea == IR_F8E4M3 && ir_attr_int(&op->attrs, IR_ATTR_WGMMA_E4M3, 0)) return eb == ea && er == IR_F32;
     return ea == eb && (ea == IR_F16 || ea == IR_BF16) && er == IR_F32;
+}
+
+bool cg_wgmma_e4m3_ok(int M, int N, int K, int W)
+{
+    return W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0 && N <= 256 && K % 128 == 0;
 }
 
 /* Whether the dot's result (through elementwise ops and casts) reaches a
@@ -236,13 +249,38 @@ static void visit(IrOp *op, void *vctx)
     c->n++;
 }
 
-/* f8e4m3 dot operands -> f16 casts (see the head), each right after the
- * operand's definition (before the dot for a block argument): a loop-invariant
- * operand (attention's Q) is then widened once, outside the key loop. */
+/* An f8e4m3 dot that FP8 wgmma takes as it is (see the head): the warp grid
+ * visit() gives it is wgmma's (wm = num_warps, wn = 1) — a chained dot has
+ * every warp along M when M / 16 >= num_warps, a plain one needs the plain
+ * wgmma grid. */
+static bool f8_native_ok(const IrOp *op, const GpPassCtx *ctx, bool chained)
+{
+    const IrType *ta = &op->args[0]->type, *tc = &op->res[0]->type;
+    if (!ctx->wgmma || ctx->sched.no_fp8_wgmma || op->args[1]->type.elem != IR_F8E4M3 || tc->elem != IR_F32 ||
+        tc->rank != 2)
+        return false;
+    int W = op->parent->func->sched.num_warps, M = tc->shape[0], N = tc->shape[1], K = ta->shape[1];
+    return cg_wgmma_e4m3_ok(M, N, K, W) && (chained || gp_wgmma_grid_ok(M, N, K, W));
+}
+
+/* f8e4m3 dots: marked wgmma.e4m3 where FP8 wgmma takes them, else their
+ * operands -> f16 casts (see the head), each right after the operand's
+ * definition (before the dot for a block argument): a loop-invariant operand
+ * (attention's Q) is then widened once, outside the key loop. */
+typedef struct F8Ctx {
+    const GpPassCtx *ctx;
+    bool chained;
+} F8Ctx;
+
 static void widen_f8(IrOp *op, void *vctx)
 {
-    const GpPassCtx *ctx = vctx;
+    const F8Ctx *fc = vctx;
+    const GpPassCtx *ctx = fc->ctx;
     if (op->op != IR_DOT || op->args[0]->type.elem != IR_F8E4M3 || ctx->target->sm < 89) return;
+    if (f8_native_ok(op, ctx, fc->chained)) {
+        ir_attr_set_int(op->parent->func->arena, &op->attrs, IR_ATTR_WGMMA_E4M3, 1);
+        return;
+    }
     IrValue *args[3] = {op->args[0], op->args[1], op->args[2]};
     for (int i = 0; i < 2; i++) {
         IrType t = ir_type_with_elem(args[i]->type, IR_F16);
@@ -258,9 +296,12 @@ static void widen_f8(IrOp *op, void *vctx)
 bool gp_pass_accelerate_dot(IrFunc *f, const GpPassCtx *ctx, Diag *d)
 {
     (void)d;
-    ir_walk(f, widen_f8, (void *)ctx);
+    /* the chain first: the casts widen_f8 adds are elementwise (the chain
+     * is the same through them) but have ids past the users' table */
     Chain ch = {.f = f};
     ir_walk(f, find_chained, &ch);
+    F8Ctx fc = {ctx, ch.chained};
+    ir_walk(f, widen_f8, &fc);
     AdCtx c = {f, ctx->target->sm, 0, ch.chained, ch.reduced, ctx->wgmma};
     ir_walk(f, visit, &c);
     /* sm_90a: the kernel may use wgmma; operand tiles are then placed for it. */

@@ -166,6 +166,8 @@ static IrValue *clone_d1(Rot *r, IrOp *at, IrValue *iv)
     IrValue *dargs[3] = {r->d1->args[0], map[cv->res[0]->id], r->d1->args[2]};
     IrValue *s = emit(r, at, IR_DOT, r->d1->res[0]->type, r->d1->res[0]->layout, 3, dargs);
     memcpy(s->def->attr, r->d1->attr, sizeof s->def->attr);
+    if (ir_attr_int(&r->d1->attrs, IR_ATTR_WGMMA_E4M3, 0)) /* an FP8 wgmma dot stays one */
+        ir_attr_set_int(r->f->arena, &s->def->attrs, IR_ATTR_WGMMA_E4M3, 1);
     s->name = r->d1->res[0]->name;
     return s;
 }

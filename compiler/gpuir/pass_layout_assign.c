@@ -7,7 +7,9 @@
  *      contiguous elements per thread along the fastest dim as alignment,
  *      contiguity, mask constancy and 16 bytes allow (capped by elements per
  *      thread) — but on sm_90 an atomic_add of a tensor-core dot's result
- *      keeps the accumulator layout (vector red from registers, no SRAM).
+ *      keeps the accumulator layout (vector red from registers, no SRAM), and
+ *      a load that is an FP8 wgmma dot's B with N contiguous (V of the FP8
+ *      forward) takes 16 K a thread for its transposing store (f8_kfast_layout).
  *      dot gets an FMA-friendly blocked layout for its result.
  *   2. demand (backward): a value's users say which layout they would like:
  *      memory ops their anchor, elementwise ops their result's demand,
@@ -48,6 +50,7 @@ typedef struct LaCtx {
     bool materialize;
     int W;
     int sm;               /* the target's SM version */
+    bool *kfast;          /* by value id: the load is a wgmma.e4m3 dot's B (f8_kfast_layout); NULL: none */
 } LaCtx;
 
 static bool is_tile(const IrValue *v) { return v && v->type.rank > 0; }
@@ -154,6 +157,49 @@ static int atomic_mma_layout(const LaCtx *c, const IrOp *op)
     return l && l->mma ? v->layout : -1;
 }
 
+/* FP8 wgmma reads its B tile K-major only (cg_dot_wgmma.c): a B operand loaded
+ * with N contiguous (V of P @ V, [keys, d]) is stored transposed into SRAM. In
+ * the coalesced layout each thread holds a run of 16 d of one key, which goes
+ * as single bytes to 16 SRAM rows, 8 lanes on one bank (8-way conflicts, 64
+ * st.shared.u8 a thread per 128 x 128 tile on 8 warps). Instead: lanes along N
+ * with 4 bytes each (one 32-bit load, 128 bytes of a row per instruction),
+ * warps along K, 16 keys a thread -- one 16-byte chunk of K -- so that the
+ * transposing store is one st.shared.v4 per 16 keys of one column (byte
+ * permutes in registers; cg_dot_mma.c's store_f8_chunks): 4 a thread, the 8
+ * lanes of a store phase on 2 bank groups (4-way). Set on the load feeding a
+ * wgmma.e4m3 dot's B, where its contiguous dim is N, 16 x num_warps keys
+ * divide K and 32 lanes N. */
+static int f8_kfast_layout(LaCtx *c, const IrOp *op, int coalesced)
+{
+    const IrValue *v = op->res[0];
+    if (v->type.elem != IR_F8E4M3 || v->type.rank != 2 || !c->kfast || !c->kfast[v->id]) return coalesced;
+    const IrLayout *cl = ir_layout_get(c->f, coalesced);
+    if (!cl || cl->order[0] != 1 || v->type.shape[0] % (16 * c->W) || v->type.shape[1] % 32) return coalesced;
+    IrLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = IR_LAYOUT_BLOCKED;
+    l.rank = 2;
+    l.spt[0] = 16, l.spt[1] = v->type.shape[1] / 32 < 4 ? v->type.shape[1] / 32 : 4;
+    l.tpw[0] = 1, l.tpw[1] = 32;
+    l.wpc[0] = c->W, l.wpc[1] = 1;
+    l.order[0] = 1, l.order[1] = 0;   /* registers along N first: the loads take spt[1] bytes at once */
+    return ir_layout_intern(c->f, &l);
+}
+
+/* Loads whose result is the B operand of a wgmma.e4m3 dot (c->kfast by id). */
+static void find_f8_b(IrOp *op, void *vctx)
+{
+    LaCtx *c = vctx;
+    if (op->op != IR_DOT || !ir_attr_int(&op->attrs, IR_ATTR_WGMMA_E4M3, 0)) return;
+    const IrValue *b = op->args[1];
+    if (!b->def || b->def->op != IR_LOAD || b->id >= c->nids) return;
+    if (!c->kfast) {
+        c->kfast = ARENA_ARRAY(c->f->arena, bool, c->nids);
+        memset(c->kfast, 0, sizeof(bool) * (size_t)c->nids);
+    }
+    c->kfast[b->id] = true;
+}
+
 static void find_anchor(IrOp *op, void *vctx)
 {
     LaCtx *c = vctx;
@@ -161,6 +207,7 @@ static void find_anchor(IrOp *op, void *vctx)
     if ((op->op == IR_LOAD || op->op == IR_STORE || op->op == IR_ATOMIC_ADD) && is_tile(op->args[0])) {
         layout = op->op == IR_ATOMIC_ADD ? atomic_mma_layout(c, op) : -1;
         if (layout < 0) layout = mem_layout(c, op);
+        if (op->op == IR_LOAD) layout = f8_kfast_layout(c, op, layout);
     } else if (op->op == IR_DOT) { /* tensor-core dots come with their layout (pass_accelerate_dot.c) */
         layout = op->res[0]->layout >= 0 ? op->res[0]->layout : dot_layout(c, op->res[0]->type);
     }
@@ -470,6 +517,7 @@ bool gp_pass_layout_assign(IrFunc *f, const GpPassCtx *ctx, Diag *d)
     c.hint = ARENA_ARRAY(f->arena, int, c.nids);
     c.anchor = ARENA_ARRAY(f->arena, int, c.nids);
     for (int i = 0; i < c.nids; i++) c.demand[i] = c.hint[i] = c.anchor[i] = -1;
+    ir_walk(f, find_f8_b, &c);
     ir_walk(f, find_anchor, &c);
     demand_block(&c, f->body);
     /* Dry run: learn which loop arguments should start in their yield's layout. */

@@ -284,7 +284,7 @@ static bool is_mma_operand_convert(const IrFunc *f, const IrOp *op)
     int wm, wn;
     if (op->op != IR_CONVERT_LAYOUT || !op->nres) return false;
     IrElem e = (IrElem)op->res[0]->type.elem;
-    return (e == IR_F16 || e == IR_BF16) && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
+    return gp_mma_operand_elem(e) && gp_layout_is_mma(f, op->res[0]->layout, &frag, &wm, &wn) &&
            frag != GP_MMA_C;
 }
 
@@ -325,6 +325,9 @@ static bool staged_tile(const SaCtx *s, const IrOp *op, StagedTile *t)
         gp_op_scratch(s->f, s->tc, op, s->uses, &what) <= 0)
         return false;
     const IrValue *v = op->args[0];
+    /* an e4m3 tile is stored K-major with K permuted whatever its source
+     * (cg_dot_wgmma.c): no view of it */
+    if (v->type.elem == IR_F8E4M3) return false;
     int fd = gp_fast_value_dim(s->f, v);
     if (fd < 0 || v->type.rank != 2) return false;
     while (v->def && v->def->op == IR_TRANS && v->def->args[0]->type.rank == 2) {

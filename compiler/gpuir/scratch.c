@@ -31,9 +31,9 @@ int gp_convert_scratch_bytes(const IrFunc *f, const IrOp *op, const char **what)
         GpMmaFrag frag;
         int wm, wn;
         IrElem e = (IrElem)res->type.elem;
-        if ((e == IR_F16 || e == IR_BF16) && gp_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != GP_MMA_C) {
+        if (gp_mma_operand_elem(e) && gp_layout_is_mma(f, res->layout, &frag, &wm, &wn) && frag != GP_MMA_C) {
             *what = frag == GP_MMA_A ? "mma operand A" : "mma operand B";
-            return (int)ir_type_numel(res->type) * 2;
+            return (int)ir_type_numel(res->type) * gp_elem_bytes(e);
         }
         *what = "convert_layout";
     } else {

@@ -200,6 +200,38 @@ static void check_mma_overlap(Verifier *V, const IrOp *op, const IrBlock *b)
         bad(V, next, "a dot that retires a wgmma.overlap group is itself in flight");
 }
 
+/* wgmma.e4m3 (pass_accelerate_dot.c): only on a dot of two f8e4m3 operands
+ * into f32 of a wgmma kernel, in wgmma's warp grid (#mma<C, wm = num_warps,
+ * wn = 1>) and a tile FP8 wgmma takes (cg_wgmma_e4m3_ok); and every f8e4m3
+ * dot on tensor cores carries it (codegen has no other e4m3 tensor-core path:
+ * a pass that copies such a dot must keep the attribute). */
+static void check_wgmma_e4m3(Verifier *V, const IrOp *op)
+{
+    bool marked = ir_attr_get(&op->attrs, IR_ATTR_WGMMA_E4M3) != NULL;
+    GpMmaFrag frag;
+    int wm = 0, wn = 0;
+    bool mma = op->op == IR_DOT && gp_layout_is_mma(V->f, op->res[0]->layout, &frag, &wm, &wn) && frag == GP_MMA_C;
+    if (!marked) {
+        if (mma && op->args[0]->type.elem == IR_F8E4M3)
+            bad(V, op, "an f8e4m3 dot on tensor cores without wgmma.e4m3 (FP8 wgmma is the only e4m3 lowering)");
+        return;
+    }
+    if (!attr_int_in(V, op, IR_ATTR_WGMMA_E4M3, 1, 1)) return;
+    if (op->op != IR_DOT) { bad(V, op, "wgmma.e4m3 on a non-dot"); return; }
+    const IrType *ta = &op->args[0]->type, *tb = &op->args[1]->type, *tc = &op->res[0]->type;
+    if (ta->elem != IR_F8E4M3 || tb->elem != IR_F8E4M3 || tc->elem != IR_F32 || tc->rank != 2) {
+        bad(V, op, "wgmma.e4m3 on a dot that is not f8e4m3 x f8e4m3 -> f32");
+        return;
+    }
+    if (!ir_attr_int(&V->f->attrs, IR_ATTR_WGMMA, 0)) bad(V, op, "wgmma.e4m3 on a dot of a kernel without wgmma");
+    int W = V->f->sched.num_warps;
+    if (!mma || wm != W || wn != 1)
+        bad(V, op, "wgmma.e4m3 on a dot whose result is not in wgmma's grid #mma<C, wm=%d, wn=1>", W);
+    else if (!cg_wgmma_e4m3_ok(tc->shape[0], tc->shape[1], ta->shape[1], W))
+        bad(V, op, "wgmma.e4m3 on a %dx%dx%d dot on %d warps: FP8 wgmma needs M %% (16 x warps) = 0, N <= 256, "
+                   "K %% 128 = 0", tc->shape[0], tc->shape[1], ta->shape[1], W);
+}
+
 /* pipeline.*, smem.*, mma.deferred, wgmma.pending, wgmma.overlap on one op (ir.h lists them). */
 static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
 {
@@ -236,6 +268,7 @@ static void check_gpu_attrs(Verifier *V, const IrOp *op, const IrBlock *b)
     attr_int_in(V, op, IR_ATTR_DEFERRED, 0, 1);
     if (ir_attr_get(at, IR_ATTR_MMA_PENDING)) check_mma_pending(V, op, b);
     if (ir_attr_get(at, IR_ATTR_MMA_OVERLAP)) check_mma_overlap(V, op, b);
+    if (op->op == IR_DOT || ir_attr_get(at, IR_ATTR_WGMMA_E4M3)) check_wgmma_e4m3(V, op);
     bool o = ir_attr_get(at, IR_ATTR_SMEM_OFFSET), n = ir_attr_get(at, IR_ATTR_SMEM_BYTES);
     const IrAttr *live = ir_attr_get(at, IR_ATTR_SMEM_LIVE);
     if (ir_attr_get(at, IR_ATTR_SMEM_VIEW)) {

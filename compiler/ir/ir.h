@@ -324,7 +324,10 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
  *           the loop),
  *           wgmma.overlap = 1 (its wgmma group stays in flight until the next
  *           dot of its loop body, whose wait retires it: the ops between them
- *           overlap it; pass_dot_overlap.c)
+ *           overlap it; pass_dot_overlap.c),
+ *           wgmma.e4m3 = 1 (an f8e4m3 dot on FP8 wgmma, m64nNk32: its SRAM
+ *           operand tiles are K-major with K permuted to the register
+ *           fragment's order; pass_accelerate_dot.c, cg_dot_wgmma.c)
  *   kernel: tma.maps = N (N tensor-map parameters after the program's own);
  *   load:   tma.map = k (a pipelined load of an mbarrier loop copied by TMA
  *           through tensor map k; pass_tma.c)
@@ -345,6 +348,7 @@ void ir_layout_print(StrBuf *out, const IrFunc *f, int idx); /* `#blocked<...>` 
 #define IR_ATTR_MMA_PENDING   "wgmma.pending"
 #define IR_ATTR_MMA_OVERLAP   "wgmma.overlap"
 #define IR_ATTR_SMEM_VIEW     "smem.view"
+#define IR_ATTR_WGMMA_E4M3    "wgmma.e4m3"
 #define IR_ATTR_TMA_MAP       "tma.map"
 #define IR_ATTR_TMA_MAPS      "tma.maps"
 #define IR_ATTR_WARP_SPEC     "warp_spec"

@@ -57,7 +57,9 @@
     X(persistent, "--persistent", "persistent", "persistent", 0, SCHED_BIT(warp_specialize), WS_PERSISTENT_WHY, \
       "a grid of resident programs, each looping over the logical tiles (static tile scheduler)")               \
     X(longest_first, "--longest-first", "longest_first", "persistent", SCHED_BIT(persistent), 0, NULL,          \
-      "with --persistent: tiles in decreasing program_id(0) (causal attention's heavy query blocks first)")
+      "with --persistent: tiles in decreasing program_id(0) (causal attention's heavy query blocks first)")        \
+    X(no_fp8_wgmma, "--no-fp8-wgmma", "no_fp8_wgmma", "accelerate-dot", 0, 0, NULL,                              \
+      "sm_90a: f8e4m3 dots widened to f16 tensor cores instead of FP8 wgmma")
 
 typedef enum SchedId {
 #define SCHED_ENUM(field, ...) SCHED_##field,

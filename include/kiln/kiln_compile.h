@@ -109,6 +109,9 @@ typedef struct KilnSchedule {
     int longest_first;     /* with persistent: tiles in decreasing program_id(0), axis 0 slowest,
                               so causal attention's heavy (last) query blocks run first;
                               implies persistent */
+    int no_fp8_wgmma;      /* sm_90a: f8e4m3 dots widen their operands to f16 (exact) and run on
+                              the f16 tensor cores instead of FP8 wgmma (m64nNk32 e4m3, section
+                              4e): the FP8 forward's A/B comparison and fallback */
 } KilnSchedule;
 
 typedef struct KilnCompileOptions {

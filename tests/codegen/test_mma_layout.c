@@ -207,27 +207,34 @@ static int hw_addr(int start, int lin)
     return a ^ (((a >> 7) & 7) << 4);
 }
 
-static void check_wgmma_view(int rows, int cols, bool k_major, int n_inst)
+/* eb: bytes per element (2: f16/bf16, k16 steps; 1: e4m3, K-major only, k32
+ * steps: the same 32 bytes of K per instruction, T = 16 elements). */
+static void check_wgmma_view_eb(int rows, int cols, bool k_major, int n_inst, int eb)
 {
-    GpSwizzle sw = gp_swizzle_for(rows, cols, 2);
+    GpSwizzle sw = gp_swizzle_for(rows, cols, eb);
     ck_assert(gp_wgmma_tile_ok(&sw));
-    int lbo, sbo;
+    int lbo, sbo, ks = 32 / eb;
     gp_wgmma_strides(&sw, k_major, &lbo, &sbo);
     int kdim = k_major ? cols : rows, mndim = k_major ? rows : cols;
     for (int mn0 = 0; mn0 < mndim; mn0 += n_inst)
-        for (int kk = 0; kk < kdim / 16; kk++) {
+        for (int kk = 0; kk < kdim / ks; kk++) {
             int start = gp_wgmma_offset(&sw, k_major, mn0, kk);
             for (int mn = 0; mn < n_inst; mn++)
-                for (int k = 0; k < 16; k++) {
-                    int lin = k_major ? (mn % 8) * 128 + (mn / 8) * sbo + k * 2
+                for (int k = 0; k < ks; k++) {
+                    int lin = k_major ? (mn % 8) * 128 + (mn / 8) * sbo + k * eb
                                       : (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo;
-                    int want = k_major ? gp_swizzle_offset(&sw, mn0 + mn, 16 * kk + k)
-                                       : gp_swizzle_offset(&sw, 16 * kk + k, mn0 + mn);
-                    CHECK(hw_addr(start, lin) == want * 2, "%dx%d %s mn %d k %d: wgmma reads byte %d, stored at %d",
-                          rows, cols, k_major ? "K-major" : "MN-major", mn0 + mn, 16 * kk + k, hw_addr(start, lin),
-                          want * 2);
+                    int want = k_major ? gp_swizzle_offset(&sw, mn0 + mn, ks * kk + k)
+                                       : gp_swizzle_offset(&sw, ks * kk + k, mn0 + mn);
+                    CHECK(hw_addr(start, lin) == want * eb, "%dx%d %s eb %d mn %d k %d: wgmma reads byte %d, stored at %d",
+                          rows, cols, k_major ? "K-major" : "MN-major", eb, mn0 + mn, ks * kk + k, hw_addr(start, lin),
+                          want * eb);
                 }
         }
+}
+
+static void check_wgmma_view(int rows, int cols, bool k_major, int n_inst)
+{
+    check_wgmma_view_eb(rows, cols, k_major, n_inst, 2);
 }
 
 START_TEST(wgmma_descriptors_match_the_tiles)
@@ -263,8 +270,17 @@ START_TEST(wgmma_descriptors_match_the_tiles)
     /* rows of 64 bytes are not 128-byte swizzle atoms */
     GpSwizzle s = gp_swizzle_for(64, 32, 2);
     ck_assert(!gp_wgmma_tile_ok(&s));
+    /* e4m3 (FP8 wgmma, K-major only): Q / K at d 128 and 256, V^T (d rows x
+     * 128 keys); 64 keys are 64-byte rows, which accelerate-dot widens */
+    check_wgmma_view_eb(128, 128, true, 64, 1);
+    check_wgmma_view_eb(64, 256, true, 64, 1);
+    check_wgmma_view_eb(128, 128, true, 128, 1);
+    check_wgmma_view_eb(256, 128, true, 256, 1);
+    s = gp_swizzle_for(128, 64, 1);
+    ck_assert(!gp_wgmma_tile_ok(&s));
 }
 END_TEST
+
 
 /* ---- the MMA layouts in the generalised geometry (layout.c) ---- */
 
@@ -435,6 +451,52 @@ START_TEST(accumulator_is_next_a_operand)
 }
 END_TEST
 
+/* FP8 wgmma's register A (PTX ISA, wgmma .m64nNk32 A fragment for .e4m3: per
+ * warp, register j of lane (g = lane / 4, t = lane % 4) holds bytes
+ * b = 0..3 of row g + 8 (j & 1), k = 16 (j >> 1) + 4t + b) from an e4m3 value
+ * in the MMA A layout (the accumulator's map, P of attention): gp_f8_afrag_reg
+ * names the register of each byte, and the element it holds must be the one
+ * whose K index gp_f8_kpos sends to that k position; gp_f8_kpos is a
+ * permutation of each 16. */
+START_TEST(f8_a_fragment_is_the_permuted_accumulator)
+{
+    for (int j = 0; j < 16; j++) {
+        int seen = 0;
+        for (int k = 0; k < 16; k++) {
+            seen |= 1 << gp_f8_kpos(16 * j + k) % 16;
+            ck_assert_int_eq(gp_f8_kpos(16 * j + k) / 16, j);
+        }
+        ck_assert_int_eq(seen, 0xFFFF);
+    }
+    int cfg[][3] = {{4, 64, 128}, {8, 128, 128}, {8, 256, 64}, {4, 128, 256}};
+    for (int c = 0; c < 4; c++) {
+        int W = cfg[c][0], M = cfg[c][1], K = cfg[c][2];
+        Fn k;
+        fn_init(&k, W);
+        GpGeom g;
+        ck_assert(gp_geom(k.f, gp_layout_mma(k.f, GP_MMA_A, W, 1), tile2(IR_F8E4M3, M, K), &g));
+        for (int tid = 0; tid < 32 * W; tid++) {
+            int w = tid / 32, lane = tid % 32;
+            for (int om = 0; om < M / (16 * W); om++)
+                for (int kk = 0; kk < K / 32; kk++)
+                    for (int j = 0; j < 4; j++)
+                        for (int b = 0; b < 4; b++) {
+                            int rd[2], idx[2];
+                            gp_f8_afrag_reg(om, kk, j, b, rd);
+                            gp_geom_index(&g, tid, gp_geom_reg_of(&g, rd), idx);
+                            int row = (om * W + w) * 16 + lane / 4 + 8 * (j & 1);
+                            int kpos = 32 * kk + 16 * (j >> 1) + 4 * (lane % 4) + b;
+                            CHECK(idx[0] == row && gp_f8_kpos(idx[1]) == kpos,
+                                  "W%d %dx%d tid %d om %d kk %d reg %d byte %d: holds (%d, %d), wgmma reads row %d "
+                                  "k position %d (logical k at that position: kpos(%d) = %d)",
+                                  W, M, K, tid, om, kk, j, b, idx[0], idx[1], row, kpos, idx[1], gp_f8_kpos(idx[1]));
+                        }
+        }
+        arena_free(&k.a);
+    }
+}
+END_TEST
+
 /* gp_geom_first_copy on `layout` applied to `t`: the register it names holds the same
  * element in every thread, no lower register does, and its result is the lowest for
  * itself. Returns the number of registers that are their own first copy. */
@@ -587,6 +649,7 @@ static Suite *suite(void)
     tcase_add_test(tg, mma_layouts_match_isa);
     tcase_add_test(tg, wgmma_nsplit_layout_matches_isa);
     tcase_add_test(tg, accumulator_is_next_a_operand);
+    tcase_add_test(tg, f8_a_fragment_is_the_permuted_accumulator);
     tcase_add_test(tg, slice_copies_found);
     tcase_add_test(tg, stmatrix_stores_the_accumulator);
     suite_add_tcase(s, tg);

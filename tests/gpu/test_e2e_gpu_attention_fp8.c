@@ -9,11 +9,15 @@
  * Cases: f16/bf16 out, head dims 64, 128, 256, causal, GQA, ragged lengths (seqlen_q <
  * seqlen_k, no multiples of the tiles), the default tiles and schedules of the runtime, the
  * soft-capping and sliding-window variants and the window's block mask (made on the GPU).
- * One ROW line per case, then PASS/FAIL.
+ * Each case runs twice: as the runtime compiles it (on sm_90a the dots on FP8 wgmma where the
+ * tiles allow, docs/tensor_cores.md 4e) and with schedule.no_fp8_wgmma (the dots widened to
+ * f16, the fallback; rows marked "[widened]"). One ROW line per run, then PASS/FAIL.
  *
  * KILN_FP8_BENCH=1: timing instead, FP8 against the f16 forward on the same shapes (B 2,
  * H 16, N 4096 and 8192, d 128 and 256, causal and not): "BENCH" lines with ms and TFLOP/s
- * (4 * visible pairs * d flops), mean of 20 back-to-back calls after a warm one.
+ * (4 * visible pairs * d flops), mean of 20 back-to-back calls after a warm one, for the
+ * FP8 forward as compiled (e4m3), widened (no_fp8_wgmma), with overlap (schedule.overlap, which
+ * the runtime leaves off for FP8) and the f16 forward.
  *
  * Without a GPU: "SKIP: no GPU (...)" and exit 77; on a GPU older than sm_89, SKIP too
  * (no e4m3 conversions there).
@@ -42,7 +46,7 @@ static const F8Case k_cases[] = {
 
 static KilnDevPtr up(const void *host, size_t bytes) { return gu_upload(g_dev, host, bytes); }
 
-static void run_case(const F8Case *c, unsigned seed)
+static void run_case(const F8Case *c, unsigned seed, bool widened)
 {
     Prob p;
     double amp = c->per_head ? 2.0 : 1.0;
@@ -53,6 +57,9 @@ static void run_case(const F8Case *c, unsigned seed)
     bool have_var = fp8_variant(c, args, &var);
     KilnAttentionParams a = params_of(&p, have_var ? &var : NULL, NULL);
     a.block_m = a.block_n = 0;   /* the runtime's defaults */
+    a.schedule.no_fp8_wgmma = widened ? 1 : -1;   /* -1: FP8 wgmma (the runtime's default is widened) */
+    char what[64];
+    snprintf(what, sizeof what, "%s%s", c->what, widened ? " [widened]" : "");
     size_t nd = (size_t)c->batch * c->hq * 4, lse_bytes = (size_t)c->batch * c->hq * c->sq * 4;
     fp8_poison(&p);
     a.q = up(p.q8, (size_t)p.nq), a.k = up(p.k8, (size_t)p.nk), a.v = up(p.v8, (size_t)p.nk);
@@ -71,7 +78,7 @@ static void run_case(const F8Case *c, unsigned seed)
     if (st == KILN_OK) st = kiln_synchronize(g_dev);
     double ms = gu_now_ms() - t0;
     if (st != KILN_OK) {
-        printf("ROW %-34s FAIL %s: %s\n", c->what, kiln_status_name(st), kiln_last_error());
+        printf("ROW %-45s FAIL %s: %s\n", what, kiln_status_name(st), kiln_last_error());
         g_fail++;
     } else {
         kiln_memcpy_dtoh(g_dev, p.o, a.o, (size_t)p.nq * 2);
@@ -79,8 +86,8 @@ static void run_case(const F8Case *c, unsigned seed)
         Verdict v = fp8_judge(&p, &hk);
         double bound = fp8_bound(c, &v);
         bool ok = v.nonfinite == 0 && v.rmse <= bound && v.lse_rel <= 1e-4;
-        printf("ROW %-34s %s rmse %.3g (emulation %.3g, bound %.3g, rms %.3g) lse %.3g nonfinite %lld first %.0f ms\n",
-               c->what, ok ? "ok  " : "FAIL", v.rmse, v.rmse_emul, bound, v.rms_ref, v.lse_rel, v.nonfinite, ms);
+        printf("ROW %-45s %s rmse %.3g (emulation %.3g, bound %.3g, rms %.3g) lse %.3g nonfinite %lld first %.0f ms\n",
+               what, ok ? "ok  " : "FAIL", v.rmse, v.rmse_emul, bound, v.rms_ref, v.lse_rel, v.nonfinite, ms);
         g_fail += !ok;
     }
     KilnDevPtr bufs[] = {a.q, a.k, a.v, a.q_descale, a.k_descale, a.v_descale, a.o, a.lse,
@@ -119,12 +126,21 @@ static void bench(void)
         memcpy(a.v_stride, st, sizeof st), memcpy(a.o_stride, st, sizeof st);
         double visible = causal ? (double)N * (N + 1) / 2 : (double)N * N;
         double flops = 4.0 * visible * D * B * H;
+        a.schedule.no_fp8_wgmma = -1;   /* FP8 wgmma: opt-in until this run has checked it */
         double t8 = gu_attention_fwd_ms(g_dev, &a, 20, &g_fail);
+        KilnAttentionParams w = a;
+        w.schedule.no_fp8_wgmma = 1;   /* the dots widened to f16 (the path before FP8 wgmma) */
+        double tw = gu_attention_fwd_ms(g_dev, &w, 20, &g_fail);
+        KilnAttentionParams ov = a;
+        ov.schedule.overlap = 1;   /* FlashAttention-3's overlap, off for FP8 by default (jit/attention.c) */
+        double to = gu_attention_fwd_ms(g_dev, &ov, 20, &g_fail);
         KilnAttentionParams f = a;
         f.dtype = KILN_F16, f.q = f.k = f.v = x16;
         double t16 = gu_attention_fwd_ms(g_dev, &f, 20, &g_fail);
-        printf("BENCH fp8 B%d H%d N%d d%d %s  e4m3 %.3f ms (%.0f TFLOP/s)  f16 %.3f ms (%.0f TFLOP/s)  fp8/f16 %.2fx\n",
-               B, H, N, D, causal ? "causal" : "full  ", t8, flops / t8 * 1e-9, t16, flops / t16 * 1e-9, t16 / t8);
+        printf("BENCH fp8 B%d H%d N%d d%d %s  e4m3 %.3f ms (%.0f TFLOP/s)  widened %.3f ms (%.0f TFLOP/s)  "
+               "e4m3+overlap %.3f ms (%.0f TFLOP/s)  f16 %.3f ms (%.0f TFLOP/s)  fp8/widened %.2fx  fp8/f16 %.2fx\n",
+               B, H, N, D, causal ? "causal" : "full  ", t8, flops / t8 * 1e-9, tw, flops / tw * 1e-9, to,
+               flops / to * 1e-9, t16, flops / t16 * 1e-9, tw / t8, t16 / t8);
         KilnDevPtr bufs[] = {x8, x16, o, lse, ds};
         for (size_t i = 0; i < 5; i++) kiln_free(g_dev, bufs[i]);
         free(q8), free(h16);
@@ -142,6 +158,8 @@ int main(void)
     }
     if (getenv("KILN_FP8_BENCH")) bench();
     else
-        for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_case(&k_cases[i], 600 + (unsigned)i * 11);
+        for (int widened = 0; widened < 2; widened++)
+            for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
+                run_case(&k_cases[i], 600 + (unsigned)i * 11, widened);
     return gu_end(g_dev, g_fail);
 }

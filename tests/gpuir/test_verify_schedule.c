@@ -25,6 +25,14 @@ typedef struct Case {
     "  %0 = const 0 : tensor<128x64xf16>\n  %1 = const 0 : tensor<64x64xf16>\n"                          \
     "  %2 = const 0 : tensor<128x64xf32>\n  %4 = dot %0, %1, %2 " ATTRS " : tensor<128x64xf32>\n"
 
+/* an e4m3 dot 128x128xK in wgmma's grid on 8 warps (its attributes ATTRS, the kernel's KATTRS), on line 8 */
+#define F8DOT(ATTRS, KATTRS, K)                                                                           \
+    "#L0 = #mma<C, wm=8, wn=1>\n#L1 = #mma<A, wm=8, wn=1>\n#L2 = #mma<B, wm=8, wn=1>\n"                       \
+    "kernel @g(%p: ptr<f16>, %n: i32) num_warps = 8 num_stages = 2" KATTRS " {\n"                          \
+    "  %0 = const 0 : tensor<128x" K "xf8e4m3, #L1>\n  %1 = const 0 : tensor<" K "x128xf8e4m3, #L2>\n"      \
+    "  %2 = const 0 : tensor<128x128xf32, #L0>\n  %4 = dot %0, %1, %2 " ATTRS " : tensor<128x128xf32, #L0>\n" \
+    "  return\n}\n"
+
 static const Case cases[] = {
     {L0 GHEAD " {\n  %0 = arange 0, 64 : tensor<64xi32, #L0>\n  %1 = load %p {pipeline.slot_bytes = 128} : f16\n"
      "  return\n}\n",
@@ -138,6 +146,16 @@ static const Case cases[] = {
      "    %3 = load %2 {pipeline.slot_bytes = 128} : tensor<64xf16, #L0>\n"
      "    yield\n  }\n  return\n}\n",
      "load at 7:5: warp_spec.producer_regs with a pipelined load that is not a TMA copy"},
+    /* FP8 wgmma (wgmma.e4m3, pass_accelerate_dot.c) */
+    {L0 GHEAD " attributes {wgmma = 1} {\n  %0 = const 0 {wgmma.e4m3 = 1} : i32\n  return\n}\n",
+     "const at 3:3: wgmma.e4m3 on a non-dot"},
+    {GHEAD8 " attributes {wgmma = 1} {\n" DOT8("{wgmma.e4m3 = 1}") "  return\n}\n",
+     "dot at 5:3: wgmma.e4m3 on a dot that is not f8e4m3 x f8e4m3 -> f32"},
+    {F8DOT("", " attributes {wgmma = 1}", "128"),
+     "dot at 8:3: an f8e4m3 dot on tensor cores without wgmma.e4m3 (FP8 wgmma is the only e4m3 lowering)"},
+    {F8DOT("{wgmma.e4m3 = 1}", "", "128"), "dot at 8:3: wgmma.e4m3 on a dot of a kernel without wgmma"},
+    {F8DOT("{wgmma.e4m3 = 1}", " attributes {wgmma = 1}", "64"),
+     "dot at 8:3: wgmma.e4m3 on a 128x128x64 dot on 8 warps: FP8 wgmma needs M % (16 x warps) = 0, N <= 256, K % 128 = 0"},
 };
 
 
