@@ -5,8 +5,11 @@
  * builds it (k_tune's schedules for long sequences plus its short-causal
  * rows, the launch-time hints, PLAIN_SCORES) for f16/bf16 x head dim
  * 64/128/256 x causal x sm_80/sm_90a, the attention variants of
- * examples/attention, and the examples — hashes each PTX text (FNV-1a 64 and
- * the size) and compares with tests/codegen/ptx_hashes.txt.
+ * examples/attention, the backward's kernels as its plan requests them
+ * (rt_attn_bwd_plan: f16, head dim 64/128/256 x causal x deterministic x
+ * sm_80/sm_90a; without launch hints, whose spec the plan's test builds), and
+ * the examples — hashes each PTX text (FNV-1a 64 and the size) and compares
+ * with tests/codegen/ptx_hashes.txt.
  *
  * A change that is meant to alter code regenerates the file and says so in
  * its commit (what changed in the PTX and what it did to the benchmark):
@@ -16,6 +19,7 @@
 #include "compiler/support/support.h"
 #include "tests/testutil.h"
 #include "tests/ptx_util.h"
+#include "jit_internal.h"   /* rt_attn_bwd_plan: the backward's kernels as the runtime asks for them */
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +39,7 @@ typedef struct Case {
     int warps, stages;
     bool attn_hints;         /* the runtime's launch-time hints */
     bool no_wgmma;
+    const RtAttnVariant *bwd; /* a backward plan's kernel: its program, defines, warps, stages, schedule */
 } Case;
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -71,6 +76,12 @@ static void hash_case(const Case *c, StrBuf *out)
                          c->attn_hints ? h : NULL);
     o.kernel = c->kernel;
     o.schedule.no_wgmma = c->no_wgmma;
+    if (c->bwd) {
+        const RtAttnVariant *v = c->bwd;
+        o = (KilnCompileOptions){.kernel = v->kernel, .defines = v->defines, .ndefines = v->ndefines,
+                                 .arch = c->arch, .num_warps = v->num_warps, .num_stages = v->num_stages,
+                                 .schedule = v->schedule, .emit = KILN_EMIT_PTX};
+    }
     KilnCompileResult r;
     KilnStatus st = kiln_compile(c->file, src, &o, &r);
     ck_assert_msg(st == KILN_OK, "%s: %s\n%s", c->name, kiln_status_name(st), r.diagnostics ? r.diagnostics : "");
@@ -81,10 +92,11 @@ static void hash_case(const Case *c, StrBuf *out)
 
 /* ---- the cases ---- */
 
-static Case g_cases[128];
+static Case g_cases[256];
 static int g_ncases;
-static char g_names[128][96];
-static char g_vals[128][4][16];
+static char g_names[256][96];
+static char g_vals[256][4][16];
+static RtAttnBwdPlan g_bwd_plans[24];
 
 /* The runtime's schedule (runtime k_tune) for head dim d on `arch`; short: the
  * sm_90 rows for short causal sequences. */
@@ -158,6 +170,26 @@ static void build_cases(void)
         add_attention("f16", 128, true, archs[a], false, false, "examples/attention/sliding_window.tile", window, 2,
                       "_window");
     }
+    /* the backward's kernels, each plan's under its call's name */
+    for (int a = 0, np = 0; a < 2; a++)
+        for (int d = 0; d < 3; d++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int det = 0; det < 2; det++) {
+                    KilnAttentionBwdParams p = {.fwd = {.dtype = KILN_F16, .batch = 2, .heads_q = 16, .heads_kv = 16,
+                                                        .seqlen_q = 8192, .seqlen_k = 8192, .head_dim = dims[d],
+                                                        .causal = causal},
+                                                .deterministic = det};
+                    RtAttnBwdPlan *plan = &g_bwd_plans[np++];
+                    rt_attn_bwd_plan(a ? 90 : 80, &p, plan);
+                    for (int k = 0; k < plan->n; k++) {
+                        const RtAttnVariant *v = &plan->k[k];
+                        int i = g_ncases;
+                        snprintf(g_names[i], sizeof g_names[i], "bwd_%s_d%d_%s%s_%s", v->kernel, dims[d],
+                                 causal ? "causal" : "full", det ? "_det" : "", archs[a]);
+                        g_cases[g_ncases++] = (Case){.name = g_names[i], .file = v->program,
+                                                     .kernel = v->kernel, .arch = archs[a], .bwd = v};
+                    }
+                }
     /* the examples, as kiln-examples compiles them */
     static const KilnDefine softmax_defs[] = {{"BLOCK", "1024"}};
     static const KilnDefine matmul_defs[] = {{"BLOCK_M", "64"}, {"BLOCK_N", "64"}, {"BLOCK_K", "32"}};
