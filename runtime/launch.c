@@ -163,9 +163,10 @@ static KilnStatus check_grid(const KilnKernel *k, const int grid[3], unsigned g[
     for (int i = 0; i < 3; i++) {
         long v = grid ? grid[i] : 1;
         if (v == 0) v = 1;
-        if (v < 0 || v > (k->info->persistent ? max[0] : max[i]))
+        long lim = k->info->persistent ? max[0] : max[i];
+        if (v < 0 || v > lim)
             return kiln_set_error(KILN_ERR_USAGE, "kernel %s: grid[%d] = %d is out of range (1..%ld)",
-                                  k->info->name, i, grid[i], max[i]);
+                                  k->info->name, i, grid[i], lim);
         g[i] = (unsigned)v;
     }
     return KILN_OK;

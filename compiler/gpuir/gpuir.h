@@ -366,7 +366,7 @@ bool gp_wgmma_nsplit_ok(int M, int N, int K, int num_warps, bool plain);
  * fits FP8 wgmma (m64nNk32, wm = num_warps, wn = 1): whole warpgroups along M,
  * N <= 256, K a multiple of 128 (each K-major operand row whole 128-byte
  * swizzle blocks of e4m3). */
-bool cg_wgmma_e4m3_ok(int M, int N, int K, int num_warps);
+bool gp_wgmma_e4m3_ok(int M, int N, int K, int num_warps);
 /* Elements an MMA operand tile (A/B layout) holds: f16, bf16, and e4m3 (only
  * the operands of wgmma.e4m3 dots: every other e4m3 dot is widened). */
 static inline bool gp_mma_operand_elem(IrElem e) { return e == IR_F16 || e == IR_BF16 || e == IR_F8E4M3; }

@@ -94,7 +94,7 @@ bool gp_dot_mma_eligible(const IrOp *op, int sm)
     return ea == eb && (ea == IR_F16 || ea == IR_BF16) && er == IR_F32;
 }
 
-bool cg_wgmma_e4m3_ok(int M, int N, int K, int W)
+bool gp_wgmma_e4m3_ok(int M, int N, int K, int W)
 {
     return W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0 && N <= 256 && K % 128 == 0;
 }
@@ -260,7 +260,7 @@ static bool f8_native_ok(const IrOp *op, const GpPassCtx *ctx, bool chained)
         tc->rank != 2)
         return false;
     int W = op->parent->func->sched.num_warps, M = tc->shape[0], N = tc->shape[1], K = ta->shape[1];
-    return cg_wgmma_e4m3_ok(M, N, K, W) && (chained || gp_wgmma_grid_ok(M, N, K, W));
+    return gp_wgmma_e4m3_ok(M, N, K, W) && (chained || gp_wgmma_grid_ok(M, N, K, W));
 }
 
 /* f8e4m3 dots: marked wgmma.e4m3 where FP8 wgmma takes them, else their

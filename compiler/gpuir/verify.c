@@ -202,7 +202,7 @@ static void check_mma_overlap(Verifier *V, const IrOp *op, const IrBlock *b)
 
 /* wgmma.e4m3 (pass_accelerate_dot.c): only on a dot of two f8e4m3 operands
  * into f32 of a wgmma kernel, in wgmma's warp grid (#mma<C, wm = num_warps,
- * wn = 1>) and a tile FP8 wgmma takes (cg_wgmma_e4m3_ok); and every f8e4m3
+ * wn = 1>) and a tile FP8 wgmma takes (gp_wgmma_e4m3_ok); and every f8e4m3
  * dot on tensor cores carries it (codegen has no other e4m3 tensor-core path:
  * a pass that copies such a dot must keep the attribute). */
 static void check_wgmma_e4m3(Verifier *V, const IrOp *op)
@@ -227,7 +227,7 @@ static void check_wgmma_e4m3(Verifier *V, const IrOp *op)
     int W = V->f->sched.num_warps;
     if (!mma || wm != W || wn != 1)
         bad(V, op, "wgmma.e4m3 on a dot whose result is not in wgmma's grid #mma<C, wm=%d, wn=1>", W);
-    else if (!cg_wgmma_e4m3_ok(tc->shape[0], tc->shape[1], ta->shape[1], W))
+    else if (!gp_wgmma_e4m3_ok(tc->shape[0], tc->shape[1], ta->shape[1], W))
         bad(V, op, "wgmma.e4m3 on a %dx%dx%d dot on %d warps: FP8 wgmma needs M %% (16 x warps) = 0, N <= 256, "
                    "K %% 128 = 0", tc->shape[0], tc->shape[1], ta->shape[1], W);
 }
